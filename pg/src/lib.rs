@@ -1,0 +1,1 @@
+//! PostgreSQL provider (issue 3): not built yet.

@@ -1,0 +1,1 @@
+//! queen-reference
