@@ -1,1 +1,10 @@
-//! queen-reference
+//! `queen-reference`: the wire types of the Queen protocol and a pure, in-memory
+//! reference model of it.
+//!
+//! * [`wire`] — request parsing/validation and response types, shared by every crate.
+//! * [`time`] — time as an input: exact or interval-valued moments.
+//!
+//! See `ARCHITECTURE.md` at the workspace root for how the pieces fit together.
+
+pub mod time;
+pub mod wire;

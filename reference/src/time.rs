@@ -1,0 +1,158 @@
+//! Time as data.
+//!
+//! The model never reads a clock: every operation is told what time it is. Against a
+//! live broker that time is only known to lie between sending a request and reading
+//! its answer (PROTOCOL.md section 12), so a moment is a closed interval of
+//! milliseconds, [`Stamp`]. A deterministic engine uses exact stamps (`lo == hi`).
+//! Deadlines derived from an uncertain "now" (lease deadlines, retry delays) are
+//! uncertain by the same amount, and comparisons between uncertain moments are
+//! three-valued ([`Tri`]); the caller decides how to branch on `Maybe`.
+
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+
+/// Milliseconds since the Unix epoch, the unit of every time in the model.
+pub type Millis = i64;
+
+/// A moment known to lie in `[lo, hi]` (milliseconds, both ends included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Stamp {
+    pub lo: Millis,
+    pub hi: Millis,
+}
+
+/// The answer to a comparison between uncertain moments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tri {
+    Yes,
+    No,
+    Maybe,
+}
+
+impl Stamp {
+    /// An exactly known moment.
+    pub const fn exact(t: Millis) -> Stamp {
+        Stamp { lo: t, hi: t }
+    }
+
+    /// A moment somewhere in `[lo, hi]`; the ends are swapped if given backwards.
+    pub fn between(lo: Millis, hi: Millis) -> Stamp {
+        if lo <= hi {
+            Stamp { lo, hi }
+        } else {
+            Stamp { lo: hi, hi: lo }
+        }
+    }
+
+    pub fn is_exact(&self) -> bool {
+        self.lo == self.hi
+    }
+
+    /// This moment shifted by `ms` (a deadline `now + duration`).
+    pub fn plus(&self, ms: Millis) -> Stamp {
+        Stamp {
+            lo: self.lo.saturating_add(ms),
+            hi: self.hi.saturating_add(ms),
+        }
+    }
+
+    /// Whether this moment is strictly before `other`.
+    pub fn before(&self, other: &Stamp) -> Tri {
+        if self.hi < other.lo {
+            Tri::Yes
+        } else if self.lo >= other.hi {
+            Tri::No
+        } else {
+            Tri::Maybe
+        }
+    }
+
+    /// Whether `t` (an exact time, e.g. parsed from an answer) can be this moment,
+    /// allowing `slack` milliseconds either side.
+    pub fn admits(&self, t: Millis, slack: Millis) -> bool {
+        t >= self.lo.saturating_sub(slack) && t <= self.hi.saturating_add(slack)
+    }
+
+    /// Narrow to what is also known from `other`; keeps `self` if they are disjoint
+    /// (the caller has already decided they are consistent).
+    pub fn intersect(&self, other: &Stamp) -> Stamp {
+        let lo = self.lo.max(other.lo);
+        let hi = self.hi.min(other.hi);
+        if lo <= hi {
+            Stamp { lo, hi }
+        } else {
+            *self
+        }
+    }
+
+    /// The latest possible value, used where a single representative is needed.
+    pub fn latest(&self) -> Millis {
+        self.hi
+    }
+}
+
+/// Formats milliseconds as ISO-8601 UTC with a literal `Z` (POP-12), millisecond precision.
+pub fn format_iso(t: Millis) -> String {
+    match Utc.timestamp_millis_opt(t).single() {
+        Some(dt) => dt.to_rfc3339_opts(SecondsFormat::Millis, true),
+        None => "1970-01-01T00:00:00.000Z".to_string(),
+    }
+}
+
+/// Parses an ISO-8601 / RFC 3339 timestamp to milliseconds, truncating finer digits.
+/// A missing offset is read as UTC, the way PostgreSQL's `timestamptz` input does for
+/// a session at UTC. Returns `None` for anything else (POP-13: ignored, not an error).
+pub fn parse_iso(s: &str) -> Option<Millis> {
+    let s = s.trim();
+    if let Ok(dt) = DateTime::parse_from_rfc3339(s) {
+        return Some(dt.timestamp_millis());
+    }
+    for fmt in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S",
+    ] {
+        if let Ok(naive) = chrono::NaiveDateTime::parse_from_str(s, fmt) {
+            return Some(naive.and_utc().timestamp_millis());
+        }
+    }
+    if let Ok(dt) = DateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f%#z") {
+        return Some(dt.timestamp_millis());
+    }
+    None
+}
+
+/// Whether a timestamp string from an answer has the required shape: ISO-8601 UTC
+/// ending in a literal `Z` (POP-12).
+pub fn is_iso_utc_z(s: &str) -> bool {
+    s.ends_with('Z') && DateTime::parse_from_rfc3339(s).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_round_trip_and_shape() {
+        let t = 1_785_402_161_118; // 2026-07-30T09:02:41.118Z
+        let s = format_iso(t);
+        assert!(is_iso_utc_z(&s), "{s}");
+        assert_eq!(parse_iso(&s), Some(t));
+        assert_eq!(
+            parse_iso("2026-07-30T11:02:44.512873Z"),
+            Some(parse_iso("2026-07-30T11:02:44.512Z").unwrap())
+        );
+        assert_eq!(parse_iso("yesterday"), None);
+        assert!(!is_iso_utc_z("2026-07-30T11:02:44+02:00"));
+    }
+
+    #[test]
+    fn comparisons_are_three_valued() {
+        let a = Stamp::between(10, 20);
+        assert_eq!(a.before(&Stamp::exact(21)), Tri::Yes);
+        assert_eq!(a.before(&Stamp::exact(10)), Tri::No);
+        assert_eq!(a.before(&Stamp::exact(15)), Tri::Maybe);
+        assert_eq!(Stamp::exact(5).before(&Stamp::exact(5)), Tri::No);
+        assert_eq!(a.plus(5), Stamp::between(15, 25));
+        assert!(a.admits(22, 2) && !a.admits(23, 2));
+    }
+}

@@ -1,0 +1,217 @@
+//! `POST /api/v1/ack` and `POST /api/v1/ack/batch` (PROTOCOL.md section 4).
+
+use super::{as_object, check_name, check_uuid, opt_str, req_str, WireError, QUEUE_MODE};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The four ack statuses, ordered by ACK-2 precedence (weakest first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AckStatus {
+    Completed,
+    Retry,
+    Failed,
+    Dlq,
+}
+
+impl AckStatus {
+    /// Any status but `completed` is a failure signal (ACK-2, ACK-3).
+    pub fn is_failure(self) -> bool {
+        self != AckStatus::Completed
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AckStatus::Completed => "completed",
+            AckStatus::Retry => "retry",
+            AckStatus::Failed => "failed",
+            AckStatus::Dlq => "dlq",
+        }
+    }
+}
+
+/// One validated acknowledgment.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AckItem {
+    pub transaction_id: String,
+    pub partition_id: String,
+    pub status: AckStatus,
+    /// Already defaulted to `__QUEUE_MODE__`.
+    pub consumer_group: String,
+    /// `None` when absent, `null` or `""` (an autoAck message carries `""`).
+    pub lease_id: Option<String>,
+    pub error: Option<String>,
+}
+
+/// One item of the 200 answer (section 4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AckResult {
+    pub index: usize,
+    pub transaction_id: String,
+    pub success: bool,
+    pub error: Option<String>,
+    pub lease_released: bool,
+    pub dlq: bool,
+    pub noop: bool,
+}
+
+/// Error texts fixed by the spec.
+pub const ERR_ALREADY_COMMITTED: &str = "already committed";
+pub const ERR_UNRESOLVABLE: &str = "unresolvable";
+pub const ERR_INVALID_LEASE: &str = "invalid or expired lease";
+
+fn parse_status(v: Option<&Value>, ctx: &str) -> Result<AckStatus, WireError> {
+    match v {
+        None | Some(Value::Null) => Ok(AckStatus::Completed),
+        Some(Value::Bool(true)) => Ok(AckStatus::Completed),
+        Some(Value::Bool(false)) => Ok(AckStatus::Failed),
+        Some(Value::String(s)) => match s.as_str() {
+            "completed" => Ok(AckStatus::Completed),
+            "failed" => Ok(AckStatus::Failed),
+            "retry" => Ok(AckStatus::Retry),
+            "dlq" => Ok(AckStatus::Dlq),
+            other => Err(WireError::bad(format!(
+                "{ctx}status {other:?} is not one of completed, failed, retry, dlq"
+            ))),
+        },
+        Some(_) => Err(WireError::bad(format!(
+            "{ctx}status must be a string or a boolean"
+        ))),
+    }
+}
+
+fn parse_group(obj: &Map<String, Value>, ctx: &str) -> Result<Option<String>, WireError> {
+    match opt_str(obj, "consumerGroup", ctx)? {
+        Some(g) if g.is_empty() => Ok(None),
+        Some(g) => {
+            check_name(&format!("{ctx}consumerGroup"), &g)?;
+            Ok(Some(g))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Parses one acknowledgment object; `group` is the call's group when the item has none.
+pub fn parse_ack_item(v: &Value, ctx: &str, group: Option<&str>) -> Result<AckItem, WireError> {
+    let obj = as_object(
+        v,
+        if ctx.is_empty() {
+            "ack body"
+        } else {
+            ctx.trim_end_matches('.')
+        },
+    )?;
+    let transaction_id = req_str(obj, "transactionId", ctx)?;
+    let partition_id = req_str(obj, "partitionId", ctx)?;
+    check_uuid(&format!("{ctx}partitionId"), &partition_id)?;
+    let status = parse_status(obj.get("status"), ctx)?;
+    let lease_id = match opt_str(obj, "leaseId", ctx)? {
+        Some(l) if l.is_empty() => None,
+        Some(l) => {
+            check_uuid(&format!("{ctx}leaseId"), &l)?;
+            Some(l)
+        }
+        None => None,
+    };
+    let error = opt_str(obj, "error", ctx)?;
+    let consumer_group = group.unwrap_or(QUEUE_MODE).to_string();
+    Ok(AckItem {
+        transaction_id,
+        partition_id,
+        status,
+        consumer_group,
+        lease_id,
+        error,
+    })
+}
+
+/// Parses a single ack body: one acknowledgment with its own `consumerGroup` (ACK-0).
+pub fn parse_ack(body: &Value) -> Result<AckItem, WireError> {
+    let obj = as_object(body, "ack body")?;
+    let group = parse_group(obj, "")?;
+    parse_ack_item(body, "", group.as_deref())
+}
+
+/// Parses a batch ack body: `{"consumerGroup"?, "acknowledgments":[...]}` (ACK-0).
+pub fn parse_ack_batch(body: &Value) -> Result<Vec<AckItem>, WireError> {
+    let obj = as_object(body, "ack batch body")?;
+    let group = parse_group(obj, "")?;
+    let list = match obj.get("acknowledgments") {
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(WireError::bad("acknowledgments must be an array")),
+        None => return Err(WireError::bad("acknowledgments is required")),
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, v)| parse_ack_item(v, &format!("acknowledgments[{i}]."), group.as_deref()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const P: &str = "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061";
+    const L: &str = "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90";
+
+    #[test]
+    fn ack_answer_round_trips_the_seed_literal() {
+        let lit = r#"[{"index":0,"transactionId":"0198...","success":true,"error":null,"leaseReleased":true,"dlq":false,"noop":false}]"#;
+        let parsed: Vec<AckResult> = serde_json::from_str(lit).unwrap();
+        assert!(parsed[0].success && parsed[0].lease_released);
+        assert_eq!(serde_json::to_string(&parsed).unwrap(), lit);
+    }
+
+    #[test]
+    fn ack_statuses_accept_booleans_and_null() {
+        let item = |s: Value| {
+            parse_ack(&json!({"transactionId": "t", "partitionId": P, "status": s}))
+                .unwrap()
+                .status
+        };
+        assert_eq!(item(json!(true)), AckStatus::Completed);
+        assert_eq!(item(json!(false)), AckStatus::Failed);
+        assert_eq!(item(Value::Null), AckStatus::Completed);
+        assert_eq!(item(json!("retry")), AckStatus::Retry);
+        assert_eq!(item(json!("dlq")), AckStatus::Dlq);
+        // The Python client sends null for absent fields.
+        let a = parse_ack(&json!({"transactionId": "t", "partitionId": P, "leaseId": null, "consumerGroup": null, "error": null})).unwrap();
+        assert_eq!(a.consumer_group, QUEUE_MODE);
+        assert_eq!(a.lease_id, None);
+    }
+
+    #[test]
+    fn ack_0_malformed_calls_are_400() {
+        let bad = [
+            json!("x"),
+            json!({"partitionId": P}),
+            json!({"transactionId": "t"}),
+            json!({"transactionId": "t", "partitionId": P, "status": "done"}),
+            json!({"transactionId": "t", "partitionId": P, "status": 3}),
+            json!({"transactionId": "t", "partitionId": "nope"}),
+            json!({"transactionId": "t", "partitionId": P, "leaseId": "nope"}),
+            json!({"transactionId": 5, "partitionId": P}),
+        ];
+        for b in bad {
+            assert_eq!(parse_ack(&b).unwrap_err().status, 400, "{b}");
+        }
+        assert!(parse_ack_batch(&json!({"acknowledgments": {}})).is_err());
+        assert!(parse_ack_batch(&json!({})).is_err());
+        assert!(parse_ack_batch(&json!({"acknowledgments": [{"transactionId": "t"}]})).is_err());
+        let ok = parse_ack_batch(&json!({"consumerGroup": "g", "acknowledgments": [
+            {"transactionId": "t", "partitionId": P, "leaseId": L, "status": "failed", "error": "boom"}
+        ]}))
+        .unwrap();
+        assert_eq!(ok[0].consumer_group, "g");
+        assert_eq!(ok[0].error.as_deref(), Some("boom"));
+    }
+
+    #[test]
+    fn ack_2_precedence_order() {
+        assert!(AckStatus::Dlq > AckStatus::Failed);
+        assert!(AckStatus::Failed > AckStatus::Retry);
+        assert!(AckStatus::Retry > AckStatus::Completed);
+    }
+}

@@ -1,0 +1,62 @@
+//! Queue delete, health and maintenance (PROTOCOL.md sections 9–11).
+
+use super::{as_object, WireError};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `DELETE /api/v1/resources/queues/{queue}` answer (DEL-1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeleteResponse {
+    pub deleted: bool,
+    pub queue: String,
+    pub existed: bool,
+}
+
+/// `GET /health` answer (HEALTH-1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HealthResponse {
+    pub status: String,
+    pub database: String,
+}
+
+/// Push maintenance answer (MAINT-1).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceResponse {
+    pub maintenance_mode: bool,
+    pub buffered_messages: u64,
+}
+
+/// Pop maintenance answer (MAINT-2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PopMaintenanceResponse {
+    pub pop_maintenance_mode: bool,
+}
+
+/// Parses `{"enabled": bool}` for both maintenance switches.
+pub fn parse_maintenance(body: &Value) -> Result<bool, WireError> {
+    let obj = as_object(body, "maintenance body")?;
+    match obj.get("enabled") {
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(WireError::bad("enabled must be a boolean")),
+        None => Err(WireError::bad("enabled is required")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn maint_1_body_is_checked() {
+        assert_eq!(parse_maintenance(&json!({"enabled": true})), Ok(true));
+        assert!(parse_maintenance(&json!({"enabled": "yes"})).is_err());
+        assert!(parse_maintenance(&json!({})).is_err());
+        assert!(parse_maintenance(&json!([])).is_err());
+        let lit = r#"{"maintenanceMode":true,"bufferedMessages":3}"#;
+        let r: MaintenanceResponse = serde_json::from_str(lit).unwrap();
+        assert_eq!(serde_json::to_string(&r).unwrap(), lit);
+    }
+}

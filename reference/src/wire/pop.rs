@@ -1,0 +1,312 @@
+//! The three pop routes (PROTOCOL.md section 3): query parsing and the 200 answer.
+
+use super::{check_name, WireError, QUEUE_MODE};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Which pop route was called.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PopRoute {
+    /// `/api/v1/pop/queue/{queue}`: the broker chooses partitions.
+    Queue(String),
+    /// `/api/v1/pop/queue/{queue}/partition/{partition}`.
+    Partition(String, String),
+    /// `/api/v1/pop?namespace=&task=`: discovery (at least one of the two).
+    Discovery {
+        namespace: Option<String>,
+        task: Option<String>,
+    },
+}
+
+impl PopRoute {
+    /// The request path (percent-encoded) and the route-specific query pairs.
+    pub fn path(&self) -> String {
+        match self {
+            PopRoute::Queue(q) => format!("/api/v1/pop/queue/{}", encode_segment(q)),
+            PopRoute::Partition(q, p) => format!(
+                "/api/v1/pop/queue/{}/partition/{}",
+                encode_segment(q),
+                encode_segment(p)
+            ),
+            PopRoute::Discovery { .. } => "/api/v1/pop".to_string(),
+        }
+    }
+}
+
+/// Percent-encodes one path segment (RFC 3986 unreserved characters pass through).
+pub fn encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The validated query of a pop, with the defaults of section 3 applied.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PopQuery {
+    pub batch: u32,
+    /// `None` means no cap (`partitions` 0 or negative).
+    pub partitions: Option<u32>,
+    pub auto_ack: bool,
+    pub wait: bool,
+    pub timeout_ms: u64,
+    /// `None` when absent or `<= 0` (POP-9: then the queue's `leaseTime`).
+    pub lease_seconds: Option<u32>,
+    pub consumer_group: String,
+    pub subscription_mode: String,
+    pub subscription_from: String,
+}
+
+impl PopQuery {
+    /// The defaults of section 3, with `timeout` taken from the caller (it comes from
+    /// the broker's environment: `DEFAULT_TIMEOUT`, `POP_DEFAULT_TIMEOUT_MS`, 30000).
+    pub fn defaults(default_timeout_ms: u64) -> PopQuery {
+        PopQuery {
+            batch: 200,
+            partitions: Some(1),
+            auto_ack: false,
+            wait: false,
+            timeout_ms: default_timeout_ms,
+            lease_seconds: None,
+            consumer_group: QUEUE_MODE.to_string(),
+            subscription_mode: "all".to_string(),
+            subscription_from: String::new(),
+        }
+    }
+
+    /// Whether this pop uses the reserved queue-mode group.
+    pub fn is_queue_mode(&self) -> bool {
+        self.consumer_group == QUEUE_MODE
+    }
+}
+
+/// The default long-poll timeout in milliseconds (section 3).
+pub const DEFAULT_POP_TIMEOUT_MS: u64 = 30_000;
+
+fn parse_int(key: &str, v: &str) -> Result<i64, WireError> {
+    v.trim().parse::<i64>().map_err(|_| {
+        WireError::bad(format!(
+            "query parameter {key} must be an integer, got {v:?}"
+        ))
+    })
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool, WireError> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" => Ok(true),
+        "false" | "0" | "" => Ok(false),
+        _ => Err(WireError::bad(format!(
+            "query parameter {key} must be true or false, got {v:?}"
+        ))),
+    }
+}
+
+/// Parses the query pairs of a pop (already percent-decoded). Unknown keys are ignored;
+/// a value that does not parse is 400 (POP-10). For the discovery route the caller
+/// reads `namespace`/`task` with [`discovery_scope`].
+pub fn parse_pop_query(
+    pairs: &[(String, String)],
+    default_timeout_ms: u64,
+) -> Result<PopQuery, WireError> {
+    let mut q = PopQuery::defaults(default_timeout_ms);
+    for (k, v) in pairs {
+        match k.as_str() {
+            "batch" => {
+                let n = parse_int(k, v)?;
+                if n < 1 {
+                    return Err(WireError::bad(format!("batch must be at least 1, got {n}")));
+                }
+                q.batch = n.min(u32::MAX as i64) as u32;
+            }
+            "partitions" => {
+                let n = parse_int(k, v)?;
+                q.partitions = if n <= 0 {
+                    None
+                } else {
+                    Some(n.min(u32::MAX as i64) as u32)
+                };
+            }
+            "autoAck" => q.auto_ack = parse_bool(k, v)?,
+            "wait" => q.wait = parse_bool(k, v)?,
+            "timeout" => {
+                let n = parse_int(k, v)?;
+                if n < 0 {
+                    return Err(WireError::bad(format!(
+                        "timeout must not be negative, got {n}"
+                    )));
+                }
+                q.timeout_ms = n as u64;
+            }
+            "leaseSeconds" => {
+                let n = parse_int(k, v)?;
+                q.lease_seconds = if n <= 0 {
+                    None
+                } else {
+                    Some(n.min(u32::MAX as i64) as u32)
+                };
+            }
+            "consumerGroup" => {
+                if v.is_empty() {
+                    q.consumer_group = QUEUE_MODE.to_string();
+                } else {
+                    check_name("consumerGroup", v)?;
+                    q.consumer_group = v.clone();
+                }
+            }
+            "subscriptionMode" => q.subscription_mode = v.clone(),
+            "subscriptionFrom" => q.subscription_from = v.clone(),
+            _ => {}
+        }
+    }
+    Ok(q)
+}
+
+/// Reads the discovery scope; neither given is the exact 400 of POP-10.
+pub fn discovery_scope(pairs: &[(String, String)]) -> Result<PopRoute, WireError> {
+    let get = |key: &str| {
+        pairs
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty())
+    };
+    let namespace = get("namespace");
+    let task = get("task");
+    if namespace.is_none() && task.is_none() {
+        return Err(WireError::bad(DISCOVERY_SCOPE_ERROR));
+    }
+    Ok(PopRoute::Discovery { namespace, task })
+}
+
+/// The error text of POP-10, also carried in [`DiscoveryError`].
+pub const DISCOVERY_SCOPE_ERROR: &str = "namespace or task is required";
+
+/// The exact 400 body of a discovery pop without scope (POP-10).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DiscoveryError {
+    pub success: bool,
+    pub error: String,
+    pub messages: Vec<Value>,
+}
+
+impl DiscoveryError {
+    pub fn new() -> DiscoveryError {
+        DiscoveryError {
+            success: false,
+            error: DISCOVERY_SCOPE_ERROR.to_string(),
+            messages: vec![],
+        }
+    }
+}
+
+impl Default for DiscoveryError {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A 200 pop answer (POP-5).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PopResponse {
+    pub success: bool,
+    pub queue: String,
+    pub partition: String,
+    pub partition_id: String,
+    pub lease_id: String,
+    pub consumer_group: String,
+    pub messages: Vec<PopMessage>,
+    pub partitions_claimed: u32,
+}
+
+/// One delivered message (POP-5): no offset, attempt count, expiry or queue name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PopMessage {
+    pub id: String,
+    pub transaction_id: String,
+    pub trace_id: Option<String>,
+    pub data: Value,
+    pub producer_sub: Option<String>,
+    pub created_at: String,
+    pub partition_id: String,
+    pub partition: String,
+    pub lease_id: String,
+    pub consumer_group: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(s: &[(&str, &str)]) -> Vec<(String, String)> {
+        s.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn pop_5_answer_round_trips_the_seed_literal() {
+        let lit = r#"{"success":true,"queue":"orders.created","partition":"customer-42","partitionId":"b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061","leaseId":"0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90","consumerGroup":"billing","messages":[{"id":"0198f2c1-4d3a-7c10-9f2b-6a1e5d0c7b83","transactionId":"order-8891-created","traceId":null,"data":{"orderId":8891,"total":4200},"producerSub":null,"createdAt":"2026-07-30T11:02:44.512873Z","partitionId":"b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061","partition":"customer-42","leaseId":"0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90","consumerGroup":"billing"}],"partitionsClaimed":1}"#;
+        let parsed: PopResponse = serde_json::from_str(lit).unwrap();
+        assert_eq!(parsed.messages[0].transaction_id, "order-8891-created");
+        assert_eq!(parsed.messages[0].trace_id, None);
+        assert_eq!(serde_json::to_string(&parsed).unwrap(), lit);
+    }
+
+    #[test]
+    fn pop_defaults_follow_section_3() {
+        let q = parse_pop_query(&[], DEFAULT_POP_TIMEOUT_MS).unwrap();
+        assert_eq!(q.batch, 200);
+        assert_eq!(q.partitions, Some(1));
+        assert!(!q.auto_ack && !q.wait);
+        assert_eq!(q.timeout_ms, 30_000);
+        assert_eq!(q.lease_seconds, None);
+        assert_eq!(q.consumer_group, "__QUEUE_MODE__");
+        assert_eq!(q.subscription_mode, "all");
+    }
+
+    #[test]
+    fn pop_9_non_positive_lease_seconds_is_absent_and_partitions_zero_is_no_cap() {
+        let q = parse_pop_query(&pairs(&[("leaseSeconds", "0"), ("partitions", "-1")]), 1).unwrap();
+        assert_eq!(q.lease_seconds, None);
+        assert_eq!(q.partitions, None);
+        let q = parse_pop_query(&pairs(&[("leaseSeconds", "7"), ("unknown", "x")]), 1).unwrap();
+        assert_eq!(q.lease_seconds, Some(7));
+    }
+
+    #[test]
+    fn pop_10_unparseable_parameters_are_400() {
+        for (k, v) in [
+            ("batch", "abc"),
+            ("batch", "0"),
+            ("wait", "maybe"),
+            ("timeout", "-5"),
+            ("partitions", "1.5"),
+        ] {
+            let e = parse_pop_query(&pairs(&[(k, v)]), 1).unwrap_err();
+            assert_eq!(e.status, 400, "{k}={v}");
+        }
+        let e = discovery_scope(&pairs(&[("batch", "1")])).unwrap_err();
+        assert_eq!(e.message, "namespace or task is required");
+        let body = serde_json::to_string(&DiscoveryError::new()).unwrap();
+        assert_eq!(
+            body,
+            r#"{"success":false,"error":"namespace or task is required","messages":[]}"#
+        );
+    }
+
+    #[test]
+    fn path_segments_are_percent_encoded() {
+        assert_eq!(
+            PopRoute::Queue("a b/ü".into()).path(),
+            "/api/v1/pop/queue/a%20b%2F%C3%BC"
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! `POST /api/v1/transaction` (PROTOCOL.md section 7): pushes and acks that commit
+//! together or not at all.
+
+use super::{
+    as_object, check_uuid, opt_str, parse_ack_item, parse_push_item, AckItem, AckResult, PushItem,
+    PushResult, WireError, QUEUE_MODE,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One operation of a transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TxnOp {
+    Push(Vec<PushItem>),
+    Ack(AckItem),
+}
+
+/// A validated transaction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TxnRequest {
+    pub operations: Vec<TxnOp>,
+    /// Lease ids that must all be live for the transaction to commit [PROJECT].
+    pub required_leases: Vec<String>,
+}
+
+/// One result, tagged with the kind of operation it answers (an extra key, allowed by
+/// section 0).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum TxnResult {
+    Push(PushResult),
+    Ack(AckResult),
+}
+
+/// The 200 answer (TXN-3). `results` is empty when the transaction aborted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TxnResponse {
+    pub transaction_id: String,
+    pub success: bool,
+    pub results: Vec<TxnResult>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Parses a transaction body (TXN-3: empty `operations` is 400).
+pub fn parse_transaction(body: &Value) -> Result<TxnRequest, WireError> {
+    let obj = as_object(body, "transaction body")?;
+    let ops = match obj.get("operations") {
+        Some(Value::Array(a)) if a.is_empty() => {
+            return Err(WireError::bad("operations must not be empty"))
+        }
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(WireError::bad("operations must be an array")),
+        None => return Err(WireError::bad("operations is required")),
+    };
+    let mut operations = Vec::with_capacity(ops.len());
+    for (i, op) in ops.iter().enumerate() {
+        let ctx = format!("operations[{i}].");
+        let o = as_object(op, &format!("operations[{i}]"))?;
+        match opt_str(o, "type", &ctx)?.as_deref() {
+            Some("push") => {
+                let items = match o.get("items") {
+                    Some(Value::Array(a)) => a,
+                    _ => return Err(WireError::bad(format!("{ctx}items must be an array"))),
+                };
+                let items = items
+                    .iter()
+                    .enumerate()
+                    .map(|(j, v)| parse_push_item(v, &format!("{ctx}items[{j}].")))
+                    .collect::<Result<Vec<_>, _>>()?;
+                operations.push(TxnOp::Push(items));
+            }
+            Some("ack") => {
+                let group = match opt_str(o, "consumerGroup", &ctx)? {
+                    Some(g) if !g.is_empty() => {
+                        super::check_name(&format!("{ctx}consumerGroup"), &g)?;
+                        g
+                    }
+                    _ => QUEUE_MODE.to_string(),
+                };
+                operations.push(TxnOp::Ack(parse_ack_item(op, &ctx, Some(&group))?));
+            }
+            Some(other) => {
+                return Err(WireError::bad(format!(
+                    "{ctx}type {other:?} is not push or ack"
+                )))
+            }
+            None => return Err(WireError::bad(format!("{ctx}type is required"))),
+        }
+    }
+    let required_leases = match obj.get("requiredLeases") {
+        None | Some(Value::Null) => vec![],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| match v.as_str() {
+                Some(s) => check_uuid("requiredLeases[]", s).map(|_| s.to_string()),
+                None => Err(WireError::bad("requiredLeases must hold lease id strings")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(WireError::bad("requiredLeases must be an array")),
+    };
+    Ok(TxnRequest {
+        operations,
+        required_leases,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    const P: &str = "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061";
+
+    #[test]
+    fn txn_3_parses_and_rejects() {
+        let t = parse_transaction(&json!({"operations": [
+            {"type": "push", "items": [{"queue": "q", "payload": 1}]},
+            {"type": "ack", "transactionId": "t", "partitionId": P, "status": "completed", "consumerGroup": "g"}
+        ]}))
+        .unwrap();
+        assert_eq!(t.operations.len(), 2);
+        match &t.operations[1] {
+            TxnOp::Ack(a) => assert_eq!(a.consumer_group, "g"),
+            _ => panic!(),
+        }
+        for bad in [
+            json!({"operations": []}),
+            json!({"operations": {}}),
+            json!({}),
+            json!({"operations": [{"type": "pop"}]}),
+            json!({"operations": [{"items": []}]}),
+            json!({"operations": [{"type": "ack", "partitionId": P}]}),
+            json!({"operations": [{"type": "push", "items": [{"queue": 1}]}]}),
+            json!({"operations": [{"type": "push", "items": []}], "requiredLeases": ["x"]}),
+        ] {
+            assert_eq!(parse_transaction(&bad).unwrap_err().status, 400, "{bad}");
+        }
+    }
+
+    #[test]
+    fn txn_results_are_tagged() {
+        let r = TxnResult::Ack(AckResult {
+            index: 0,
+            transaction_id: "t".into(),
+            success: true,
+            error: None,
+            lease_released: false,
+            dlq: false,
+            noop: false,
+        });
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["type"], "ack");
+        assert_eq!(serde_json::from_value::<TxnResult>(v).unwrap(), r);
+    }
+}
