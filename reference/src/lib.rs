@@ -6,5 +6,8 @@
 //!
 //! See `ARCHITECTURE.md` at the workspace root for how the pieces fit together.
 
+pub mod choice;
+pub mod model;
+pub mod policy;
 pub mod time;
 pub mod wire;

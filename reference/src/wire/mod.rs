@@ -18,6 +18,7 @@ mod dlq;
 mod lease;
 mod pop;
 mod push;
+mod route;
 mod txn;
 
 pub use ack::*;
@@ -27,6 +28,7 @@ pub use dlq::*;
 pub use lease::*;
 pub use pop::*;
 pub use push::*;
+pub use route::*;
 pub use txn::*;
 
 use serde::{Deserialize, Serialize};

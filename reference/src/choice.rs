@@ -1,0 +1,184 @@
+//! Branching without callbacks: how one piece of operation code serves both as a
+//! deterministic engine and as a checker that knows every allowed outcome.
+//!
+//! Operations ask a [`Ctx`] whenever the outcome is not determined: an uncertain time
+//! comparison or an OPEN point. In policy mode the [`Policy`] answers and the code runs
+//! once, in place. In exploring mode [`explore`] re-runs the operation (on a fresh copy
+//! of the state) once per sequence of answers, odometer-style, so the caller gets every
+//! outcome with the state it leads to. A comparison that is decided one way also
+//! narrows what is known about "now", so later deadlines in the same operation are
+//! derived from the narrowed interval.
+
+use crate::policy::{ChoicePoint, Policy};
+use crate::time::{Stamp, Tri};
+
+/// The limit on branches of one operation before [`explore`] gives up.
+pub const MAX_BRANCHES: usize = 4096;
+
+/// What an operation consults: the time and the source of choices.
+pub struct Ctx<'a> {
+    /// The broker's "now" for this request, narrowed as branches are taken.
+    pub now: Stamp,
+    mode: Mode<'a>,
+}
+
+enum Mode<'a> {
+    Policy(&'a Policy),
+    Explore(&'a mut Script),
+}
+
+/// The answers given so far in one exploring run, and how many each point allowed.
+#[derive(Default)]
+struct Script {
+    picks: Vec<u32>,
+    arities: Vec<u32>,
+    pos: usize,
+}
+
+impl<'a> Ctx<'a> {
+    /// A context that follows `policy` (time should be exact).
+    pub fn policy(now: Stamp, policy: &'a Policy) -> Ctx<'a> {
+        Ctx {
+            now,
+            mode: Mode::Policy(policy),
+        }
+    }
+
+    /// Whether this context enumerates alternatives (a checker) rather than following a policy.
+    pub fn exploring(&self) -> bool {
+        matches!(self.mode, Mode::Explore(_))
+    }
+
+    /// The policy followed, when not exploring.
+    pub fn policy_ref(&self) -> Option<&Policy> {
+        match &self.mode {
+            Mode::Policy(p) => Some(p),
+            Mode::Explore(_) => None,
+        }
+    }
+
+    /// Picks one of `arity` alternatives at `point`.
+    pub fn choose(&mut self, point: ChoicePoint, arity: u32) -> u32 {
+        debug_assert!(arity >= 1);
+        match &mut self.mode {
+            Mode::Policy(p) => p.pick(point).min(arity - 1),
+            Mode::Explore(s) => {
+                let i = s.pos;
+                s.pos += 1;
+                if i < s.picks.len() {
+                    s.arities[i] = arity;
+                    s.picks[i].min(arity - 1)
+                } else {
+                    s.picks.push(0);
+                    s.arities.push(arity);
+                    0
+                }
+            }
+        }
+    }
+
+    /// Whether now is strictly before `t` (a deadline not reached yet).
+    pub fn now_before(&mut self, t: Stamp) -> bool {
+        match self.now.before(&t) {
+            Tri::Yes => true,
+            Tri::No => false,
+            Tri::Maybe => {
+                if self.choose(ChoicePoint::Time, 2) == 0 {
+                    self.now = self.now.intersect(&Stamp::between(self.now.lo, t.hi - 1));
+                    true
+                } else {
+                    self.now = self.now.intersect(&Stamp::between(t.lo, self.now.hi));
+                    false
+                }
+            }
+        }
+    }
+
+    /// Whether the deadline `t` has passed (now >= t).
+    pub fn reached(&mut self, t: Stamp) -> bool {
+        !self.now_before(t)
+    }
+}
+
+/// Too many branches: the request's time interval is too wide for the state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("more than {0} possible outcomes for one request; narrow the time interval")]
+pub struct TooManyBranches(pub usize);
+
+/// Runs `op` once per combination of choices, returning every result with the
+/// narrowed "now" it was computed under. `op` must start from a fresh copy of its
+/// state each time it is called.
+pub fn explore<T>(
+    now: Stamp,
+    mut op: impl FnMut(&mut Ctx) -> T,
+) -> Result<Vec<(T, Stamp)>, TooManyBranches> {
+    let mut script = Script::default();
+    let mut out = Vec::new();
+    loop {
+        script.pos = 0;
+        let (result, narrowed) = {
+            let mut ctx = Ctx {
+                now,
+                mode: Mode::Explore(&mut script),
+            };
+            let r = op(&mut ctx);
+            (r, ctx.now)
+        };
+        out.push((result, narrowed));
+        if out.len() > MAX_BRANCHES {
+            return Err(TooManyBranches(MAX_BRANCHES));
+        }
+        // Drop answers the run did not reach, then advance the odometer.
+        script.picks.truncate(script.pos);
+        script.arities.truncate(script.pos);
+        loop {
+            match script.picks.last_mut() {
+                None => return Ok(out),
+                Some(p) => {
+                    let arity = *script.arities.last().unwrap();
+                    if *p + 1 < arity {
+                        *p += 1;
+                        break;
+                    }
+                    script.picks.pop();
+                    script.arities.pop();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explore_enumerates_every_combination_once() {
+        let r = explore(Stamp::exact(0), |ctx| {
+            let a = ctx.choose(ChoicePoint::AckWithoutCursor, 2);
+            let b = if a == 1 {
+                ctx.choose(ChoicePoint::Time, 3)
+            } else {
+                9
+            };
+            (a, b)
+        })
+        .unwrap();
+        let got: Vec<_> = r.into_iter().map(|(x, _)| x).collect();
+        assert_eq!(got, vec![(0, 9), (1, 0), (1, 1), (1, 2)]);
+    }
+
+    #[test]
+    fn uncertain_deadline_branches_and_narrows_now() {
+        let r = explore(Stamp::between(100, 200), |ctx| {
+            ctx.now_before(Stamp::exact(150))
+        })
+        .unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0], (true, Stamp::between(100, 149)));
+        assert_eq!(r[1], (false, Stamp::between(150, 200)));
+        let policy = Policy::default();
+        let mut ctx = Ctx::policy(Stamp::exact(150), &policy);
+        assert!(!ctx.now_before(Stamp::exact(150)));
+    }
+}

@@ -1,0 +1,92 @@
+//! Configure, queue delete, maintenance switches and the dead-letter listing
+//! (PROTOCOL.md sections 6, 8, 9, 11).
+
+use super::outcome::{DlqOut, Outcome};
+use super::push::replay_spool;
+use super::state::State;
+use crate::choice::Ctx;
+use crate::wire::{ConfigureRequest, ConfigureResponse, DeleteResponse, DlqQuery, QueueOptions};
+
+/// CFG-1: full replace of the options (and namespace/task); creates the queue if needed.
+pub fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
+    let q = st.ensure_queue(&req.queue, QueueOptions::default());
+    q.options = req.options.clone();
+    q.namespace = req.namespace.clone();
+    q.task = req.task.clone();
+    ConfigureResponse {
+        configured: true,
+        queue: req.queue.clone(),
+        namespace: req.namespace.clone(),
+        task: req.task.clone(),
+        options: req.options.clone(),
+    }
+}
+
+/// DEL-1: removes the queue with its partitions, messages, cursors, leases and dead
+/// letters. Spooled pushes to it stay spooled (they were acknowledged, PUSH-7).
+pub fn delete_queue(st: &mut State, name: &str) -> DeleteResponse {
+    let existed = match st.queues.remove(name) {
+        None => false,
+        Some(q) => {
+            for ph in q.partitions.values() {
+                st.partitions[ph.0 as usize] = None;
+            }
+            st.dead_letters
+                .retain(|d| st.partitions[d.part.0 as usize].is_some());
+            st.lease_holders.retain(|_, holders| {
+                holders.retain(|(ph, _)| st.partitions[ph.0 as usize].is_some());
+                !holders.is_empty()
+            });
+            true
+        }
+    };
+    DeleteResponse {
+        deleted: true,
+        queue: name.to_string(),
+        existed,
+    }
+}
+
+/// MAINT-1: switching push maintenance off replays the spool.
+pub fn set_push_maintenance(st: &mut State, enabled: bool, ctx: &mut Ctx) -> Outcome {
+    st.push_maintenance = enabled;
+    if !enabled {
+        replay_spool(st, ctx);
+    }
+    push_maintenance(st)
+}
+
+pub fn push_maintenance(st: &State) -> Outcome {
+    Outcome::Maintenance {
+        enabled: st.push_maintenance,
+        buffered: st.spool.len() as u64,
+    }
+}
+
+/// DLQ-2: filters, in filing order, one page.
+pub fn list_dlq(st: &State, q: &DlqQuery) -> DlqOut {
+    let matching: Vec<usize> = st
+        .dead_letters
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| {
+            let p = st
+                .part(d.part)
+                .expect("dead letters of deleted queues are dropped");
+            q.queue.as_ref().is_none_or(|n| &p.queue == n)
+                && q.partition.as_ref().is_none_or(|n| &p.name == n)
+                && q.consumer_group.as_ref().is_none_or(|g| &d.group == g)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    DlqOut {
+        total: matching.len() as u64,
+        items: matching
+            .into_iter()
+            .skip(q.offset as usize)
+            .take(q.limit as usize)
+            .collect(),
+        limit: q.limit,
+        offset: q.offset,
+    }
+}

@@ -1,0 +1,55 @@
+//! Lease extend (PROTOCOL.md section 5).
+
+use super::ack::LeaseRef;
+use super::outcome::ExtendOut;
+use super::state::State;
+use crate::choice::Ctx;
+use crate::time::Stamp;
+
+/// LEASE-1: renews every live lease with that id, never shortening one; a lease that
+/// is gone is not revived. `seconds` absent means each lease's own duration (LEASE-3).
+pub fn extend(
+    st: &mut State,
+    lease: LeaseRef,
+    lease_id: &str,
+    seconds: Option<u32>,
+    ctx: &mut Ctx,
+) -> ExtendOut {
+    let mut renewed = 0;
+    let mut expires: Option<Stamp> = None;
+    if let LeaseRef::Known(h) = lease {
+        let holders = st.lease_holders.get(&h).cloned().unwrap_or_default();
+        for (ph, group) in holders {
+            let Some(l) = st
+                .part(ph)
+                .and_then(|p| p.cursors.get(&group))
+                .and_then(|c| c.lease.as_ref())
+                .filter(|l| l.id == h)
+            else {
+                continue;
+            };
+            if !ctx.now_before(l.deadline) {
+                continue;
+            }
+            let ms = seconds.map_or(l.duration_ms, |s| s as i64 * 1000);
+            let wanted = ctx.now.plus(ms);
+            let l = st
+                .part_mut(ph)
+                .and_then(|p| p.cursors.get_mut(&group))
+                .and_then(|c| c.lease.as_mut())
+                .expect("checked above");
+            l.deadline = Stamp::between(l.deadline.lo.max(wanted.lo), l.deadline.hi.max(wanted.hi));
+            renewed += 1;
+            // [PROJECT] with several leases, `expiresAt` is the latest deadline.
+            expires = Some(match expires {
+                None => l.deadline,
+                Some(e) => Stamp::between(e.lo.max(l.deadline.lo), e.hi.max(l.deadline.hi)),
+            });
+        }
+    }
+    ExtendOut {
+        lease_id: lease_id.to_string(),
+        renewed,
+        expires_at: expires,
+    }
+}

@@ -1,0 +1,94 @@
+//! The reference model: a pure state machine over [`State`], one module per part of
+//! the protocol. [`apply`] runs one operation under a [`Ctx`] (policy or exploring).
+//!
+//! Operations take ids already resolved to the model's handles ([`Op`]); turning wire
+//! requests with real UUIDs into an [`Op`] is the job of an [`crate::ids::IdBook`].
+
+pub mod ack;
+pub mod admin;
+pub mod lease;
+pub mod outcome;
+pub mod pop;
+pub mod push;
+pub mod state;
+pub mod txn;
+
+pub use ack::{AckIn, LeaseRef};
+pub use outcome::*;
+pub use pop::PopRequest;
+pub use push::{PushKind, TxnMinter};
+pub use state::*;
+pub use txn::TxnOpIn;
+
+use crate::choice::Ctx;
+use crate::wire::{ConfigureRequest, DlqQuery, PushItem, WireError};
+
+/// One operation on the model, with ids resolved to handles.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// A request the wire layer rejected: nothing changes.
+    Rejected(WireError),
+    /// A discovery pop without scope (POP-10).
+    DiscoveryRejected,
+    Push(Vec<PushItem>),
+    Pop(PopRequest),
+    /// Single and batch acks answer the same array.
+    Ack(Vec<AckIn>),
+    Extend {
+        lease: LeaseRef,
+        lease_id: String,
+        seconds: Option<u32>,
+    },
+    Txn {
+        ops: Vec<TxnOpIn>,
+        required: Vec<(LeaseRef, String)>,
+    },
+    Configure(ConfigureRequest),
+    Delete(String),
+    Dlq(DlqQuery),
+    SetPushMaintenance(bool),
+    GetPushMaintenance,
+    SetPopMaintenance(bool),
+    GetPopMaintenance,
+    Health,
+}
+
+/// Choices observed in a broker's answer that the model must follow rather than make.
+pub struct Hints<'a> {
+    /// Mints (engine) or reads back (checker) transactionIds for items without one.
+    pub minter: &'a mut dyn TxnMinter,
+    /// The partitions a pop was observed to claim, in order (POP-4).
+    pub pop_order: Option<&'a [PartH]>,
+}
+
+/// Applies `op` to `st` and returns the model's answer.
+pub fn apply(st: &mut State, op: &Op, hints: &mut Hints, ctx: &mut Ctx) -> Outcome {
+    match op {
+        Op::Rejected(e) => Outcome::Rejected(e.clone()),
+        Op::DiscoveryRejected => Outcome::DiscoveryRejected,
+        Op::Push(items) => Outcome::Push(push::push(st, items, PushKind::Plain, hints.minter, ctx)),
+        Op::Pop(req) => pop::pop(st, req, hints.pop_order, ctx),
+        Op::Ack(items) => Outcome::Ack(ack::ack(st, items, ctx)),
+        Op::Extend {
+            lease,
+            lease_id,
+            seconds,
+        } => Outcome::Extend(lease::extend(st, *lease, lease_id, *seconds, ctx)),
+        Op::Txn { ops, required } => {
+            Outcome::Txn(txn::transaction(st, ops, required, hints.minter, ctx))
+        }
+        Op::Configure(req) => Outcome::Configure(admin::configure(st, req)),
+        Op::Delete(name) => Outcome::Delete(admin::delete_queue(st, name)),
+        Op::Dlq(q) => Outcome::Dlq(admin::list_dlq(st, q)),
+        Op::SetPushMaintenance(on) => admin::set_push_maintenance(st, *on, ctx),
+        Op::GetPushMaintenance => admin::push_maintenance(st),
+        Op::SetPopMaintenance(on) => {
+            st.pop_maintenance = *on;
+            Outcome::PopMaintenance { enabled: *on }
+        }
+        Op::GetPopMaintenance => Outcome::PopMaintenance {
+            enabled: st.pop_maintenance,
+        },
+        Op::Health => Outcome::Health,
+    }
+}

@@ -1,0 +1,129 @@
+//! What the model says a broker answers: wire answers with symbolic parts.
+//!
+//! Ids minted by the broker appear as handles ([`MsgH`], [`PartH`], [`LeaseH`]), times
+//! as [`Stamp`]s, and OPEN alternatives that do not change the state as flags on the
+//! answer (e.g. [`AckOut::may_fail`]). An engine renders an outcome into a concrete
+//! wire answer ([`crate::engine`]); a checker matches a broker's answer against it
+//! ([`crate::checker`]).
+
+use super::state::{LeaseH, MsgH, PartH};
+use crate::time::Stamp;
+use crate::wire::{AckResult, ConfigureResponse, DeleteResponse, PushStatus, WireError};
+
+/// The model's answer to one request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// 400 (or 413) with `{"error": ...}`; nothing changed.
+    Rejected(WireError),
+    /// The exact 400 of POP-10.
+    DiscoveryRejected,
+    /// 201 array (PUSH-1).
+    Push(Vec<PushOut>),
+    /// 204 with no body (POP-6).
+    PopEmpty,
+    /// 200 pop answer (POP-5).
+    Pop(PopOut),
+    /// A pop the model cannot accept: the observed choice of partitions is illegal.
+    PopIllegal(String),
+    /// 200 array (section 4).
+    Ack(Vec<AckOut>),
+    /// 200 extend answer (LEASE-2).
+    Extend(ExtendOut),
+    /// 200 transaction answer (TXN-3).
+    Txn(TxnOut),
+    /// 200 configure answer.
+    Configure(ConfigureResponse),
+    /// 200 delete answer (DEL-1).
+    Delete(DeleteResponse),
+    /// 200 dead-letter listing (DLQ-2).
+    Dlq(DlqOut),
+    /// 200 push maintenance state (MAINT-1).
+    Maintenance { enabled: bool, buffered: u64 },
+    /// 200 pop maintenance state (MAINT-2).
+    PopMaintenance { enabled: bool },
+    /// 200 health (HEALTH-1).
+    Health,
+}
+
+/// One push result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PushOut {
+    pub index: usize,
+    /// The message written (`queued`) or found (`duplicate`); `None` for `buffered`,
+    /// whose id the model does not tie to the message written at replay.
+    pub msg: Option<MsgH>,
+    pub transaction_id: String,
+    /// The broker minted `transaction_id` (it must be a UUID).
+    pub minted_txn: bool,
+    pub queue: String,
+    pub status: PushStatus,
+}
+
+/// A delivered batch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PopOut {
+    /// The queue from the path; `""` on discovery.
+    pub queue: String,
+    /// The first claimed partition (top-level `partition`/`partitionId`).
+    pub first: PartH,
+    /// `None` with `autoAck` (then `leaseId` is `""`).
+    pub lease: Option<LeaseH>,
+    pub group: String,
+    /// Messages in delivery order: `(partition, offset)`.
+    pub messages: Vec<(PartH, u32)>,
+    pub partitions_claimed: u32,
+}
+
+/// One ack result: the expected item, plus the OPEN alternative of ACK step 6.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AckOut {
+    pub result: AckResult,
+    /// `success:false` with any error is also accepted (ACK step 6 OPEN).
+    pub may_fail: bool,
+}
+
+/// An extend answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExtendOut {
+    pub lease_id: String,
+    pub renewed: u32,
+    pub expires_at: Option<Stamp>,
+}
+
+/// One transaction result.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TxnItemOut {
+    Push(PushOut),
+    Ack(AckOut),
+}
+
+/// A transaction answer; `results` is empty when it aborted.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TxnOut {
+    pub success: bool,
+    pub results: Vec<TxnItemOut>,
+    pub error: Option<String>,
+}
+
+/// A dead-letter listing: the records by index into [`super::State::dead_letters`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct DlqOut {
+    pub items: Vec<usize>,
+    pub total: u64,
+    pub limit: u32,
+    pub offset: u32,
+}
+
+impl Outcome {
+    /// The HTTP status this outcome is answered with.
+    pub fn status(&self) -> u16 {
+        match self {
+            Outcome::Rejected(e) => e.status,
+            Outcome::DiscoveryRejected => 400,
+            Outcome::Push(_) => 201,
+            Outcome::PopEmpty => 204,
+            Outcome::PopIllegal(_) => 0,
+            _ => 200,
+        }
+    }
+}

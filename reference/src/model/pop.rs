@@ -1,0 +1,326 @@
+//! Pop (PROTOCOL.md section 3): which partitions are claimable, which are claimed,
+//! the lease or the autoAck commit, and subscription seeding.
+
+use super::outcome::{Outcome, PopOut};
+use super::state::{Cursor, Lease, PartH, State, Subscription};
+use crate::choice::Ctx;
+use crate::policy::ChoicePoint;
+use crate::time::{parse_iso, Stamp, Tri};
+use crate::wire::{PopQuery, PopRoute, QueueOptions, QUEUE_MODE};
+
+/// A pop request, validated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PopRequest {
+    pub route: PopRoute,
+    pub query: PopQuery,
+}
+
+/// A partition that could be claimed now, and how many messages it would give.
+#[derive(Clone, Copy, Debug)]
+struct Claimable {
+    part: PartH,
+    committed: u32,
+    available: u32,
+    /// `createdAt` of the oldest unconsumed message (POP-4 policy order).
+    oldest: Stamp,
+}
+
+/// Runs a pop. `order` is the sequence of partitions a broker was observed to claim
+/// (a checker passes it; POP-4 lets the broker choose). Without it the policy order
+/// applies: oldest unconsumed message first, then partition creation order.
+pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut Ctx) -> Outcome {
+    // MAINT-2 / POP-6: pop maintenance answers a bare 204 and touches nothing.
+    if st.pop_maintenance {
+        return Outcome::PopEmpty;
+    }
+    let q = &req.query;
+    let group = q.consumer_group.as_str();
+    let (scope_queue, candidates) = match &req.route {
+        PopRoute::Queue(name) => {
+            // POP-8: an unknown queue gets its configuration row, then 204.
+            st.ensure_queue(name, QueueOptions::implicit());
+            subscribe(st, name, q, ctx);
+            let parts: Vec<PartH> = st.queues[name].partitions.values().copied().collect();
+            (name.clone(), parts)
+        }
+        PopRoute::Partition(name, pname) => {
+            if !st.queues.contains_key(name) {
+                if ctx.choose(ChoicePoint::PartitionPopCreatesQueue, 2) == 1 {
+                    return Outcome::PopEmpty;
+                }
+                st.ensure_queue(name, QueueOptions::implicit());
+            }
+            subscribe(st, name, q, ctx);
+            let parts = st.queues[name]
+                .partitions
+                .get(pname)
+                .copied()
+                .into_iter()
+                .collect();
+            (name.clone(), parts)
+        }
+        PopRoute::Discovery { namespace, task } => {
+            let names: Vec<String> = st
+                .queues
+                .values()
+                .filter(|qq| namespace.as_ref().is_none_or(|n| &qq.namespace == n))
+                .filter(|qq| task.as_ref().is_none_or(|t| &qq.task == t))
+                .map(|qq| qq.name.clone())
+                .collect();
+            let mut parts = Vec::new();
+            for name in &names {
+                subscribe(st, name, q, ctx);
+                parts.extend(st.queues[name].partitions.values().copied());
+            }
+            parts.sort();
+            (String::new(), parts)
+        }
+    };
+
+    let claimable: Vec<Claimable> = candidates
+        .iter()
+        .filter_map(|&ph| claimable(st, ph, group, ctx))
+        .collect();
+
+    let cap = match req.route {
+        PopRoute::Partition(..) => 1,
+        _ => q.partitions.unwrap_or(u32::MAX),
+    };
+    let chosen = match order {
+        Some(order) => match check_order(&claimable, order, q.batch, cap) {
+            Ok(c) => c,
+            Err(why) => return Outcome::PopIllegal(why),
+        },
+        None => policy_order(claimable, q.batch, cap),
+    };
+    if chosen.is_empty() {
+        return Outcome::PopEmpty;
+    }
+
+    let lease = (!q.auto_ack).then(|| st.mint_lease());
+    let mut budget = q.batch;
+    let mut messages = Vec::new();
+    for c in &chosen {
+        let n = c.available.min(budget);
+        budget -= n;
+        let end = c.committed + n;
+        messages.extend((c.committed + 1..=end).map(|o| (c.part, o)));
+        let lease_secs = match q.lease_seconds {
+            Some(s) => s,
+            None => {
+                let qn = &st.part(c.part).expect("claimable").queue;
+                st.queues[qn].options.lease_time
+            }
+        };
+        let duration_ms = lease_secs as i64 * 1000;
+        // Any expired lease is gone now (ACK-7: expiry charges nothing).
+        st.release_lease(c.part, group);
+        let cursor = st
+            .part_mut(c.part)
+            .expect("claimable")
+            .cursors
+            .entry(group.to_string())
+            .or_default();
+        cursor.not_before = None;
+        match lease {
+            // POP-7: autoAck commits inside the pop; no lease.
+            None => {
+                cursor.committed = end;
+                cursor.retries = cursor.retries.split_off(&(end + 1));
+            }
+            Some(id) => {
+                cursor.lease = Some(Lease {
+                    id,
+                    end,
+                    deadline: ctx.now.plus(duration_ms),
+                    duration_ms,
+                });
+                st.lease_holders
+                    .entry(id)
+                    .or_default()
+                    .push((c.part, group.to_string()));
+            }
+        }
+    }
+    Outcome::Pop(PopOut {
+        queue: scope_queue,
+        first: chosen[0].part,
+        lease,
+        group: group.to_string(),
+        messages,
+        partitions_claimed: chosen.len() as u32,
+    })
+}
+
+/// POP-2, POP-14, ACK-4, ACK-6: what `(partition, group)` can deliver now, if anything.
+fn claimable(st: &State, ph: PartH, group: &str, ctx: &mut Ctx) -> Option<Claimable> {
+    let p = st.part(ph)?;
+    let opts = &st.queues[&p.queue].options;
+    let (committed, lease, not_before) = match p.cursors.get(group) {
+        Some(c) => (c.committed, c.lease.as_ref(), c.not_before),
+        None => (0, None, None),
+    };
+    if committed >= p.end() {
+        return None;
+    }
+    if let Some(l) = lease {
+        if ctx.now_before(l.deadline) {
+            return None; // leased partitions are skipped, not waited on
+        }
+    }
+    if let Some(t) = not_before {
+        if ctx.now_before(t) {
+            return None; // a failed span comes back after retryDelay
+        }
+    }
+    if opts.window_buffer > 0 {
+        let last = st.writes[p.last_write? as usize];
+        if ctx.now_before(last.plus(opts.window_buffer as i64 * 1000)) {
+            return None;
+        }
+    }
+    let delay_ms = opts.delayed_processing as i64 * 1000;
+    let mut available = 0;
+    for off in committed + 1..=p.end() {
+        if delay_ms > 0 && ctx.now_before(st.created(p.at(off)).plus(delay_ms)) {
+            break;
+        }
+        available += 1;
+    }
+    (available > 0).then(|| Claimable {
+        part: ph,
+        committed,
+        available,
+        oldest: st.created(p.at(committed + 1)),
+    })
+}
+
+/// POP-3, POP-4 (our choice): oldest unconsumed message first, budget spent
+/// partition by partition, at most `cap` partitions.
+fn policy_order(mut claimable: Vec<Claimable>, batch: u32, cap: u32) -> Vec<Claimable> {
+    claimable.sort_by_key(|c| (c.oldest.lo, c.part));
+    let mut budget = batch;
+    let mut out = Vec::new();
+    for c in claimable {
+        if budget == 0 || out.len() as u32 >= cap {
+            break;
+        }
+        budget -= c.available.min(budget);
+        out.push(c);
+    }
+    out
+}
+
+/// POP-3, POP-4: whether an observed claim order is one a broker may choose. Every
+/// claimed partition must be claimable, each gets `min(available, budget left)`, the
+/// budget is never spent to zero before the last one, and the broker stops only when
+/// the budget or the cap is exhausted or nothing claimable is left.
+fn check_order(
+    claimable: &[Claimable],
+    order: &[PartH],
+    batch: u32,
+    cap: u32,
+) -> Result<Vec<Claimable>, String> {
+    let mut budget = batch;
+    let mut out: Vec<Claimable> = Vec::new();
+    for ph in order {
+        let Some(c) = claimable.iter().find(|c| c.part == *ph) else {
+            return Err(format!(
+                "partition {ph:?} was not claimable for this group (POP-2, ACK-4)"
+            ));
+        };
+        if out.iter().any(|o| o.part == *ph) {
+            return Err(format!("partition {ph:?} claimed twice in one pop"));
+        }
+        if budget == 0 {
+            return Err("claimed a partition after the batch budget was spent (POP-3)".into());
+        }
+        if out.len() as u32 >= cap {
+            return Err(format!("claimed more than {cap} partitions (POP-3)"));
+        }
+        budget -= c.available.min(budget);
+        out.push(*c);
+    }
+    let left = claimable
+        .iter()
+        .filter(|c| !out.iter().any(|o| o.part == c.part))
+        .count();
+    if budget > 0 && (out.len() as u32) < cap && left > 0 {
+        return Err(format!(
+            "stopped after {} partition(s) with budget {budget} left and {left} claimable partition(s) unclaimed (POP-2, POP-3)",
+            out.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// POP-13: the first pop of a named group on a queue records its subscription and
+/// seeds a cursor on every partition that exists then. Queue mode is never seeded.
+fn subscribe(st: &mut State, queue: &str, q: &PopQuery, ctx: &mut Ctx) {
+    if q.consumer_group == QUEUE_MODE
+        || st.queues[queue]
+            .subscriptions
+            .contains_key(&q.consumer_group)
+    {
+        return;
+    }
+    let parts: Vec<PartH> = st.queues[queue].partitions.values().copied().collect();
+    for ph in parts {
+        let p = st.part(ph).expect("listed partition exists");
+        if p.cursors.contains_key(&q.consumer_group) {
+            continue;
+        }
+        let committed = seed_point(st, ph, &q.subscription_mode, &q.subscription_from, ctx);
+        st.part_mut(ph).expect("exists").cursors.insert(
+            q.consumer_group.clone(),
+            Cursor {
+                committed,
+                ..Cursor::default()
+            },
+        );
+    }
+    let at = ctx.now;
+    st.queues
+        .get_mut(queue)
+        .expect("exists")
+        .subscriptions
+        .insert(
+            q.consumer_group.clone(),
+            Subscription {
+                mode: q.subscription_mode.clone(),
+                from: q.subscription_from.clone(),
+                at,
+            },
+        );
+}
+
+/// Where a new cursor starts (POP-13). `subscriptionFrom` wins when it is `now` or a
+/// valid time [PROJECT: precedence over `subscriptionMode`]; an unparseable time is
+/// ignored; `new` skips the backlog; any other mode acts as `all`.
+fn seed_point(st: &State, ph: PartH, mode: &str, from: &str, ctx: &mut Ctx) -> u32 {
+    let p = st.part(ph).expect("exists");
+    if from == "now" {
+        return p.end();
+    }
+    if let Some(t) = parse_iso(from) {
+        let t = Stamp::exact(t);
+        for off in 1..=p.end() {
+            // The first message written at or after `t`.
+            match st.created(p.at(off)).before(&t) {
+                Tri::Yes => continue,
+                Tri::No => return off - 1,
+                Tri::Maybe => {
+                    if ctx.choose(ChoicePoint::Time, 2) == 0 {
+                        return off - 1;
+                    }
+                }
+            }
+        }
+        return p.end();
+    }
+    if mode == "new" {
+        p.end()
+    } else {
+        0
+    }
+}

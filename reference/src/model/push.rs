@@ -1,0 +1,180 @@
+//! Push (PROTOCOL.md section 2): queue and partition creation, dedup, offsets, the
+//! spool under maintenance.
+
+use super::outcome::PushOut;
+use super::state::{Data, Message, SpooledItem, State, Trace};
+use crate::choice::Ctx;
+use crate::wire::{Payload, PushItem, PushStatus, QueueOptions};
+use std::sync::Arc;
+
+/// Where a push comes from: it decides what happens to a `traceId` (PUSH-9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PushKind {
+    /// `POST /api/v1/push`.
+    Plain,
+    /// A push operation inside a transaction: the `traceId` is kept.
+    Transaction,
+    /// Replay of the spool: like a plain push.
+    Replay,
+}
+
+/// Mints transactionIds for items that have none (PUSH-4). An engine mints UUIDv7s;
+/// a checker takes the ones the broker answered with.
+pub trait TxnMinter {
+    fn mint_txn(&mut self, index: usize) -> String;
+}
+
+impl<F: FnMut(usize) -> String> TxnMinter for F {
+    fn mint_txn(&mut self, index: usize) -> String {
+        self(index)
+    }
+}
+
+/// Pushes `items` atomically (PUSH-3). With push maintenance on, every item goes to
+/// the spool and answers `buffered` (PUSH-7).
+pub fn push(
+    st: &mut State,
+    items: &[PushItem],
+    kind: PushKind,
+    minter: &mut dyn TxnMinter,
+    ctx: &mut Ctx,
+) -> Vec<PushOut> {
+    if st.push_maintenance && kind == PushKind::Plain {
+        return items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| {
+                let (transaction_id, minted_txn) = txn_of(item, index, minter);
+                st.spool.push(SpooledItem {
+                    item: item.clone(),
+                    transaction_id: transaction_id.clone(),
+                    minted_txn,
+                });
+                PushOut {
+                    index,
+                    msg: None,
+                    transaction_id,
+                    minted_txn,
+                    queue: item.queue.clone(),
+                    status: PushStatus::Buffered,
+                }
+            })
+            .collect();
+    }
+    let write = st.writes.len() as u32;
+    st.writes.push(ctx.now);
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let (transaction_id, minted_txn) = txn_of(item, index, minter);
+            write_one(
+                st,
+                item,
+                transaction_id,
+                minted_txn,
+                kind,
+                write,
+                index,
+                ctx,
+            )
+        })
+        .collect()
+}
+
+/// Replays the spool in order, subject to dedup, as one write (PUSH-7, MAINT-1).
+pub fn replay_spool(st: &mut State, ctx: &mut Ctx) {
+    let spooled = std::mem::take(&mut st.spool);
+    if spooled.is_empty() {
+        return;
+    }
+    let write = st.writes.len() as u32;
+    st.writes.push(ctx.now);
+    for (index, s) in spooled.into_iter().enumerate() {
+        write_one(
+            st,
+            &s.item,
+            s.transaction_id,
+            s.minted_txn,
+            PushKind::Replay,
+            write,
+            index,
+            ctx,
+        );
+    }
+}
+
+fn txn_of(item: &PushItem, index: usize, minter: &mut dyn TxnMinter) -> (String, bool) {
+    match &item.transaction_id {
+        Some(t) => (t.clone(), false),
+        None => (minter.mint_txn(index), true),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_one(
+    st: &mut State,
+    item: &PushItem,
+    transaction_id: String,
+    minted_txn: bool,
+    kind: PushKind,
+    write: u32,
+    index: usize,
+    ctx: &mut Ctx,
+) -> PushOut {
+    // PUSH-2: an unknown queue is created with leaseTime 60 and defaults otherwise.
+    let window_ms = st
+        .ensure_queue(&item.queue, QueueOptions::implicit())
+        .options
+        .dedup_window_seconds as i64
+        * 1000;
+    let ph = st.ensure_partition(&item.queue, &item.partition);
+    // PUSH-5: the same transactionId in the same partition within the window.
+    if !minted_txn && window_ms > 0 {
+        let part = st.part(ph).expect("just ensured");
+        if let Some(&off) = part.txn_index.get(&transaction_id) {
+            let orig = part.at(off);
+            let (orig_msg, created) = (orig.msg, st.created(orig));
+            if ctx.now_before(created.plus(window_ms)) {
+                return PushOut {
+                    index,
+                    msg: Some(orig_msg),
+                    transaction_id,
+                    minted_txn,
+                    queue: item.queue.clone(),
+                    status: PushStatus::Duplicate,
+                };
+            }
+        }
+    }
+    let msg = st.mint_msg();
+    let trace = match (&item.trace_id, kind) {
+        (None, _) => Trace::None,
+        (Some(t), PushKind::Transaction) => Trace::Kept(t.clone()),
+        (Some(t), _) => Trace::Either(t.clone()),
+    };
+    let data = match &item.payload {
+        Payload::Absent => Data::Absent,
+        Payload::Given(v) => Data::Value(Arc::new(v.clone())),
+    };
+    let part = st.part_mut(ph).expect("just ensured");
+    part.messages.push(Message {
+        msg,
+        transaction_id: transaction_id.clone(),
+        minted_txn,
+        trace,
+        data,
+        write,
+    });
+    let off = part.end();
+    part.txn_index.insert(transaction_id.clone(), off);
+    part.last_write = Some(write);
+    PushOut {
+        index,
+        msg: Some(msg),
+        transaction_id,
+        minted_txn,
+        queue: item.queue.clone(),
+        status: PushStatus::Queued,
+    }
+}

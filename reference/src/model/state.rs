@@ -1,0 +1,265 @@
+//! The model's state: queues, partitions as append-only logs, cursors, leases, dead
+//! letters, the push spool and the maintenance switches.
+//!
+//! Everything here is plain data. Messages, partitions and leases are named by
+//! handles the model mints itself ([`MsgH`], [`PartH`], [`LeaseH`]); which real UUID a
+//! broker gave each one is not state but knowledge, kept in an [`crate::ids::IdBook`].
+//! Times are [`Stamp`]s: exact for an engine, intervals for a checker.
+
+use crate::time::Stamp;
+use crate::wire::QueueOptions;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// A message, by the model's own numbering (global, never reused).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MsgH(pub u32);
+/// A partition, by the model's own numbering (index into [`State::partitions`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartH(pub u32);
+/// A lease id minted by one pop (shared by every partition it claimed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseH(pub u32);
+
+/// The whole broker as the model sees it.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct State {
+    /// Queues by name.
+    pub queues: BTreeMap<String, Queue>,
+    /// Partitions by handle; `None` once its queue was deleted (handles are never reused).
+    pub partitions: Vec<Option<Partition>>,
+    /// The `createdAt` of each write, by write number: messages of one push call share it (POP-12).
+    pub writes: Vec<Stamp>,
+    /// The next message handle to mint.
+    pub next_msg: u32,
+    /// The next lease handle to mint.
+    pub next_lease: u32,
+    /// Where each lease id is held, so an extend finds its leases without a scan.
+    pub lease_holders: HashMap<LeaseH, Vec<(PartH, String)>>,
+    /// Dead letters in filing order (DLQ-2).
+    pub dead_letters: Vec<DeadLetterRec>,
+    /// Pushes accepted as `buffered`, waiting for replay (PUSH-7).
+    pub spool: Vec<SpooledItem>,
+    /// Push maintenance (MAINT-1).
+    pub push_maintenance: bool,
+    /// Pop maintenance (MAINT-2).
+    pub pop_maintenance: bool,
+}
+
+/// One queue's configuration row and its partitions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Queue {
+    pub name: String,
+    pub namespace: String,
+    pub task: String,
+    pub options: QueueOptions,
+    /// Partition names to handles, in creation order of handles.
+    pub partitions: BTreeMap<String, PartH>,
+    /// Named groups' durable subscriptions (POP-13 [PROJECT]).
+    pub subscriptions: BTreeMap<String, Subscription>,
+}
+
+/// A named group's subscription, recorded by its first pop on the queue.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subscription {
+    pub mode: String,
+    pub from: String,
+    pub at: Stamp,
+}
+
+/// An ordered, append-only log with a cursor per group.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Partition {
+    pub handle: PartH,
+    pub queue: String,
+    pub name: String,
+    /// The message at offset `n` is `messages[n - 1]`.
+    pub messages: Vec<Message>,
+    /// transactionId -> newest offset with it (PUSH-5, ACK-8).
+    pub txn_index: HashMap<String, u32>,
+    /// Cursors by group name.
+    pub cursors: BTreeMap<String, Cursor>,
+    /// The write that last added a message here (POP-14 `windowBuffer`).
+    pub last_write: Option<u32>,
+}
+
+impl Partition {
+    /// The highest offset written (0 when empty).
+    pub fn end(&self) -> u32 {
+        self.messages.len() as u32
+    }
+
+    /// The message at `offset` (1-based).
+    pub fn at(&self, offset: u32) -> &Message {
+        &self.messages[offset as usize - 1]
+    }
+}
+
+/// What a pop will show as `traceId`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Trace {
+    None,
+    /// Written by a transaction: always returned.
+    Kept(String),
+    /// Given on a plain push: returned or dropped (PUSH-9 OPEN); narrowed on first sight.
+    Either(String),
+}
+
+/// What a pop will show as `data`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Data {
+    Value(Arc<Value>),
+    /// `payload` absent: `null` or `{}` (PUSH-9 OPEN); narrowed on first sight.
+    Absent,
+}
+
+/// One stored message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    pub msg: MsgH,
+    pub transaction_id: String,
+    /// The broker minted the transactionId (PUSH-4).
+    pub minted_txn: bool,
+    pub trace: Trace,
+    pub data: Data,
+    /// Index into [`State::writes`]: its `createdAt`.
+    pub write: u32,
+}
+
+/// One `(partition, group)` cursor: the last committed offset and the lease on the
+/// span after it.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Cursor {
+    pub committed: u32,
+    pub lease: Option<Lease>,
+    /// After a `failed` ack the span comes back only at this time (ACK-6 `retryDelay`).
+    pub not_before: Option<Stamp>,
+    /// Charged retries per offset above the cursor (DLQ-1).
+    pub retries: BTreeMap<u32, u32>,
+}
+
+/// A claim on `(committed, end]` until `deadline`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lease {
+    pub id: LeaseH,
+    pub end: u32,
+    pub deadline: Stamp,
+    /// The lease's own duration, used by an extend without `seconds` (LEASE-3).
+    pub duration_ms: i64,
+}
+
+/// A message filed as a dead letter for one group (DLQ-2).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeadLetterRec {
+    pub part: PartH,
+    pub offset: u32,
+    pub group: String,
+    pub error: Option<String>,
+    pub retry_count: u32,
+    pub failed_at: Stamp,
+}
+
+/// A push item waiting in the spool (PUSH-7).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpooledItem {
+    pub item: crate::wire::PushItem,
+    /// The transactionId answered with `buffered` (given or minted); replay keeps it.
+    pub transaction_id: String,
+    pub minted_txn: bool,
+}
+
+impl State {
+    pub fn new() -> State {
+        State::default()
+    }
+
+    pub fn part(&self, h: PartH) -> Option<&Partition> {
+        self.partitions.get(h.0 as usize).and_then(|p| p.as_ref())
+    }
+
+    pub fn part_mut(&mut self, h: PartH) -> Option<&mut Partition> {
+        self.partitions
+            .get_mut(h.0 as usize)
+            .and_then(|p| p.as_mut())
+    }
+
+    /// The `createdAt` of a message.
+    pub fn created(&self, m: &Message) -> Stamp {
+        self.writes[m.write as usize]
+    }
+
+    /// The queue, created with `options` and a derived namespace/task when missing.
+    pub fn ensure_queue(&mut self, name: &str, options: QueueOptions) -> &mut Queue {
+        self.queues.entry(name.to_string()).or_insert_with(|| {
+            let (namespace, task) = crate::wire::derive_namespace_task(name);
+            Queue {
+                name: name.to_string(),
+                namespace,
+                task,
+                options,
+                partitions: BTreeMap::new(),
+                subscriptions: BTreeMap::new(),
+            }
+        })
+    }
+
+    /// The partition `name` of an existing queue, created when missing (PUSH-3).
+    pub fn ensure_partition(&mut self, queue: &str, name: &str) -> PartH {
+        if let Some(h) = self.queues.get(queue).and_then(|q| q.partitions.get(name)) {
+            return *h;
+        }
+        let h = PartH(self.partitions.len() as u32);
+        self.partitions.push(Some(Partition {
+            handle: h,
+            queue: queue.to_string(),
+            name: name.to_string(),
+            messages: Vec::new(),
+            txn_index: HashMap::new(),
+            cursors: BTreeMap::new(),
+            last_write: None,
+        }));
+        self.queues
+            .get_mut(queue)
+            .expect("queue exists before its partitions")
+            .partitions
+            .insert(name.to_string(), h);
+        h
+    }
+
+    pub fn mint_msg(&mut self) -> MsgH {
+        self.next_msg += 1;
+        MsgH(self.next_msg - 1)
+    }
+
+    pub fn mint_lease(&mut self) -> LeaseH {
+        self.next_lease += 1;
+        LeaseH(self.next_lease - 1)
+    }
+
+    /// Drops the lease of `(part, group)` and forgets where it was held.
+    pub fn release_lease(&mut self, part: PartH, group: &str) {
+        let Some(p) = self.part_mut(part) else { return };
+        let Some(c) = p.cursors.get_mut(group) else {
+            return;
+        };
+        if let Some(l) = c.lease.take() {
+            if let Some(holders) = self.lease_holders.get_mut(&l.id) {
+                holders.retain(|(ph, g)| !(*ph == part && g == group));
+                if holders.is_empty() {
+                    self.lease_holders.remove(&l.id);
+                }
+            }
+        }
+    }
+
+    /// Every message ever written and not deleted, with its partition and offset.
+    pub fn all_messages(&self) -> impl Iterator<Item = (&Partition, u32, &Message)> {
+        self.partitions.iter().flatten().flat_map(|p| {
+            p.messages
+                .iter()
+                .enumerate()
+                .map(move |(i, m)| (p, i as u32 + 1, m))
+        })
+    }
+}

@@ -1,0 +1,93 @@
+//! Transactions (PROTOCOL.md section 7): pushes and acks applied to a copy of the
+//! state, kept only if every ack succeeds.
+
+use super::ack::{ack, AckIn, LeaseRef};
+use super::outcome::{TxnItemOut, TxnOut};
+use super::push::{push, PushKind, TxnMinter};
+use super::state::State;
+use crate::choice::Ctx;
+use crate::wire::PushItem;
+
+/// One operation with its ids resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TxnOpIn {
+    Push(Vec<PushItem>),
+    Ack(AckIn),
+}
+
+/// TXN-1..3. `required` are the `requiredLeases`: each must be a live lease
+/// [PROJECT], else the transaction aborts. Pushes inside write even under push
+/// maintenance [PROJECT: the spool serves the push route only]. `minter` is asked
+/// for transactionIds by the running index of pushed items across the call.
+pub fn transaction(
+    st: &mut State,
+    ops: &[TxnOpIn],
+    required: &[(LeaseRef, String)],
+    minter: &mut dyn TxnMinter,
+    ctx: &mut Ctx,
+) -> TxnOut {
+    let abort = |error: String| TxnOut {
+        success: false,
+        results: vec![],
+        error: Some(error),
+    };
+    for (lease, id) in required {
+        let live = match lease {
+            LeaseRef::Known(h) => st
+                .lease_holders
+                .get(h)
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .any(|(ph, g)| {
+                    let deadline = st
+                        .part(*ph)
+                        .and_then(|p| p.cursors.get(g))
+                        .and_then(|c| c.lease.as_ref())
+                        .filter(|l| l.id == *h)
+                        .map(|l| l.deadline);
+                    deadline.is_some_and(|d| ctx.now_before(d))
+                }),
+            _ => false,
+        };
+        if !live {
+            return abort(format!("required lease {id} is not held"));
+        }
+    }
+    let mut work = st.clone();
+    let mut results = Vec::new();
+    let mut pushed = 0usize;
+    for (i, op) in ops.iter().enumerate() {
+        match op {
+            TxnOpIn::Push(items) => {
+                let base = pushed;
+                let mut shifted = |j: usize| minter.mint_txn(base + j);
+                let outs = push(&mut work, items, PushKind::Transaction, &mut shifted, ctx);
+                pushed += items.len();
+                for mut o in outs {
+                    o.index = results.len();
+                    results.push(TxnItemOut::Push(o));
+                }
+            }
+            TxnOpIn::Ack(item) => {
+                let mut out = ack(&mut work, std::slice::from_ref(item), ctx).remove(0);
+                // TXN-2: any ack that would answer success:false aborts everything.
+                if !out.result.success {
+                    let why = out.result.error.take().unwrap_or_default();
+                    return abort(format!(
+                        "operations[{i}]: ack of {} failed: {why}",
+                        item.transaction_id
+                    ));
+                }
+                out.result.index = results.len();
+                results.push(TxnItemOut::Ack(out));
+            }
+        }
+    }
+    *st = work;
+    TxnOut {
+        success: true,
+        results,
+        error: None,
+    }
+}

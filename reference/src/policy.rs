@@ -1,0 +1,81 @@
+//! The project's choice at every OPEN point.
+//!
+//! Where PROTOCOL.md allows several behaviours, the model used as a checker accepts
+//! all of them; used as a deterministic engine (our in-memory broker, unit tests) it
+//! follows a [`Policy`]. The default policy is this project's choice, the one our
+//! server implements, so that model and server agree answer for answer. Each field
+//! names the rule it settles.
+
+/// A point where the model may branch. Time comparisons whose outcome the request's
+/// time interval does not decide are `Time`; the rest are OPEN points of the spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChoicePoint {
+    /// An uncertain comparison with a deadline (section 12).
+    Time,
+    /// ACK-8: acking a message older than the dedup window. 0 = resolve, 1 = unresolvable.
+    AckBeyondDedupWindow,
+    /// ACK step 7: ack without `leaseId` for a group with no cursor.
+    /// 0 = `unresolvable`, 1 = commit.
+    AckWithoutCursor,
+    /// POP-8 read for the partition route: a partition-route pop on an unknown queue.
+    /// 0 = create the queue row, 1 = create nothing. [PROJECT decision: OPEN here]
+    PartitionPopCreatesQueue,
+}
+
+/// How an absent `payload` is stored (PUSH-9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AbsentPayload {
+    /// Stored as JSON `null` (our server).
+    #[default]
+    Null,
+    /// Stored as `{}`.
+    EmptyObject,
+}
+
+/// What a plain push does with a `traceId` (PUSH-9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PlainPushTrace {
+    /// Dropped: pop shows `null`. The seed (`pop-routes.md`: "`null` unless the message
+    /// was written by a transaction that supplied one") describes this, and the seed
+    /// wins over PROTOCOL.md's "(our server) stores it"; see the issue note.
+    #[default]
+    Drop,
+    /// Stored and returned by pop.
+    Keep,
+}
+
+/// ACK step 6: a completion above the new cursor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BlockedCompletion {
+    /// `success:true, noop:false` (our server).
+    #[default]
+    Success,
+    /// `success:false` with an error.
+    Failure,
+}
+
+/// The project's choices; `Policy::default()` is what our server does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Policy {
+    pub absent_payload: AbsentPayload,
+    pub plain_push_trace: PlainPushTrace,
+    pub blocked_completion: BlockedCompletion,
+    /// Alternative index taken at [`ChoicePoint::AckBeyondDedupWindow`].
+    pub ack_beyond_dedup_window: u32,
+    /// Alternative index taken at [`ChoicePoint::AckWithoutCursor`].
+    pub ack_without_cursor: u32,
+    /// Alternative index taken at [`ChoicePoint::PartitionPopCreatesQueue`].
+    pub partition_pop_creates_queue: u32,
+}
+
+impl Policy {
+    /// The alternative this policy takes at `point` (0 for time: an engine's times are exact).
+    pub fn pick(&self, point: ChoicePoint) -> u32 {
+        match point {
+            ChoicePoint::Time => 0,
+            ChoicePoint::AckBeyondDedupWindow => self.ack_beyond_dedup_window,
+            ChoicePoint::AckWithoutCursor => self.ack_without_cursor,
+            ChoicePoint::PartitionPopCreatesQueue => self.partition_pop_creates_queue,
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! HTTP requests and answers as data, and the routing table of the protocol.
+//!
+//! [`HttpRequest`] is a request as it travels (method, path, query, body bytes);
+//! [`parse_request`] turns it into a validated [`Request`] or the rejection the
+//! protocol prescribes. The in-memory engine and the conformance checker both start
+//! from here, so a malformed request is judged the same way everywhere.
+
+use super::*;
+
+/// A request as sent: the path is percent-encoded, the query is decoded pairs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpRequest {
+    pub method: String,
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpRequest {
+    pub fn get(path: impl Into<String>, query: &[(&str, &str)]) -> HttpRequest {
+        HttpRequest {
+            method: "GET".into(),
+            path: path.into(),
+            query: query
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            body: vec![],
+        }
+    }
+
+    pub fn post(path: impl Into<String>, body: &Value) -> HttpRequest {
+        HttpRequest {
+            method: "POST".into(),
+            path: path.into(),
+            query: vec![],
+            body: serde_json::to_vec(body).expect("a Value serializes"),
+        }
+    }
+
+    pub fn post_raw(path: impl Into<String>, body: impl Into<Vec<u8>>) -> HttpRequest {
+        HttpRequest {
+            method: "POST".into(),
+            path: path.into(),
+            query: vec![],
+            body: body.into(),
+        }
+    }
+
+    pub fn delete(path: impl Into<String>) -> HttpRequest {
+        HttpRequest {
+            method: "DELETE".into(),
+            path: path.into(),
+            query: vec![],
+            body: vec![],
+        }
+    }
+}
+
+/// An answer as received: status and body (`None` for an empty body).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub body: Option<Value>,
+}
+
+/// Every request of the protocol, validated, with ids still as strings.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Request {
+    Push(PushRequest),
+    Pop { route: PopRoute, query: PopQuery },
+    Ack(AckItem),
+    AckBatch(Vec<AckItem>),
+    Extend(ExtendRequest),
+    Transaction(TxnRequest),
+    Configure(ConfigureRequest),
+    DeleteQueue(String),
+    Dlq(DlqQuery),
+    SetPushMaintenance(bool),
+    GetPushMaintenance,
+    SetPopMaintenance(bool),
+    GetPopMaintenance,
+    Health,
+}
+
+/// Why a request is not a [`Request`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum Rejection {
+    /// 400 or 413 with `{"error": ...}`.
+    Bad(WireError),
+    /// The exact 400 of POP-10.
+    DiscoveryScope,
+    /// No such route: 404 (not part of the protocol's checks).
+    NotFound,
+}
+
+impl From<WireError> for Rejection {
+    fn from(e: WireError) -> Self {
+        Rejection::Bad(e)
+    }
+}
+
+/// Decodes `%XX` escapes of one path segment; invalid UTF-8 is a 400.
+pub fn decode_segment(s: &str) -> Result<String, WireError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+            if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| WireError::bad("path segment is not valid UTF-8"))
+}
+
+/// Routes and validates a request. `body_limit` bytes is the most a body may hold (413).
+pub fn parse_request(
+    req: &HttpRequest,
+    default_timeout_ms: u64,
+    body_limit: usize,
+) -> Result<Request, Rejection> {
+    if req.body.len() > body_limit {
+        return Err(Rejection::Bad(WireError {
+            status: 413,
+            message: format!(
+                "body of {} bytes exceeds the limit of {body_limit} bytes",
+                req.body.len()
+            ),
+        }));
+    }
+    let raw: Vec<&str> = req.path.trim_end_matches('/').split('/').skip(1).collect();
+    let seg = |i: usize| decode_segment(raw[i]);
+    let body = || parse_json(&req.body);
+    let m = req.method.as_str();
+    let r = match (m, raw.as_slice()) {
+        ("POST", ["api", "v1", "push"]) => Request::Push(parse_push(&body()?)?),
+        ("GET", ["api", "v1", "pop"]) => {
+            let route = discovery_scope(&req.query).map_err(|_| Rejection::DiscoveryScope)?;
+            Request::Pop {
+                route,
+                query: parse_pop_query(&req.query, default_timeout_ms)?,
+            }
+        }
+        ("GET", ["api", "v1", "pop", "queue", _]) => {
+            let q = seg(4)?;
+            check_name("queue", &q)?;
+            Request::Pop {
+                route: PopRoute::Queue(q),
+                query: parse_pop_query(&req.query, default_timeout_ms)?,
+            }
+        }
+        ("GET", ["api", "v1", "pop", "queue", _, "partition", _]) => {
+            let (q, p) = (seg(4)?, seg(6)?);
+            check_name("queue", &q)?;
+            check_name("partition", &p)?;
+            Request::Pop {
+                route: PopRoute::Partition(q, p),
+                query: parse_pop_query(&req.query, default_timeout_ms)?,
+            }
+        }
+        ("POST", ["api", "v1", "ack"]) => Request::Ack(parse_ack(&body()?)?),
+        ("POST", ["api", "v1", "ack", "batch"]) => Request::AckBatch(parse_ack_batch(&body()?)?),
+        ("POST", ["api", "v1", "lease", _, "extend"]) => {
+            Request::Extend(parse_extend(&seg(3)?, &req.body)?)
+        }
+        ("POST", ["api", "v1", "transaction"]) => {
+            Request::Transaction(parse_transaction(&body()?)?)
+        }
+        ("POST", ["api", "v1", "configure"]) => Request::Configure(parse_configure(&body()?)?),
+        ("DELETE", ["api", "v1", "resources", "queues", _]) => {
+            let q = seg(4)?;
+            check_name("queue", &q)?;
+            Request::DeleteQueue(q)
+        }
+        ("GET", ["api", "v1", "dlq"]) => Request::Dlq(parse_dlq_query(&req.query)?),
+        ("GET", ["api", "v1", "system", "maintenance"]) => Request::GetPushMaintenance,
+        ("POST", ["api", "v1", "system", "maintenance"]) => {
+            Request::SetPushMaintenance(parse_maintenance(&body()?)?)
+        }
+        ("GET", ["api", "v1", "system", "maintenance", "pop"]) => Request::GetPopMaintenance,
+        ("POST", ["api", "v1", "system", "maintenance", "pop"]) => {
+            Request::SetPopMaintenance(parse_maintenance(&body()?)?)
+        }
+        ("GET", ["health"]) => Request::Health,
+        _ => return Err(Rejection::NotFound),
+    };
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn routes_parse() {
+        let r = parse_request(
+            &HttpRequest::get("/api/v1/pop/queue/a%20b/partition/p%2F1", &[("batch", "5")]),
+            1,
+            1 << 20,
+        )
+        .unwrap();
+        match r {
+            Request::Pop { route, query } => {
+                assert_eq!(route, PopRoute::Partition("a b".into(), "p/1".into()));
+                assert_eq!(query.batch, 5);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            parse_request(&HttpRequest::get("/health", &[]), 1, 10).unwrap(),
+            Request::Health
+        );
+        assert_eq!(
+            parse_request(&HttpRequest::get("/nope", &[]), 1, 10),
+            Err(Rejection::NotFound)
+        );
+    }
+
+    #[test]
+    fn push_8_oversized_body_is_413() {
+        let big = HttpRequest::post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": "q", "payload": "x".repeat(100)}]}),
+        );
+        match parse_request(&big, 1, 50) {
+            Err(Rejection::Bad(e)) => assert_eq!(e.status, 413),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn pop_10_discovery_without_scope_is_the_exact_rejection() {
+        let r = parse_request(
+            &HttpRequest::get("/api/v1/pop", &[("namespace", "")]),
+            1,
+            10,
+        );
+        assert_eq!(r, Err(Rejection::DiscoveryScope));
+    }
+
+    #[test]
+    fn non_json_bodies_are_400() {
+        for path in [
+            "/api/v1/push",
+            "/api/v1/ack",
+            "/api/v1/ack/batch",
+            "/api/v1/transaction",
+            "/api/v1/configure",
+            "/api/v1/system/maintenance",
+        ] {
+            match parse_request(&HttpRequest::post_raw(path, "{not json"), 1, 1 << 20) {
+                Err(Rejection::Bad(e)) => assert_eq!(e.status, 400, "{path}"),
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+    }
+}
