@@ -7,7 +7,10 @@
 //! See `ARCHITECTURE.md` at the workspace root for how the pieces fit together.
 
 pub mod choice;
+pub mod engine;
+pub mod ids;
 pub mod model;
 pub mod policy;
+pub mod render;
 pub mod time;
 pub mod wire;

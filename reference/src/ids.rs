@@ -1,0 +1,154 @@
+//! Which real id belongs to which model handle (PROTOCOL.md section 12).
+//!
+//! The model names messages, partitions and leases by its own handles. An
+//! [`IdBook`] ties each handle to the UUID a broker used for it, in both directions,
+//! so that an id is never given to two things and a thing never has two ids. An
+//! engine fills its book by minting; a checker fills it by learning from answers,
+//! and a contradiction is a finding (e.g. a lease id reused, a message whose id changed).
+
+use crate::model::{AckIn, LeaseH, LeaseRef, MsgH, Op, PartH, PopRequest, TxnOpIn};
+use crate::wire::{AckItem, Request, TxnOp};
+use std::collections::HashMap;
+
+/// A two-way map between handles of one kind and the ids a broker gave them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bimap<H: std::hash::Hash + Eq + Copy> {
+    by_handle: HashMap<H, String>,
+    by_id: HashMap<String, H>,
+}
+
+impl<H: std::hash::Hash + Eq + Copy> Default for Bimap<H> {
+    fn default() -> Self {
+        Bimap {
+            by_handle: HashMap::new(),
+            by_id: HashMap::new(),
+        }
+    }
+}
+
+impl<H: std::hash::Hash + Eq + Copy + std::fmt::Debug> Bimap<H> {
+    pub fn id(&self, h: H) -> Option<&str> {
+        self.by_handle.get(&h).map(String::as_str)
+    }
+
+    pub fn handle(&self, id: &str) -> Option<H> {
+        self.by_id.get(id).copied()
+    }
+
+    /// Ties `h` to `id`, or explains the contradiction with what is already known.
+    pub fn bind(&mut self, what: &str, h: H, id: &str) -> Result<(), String> {
+        match (self.by_handle.get(&h), self.by_id.get(id)) {
+            (Some(known), _) if known != id => Err(format!("{what} {h:?} was {known}, now {id}")),
+            (_, Some(other)) if *other != h => Err(format!(
+                "{what} id {id} was already given to {other:?}, now also to {h:?}"
+            )),
+            (Some(_), Some(_)) => Ok(()),
+            _ => {
+                self.by_handle.insert(h, id.to_string());
+                self.by_id.insert(id.to_string(), h);
+                Ok(())
+            }
+        }
+    }
+
+    /// The id of `h`, minting one with `mint` the first time.
+    pub fn id_or_mint(&mut self, h: H, mint: impl FnOnce() -> String) -> String {
+        if let Some(id) = self.by_handle.get(&h) {
+            return id.clone();
+        }
+        let id = mint();
+        self.by_handle.insert(h, id.clone());
+        self.by_id.insert(id.clone(), h);
+        id
+    }
+}
+
+/// Every id known for one model state.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct IdBook {
+    pub msgs: Bimap<MsgH>,
+    pub parts: Bimap<PartH>,
+    pub leases: Bimap<LeaseH>,
+}
+
+impl IdBook {
+    /// A lease id from a request, as the model sees it.
+    pub fn lease_ref(&self, id: Option<&str>) -> LeaseRef {
+        match id {
+            None => LeaseRef::Absent,
+            Some(id) => self
+                .leases
+                .handle(id)
+                .map_or(LeaseRef::Unknown, LeaseRef::Known),
+        }
+    }
+
+    fn ack_in(&self, a: &AckItem) -> AckIn {
+        AckIn {
+            transaction_id: a.transaction_id.clone(),
+            part: self.parts.handle(&a.partition_id),
+            status: a.status,
+            group: a.consumer_group.clone(),
+            lease: self.lease_ref(a.lease_id.as_deref()),
+            error: a.error.clone(),
+        }
+    }
+
+    /// Resolves the ids of a validated request into a model operation.
+    pub fn resolve(&self, req: &Request) -> Op {
+        match req {
+            Request::Push(p) => Op::Push(p.items.clone()),
+            Request::Pop { route, query } => Op::Pop(PopRequest {
+                route: route.clone(),
+                query: query.clone(),
+            }),
+            Request::Ack(a) => Op::Ack(vec![self.ack_in(a)]),
+            Request::AckBatch(list) => Op::Ack(list.iter().map(|a| self.ack_in(a)).collect()),
+            Request::Extend(e) => Op::Extend {
+                lease: self.lease_ref(Some(&e.lease_id)),
+                lease_id: e.lease_id.clone(),
+                seconds: e.seconds,
+            },
+            Request::Transaction(t) => Op::Txn {
+                ops: t
+                    .operations
+                    .iter()
+                    .map(|o| match o {
+                        TxnOp::Push(items) => TxnOpIn::Push(items.clone()),
+                        TxnOp::Ack(a) => TxnOpIn::Ack(self.ack_in(a)),
+                    })
+                    .collect(),
+                required: t
+                    .required_leases
+                    .iter()
+                    .map(|id| (self.lease_ref(Some(id)), id.clone()))
+                    .collect(),
+            },
+            Request::Configure(c) => Op::Configure(c.clone()),
+            Request::DeleteQueue(q) => Op::Delete(q.clone()),
+            Request::Dlq(q) => Op::Dlq(q.clone()),
+            Request::SetPushMaintenance(b) => Op::SetPushMaintenance(*b),
+            Request::GetPushMaintenance => Op::GetPushMaintenance,
+            Request::SetPopMaintenance(b) => Op::SetPopMaintenance(*b),
+            Request::GetPopMaintenance => Op::GetPopMaintenance,
+            Request::Health => Op::Health,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binding_refuses_contradictions() {
+        let mut b: Bimap<MsgH> = Bimap::default();
+        b.bind("message", MsgH(1), "a").unwrap();
+        b.bind("message", MsgH(1), "a").unwrap();
+        assert!(b.bind("message", MsgH(1), "b").is_err());
+        assert!(b.bind("message", MsgH(2), "a").is_err());
+        assert_eq!(b.id_or_mint(MsgH(3), || "c".into()), "c");
+        assert_eq!(b.id_or_mint(MsgH(3), || unreachable!()), "c");
+        assert_eq!(b.handle("c"), Some(MsgH(3)));
+    }
+}
