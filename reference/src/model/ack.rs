@@ -37,6 +37,9 @@ pub struct AckIn {
     pub error: Option<String>,
 }
 
+/// A `(partition, group)`: the unit an ack call is evaluated in.
+type Pair = (PartH, String);
+
 /// What step 1 decided for one item.
 enum Step1 {
     Answered(AckResult),
@@ -58,8 +61,8 @@ fn answer(index: usize, txn: &str, success: bool, error: Option<&str>, noop: boo
 /// Evaluates one ack call (single or batch) and applies it.
 pub fn ack(st: &mut State, items: &[AckIn], ctx: &mut Ctx) -> Vec<AckOut> {
     let mut out: Vec<Option<AckOut>> = vec![None; items.len()];
-    // (partition, group) -> indices of valid items, in first-appearance order.
-    let mut pairs: Vec<((PartH, String), Vec<(usize, u32)>)> = Vec::new();
+    // (partition, group) -> (item index, offset) of valid items, in first-appearance order.
+    let mut pairs: Vec<(Pair, Vec<(usize, u32)>)> = Vec::new();
 
     // Step 1: resolve, ACK-3 below the cursor, ACK-5 lease check.
     for (i, it) in items.iter().enumerate() {

@@ -67,7 +67,7 @@ pub fn parse_push(body: &Value) -> Result<PushRequest, WireError> {
 
 /// Parses one push item; `ctx` prefixes error messages (`items[3].`).
 pub fn parse_push_item(v: &Value, ctx: &str) -> Result<PushItem, WireError> {
-    let obj = as_object(v, &format!("{}", ctx.trim_end_matches('.')))?;
+    let obj = as_object(v, ctx.trim_end_matches('.'))?;
     let queue = req_str(obj, "queue", ctx)?;
     check_name(&format!("{ctx}queue"), &queue)?;
     let partition = match opt_str(obj, "partition", ctx)? {
