@@ -6,6 +6,7 @@
 //!
 //! See `ARCHITECTURE.md` at the workspace root for how the pieces fit together.
 
+pub mod checker;
 pub mod choice;
 pub mod engine;
 pub mod ids;

@@ -54,12 +54,24 @@ pub enum BlockedCompletion {
     Failure,
 }
 
+/// Which claimable partitions a queue-scoped or discovery pop takes first (POP-4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PopOrder {
+    /// The partition whose oldest unconsumed message is oldest (our server).
+    #[default]
+    OldestFirst,
+    /// The most recently created partition first: another legal choice, used to
+    /// prove the checker follows the broker's choice instead of predicting it.
+    NewestPartitionFirst,
+}
+
 /// The project's choices; `Policy::default()` is what our server does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Policy {
     pub absent_payload: AbsentPayload,
     pub plain_push_trace: PlainPushTrace,
     pub blocked_completion: BlockedCompletion,
+    pub pop_order: PopOrder,
     /// Alternative index taken at [`ChoicePoint::AckBeyondDedupWindow`].
     pub ack_beyond_dedup_window: u32,
     /// Alternative index taken at [`ChoicePoint::AckWithoutCursor`].

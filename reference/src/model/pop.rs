@@ -4,7 +4,7 @@
 use super::outcome::{Outcome, PopOut};
 use super::state::{Cursor, Lease, PartH, State, Subscription};
 use crate::choice::Ctx;
-use crate::policy::ChoicePoint;
+use crate::policy::{ChoicePoint, PopOrder};
 use crate::time::{parse_iso, Stamp, Tri};
 use crate::wire::{PopQuery, PopRoute, QueueOptions, QUEUE_MODE};
 
@@ -91,7 +91,12 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
             Ok(c) => c,
             Err(why) => return Outcome::PopIllegal(why),
         },
-        None => policy_order(claimable, q.batch, cap),
+        None => {
+            let newest_first = ctx
+                .policy_ref()
+                .is_some_and(|p| p.pop_order == PopOrder::NewestPartitionFirst);
+            policy_order(claimable, q.batch, cap, newest_first)
+        }
     };
     if chosen.is_empty() {
         return Outcome::PopEmpty;
@@ -197,8 +202,17 @@ fn claimable(st: &State, ph: PartH, group: &str, ctx: &mut Ctx) -> Option<Claima
 
 /// POP-3, POP-4 (our choice): oldest unconsumed message first, budget spent
 /// partition by partition, at most `cap` partitions.
-fn policy_order(mut claimable: Vec<Claimable>, batch: u32, cap: u32) -> Vec<Claimable> {
-    claimable.sort_by_key(|c| (c.oldest.lo, c.part));
+fn policy_order(
+    mut claimable: Vec<Claimable>,
+    batch: u32,
+    cap: u32,
+    newest_first: bool,
+) -> Vec<Claimable> {
+    if newest_first {
+        claimable.sort_by_key(|c| std::cmp::Reverse(c.part));
+    } else {
+        claimable.sort_by_key(|c| (c.oldest.lo, c.part));
+    }
     let mut budget = batch;
     let mut out = Vec::new();
     for c in claimable {

@@ -1,0 +1,298 @@
+//! The checker against answers from the engine (which must all be accepted, whatever
+//! OPEN choices the engine's policy makes) and against tampered answers (which must
+//! be caught, naming the rules involved). Section 12 of PROTOCOL.md.
+
+mod common;
+use common::T0;
+use queen_reference::checker::{Checker, StepError};
+use queen_reference::engine::Engine;
+use queen_reference::policy::*;
+use queen_reference::time::Millis;
+use queen_reference::wire::*;
+use serde_json::{json, Value};
+
+/// An engine and a checker fed the engine's answers.
+struct Lockstep {
+    e: Engine,
+    c: Checker,
+    now: Millis,
+}
+
+impl Lockstep {
+    fn new(policy: Policy) -> Lockstep {
+        let mut e = Engine::default();
+        e.policy = policy;
+        let mut c = Checker::new();
+        c.skew_ms = 0;
+        Lockstep { e, c, now: T0 }
+    }
+
+    /// Sends at `now`, the engine answers at `now + at`, the answer arrives at `now + took`.
+    fn send_timed(&mut self, req: HttpRequest, at: Millis, took: Millis) -> HttpResponse {
+        let r = self.e.handle(&req, self.now + at);
+        if let Err(e) = self.c.step(&req, self.now, self.now + took, &r) {
+            panic!("checker refused the engine's answer: {e:?}");
+        }
+        self.now += took;
+        r
+    }
+
+    fn send(&mut self, req: HttpRequest) -> HttpResponse {
+        self.send_timed(req, 0, 0)
+    }
+
+    fn push(&mut self, q: &str, p: &str, txn: Option<&str>) -> HttpResponse {
+        let mut item = json!({"queue": q, "partition": p, "payload": {"n": 1}});
+        if let Some(t) = txn {
+            item["transactionId"] = json!(t);
+        }
+        self.send(HttpRequest::post("/api/v1/push", &json!({"items": [item]})))
+    }
+
+    fn pop(&mut self, q: &str, query: &[(&str, &str)]) -> HttpResponse {
+        self.send(HttpRequest::get(format!("/api/v1/pop/queue/{q}"), query))
+    }
+
+    /// Feeds a hand-made answer; returns the checker's verdict.
+    fn feed(&mut self, req: &HttpRequest, answer: &HttpResponse) -> Result<usize, StepError> {
+        self.c.step(req, self.now, self.now, answer)
+    }
+}
+
+fn acks_for(pop: &HttpResponse, status: &str) -> Vec<Value> {
+    let p: PopResponse = serde_json::from_value(pop.body.clone().unwrap()).unwrap();
+    p.messages
+        .iter()
+        .map(|m| json!({"transactionId": m.transaction_id, "partitionId": m.partition_id, "leaseId": m.lease_id, "status": status}))
+        .collect()
+}
+
+#[test]
+fn checker_accepts_every_answer_of_our_engine() {
+    let mut l = Lockstep::new(Policy::default());
+    l.push("q", "a", Some("t1"));
+    l.push("q", "b", None);
+    let p = l.pop("q", &[("consumerGroup", "g"), ("partitions", "0")]);
+    l.send(HttpRequest::post(
+        "/api/v1/ack/batch",
+        &json!({"consumerGroup": "g", "acknowledgments": acks_for(&p, "failed")}),
+    ));
+    l.now += 1000;
+    let p = l.pop("q", &[("consumerGroup", "g"), ("partitions", "0")]);
+    let lease = p.body.as_ref().unwrap()["leaseId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    l.send(HttpRequest::post_raw(
+        format!("/api/v1/lease/{lease}/extend"),
+        b"{\"seconds\":5}".to_vec(),
+    ));
+    l.send(HttpRequest::post(
+        "/api/v1/ack/batch",
+        &json!({"consumerGroup": "g", "acknowledgments": acks_for(&p, "dlq")}),
+    ));
+    l.send(HttpRequest::get("/api/v1/dlq", &[("queue", "q")]));
+    l.send(HttpRequest::post(
+        "/api/v1/configure",
+        &json!({"queue": "q", "options": {"retryLimit": 0}}),
+    ));
+    l.send(HttpRequest::post(
+        "/api/v1/transaction",
+        &json!({"operations": [{"type": "push", "items": [{"queue": "q"}]}]}),
+    ));
+    l.send(HttpRequest::post(
+        "/api/v1/system/maintenance",
+        &json!({"enabled": true}),
+    ));
+    l.push("q", "a", None);
+    l.send(HttpRequest::post(
+        "/api/v1/system/maintenance",
+        &json!({"enabled": false}),
+    ));
+    l.pop("q", &[("autoAck", "true"), ("batch", "10")]);
+    l.send(HttpRequest::get("/api/v1/pop", &[]));
+    l.send(HttpRequest::post_raw("/api/v1/push", b"{nope".to_vec()));
+    l.send(HttpRequest::delete("/api/v1/resources/queues/q"));
+    l.send(HttpRequest::get("/health", &[]));
+    assert_eq!(l.c.worlds().len(), 1);
+}
+
+#[test]
+fn open_points_every_policy_alternative_is_accepted() {
+    let alt = Policy {
+        absent_payload: AbsentPayload::EmptyObject,
+        plain_push_trace: PlainPushTrace::Keep,
+        blocked_completion: BlockedCompletion::Failure,
+        ack_beyond_dedup_window: 1,
+        ack_without_cursor: 1,
+        partition_pop_creates_queue: 1,
+        pop_order: PopOrder::NewestPartitionFirst,
+    };
+    for policy in [Policy::default(), alt] {
+        let mut l = Lockstep::new(policy);
+        l.send(HttpRequest::post(
+            "/api/v1/configure",
+            &json!({"queue": "q", "options": {"dedupWindowSeconds": 1}}),
+        ));
+        // PUSH-9: absent payload, traceId on a plain push.
+        l.send(HttpRequest::post("/api/v1/push", &json!({"items": [{"queue": "q", "partition": "a", "transactionId": "x", "traceId": "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90"}]})));
+        l.push("q", "b", Some("y"));
+        l.push("q", "b", Some("z"));
+        // POP-4: which partition comes first.
+        let p = l.pop("q", &[("consumerGroup", "g"), ("partitions", "1")]);
+        let p2 = l.pop("q", &[("consumerGroup", "g"), ("partitions", "1")]);
+        // ACK step 6: fail y, complete z in one call.
+        let b_pop = if p.body.as_ref().unwrap()["partition"] == "b" {
+            &p
+        } else {
+            &p2
+        };
+        let mut acks = acks_for(b_pop, "completed");
+        acks[0]["status"] = json!("failed");
+        l.send(HttpRequest::post(
+            "/api/v1/ack/batch",
+            &json!({"consumerGroup": "g", "acknowledgments": acks}),
+        ));
+        // ACK-8: acking a message older than the dedup window.
+        l.now += 2_000;
+        let a_pop = if p.body.as_ref().unwrap()["partition"] == "a" {
+            &p
+        } else {
+            &p2
+        };
+        let a = acks_for(a_pop, "completed");
+        l.send(HttpRequest::post(
+            "/api/v1/ack/batch",
+            &json!({"consumerGroup": "g", "acknowledgments": a}),
+        ));
+        // Step 7: a group without cursor, without lease.
+        let pid = a_pop.body.as_ref().unwrap()["partitionId"].clone();
+        l.send(HttpRequest::post(
+            "/api/v1/ack",
+            &json!({"transactionId": "x", "partitionId": pid, "consumerGroup": "stranger"}),
+        ));
+        // Partition route on an unknown queue, then delete tells whether it exists.
+        l.send(HttpRequest::get("/api/v1/pop/queue/ghost/partition/p", &[]));
+        l.send(HttpRequest::delete("/api/v1/resources/queues/ghost"));
+        l.send(HttpRequest::get("/api/v1/dlq", &[]));
+    }
+}
+
+#[test]
+fn section_12_deadline_inside_the_interval_allows_both_answers_until_one_is_seen() {
+    // A 1 s lease; the second pop's interval straddles the deadline.
+    for engine_at in [0, 600] {
+        let mut l = Lockstep::new(Policy::default());
+        l.push("q", "p", Some("m"));
+        l.pop("q", &[("leaseSeconds", "1")]);
+        l.now += 500;
+        // Sent at +500 ms, answered at +1100 ms; the engine decides at +500 or +1100.
+        let r = l.send_timed(HttpRequest::get("/api/v1/pop/queue/q", &[]), engine_at, 600);
+        assert_eq!(r.status, if engine_at == 0 { 204 } else { 200 });
+        assert_eq!(
+            l.c.worlds().len(),
+            1,
+            "the answer decided which world is real"
+        );
+    }
+}
+
+#[test]
+fn section_12_an_undecided_open_point_keeps_several_worlds_until_an_answer_decides() {
+    let mut l = Lockstep::new(Policy::default());
+    // A partition-route pop on an unknown queue answers 204 whether or not the broker
+    // created the queue row: both states stay possible...
+    l.send(HttpRequest::get("/api/v1/pop/queue/ghost/partition/p", &[]));
+    assert_eq!(l.c.worlds().len(), 2);
+    // ...until the delete's `existed` says which one is real.
+    l.send(HttpRequest::delete("/api/v1/resources/queues/ghost"));
+    assert_eq!(l.c.worlds().len(), 1);
+}
+
+#[test]
+fn broken_empty_pop_with_200_and_body_is_caught() {
+    let mut l = Lockstep::new(Policy::default());
+    let req = HttpRequest::get("/api/v1/pop/queue/q", &[]);
+    let bad = HttpResponse {
+        status: 200,
+        body: Some(json!({})),
+    };
+    match l.feed(&req, &bad) {
+        Err(StepError::Diverged(d)) => {
+            assert!(d.rules.contains(&"POP-6"));
+            assert_eq!(d.expected[0].status, 204);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn broken_ack_2_clamp_skipped_is_caught() {
+    let mut l = Lockstep::new(Policy::default());
+    l.push("q", "p", Some("m1"));
+    l.push("q", "p", Some("m2"));
+    let p = l.pop("q", &[("consumerGroup", "g")]);
+    let mut acks = acks_for(&p, "completed");
+    acks[0]["status"] = json!("failed");
+    l.send(HttpRequest::post(
+        "/api/v1/ack/batch",
+        &json!({"consumerGroup": "g", "acknowledgments": acks}),
+    ));
+    l.now += 1_000;
+    // A broker that skipped the clamp committed m2 and has nothing left to deliver.
+    let next = HttpRequest::get("/api/v1/pop/queue/q", &[("consumerGroup", "g")]);
+    match l.feed(
+        &next,
+        &HttpResponse {
+            status: 204,
+            body: None,
+        },
+    ) {
+        Err(StepError::Diverged(d)) => {
+            assert!(d.reasons[0].contains("POP-2"), "{d}");
+            assert_eq!(
+                d.expected[0].status, 200,
+                "the model expected m1 and m2 again"
+            );
+        }
+        other => panic!("a broker that skipped the clamp must be caught: {other:?}"),
+    }
+}
+
+#[test]
+fn ids_must_stay_consistent() {
+    let mut l = Lockstep::new(Policy::default());
+    l.push("q", "p", Some("m"));
+    let req = HttpRequest::post(
+        "/api/v1/push",
+        &json!({"items": [{"queue": "q", "partition": "p", "transactionId": "m"}]}),
+    );
+    let mut dup = l.e.handle(&req, l.now);
+    // A duplicate must carry the original message id (PUSH-5 [PROJECT]).
+    dup.body.as_mut().unwrap()[0]["message_id"] = json!(uuid::Uuid::now_v7().to_string());
+    match l.feed(&req, &dup) {
+        Err(StepError::Diverged(d)) => assert!(d.reasons[0].contains("PUSH-5"), "{d}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn rejected_requests_need_an_error_body_and_change_nothing() {
+    let mut l = Lockstep::new(Policy::default());
+    let req = HttpRequest::post_raw("/api/v1/ack", b"[]".to_vec());
+    let ok = HttpResponse {
+        status: 400,
+        body: Some(json!({"error": "ack body must be a JSON object"})),
+    };
+    assert!(l.feed(&req, &ok).is_ok());
+    let silent = HttpResponse {
+        status: 400,
+        body: None,
+    };
+    assert!(l.feed(&req, &silent).is_err());
+    let accepted = HttpResponse {
+        status: 200,
+        body: Some(json!([])),
+    };
+    assert!(l.feed(&req, &accepted).is_err());
+}
