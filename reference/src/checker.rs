@@ -314,9 +314,7 @@ fn pop_orders(world: &World, op: &Op, actual: &HttpResponse) -> Vec<Option<Vec<P
                 .partitions
                 .iter()
                 .flatten()
-                .filter(|p| {
-                    p.name == name && in_scope(p) && world.ids.parts.id(p.handle).is_none()
-                })
+                .filter(|p| p.name == name && in_scope(p) && world.ids.parts.id(p.handle).is_none())
                 .map(|p| p.handle)
                 .collect(),
         };

@@ -20,8 +20,10 @@ struct Lockstep {
 
 impl Lockstep {
     fn new(policy: Policy) -> Lockstep {
-        let mut e = Engine::default();
-        e.policy = policy;
+        let e = Engine {
+            policy,
+            ..Engine::default()
+        };
         let mut c = Checker::new();
         c.skew_ms = 0;
         Lockstep { e, c, now: T0 }
