@@ -1,1 +1,121 @@
-fn main() {}
+//! Throughput of the reference model on one core: push, pop and ack cycles.
+//!
+//! `cargo bench -p queen-reference --bench model`. Three groups:
+//! * `model/cycle`: one push, one pop, one ack through the model's own operations
+//!   (ids already resolved): the cost of the protocol logic itself.
+//! * `model/cycle_batch10`: the same with 10 messages per call.
+//! * `engine/http_cycle`: the same three requests as HTTP bodies through the engine
+//!   (parsing, id resolution and rendering included).
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use queen_reference::choice::Ctx;
+use queen_reference::engine::Engine;
+use queen_reference::model::*;
+use queen_reference::policy::Policy;
+use queen_reference::time::Stamp;
+use queen_reference::wire::*;
+use serde_json::json;
+use std::hint::black_box;
+
+fn item(i: u64) -> PushItem {
+    PushItem {
+        queue: "bench".into(),
+        partition: format!("p{}", i % 16),
+        payload: Payload::Given(json!({"n": i})),
+        transaction_id: Some(format!("t{i}")),
+        trace_id: None,
+    }
+}
+
+/// One push, one pop and one ack of `n` messages each, on the model's operations.
+fn cycle(st: &mut State, policy: &Policy, now: i64, seq: &mut u64, n: u64) -> usize {
+    let mut ctx = Ctx::policy(Stamp::exact(now), policy);
+    let mut minter = |_i: usize| unreachable!("every item has a transactionId");
+    let mut hints = Hints {
+        minter: &mut minter,
+        pop_order: None,
+    };
+    let items: Vec<PushItem> = (0..n)
+        .map(|_| {
+            *seq += 1;
+            item(*seq)
+        })
+        .collect();
+    // One partition for the whole batch, so the pop and the ack see all of it.
+    let items: Vec<PushItem> = items
+        .into_iter()
+        .map(|mut i| {
+            i.partition = format!("p{}", *seq % 16);
+            i
+        })
+        .collect();
+    apply(st, &Op::Push(items), &mut hints, &mut ctx);
+    let pop = Op::Pop(PopRequest {
+        route: PopRoute::Queue("bench".into()),
+        query: PopQuery {
+            batch: n as u32,
+            ..PopQuery::defaults(30_000)
+        },
+    });
+    let Outcome::Pop(p) = apply(st, &pop, &mut hints, &mut ctx) else {
+        panic!("nothing delivered")
+    };
+    let acks: Vec<AckIn> = p
+        .messages
+        .iter()
+        .map(|&(ph, off)| AckIn {
+            transaction_id: st.part(ph).unwrap().at(off).transaction_id.clone(),
+            part: Some(ph),
+            status: AckStatus::Completed,
+            group: QUEUE_MODE.into(),
+            lease: p.lease.map_or(LeaseRef::Absent, LeaseRef::Known),
+            error: None,
+        })
+        .collect();
+    let Outcome::Ack(r) = apply(st, &Op::Ack(acks), &mut hints, &mut ctx) else {
+        panic!()
+    };
+    assert!(r.iter().all(|a| a.result.success));
+    r.len()
+}
+
+fn bench(c: &mut Criterion) {
+    let policy = Policy::default();
+    for (name, n) in [("model/cycle", 1u64), ("model/cycle_batch10", 10)] {
+        let mut g = c.benchmark_group(name);
+        // push + pop + ack of n messages each: 3n message-operations per cycle.
+        g.throughput(Throughput::Elements(3 * n));
+        let mut st = State::new();
+        let mut seq = 0;
+        let mut now = 1_800_000_000_000i64;
+        g.bench_function("push_pop_ack", |b| {
+            b.iter(|| {
+                now += 1;
+                black_box(cycle(&mut st, &policy, now, &mut seq, n))
+            })
+        });
+        g.finish();
+    }
+
+    let mut g = c.benchmark_group("engine/http_cycle");
+    g.throughput(Throughput::Elements(3));
+    let mut e = Engine::default();
+    let mut now = 1_800_000_000_000i64;
+    let mut i = 0u64;
+    g.bench_function("push_pop_ack", |b| {
+        b.iter(|| {
+            now += 1;
+            i += 1;
+            let push = HttpRequest::post("/api/v1/push", &json!({"items": [{"queue": "bench", "partition": format!("p{}", i % 16), "transactionId": format!("t{i}"), "payload": {"n": i}}]}));
+            e.handle(&push, now);
+            let r = e.handle(&HttpRequest::get("/api/v1/pop/queue/bench", &[("batch", "1")]), now);
+            let m = &r.body.unwrap()["messages"][0];
+            let ack = HttpRequest::post("/api/v1/ack", &json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"]}));
+            black_box(e.handle(&ack, now))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -8,7 +8,7 @@
 
 use crate::model::{AckIn, LeaseH, LeaseRef, MsgH, Op, PartH, PopRequest, TxnOpIn};
 use crate::wire::{AckItem, Request, TxnOp};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// A two-way map between handles of one kind and the ids a broker gave them.
 #[derive(Clone, Debug, PartialEq)]
@@ -20,8 +20,8 @@ pub struct Bimap<H: std::hash::Hash + Eq + Copy> {
 impl<H: std::hash::Hash + Eq + Copy> Default for Bimap<H> {
     fn default() -> Self {
         Bimap {
-            by_handle: HashMap::new(),
-            by_id: HashMap::new(),
+            by_handle: HashMap::default(),
+            by_id: HashMap::default(),
         }
     }
 }

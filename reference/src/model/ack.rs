@@ -164,7 +164,7 @@ fn evaluate(
     ctx: &mut Ctx,
 ) -> Vec<(usize, AckOut)> {
     let p = st.part(ph).expect("resolved");
-    let opts = st.queues[&p.queue].options.clone();
+    let opts = st.queues[&p.queue].options;
     let cursor = p.cursors.get(group).cloned().unwrap_or_default();
     let c = cursor.committed;
 
@@ -235,8 +235,7 @@ fn evaluate(
     }
     let retry_delay = opts.retry_delay as i64;
     {
-        let p = st.part_mut(ph).expect("resolved");
-        let cur = p.cursors.entry(group.to_string()).or_default();
+        let cur = st.cursor_mut(ph, group);
         if let Some(off) = charged {
             *cur.retries.entry(off).or_insert(0) += 1;
         }

@@ -10,7 +10,7 @@ use crate::wire::{ConfigureRequest, ConfigureResponse, DeleteResponse, DlqQuery,
 /// CFG-1: full replace of the options (and namespace/task); creates the queue if needed.
 pub fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
     let q = st.ensure_queue(&req.queue, QueueOptions::default());
-    q.options = req.options.clone();
+    q.options = req.options;
     q.namespace = req.namespace.clone();
     q.task = req.task.clone();
     ConfigureResponse {
@@ -18,7 +18,7 @@ pub fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
         queue: req.queue.clone(),
         namespace: req.namespace.clone(),
         task: req.task.clone(),
-        options: req.options.clone(),
+        options: req.options,
     }
 }
 

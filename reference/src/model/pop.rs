@@ -40,8 +40,7 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
             // POP-8: an unknown queue gets its configuration row, then 204.
             st.ensure_queue(name, QueueOptions::implicit());
             subscribe(st, name, q, ctx);
-            let parts: Vec<PartH> = st.queues[name].partitions.values().copied().collect();
-            (name.clone(), parts)
+            (name.clone(), with_options(st, name, None))
         }
         PopRoute::Partition(name, pname) => {
             if !st.queues.contains_key(name) {
@@ -51,13 +50,7 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
                 st.ensure_queue(name, QueueOptions::implicit());
             }
             subscribe(st, name, q, ctx);
-            let parts = st.queues[name]
-                .partitions
-                .get(pname)
-                .copied()
-                .into_iter()
-                .collect();
-            (name.clone(), parts)
+            (name.clone(), with_options(st, name, Some(pname)))
         }
         PopRoute::Discovery { namespace, task } => {
             let names: Vec<String> = st
@@ -70,16 +63,16 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
             let mut parts = Vec::new();
             for name in &names {
                 subscribe(st, name, q, ctx);
-                parts.extend(st.queues[name].partitions.values().copied());
+                parts.extend(with_options(st, name, None));
             }
-            parts.sort();
+            parts.sort_by_key(|(ph, _)| *ph);
             (String::new(), parts)
         }
     };
 
     let claimable: Vec<Claimable> = candidates
         .iter()
-        .filter_map(|&ph| claimable(st, ph, group, ctx))
+        .filter_map(|(ph, opts)| claimable(st, *ph, opts, group, ctx))
         .collect();
 
     let cap = match req.route {
@@ -120,12 +113,7 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
         let duration_ms = lease_secs as i64 * 1000;
         // Any expired lease is gone now (ACK-7: expiry charges nothing).
         st.release_lease(c.part, group);
-        let cursor = st
-            .part_mut(c.part)
-            .expect("claimable")
-            .cursors
-            .entry(group.to_string())
-            .or_default();
+        let cursor = st.cursor_mut(c.part, group);
         cursor.not_before = None;
         match lease {
             // POP-7: autoAck commits inside the pop; no lease.
@@ -157,10 +145,29 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
     })
 }
 
+/// The partitions of `queue` (or just `only`), each with its queue's options.
+fn with_options(st: &State, queue: &str, only: Option<&str>) -> Vec<(PartH, QueueOptions)> {
+    let q = &st.queues[queue];
+    match only {
+        Some(name) => q
+            .partitions
+            .get(name)
+            .map(|h| (*h, q.options))
+            .into_iter()
+            .collect(),
+        None => q.partitions.values().map(|h| (*h, q.options)).collect(),
+    }
+}
+
 /// POP-2, POP-14, ACK-4, ACK-6: what `(partition, group)` can deliver now, if anything.
-fn claimable(st: &State, ph: PartH, group: &str, ctx: &mut Ctx) -> Option<Claimable> {
+fn claimable(
+    st: &State,
+    ph: PartH,
+    opts: &QueueOptions,
+    group: &str,
+    ctx: &mut Ctx,
+) -> Option<Claimable> {
     let p = st.part(ph)?;
-    let opts = &st.queues[&p.queue].options;
     let (committed, lease, not_before) = match p.cursors.get(group) {
         Some(c) => (c.committed, c.lease.as_ref(), c.not_before),
         None => (0, None, None),

@@ -8,8 +8,9 @@
 
 use crate::time::Stamp;
 use crate::wire::QueueOptions;
+use rustc_hash::FxHashMap as HashMap;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// A message, by the model's own numbering (global, never reused).
@@ -191,17 +192,19 @@ impl State {
 
     /// The queue, created with `options` and a derived namespace/task when missing.
     pub fn ensure_queue(&mut self, name: &str, options: QueueOptions) -> &mut Queue {
-        self.queues.entry(name.to_string()).or_insert_with(|| {
+        if !self.queues.contains_key(name) {
             let (namespace, task) = crate::wire::derive_namespace_task(name);
-            Queue {
+            let q = Queue {
                 name: name.to_string(),
                 namespace,
                 task,
                 options,
                 partitions: BTreeMap::new(),
                 subscriptions: BTreeMap::new(),
-            }
-        })
+            };
+            self.queues.insert(name.to_string(), q);
+        }
+        self.queues.get_mut(name).expect("inserted above")
     }
 
     /// The partition `name` of an existing queue, created when missing (PUSH-3).
@@ -215,7 +218,7 @@ impl State {
             queue: queue.to_string(),
             name: name.to_string(),
             messages: Vec::new(),
-            txn_index: HashMap::new(),
+            txn_index: HashMap::default(),
             cursors: BTreeMap::new(),
             last_write: None,
         }));
@@ -235,6 +238,15 @@ impl State {
     pub fn mint_lease(&mut self) -> LeaseH {
         self.next_lease += 1;
         LeaseH(self.next_lease - 1)
+    }
+
+    /// The cursor of `(part, group)`, created at 0 when missing.
+    pub fn cursor_mut(&mut self, part: PartH, group: &str) -> &mut Cursor {
+        let p = self.part_mut(part).expect("cursor of a live partition");
+        if !p.cursors.contains_key(group) {
+            p.cursors.insert(group.to_string(), Cursor::default());
+        }
+        p.cursors.get_mut(group).expect("inserted above")
     }
 
     /// Drops the lease of `(part, group)` and forgets where it was held.

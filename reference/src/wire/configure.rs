@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 /// Every queue option with its effective value. `Default` gives the configure
 /// defaults of CFG-2; a queue created implicitly by a push or a pop differs only in
 /// `lease_time` (PUSH-2, POP-9), see [`QueueOptions::implicit`].
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueOptions {
     /// Seconds a pop's lease lives unless the pop says otherwise.
