@@ -154,7 +154,131 @@ fn step1(st: &mut State, i: usize, it: &AckIn, ctx: &mut Ctx) -> Step1 {
     }
 }
 
-/// Steps 2–6 for one `(partition, group)`.
+/// What one `(partition, group)` looks like to an ack call (after step 1).
+#[derive(Clone, Debug)]
+pub struct PairView<'a> {
+    pub committed: u32,
+    /// Charged retries per offset above the cursor.
+    pub retries: &'a BTreeMap<u32, u32>,
+    /// The lease on the span, if any: its end and whether it is still live.
+    pub lease: Option<(u32, bool)>,
+    pub retry_limit: u32,
+}
+
+/// One valid acknowledgment of the pair (step 1 passed).
+#[derive(Clone, Debug)]
+pub struct ValidAck<'a> {
+    pub index: usize,
+    pub offset: u32,
+    pub status: AckStatus,
+    pub error: Option<&'a str>,
+}
+
+/// What steps 2–6 decide for one `(partition, group)`. Pure data: the model applies it
+/// to its state, the server applies it with SQL, so both follow the same rules.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub new_cursor: u32,
+    /// The offset charged one retry (at most one per call).
+    pub charged: Option<u32>,
+    /// Offsets filed as dead letters: (offset, error text, retries spent on it).
+    pub dead: Vec<(u32, Option<String>, u32)>,
+    /// A `failed` offset comes back: the span waits `retryDelay`.
+    pub failed_back: bool,
+    /// The lease (live or not) is dropped.
+    pub release: bool,
+    /// A live lease was released: what `leaseReleased` reports.
+    pub released_live: bool,
+    /// Per valid item: (index, dlq, blocked completion above the new cursor).
+    pub items: Vec<(usize, bool, bool)>,
+}
+
+/// Steps 2–6 of section 4 for one `(partition, group)`.
+pub fn decide(view: &PairView, valid: &[ValidAck]) -> Decision {
+    let c = view.committed;
+    // Step 2: the strongest signal per offset, and the error text that came with it.
+    let mut signal: BTreeMap<u32, (AckStatus, Option<&str>)> = BTreeMap::new();
+    for v in valid {
+        let e = signal.entry(v.offset).or_insert((v.status, v.error));
+        if v.status > e.0 {
+            *e = (v.status, v.error);
+        }
+    }
+    // Step 3: walk failed offsets upward; charge at most one retry.
+    let mut charged: Option<u32> = None;
+    let mut dead: Vec<(u32, Option<String>, u32)> = Vec::new();
+    let mut first_back: Option<u32> = None;
+    let mut failed_back = false;
+    for (&off, &(status, err)) in &signal {
+        let back = match status {
+            AckStatus::Failed => {
+                let count = view.retries.get(&off).copied().unwrap_or(0);
+                if charged.is_some() {
+                    true
+                } else if count < view.retry_limit {
+                    charged = Some(off);
+                    true
+                } else {
+                    dead.push((off, err.map(str::to_string), count)); // DLQ-1: budget spent
+                    false
+                }
+            }
+            AckStatus::Retry => true,
+            AckStatus::Dlq => {
+                dead.push((
+                    off,
+                    err.map(str::to_string),
+                    view.retries.get(&off).copied().unwrap_or(0),
+                ));
+                false
+            }
+            AckStatus::Completed => false,
+        };
+        if back {
+            failed_back |= status == AckStatus::Failed;
+            first_back = Some(first_back.map_or(off, |f: u32| f.min(off)));
+        }
+    }
+    // Step 4: the cursor stops at the first message that comes back.
+    let highest_terminal = signal
+        .iter()
+        .filter(|(o, (s, _))| *s == AckStatus::Completed || dead.iter().any(|d| d.0 == **o))
+        .map(|(o, _)| *o)
+        .max()
+        .unwrap_or(c);
+    let new_cursor = match first_back {
+        Some(f) => c.max(highest_terminal.min(f - 1)),
+        None => c.max(highest_terminal),
+    };
+    // Step 5: release the lease when something comes back or the span is done.
+    let release = view
+        .lease
+        .is_some_and(|(end, _)| first_back.is_some() || new_cursor >= end);
+    let released_live = release && view.lease.is_some_and(|(_, live)| live);
+    // Step 6: per item, whether it became a dead letter and whether it is a blocked completion.
+    let items = valid
+        .iter()
+        .map(|v| {
+            let dlq = dead.iter().any(|d| d.0 == v.offset);
+            (
+                v.index,
+                dlq,
+                v.status == AckStatus::Completed && v.offset > new_cursor,
+            )
+        })
+        .collect();
+    Decision {
+        new_cursor,
+        charged,
+        dead,
+        failed_back,
+        release,
+        released_live,
+        items,
+    }
+}
+
+/// Steps 2–6 for one `(partition, group)`, applied to the model.
 fn evaluate(
     st: &mut State,
     ph: PartH,
@@ -164,137 +288,83 @@ fn evaluate(
     ctx: &mut Ctx,
 ) -> Vec<(usize, AckOut)> {
     let p = st.part(ph).expect("resolved");
-    let opts = st.queues[&p.queue].options;
+    let retry_limit = st.queues[&p.queue].options.retry_limit;
+    let retry_delay = st.queues[&p.queue].options.retry_delay as i64;
     let cursor = p.cursors.get(group).cloned().unwrap_or_default();
-    let c = cursor.committed;
-
-    // Step 2: the strongest signal per offset, and the error text that came with it.
-    let mut signal: BTreeMap<u32, (AckStatus, Option<String>)> = BTreeMap::new();
-    for &(i, off) in valid {
-        let it = &items[i];
-        let e = signal.entry(off).or_insert((it.status, it.error.clone()));
-        if it.status > e.0 {
-            *e = (it.status, it.error.clone());
-        }
-    }
-
-    // Step 3: walk failed offsets upward; charge at most one retry.
-    let mut charged: Option<u32> = None;
-    let mut dead: Vec<u32> = Vec::new();
-    let mut comes_back: Vec<u32> = Vec::new();
-    let mut failed_back = false;
-    for (&off, (status, _)) in &signal {
-        match status {
-            AckStatus::Failed => {
-                let count = cursor.retries.get(&off).copied().unwrap_or(0);
-                if charged.is_some() {
-                    comes_back.push(off);
-                    failed_back = true;
-                } else if count < opts.retry_limit {
-                    charged = Some(off);
-                    comes_back.push(off);
-                    failed_back = true;
-                } else {
-                    dead.push(off); // DLQ-1: the budget is spent
-                }
-            }
-            AckStatus::Retry => comes_back.push(off),
-            AckStatus::Dlq => dead.push(off),
-            AckStatus::Completed => {}
-        }
-    }
-
-    // Step 4: the cursor stops at the first message that comes back.
-    let first_back = comes_back.iter().min().copied();
-    let highest_terminal = signal
-        .iter()
-        .filter(|(o, (s, _))| *s == AckStatus::Completed || dead.contains(o))
-        .map(|(o, _)| *o)
-        .max()
-        .unwrap_or(c);
-    let new_cursor = match first_back {
-        Some(f) => c.max(highest_terminal.min(f - 1)),
-        None => c.max(highest_terminal),
-    };
-
-    // Step 5: release the lease when something comes back or the span is done.
-    let live_lease = cursor
+    let lease = cursor
         .lease
         .as_ref()
         .map(|l| (l.end, ctx.now_before(l.deadline)));
-    let release = match live_lease {
-        Some((end, _)) => first_back.is_some() || new_cursor >= end,
-        None => false,
+    let view = PairView {
+        committed: cursor.committed,
+        retries: &cursor.retries,
+        lease,
+        retry_limit,
     };
-    let released_live = release && live_lease.is_some_and(|(_, live)| live);
+    let valid: Vec<ValidAck> = valid
+        .iter()
+        .map(|&(i, offset)| ValidAck {
+            index: i,
+            offset,
+            status: items[i].status,
+            error: items[i].error.as_deref(),
+        })
+        .collect();
+    let d = decide(&view, &valid);
 
-    // Apply.
     let now = ctx.now;
-    if release {
+    if d.release {
         st.release_lease(ph, group);
     }
-    let retry_delay = opts.retry_delay as i64;
-    {
-        let cur = st.cursor_mut(ph, group);
-        if let Some(off) = charged {
-            *cur.retries.entry(off).or_insert(0) += 1;
-        }
-        cur.committed = new_cursor;
-        cur.retries = cur.retries.split_off(&(new_cursor + 1));
-        if failed_back {
-            cur.not_before = Some(now.plus(retry_delay));
-        }
-        if let Some(l) = &cur.lease {
-            if l.end <= new_cursor {
-                cur.lease = None;
-            }
-        }
+    let cur = st.cursor_mut(ph, group);
+    if let Some(off) = d.charged {
+        *cur.retries.entry(off).or_insert(0) += 1;
     }
-    for &off in &dead {
-        let (_, err) = signal[&off].clone();
-        let retry_count = cursor.retries.get(&off).copied().unwrap_or(0);
+    cur.committed = d.new_cursor;
+    cur.retries = cur.retries.split_off(&(d.new_cursor + 1));
+    if d.failed_back {
+        cur.not_before = Some(now.plus(retry_delay));
+    }
+    for (off, error, retry_count) in &d.dead {
         let filed = st
             .dead_letters
             .iter()
-            .any(|d| d.part == ph && d.offset == off && d.group == group);
+            .any(|x| x.part == ph && x.offset == *off && x.group == group);
         if !filed {
             st.dead_letters.push(DeadLetterRec {
                 part: ph,
-                offset: off,
+                offset: *off,
                 group: group.to_string(),
-                error: err,
-                retry_count,
+                error: error.clone(),
+                retry_count: *retry_count,
                 failed_at: now,
             });
         }
     }
-
-    // Step 6: report.
-    valid
+    let refuse_blocked = ctx
+        .policy_ref()
+        .is_some_and(|p| p.blocked_completion == BlockedCompletion::Failure);
+    d.items
         .iter()
-        .map(|&(i, off)| {
-            let it = &items[i];
-            let mut r = answer(i, &it.transaction_id, true, None, false);
-            r.lease_released = released_live;
-            r.dlq = dead.contains(&off);
-            let blocked = it.status == AckStatus::Completed && off > new_cursor;
-            let may_fail = blocked && ctx.exploring();
-            if blocked && !ctx.exploring() && ctx_policy_fails(ctx) {
+        .map(|&(i, dlq, blocked)| {
+            let mut r = answer(i, &items[i].transaction_id, true, None, false);
+            r.lease_released = d.released_live;
+            r.dlq = dlq;
+            if blocked && refuse_blocked {
                 r.success = false;
-                r.error = Some("blocked by an earlier failure in the same call".into());
+                r.error = Some(ERR_BLOCKED.into());
             }
+            // ACK step 6 [OPEN]: a checker also accepts a refusal of a blocked completion.
             (
                 i,
                 AckOut {
                     result: r,
-                    may_fail,
+                    may_fail: blocked && ctx.exploring(),
                 },
             )
         })
         .collect()
 }
 
-fn ctx_policy_fails(ctx: &Ctx) -> bool {
-    ctx.policy_ref()
-        .is_some_and(|p| p.blocked_completion == BlockedCompletion::Failure)
-}
+/// The error text when a policy refuses a completion blocked by an earlier failure.
+pub const ERR_BLOCKED: &str = "blocked by an earlier failure in the same call";
