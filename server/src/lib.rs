@@ -1,4 +1,15 @@
-//! `queen-server`: a Queen-compatible broker over PostgreSQL.
+//! `queen-server`: a Queen-compatible message broker.
 //!
-//! Not built yet; see issue 4. The crate exists so the workspace layout is fixed
-//! from the start and later work only fills it in.
+//! * [`routes`] — one axum handler; routing and validation come from the shared wire layer.
+//! * [`longpoll`] and [`wakes`] — parked pops and the bells that wake them (POP-11).
+//! * [`broker`] — the [`broker::Broker`] trait between HTTP and storage.
+//! * [`memory`] — the reference model as an engine (`--engine memory`).
+//! * [`config`], [`app`] — flags and environment, serving and graceful shutdown.
+
+pub mod app;
+pub mod broker;
+pub mod config;
+pub mod longpoll;
+pub mod memory;
+pub mod routes;
+pub mod wakes;

@@ -1,0 +1,49 @@
+//! The seam between HTTP and storage.
+//!
+//! Routes parse a request with the shared wire layer, hand the validated [`Request`] to
+//! a [`Broker`], and render the [`HttpResponse`] it returns. Two engines implement it:
+//! PostgreSQL ([`crate::pg::PgBroker`]) and the reference model in memory
+//! ([`crate::memory::MemoryBroker`]), so one HTTP layer serves both and they can be
+//! compared answer for answer.
+
+use crate::wakes::Wakes;
+use async_trait::async_trait;
+use queen_reference::wire::{HttpResponse, Request};
+use serde_json::json;
+
+#[async_trait]
+pub trait Broker: Send + Sync + 'static {
+    /// Answers one request. A pop is a single attempt: it never waits (long polling is
+    /// done above, in [`crate::longpoll`]).
+    async fn call(&self, req: Request) -> HttpResponse;
+
+    /// Where pushes announce themselves to parked pops.
+    fn wakes(&self) -> &Wakes;
+
+    /// Pop maintenance is on (MAINT-2): parked pops stop waiting.
+    async fn pop_paused(&self) -> bool;
+
+    /// Flushes what must reach disk before the process exits (the spool).
+    async fn shutdown(&self) {}
+}
+
+/// A JSON answer.
+pub fn json_answer(status: u16, body: serde_json::Value) -> HttpResponse {
+    HttpResponse {
+        status,
+        body: Some(body),
+    }
+}
+
+/// `{"error": message}` with a status.
+pub fn error_answer(status: u16, message: impl std::fmt::Display) -> HttpResponse {
+    json_answer(status, json!({ "error": message.to_string() }))
+}
+
+/// The bare 204 of POP-6.
+pub fn empty_answer() -> HttpResponse {
+    HttpResponse {
+        status: 204,
+        body: None,
+    }
+}

@@ -1,0 +1,122 @@
+//! Configuration from flags and environment variables.
+//!
+//! Every setting has a flag and an environment variable; the names of the variables are
+//! the ones PROTOCOL.md and the seeds use (`PORT`, `DATABASE_URL`, `DEFAULT_TIMEOUT`,
+//! `POP_DEFAULT_TIMEOUT_MS`, `POP_WAIT_*`), so a deployment of the original broker can
+//! keep its environment.
+
+use clap::{Parser, ValueEnum};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which engine answers the requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EngineKind {
+    /// PostgreSQL (`DATABASE_URL`, or the embedded cluster).
+    Pg,
+    /// The reference model in memory, with the system clock: nothing is persisted.
+    Memory,
+}
+
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "queen-server",
+    version,
+    about = "A Queen-compatible message broker on PostgreSQL"
+)]
+pub struct Config {
+    /// Address to listen on.
+    #[arg(long, env = "HOST", default_value = "0.0.0.0")]
+    pub host: String,
+    /// Port to listen on.
+    #[arg(long, env = "PORT", default_value_t = 6632)]
+    pub port: u16,
+    /// PostgreSQL to use; without it an embedded cluster is started in --data-dir.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Where the embedded PostgreSQL cluster keeps its data (survives restarts).
+    #[arg(long, env = "QUEEN_DATA_DIR", default_value = ".queen/postgres")]
+    pub data_dir: PathBuf,
+    /// Port of the embedded PostgreSQL cluster (0: pick a free one).
+    #[arg(long, env = "QUEEN_EMBEDDED_PG_PORT", default_value_t = 0)]
+    pub embedded_pg_port: u16,
+    /// The engine behind the routes.
+    #[arg(long, value_enum, env = "QUEEN_ENGINE", default_value = "pg")]
+    pub engine: EngineKind,
+    /// Database connections in the pool.
+    #[arg(long, env = "DB_POOL_SIZE", default_value_t = 10)]
+    pub pool_size: u32,
+    /// Largest request body in bytes (413 above).
+    #[arg(long, env = "BODY_LIMIT", default_value_t = 16 * 1024 * 1024)]
+    pub body_limit: usize,
+    /// Directory of the push spool (PUSH-7).
+    #[arg(long, env = "SPOOL_DIR", default_value = ".queen/spool")]
+    pub spool_dir: PathBuf,
+    /// Default long-poll timeout in ms; wins over POP_DEFAULT_TIMEOUT_MS.
+    #[arg(long, env = "DEFAULT_TIMEOUT")]
+    pub default_timeout: Option<u64>,
+    /// Default long-poll timeout in ms when DEFAULT_TIMEOUT is unset.
+    #[arg(long, env = "POP_DEFAULT_TIMEOUT_MS")]
+    pub pop_default_timeout_ms: Option<u64>,
+    /// First re-check interval of a parked pop (POP-11).
+    #[arg(long, env = "POP_WAIT_INITIAL_INTERVAL_MS", default_value_t = 100)]
+    pub pop_wait_initial_interval_ms: u64,
+    /// Empty re-checks before the interval grows.
+    #[arg(long, env = "POP_WAIT_BACKOFF_THRESHOLD", default_value_t = 3)]
+    pub pop_wait_backoff_threshold: u32,
+    /// Growth factor of the re-check interval.
+    #[arg(long, env = "POP_WAIT_BACKOFF_MULTIPLIER", default_value_t = 2.0)]
+    pub pop_wait_backoff_multiplier: f64,
+    /// Largest re-check interval.
+    #[arg(long, env = "POP_WAIT_MAX_INTERVAL_MS", default_value_t = 1000)]
+    pub pop_wait_max_interval_ms: u64,
+}
+
+impl Config {
+    /// The pop `timeout` default: `DEFAULT_TIMEOUT`, else `POP_DEFAULT_TIMEOUT_MS`, else 30000.
+    pub fn pop_timeout_ms(&self) -> u64 {
+        self.default_timeout
+            .or(self.pop_default_timeout_ms)
+            .unwrap_or(30_000)
+    }
+
+    /// The long-poll re-check schedule.
+    pub fn backoff(&self) -> Backoff {
+        Backoff {
+            initial: Duration::from_millis(self.pop_wait_initial_interval_ms.max(1)),
+            threshold: self.pop_wait_backoff_threshold,
+            multiplier: self.pop_wait_backoff_multiplier.max(1.0),
+            max: Duration::from_millis(self.pop_wait_max_interval_ms.max(1)),
+        }
+    }
+
+    /// A configuration with every default, for tests and embedding.
+    pub fn defaults() -> Config {
+        Config::parse_from(["queen-server"])
+    }
+}
+
+/// How a parked pop re-checks between wake-ups (POP-11).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backoff {
+    pub initial: Duration,
+    pub threshold: u32,
+    pub multiplier: f64,
+    pub max: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pop_timeout_precedence() {
+        let mut c = Config::defaults();
+        assert_eq!(c.pop_timeout_ms(), 30_000);
+        c.pop_default_timeout_ms = Some(5);
+        assert_eq!(c.pop_timeout_ms(), 5);
+        c.default_timeout = Some(7);
+        assert_eq!(c.pop_timeout_ms(), 7, "DEFAULT_TIMEOUT wins");
+        assert_eq!(c.port, 6632);
+    }
+}

@@ -1,0 +1,86 @@
+//! The HTTP layer: one handler for every route of the protocol.
+//!
+//! Routing and validation are the shared wire layer's (`parse_request`), so the server
+//! rejects exactly what the model rejects. The handler reads the body (413 over the
+//! limit), parses, hands the request to the broker (pops through the long-poll loop),
+//! and renders the answer: JSON with its status, or a bare 204.
+
+use crate::broker::{error_answer, json_answer, Broker};
+use crate::config::Backoff;
+use crate::longpoll;
+use axum::body::{to_bytes, Body};
+use axum::extract::{Request as AxumRequest, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use queen_reference::wire::{
+    parse_request, DiscoveryError, HttpRequest, HttpResponse, Rejection, Request,
+};
+use std::sync::Arc;
+
+/// What every request needs.
+#[derive(Clone)]
+pub struct AppState {
+    pub broker: Arc<dyn Broker>,
+    pub body_limit: usize,
+    pub default_timeout_ms: u64,
+    pub backoff: Backoff,
+}
+
+/// The router: every path goes to [`handle`].
+pub fn router(state: AppState) -> Router {
+    Router::new().fallback(handle).with_state(state)
+}
+
+async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = match to_bytes(body, app.body_limit).await {
+        Ok(b) => b,
+        Err(_) => {
+            return render(error_answer(
+                413,
+                format!("body exceeds the limit of {} bytes", app.body_limit),
+            ));
+        }
+    };
+    let query = parts
+        .uri
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let http = HttpRequest {
+        method: parts.method.as_str().to_string(),
+        path: parts.uri.path().to_string(),
+        query,
+        body: body.to_vec(),
+    };
+    let answer = match parse_request(&http, app.default_timeout_ms, app.body_limit) {
+        Ok(Request::Pop { route, query }) => {
+            longpoll::pop(app.broker.as_ref(), route, query, app.backoff).await
+        }
+        Ok(req) => app.broker.call(req).await,
+        Err(Rejection::Bad(e)) => error_answer(e.status, e.message),
+        Err(Rejection::DiscoveryScope) => json_answer(
+            400,
+            serde_json::to_value(DiscoveryError::new()).expect("serializes"),
+        ),
+        Err(Rejection::NotFound) => {
+            error_answer(404, format!("no route {} {}", http.method, http.path))
+        }
+    };
+    render(answer)
+}
+
+/// Turns an answer into an HTTP response: JSON, or nothing at all for a 204.
+pub fn render(answer: HttpResponse) -> Response {
+    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    match answer.body {
+        None => status.into_response(),
+        Some(v) => (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::from(serde_json::to_vec(&v).expect("JSON serializes")),
+        )
+            .into_response(),
+    }
+}
