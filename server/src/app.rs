@@ -73,3 +73,60 @@ pub async fn shutdown_signal() {
     }
     tracing::info!("shutting down: no new connections, finishing in-flight requests");
 }
+
+/// A server running in this process (tests, the conformance CLI's embedded target).
+pub struct Running {
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl Running {
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops gracefully and waits for in-flight requests and the broker's flush.
+    pub async fn stop(mut self) -> std::io::Result<()> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        match self.task.take() {
+            Some(t) => t.await.unwrap_or_else(|e| Err(std::io::Error::other(e))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// Serves `broker` on `addr` (port 0: any free port) in the background.
+pub async fn spawn(
+    broker: Arc<dyn Broker>,
+    config: &Config,
+    addr: std::net::SocketAddr,
+) -> std::io::Result<Running> {
+    let listener = TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let config = config.clone();
+    let task = tokio::spawn(async move {
+        serve(listener, broker, &config, async move {
+            let _ = rx.await;
+        })
+        .await
+    });
+    Ok(Running {
+        addr,
+        stop: Some(tx),
+        task: Some(task),
+    })
+}
