@@ -3,13 +3,17 @@
 //! * [`routes`] — one axum handler; routing and validation come from the shared wire layer.
 //! * [`longpoll`] and [`wakes`] — parked pops and the bells that wake them (POP-11).
 //! * [`broker`] — the [`broker::Broker`] trait between HTTP and storage.
+//! * [`pg`] — the PostgreSQL engine; [`spool`] — the disk spool of PUSH-7.
 //! * [`memory`] — the reference model as an engine (`--engine memory`).
 //! * [`config`], [`app`] — flags and environment, serving and graceful shutdown.
 
 pub mod app;
 pub mod broker;
 pub mod config;
+pub mod embedded;
 pub mod longpoll;
 pub mod memory;
+pub mod pg;
 pub mod routes;
+pub mod spool;
 pub mod wakes;

@@ -25,7 +25,9 @@ async fn main() {
     }
 }
 
-async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // The embedded cluster, if any, lives until the server has shut down.
+    let mut _cluster: Option<queen_pg::PersistentCluster> = None;
     let broker: Arc<dyn Broker> = match config.engine {
         EngineKind::Memory => {
             tracing::info!("engine: the reference model in memory; nothing is persisted");
@@ -35,10 +37,14 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
             ))
         }
         EngineKind::Pg => {
-            return Err(
-                "the PostgreSQL engine is not available in this build yet; use --engine memory"
-                    .into(),
-            )
+            let engine = queen_server::embedded::open(&config).await?;
+            tracing::info!(
+                "engine: {}; spool in {}",
+                engine.location,
+                config.spool_dir.display()
+            );
+            _cluster = engine.cluster;
+            Arc::new(engine.broker)
         }
     };
     let listener = tokio::net::TcpListener::bind((config.host.as_str(), config.port)).await?;

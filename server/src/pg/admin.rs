@@ -1,0 +1,181 @@
+//! Configure (section 8), queue delete (9), health (10), maintenance switches (11) and
+//! the dead-letter listing (DLQ-2).
+
+use super::{iso, ok, PgBroker};
+use crate::broker::json_answer;
+use queen_reference::wire::{
+    ConfigureRequest, ConfigureResponse, DeadLetter, DeleteResponse, DlqQuery, DlqResponse,
+    HealthResponse, HttpResponse, MaintenanceResponse, PopMaintenanceResponse,
+};
+use sqlx::{PgConnection, PgPool, Row};
+use uuid::Uuid;
+
+/// CFG-1: full replace of the options, namespace and task; creates the queue if needed.
+pub(crate) async fn configure(
+    pool: &PgPool,
+    req: &ConfigureRequest,
+) -> Result<HttpResponse, sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO queen_queues (name, namespace, task, options) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (name) DO UPDATE SET namespace = $2, task = $3, options = $4",
+    )
+    .bind(&req.queue)
+    .bind(&req.namespace)
+    .bind(&req.task)
+    .bind(serde_json::to_value(req.options).expect("serializes"))
+    .execute(pool)
+    .await?;
+    Ok(ok(&ConfigureResponse {
+        configured: true,
+        queue: req.queue.clone(),
+        namespace: req.namespace.clone(),
+        task: req.task.clone(),
+        options: req.options,
+    }))
+}
+
+/// DEL-1: the queue and everything under it (foreign keys cascade).
+pub(crate) async fn delete_queue(pool: &PgPool, name: &str) -> Result<HttpResponse, sqlx::Error> {
+    let existed = sqlx::query("DELETE FROM queen_queues WHERE name = $1")
+        .bind(name)
+        .execute(pool)
+        .await?
+        .rows_affected()
+        > 0;
+    Ok(ok(&DeleteResponse {
+        deleted: true,
+        queue: name.to_string(),
+        existed,
+    }))
+}
+
+/// DLQ-2: filters, filing order, one page.
+pub(crate) async fn list_dlq(pool: &PgPool, q: &DlqQuery) -> Result<HttpResponse, sqlx::Error> {
+    const FILTER: &str = "FROM queen_dead_letters d
+        JOIN queen_partitions p ON p.id = d.partition_id
+        JOIN queen_queues q ON q.id = p.queue_id
+        JOIN queen_messages m ON m.partition_id = d.partition_id AND m.\"offset\" = d.\"offset\"
+        WHERE ($1::text IS NULL OR q.name = $1) AND ($2::text IS NULL OR d.consumer_group = $2) AND ($3::text IS NULL OR p.name = $3)";
+    let total: i64 = sqlx::query_scalar(&format!("SELECT count(*) {FILTER}"))
+        .bind(&q.queue)
+        .bind(&q.consumer_group)
+        .bind(&q.partition)
+        .fetch_one(pool)
+        .await?;
+    let rows = sqlx::query(&format!(
+        "SELECT m.id, m.transaction_id, p.id, p.name, q.name, d.consumer_group, d.error_message, d.retry_count, m.data,
+                m.created_at, d.failed_at
+         {FILTER} ORDER BY d.seq LIMIT $4 OFFSET $5"
+    ))
+    .bind(&q.queue)
+    .bind(&q.consumer_group)
+    .bind(&q.partition)
+    .bind(q.limit as i64)
+    .bind(q.offset as i64)
+    .fetch_all(pool)
+    .await?;
+    let messages = rows
+        .into_iter()
+        .map(|r| DeadLetter {
+            id: r.get::<Uuid, _>(0).to_string(),
+            transaction_id: r.get(1),
+            partition_id: r.get::<Uuid, _>(2).to_string(),
+            partition: r.get(3),
+            queue: r.get(4),
+            consumer_group: r.get(5),
+            error_message: r.get(6),
+            retry_count: r.get::<i32, _>(7) as u32,
+            data: r.get(8),
+            created_at: iso(r.get(9)),
+            failed_at: iso(r.get(10)),
+        })
+        .collect();
+    Ok(ok(&DlqResponse {
+        messages,
+        total: total as u64,
+        limit: q.limit,
+        offset: q.offset,
+    }))
+}
+
+/// A maintenance switch's state.
+pub(crate) async fn switch(pool: &PgPool, name: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT enabled FROM queen_switches WHERE name = $1")
+        .bind(name)
+        .fetch_one(pool)
+        .await
+}
+
+/// The same, inside a transaction.
+pub(crate) async fn switch_in(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT enabled FROM queen_switches WHERE name = $1")
+        .bind(name)
+        .fetch_one(conn)
+        .await
+}
+
+async fn set_switch(pool: &PgPool, name: &str, on: bool) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("UPDATE queen_switches SET enabled = $2 WHERE name = $1")
+        .bind(name)
+        .bind(on)
+        .execute(&mut *tx)
+        .await?;
+    // Other processes replay their spools / wake their pops when a switch turns off.
+    sqlx::query("SELECT pg_notify('queen_switch', $1)")
+        .bind(format!("{name}={on}"))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
+}
+
+/// MAINT-1: the switch and this process's spooled pushes.
+pub(crate) async fn push_maintenance(b: &PgBroker) -> Result<HttpResponse, sqlx::Error> {
+    let on = switch(&b.inner.pool, "push_maintenance").await?;
+    Ok(ok(&MaintenanceResponse {
+        maintenance_mode: on,
+        buffered_messages: b.inner.spool.pending() as u64,
+    }))
+}
+
+/// MAINT-1: turning push maintenance off replays the spool before answering.
+pub(crate) async fn set_push_maintenance(
+    b: &PgBroker,
+    on: bool,
+) -> Result<HttpResponse, sqlx::Error> {
+    set_switch(&b.inner.pool, "push_maintenance", on).await?;
+    if !on {
+        b.replay_spool().await;
+    }
+    push_maintenance(b).await
+}
+
+/// MAINT-2.
+pub(crate) async fn pop_maintenance(pool: &PgPool) -> Result<HttpResponse, sqlx::Error> {
+    let on = switch(pool, "pop_maintenance").await?;
+    Ok(ok(&PopMaintenanceResponse {
+        pop_maintenance_mode: on,
+    }))
+}
+
+pub(crate) async fn set_pop_maintenance(
+    pool: &PgPool,
+    on: bool,
+) -> Result<HttpResponse, sqlx::Error> {
+    set_switch(pool, "pop_maintenance", on).await?;
+    pop_maintenance(pool).await
+}
+
+/// HEALTH-1: 200 when the database answers, 503 otherwise.
+pub(crate) async fn health(pool: &PgPool) -> HttpResponse {
+    match sqlx::query("SELECT 1").execute(pool).await {
+        Ok(_) => ok(&HealthResponse {
+            status: "healthy".into(),
+            database: "connected".into(),
+        }),
+        Err(e) => json_answer(
+            503,
+            serde_json::json!({"status": "unhealthy", "database": "disconnected", "error": e.to_string()}),
+        ),
+    }
+}

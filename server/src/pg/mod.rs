@@ -1,0 +1,261 @@
+//! `PgBroker`: the PostgreSQL engine.
+//!
+//! Every request is one database transaction. The schema (`server/migrations`, embedded
+//! and applied at start) keeps partitions as append-only logs with offsets and one
+//! cursor row per `(partition, group)` that also carries the lease.
+//!
+//! Concurrency, across any number of server processes on one database:
+//! * pushes lock the partition rows they append to (`SELECT ... FOR UPDATE`, in a
+//!   canonical order), so offsets follow commit order (PUSH-6);
+//! * a pop and an ack on the same `(partition, group)` serialize on a transaction-level
+//!   advisory lock keyed by that pair: pops *try* it and skip the partition when it is
+//!   held (POP-2: leased partitions are skipped, not waited on), acks and extends wait
+//!   for it. Keying the lock on the pair rather than on the cursor row works before the
+//!   row exists and never blocks pushes or other groups. See ARCHITECTURE.md.
+//!
+//! The ack evaluation (steps 2–6 of section 4) is the reference model's own
+//! [`queen_reference::model::ack::decide`]; only reading and writing rows is here.
+
+mod ack;
+mod admin;
+mod lease;
+mod listen;
+mod pop;
+pub(crate) mod push;
+mod txn;
+
+pub use push::Prepared;
+
+use crate::broker::{empty_answer, error_answer, json_answer, Broker};
+use crate::config::Config;
+use crate::spool::Spool;
+use crate::wakes::Wakes;
+use async_trait::async_trait;
+use chrono::{DateTime, SecondsFormat, Utc};
+use queen_reference::wire::{HttpResponse, Request};
+use serde_json::Value;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::PgConnection;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Schema migrations, embedded in the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Why the engine could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot connect to PostgreSQL: {0}")]
+    Connect(#[source] sqlx::Error),
+    #[error("cannot apply the schema migrations: {0}")]
+    Migrate(#[source] sqlx::migrate::MigrateError),
+    #[error("cannot open the spool: {0}")]
+    Spool(#[source] std::io::Error),
+}
+
+/// The PostgreSQL engine: a cheap handle around the shared state.
+#[derive(Clone)]
+pub struct PgBroker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Connections; a parked pop holds none (POP-11).
+    pool: PgPool,
+    /// Bells for parked pops, rung by local pushes and by `LISTEN` for remote ones.
+    wakes: Arc<Wakes>,
+    /// Pushes accepted while the database cannot take them (PUSH-7).
+    spool: Spool,
+    /// Background tasks (the listener, the spool replayer), stopped on drop.
+    tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for t in self.tasks.lock().expect("tasks lock").drain(..) {
+            t.abort();
+        }
+    }
+}
+
+/// The lock key of one `(partition, group)`: see the module documentation.
+pub(crate) const PAIR_KEY_SQL: &str = "hashtextextended($1::text || '/' || $2, 0)";
+
+impl PgBroker {
+    /// Connects, applies the migrations, starts listening for other processes' pushes and
+    /// replays any spool left behind.
+    pub async fn connect(url: &str, config: &Config) -> Result<PgBroker, StartError> {
+        let pool = PgPoolOptions::new()
+            .max_connections(config.pool_size.max(2))
+            .acquire_timeout(Duration::from_secs(3))
+            .connect(url)
+            .await
+            .map_err(StartError::Connect)?;
+        MIGRATOR.run(&pool).await.map_err(StartError::Migrate)?;
+        let spool = Spool::open(&config.spool_dir).map_err(StartError::Spool)?;
+        let broker = PgBroker {
+            inner: Arc::new(Inner {
+                pool,
+                wakes: Arc::new(Wakes::new()),
+                spool,
+                tasks: Default::default(),
+            }),
+        };
+        let listener = listen::spawn(
+            url.to_string(),
+            broker.clone_weak(),
+            broker.inner.wakes.clone(),
+        );
+        let replayer = tokio::spawn(replay_loop(broker.clone_weak()));
+        broker
+            .inner
+            .tasks
+            .lock()
+            .expect("tasks lock")
+            .extend([listener, replayer]);
+        if broker.inner.spool.pending() > 0 {
+            broker.replay_spool().await;
+        }
+        Ok(broker)
+    }
+
+    /// The pool (tests inspect the tables through it).
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    fn clone_weak(&self) -> std::sync::Weak<Inner> {
+        Arc::downgrade(&self.inner)
+    }
+
+    fn from_weak(w: &std::sync::Weak<Inner>) -> Option<PgBroker> {
+        w.upgrade().map(|inner| PgBroker { inner })
+    }
+
+    /// Replays the spool when push maintenance is off and the database answers.
+    /// Returns whether the spool is empty afterwards.
+    pub async fn replay_spool(&self) -> bool {
+        if self.inner.spool.pending() == 0 {
+            return true;
+        }
+        match admin::switch(&self.inner.pool, "push_maintenance").await {
+            Ok(false) => {}
+            _ => return false,
+        }
+        match self
+            .inner
+            .spool
+            .replay(|lines| push::replay(&self.inner.pool, lines))
+            .await
+        {
+            Ok(queues) => {
+                for q in queues {
+                    self.inner.wakes.ring(&q);
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!("spool replay failed, will retry: {e}");
+                false
+            }
+        }
+    }
+}
+
+/// Retries the spool every second while it holds anything (the database came back).
+async fn replay_loop(weak: std::sync::Weak<Inner>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let Some(b) = PgBroker::from_weak(&weak) else {
+            return;
+        };
+        if b.inner.spool.pending() > 0 {
+            b.replay_spool().await;
+        }
+    }
+}
+
+#[async_trait]
+impl Broker for PgBroker {
+    async fn call(&self, req: Request) -> HttpResponse {
+        let pool = &self.inner.pool;
+        let result = match req {
+            Request::Push(p) => return push::push_route(self, p).await,
+            Request::Pop { route, query } => pop::pop(pool, &route, &query).await,
+            Request::Ack(a) => ack::ack_route(pool, &self.inner.wakes, vec![a]).await,
+            Request::AckBatch(list) => ack::ack_route(pool, &self.inner.wakes, list).await,
+            Request::Extend(e) => lease::extend(pool, &e).await,
+            Request::Transaction(t) => txn::transaction(pool, &self.inner.wakes, &t).await,
+            Request::Configure(c) => admin::configure(pool, &c).await,
+            Request::DeleteQueue(q) => admin::delete_queue(pool, &q).await,
+            Request::Dlq(q) => admin::list_dlq(pool, &q).await,
+            Request::GetPushMaintenance => admin::push_maintenance(self).await,
+            Request::SetPushMaintenance(on) => admin::set_push_maintenance(self, on).await,
+            Request::GetPopMaintenance => admin::pop_maintenance(pool).await,
+            Request::SetPopMaintenance(on) => admin::set_pop_maintenance(pool, on).await,
+            Request::Health => return admin::health(pool).await,
+        };
+        result.unwrap_or_else(|e| {
+            tracing::error!("database error: {e}");
+            if unreachable(&e) {
+                error_answer(500, "pool")
+            } else {
+                error_answer(500, format!("database error: {e}"))
+            }
+        })
+    }
+
+    fn wakes(&self) -> &Wakes {
+        &self.inner.wakes
+    }
+
+    async fn pop_paused(&self) -> bool {
+        admin::switch(&self.inner.pool, "pop_maintenance")
+            .await
+            .unwrap_or(false)
+    }
+
+    async fn shutdown(&self) {
+        if self.inner.spool.pending() > 0 {
+            self.replay_spool().await;
+        }
+        self.inner.spool.sync();
+    }
+}
+
+/// Whether an error means the database cannot be reached (PUSH-7: then pushes spool).
+pub fn unreachable(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::WorkerCrashed
+    ) || matches!(e, sqlx::Error::Database(d) if d.code().is_some_and(|c| c.starts_with("57P") || c.starts_with("08")))
+}
+
+/// ISO-8601 UTC with a literal `Z` (POP-12), microseconds as PostgreSQL keeps them.
+pub(crate) fn iso(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// The database's "now" for this transaction.
+pub(crate) async fn db_now(conn: &mut PgConnection) -> Result<DateTime<Utc>, sqlx::Error> {
+    sqlx::query_scalar("SELECT now()").fetch_one(conn).await
+}
+
+/// A 200 JSON answer from any wire type.
+pub(crate) fn ok<T: serde::Serialize>(t: &T) -> HttpResponse {
+    json_answer(200, serde_json::to_value(t).expect("wire types serialize"))
+}
+
+/// The bare 204 of POP-6.
+pub(crate) fn no_content() -> HttpResponse {
+    empty_answer()
+}
+
+/// Options of a queue row, as stored.
+pub(crate) fn options_of(v: Value) -> queen_reference::wire::QueueOptions {
+    serde_json::from_value(v).unwrap_or_default()
+}

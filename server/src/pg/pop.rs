@@ -1,0 +1,288 @@
+//! Pop (PROTOCOL.md section 3), one attempt: which partitions are claimable for the
+//! group, claiming them in POP-4's oldest-first order under the pair's advisory lock,
+//! the lease or the autoAck commit, and subscription seeding (POP-13).
+
+use super::push::ensure_queue;
+use super::{db_now, iso, no_content, ok, PAIR_KEY_SQL};
+use chrono::{DateTime, Duration, Utc};
+use queen_reference::time::parse_iso;
+use queen_reference::wire::{
+    HttpResponse, PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, QUEUE_MODE,
+};
+use sqlx::{PgConnection, PgPool, Row};
+use uuid::Uuid;
+
+/// A partition that may be claimable (checked again under its lock).
+struct Candidate {
+    id: Uuid,
+    name: String,
+    options: QueueOptions,
+    last_write_at: Option<DateTime<Utc>>,
+    oldest: Option<DateTime<Utc>>,
+    seq: i64,
+}
+
+pub(crate) async fn pop(
+    pool: &PgPool,
+    route: &PopRoute,
+    q: &PopQuery,
+) -> Result<HttpResponse, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    // MAINT-2 / POP-6: a bare 204 while pop maintenance is on.
+    if super::admin::switch_in(&mut tx, "pop_maintenance").await? {
+        return Ok(no_content());
+    }
+    let now = db_now(&mut tx).await?;
+    let group = q.consumer_group.as_str();
+    let queues: Vec<i64> = match route {
+        PopRoute::Queue(name) | PopRoute::Partition(name, _) => {
+            // POP-8: a queue-scoped pop on an unknown queue creates its configuration row.
+            vec![ensure_queue(&mut tx, name, QueueOptions::implicit()).await?.0]
+        }
+        PopRoute::Discovery { namespace, task } => {
+            sqlx::query_scalar("SELECT id FROM queen_queues WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR task = $2) ORDER BY id")
+                .bind(namespace)
+                .bind(task)
+                .fetch_all(&mut *tx)
+                .await?
+        }
+    };
+    if group != QUEUE_MODE {
+        for qid in &queues {
+            subscribe(&mut tx, *qid, q, now).await?;
+        }
+    }
+    let only = match route {
+        PopRoute::Partition(_, p) => Some(p.as_str()),
+        _ => None,
+    };
+    let rows = sqlx::query(
+        "SELECT p.id, p.name, q.options, p.last_write_at, p.seq,
+                (SELECT m.created_at FROM queen_messages m WHERE m.partition_id = p.id AND m.\"offset\" = COALESCE(c.committed, 0) + 1)
+         FROM queen_partitions p
+         JOIN queen_queues q ON q.id = p.queue_id
+         LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = $2
+         WHERE p.queue_id = ANY($1) AND ($3::text IS NULL OR p.name = $3)
+           AND p.last_offset > COALESCE(c.committed, 0)
+           AND (c.lease_deadline IS NULL OR c.lease_deadline <= $4)
+           AND (c.not_before IS NULL OR c.not_before <= $4)",
+    )
+    .bind(&queues)
+    .bind(group)
+    .bind(only)
+    .bind(now)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut cands: Vec<Candidate> = rows
+        .into_iter()
+        .map(|r| Candidate {
+            id: r.get(0),
+            name: r.get(1),
+            options: super::options_of(r.get(2)),
+            last_write_at: r.get(3),
+            seq: r.get(4),
+            oldest: r.get(5),
+        })
+        // POP-14: windowBuffer holds back a partition written to within the window.
+        .filter(|c| {
+            c.options.window_buffer == 0
+                || c.last_write_at
+                    .is_none_or(|w| w + Duration::seconds(c.options.window_buffer as i64) <= now)
+        })
+        .collect();
+    // POP-4 (our choice): the oldest unconsumed message first, then creation order.
+    cands.sort_by_key(|c| (c.oldest, c.seq));
+
+    let cap = match route {
+        PopRoute::Partition(..) => 1,
+        _ => q.partitions.unwrap_or(u32::MAX),
+    };
+    let lease_id = (!q.auto_ack).then(Uuid::now_v7);
+    let mut budget = q.batch as i64;
+    let mut claimed: Vec<(Uuid, String)> = Vec::new();
+    let mut messages: Vec<PopMessage> = Vec::new();
+    for c in cands {
+        if budget == 0 || claimed.len() as u32 >= cap {
+            break;
+        }
+        let got: bool =
+            sqlx::query_scalar(&format!("SELECT pg_try_advisory_xact_lock({PAIR_KEY_SQL})"))
+                .bind(c.id)
+                .bind(group)
+                .fetch_one(&mut *tx)
+                .await?;
+        if !got {
+            continue; // POP-2: another pop or ack holds this pair right now
+        }
+        // Under the lock, read the cursor again: it may have moved since the scan.
+        let cur = sqlx::query("SELECT committed, lease_deadline, not_before FROM queen_cursors WHERE partition_id = $1 AND consumer_group = $2")
+            .bind(c.id)
+            .bind(group)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let committed: i64 = match &cur {
+            Some(r) => {
+                let deadline: Option<DateTime<Utc>> = r.get(1);
+                let not_before: Option<DateTime<Utc>> = r.get(2);
+                if deadline.is_some_and(|d| d > now) || not_before.is_some_and(|t| t > now) {
+                    continue; // ACK-4: leased; ACK-6: waiting out retryDelay
+                }
+                r.get(0)
+            }
+            None => 0,
+        };
+        // POP-14: delayedProcessing delivers only messages old enough.
+        let visible_before = (c.options.delayed_processing > 0)
+            .then(|| now - Duration::seconds(c.options.delayed_processing as i64));
+        let rows = sqlx::query(
+            "SELECT \"offset\", id, transaction_id, trace_id, data, created_at FROM queen_messages
+             WHERE partition_id = $1 AND \"offset\" > $2 AND ($3::timestamptz IS NULL OR created_at <= $3)
+             ORDER BY \"offset\" LIMIT $4",
+        )
+        .bind(c.id)
+        .bind(committed)
+        .bind(visible_before)
+        .bind(budget)
+        .fetch_all(&mut *tx)
+        .await?;
+        // The span must be contiguous from the cursor (a gap means a concurrent writer).
+        let mut end = committed;
+        for r in &rows {
+            let off: i64 = r.get(0);
+            if off != end + 1 {
+                break;
+            }
+            end = off;
+        }
+        if end == committed {
+            continue;
+        }
+        let lease_str = lease_id.map(|l| l.to_string()).unwrap_or_default();
+        for r in rows.iter().take((end - committed) as usize) {
+            let trace: Option<Uuid> = r.get(3);
+            messages.push(PopMessage {
+                id: r.get::<Uuid, _>(1).to_string(),
+                transaction_id: r.get(2),
+                trace_id: trace.map(|t| t.to_string()),
+                data: r.get(4),
+                producer_sub: None,
+                created_at: iso(r.get(5)),
+                partition_id: c.id.to_string(),
+                partition: c.name.clone(),
+                lease_id: lease_str.clone(),
+                consumer_group: group.to_string(),
+            });
+        }
+        budget -= end - committed;
+        match lease_id {
+            // POP-7: autoAck commits inside the pop; no lease.
+            None => {
+                sqlx::query(
+                    "INSERT INTO queen_cursors (partition_id, consumer_group, committed) VALUES ($1, $2, $3)
+                     ON CONFLICT (partition_id, consumer_group) DO UPDATE SET committed = $3, lease_id = NULL, lease_end = NULL,
+                       lease_deadline = NULL, lease_duration_ms = NULL, not_before = NULL,
+                       retries = COALESCE((SELECT jsonb_object_agg(k, v) FROM jsonb_each(queen_cursors.retries) AS e(k, v) WHERE k::bigint > $3), '{}')",
+                )
+                .bind(c.id)
+                .bind(group)
+                .bind(end)
+                .execute(&mut *tx)
+                .await?;
+            }
+            Some(l) => {
+                // POP-9: leaseSeconds if given, else the queue's leaseTime.
+                let secs = q.lease_seconds.unwrap_or(c.options.lease_time) as i64;
+                sqlx::query(
+                    "INSERT INTO queen_cursors (partition_id, consumer_group, lease_id, lease_end, lease_deadline, lease_duration_ms)
+                     VALUES ($1, $2, $3, $4, $5, $6)
+                     ON CONFLICT (partition_id, consumer_group) DO UPDATE SET lease_id = $3, lease_end = $4, lease_deadline = $5,
+                       lease_duration_ms = $6, not_before = NULL",
+                )
+                .bind(c.id)
+                .bind(group)
+                .bind(l)
+                .bind(end)
+                .bind(now + Duration::seconds(secs))
+                .bind(secs * 1000)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        claimed.push((c.id, c.name));
+    }
+    tx.commit().await?;
+    if claimed.is_empty() {
+        return Ok(no_content());
+    }
+    Ok(ok(&PopResponse {
+        success: true,
+        queue: match route {
+            PopRoute::Queue(n) | PopRoute::Partition(n, _) => n.clone(),
+            PopRoute::Discovery { .. } => String::new(),
+        },
+        partition: claimed[0].1.clone(),
+        partition_id: claimed[0].0.to_string(),
+        lease_id: lease_id.map(|l| l.to_string()).unwrap_or_default(),
+        consumer_group: group.to_string(),
+        messages,
+        partitions_claimed: claimed.len() as u32,
+    }))
+}
+
+/// POP-13: the first pop of a named group on a queue records its subscription and seeds
+/// a cursor on every partition that exists then. A concurrent first pop waits on the
+/// subscription row's insert, so seeding happens once and before any claim.
+async fn subscribe(
+    conn: &mut PgConnection,
+    qid: i64,
+    q: &PopQuery,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM queen_subscriptions WHERE queue_id = $1 AND consumer_group = $2)")
+        .bind(qid)
+        .bind(&q.consumer_group)
+        .fetch_one(&mut *conn)
+        .await?;
+    if known {
+        return Ok(());
+    }
+    let inserted = sqlx::query(
+        "INSERT INTO queen_subscriptions (queue_id, consumer_group, mode, from_value, created_at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(qid)
+    .bind(&q.consumer_group)
+    .bind(&q.subscription_mode)
+    .bind(&q.subscription_from)
+    .bind(now)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if inserted == 0 {
+        return Ok(());
+    }
+    // [PROJECT] subscriptionFrom (`now` or a valid time) wins over subscriptionMode; an
+    // unparseable time is ignored; `new` skips the backlog; anything else is `all`.
+    let from_time =
+        parse_iso(&q.subscription_from).and_then(DateTime::<Utc>::from_timestamp_millis);
+    let skip_backlog =
+        q.subscription_from == "now" || (from_time.is_none() && q.subscription_mode == "new");
+    sqlx::query(
+        "INSERT INTO queen_cursors (partition_id, consumer_group, committed)
+         SELECT p.id, $2,
+                CASE WHEN $3 THEN p.last_offset
+                     WHEN $4::timestamptz IS NOT NULL THEN COALESCE(
+                        (SELECT min(m.\"offset\") - 1 FROM queen_messages m WHERE m.partition_id = p.id AND m.created_at >= $4),
+                        p.last_offset)
+                     ELSE 0 END
+         FROM queen_partitions p WHERE p.queue_id = $1
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(qid)
+    .bind(&q.consumer_group)
+    .bind(skip_backlog)
+    .bind(from_time)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,304 @@
+//! Push (PROTOCOL.md section 2): queue and partition creation in the same transaction
+//! (PUSH-2, PUSH-3), dedup (PUSH-5), offsets in commit order (PUSH-6), and the spool
+//! when maintenance is on or the database cannot be reached (PUSH-7).
+
+use super::{db_now, unreachable, PgBroker};
+use crate::broker::{error_answer, json_answer};
+use crate::spool::SpoolEntry;
+use queen_reference::wire::{
+    derive_namespace_task, HttpResponse, Payload, PushRequest, PushResult, PushStatus, QueueOptions,
+};
+use serde_json::Value;
+use sqlx::{PgConnection, PgPool, Row};
+use std::collections::{BTreeMap, HashMap};
+use uuid::Uuid;
+
+/// One item ready to be written: every id decided.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub queue: String,
+    pub partition: String,
+    pub data: Value,
+    pub transaction_id: String,
+    /// The broker minted `transaction_id`: it cannot be a duplicate.
+    pub minted: bool,
+    pub trace_id: Option<Uuid>,
+    pub message_id: Uuid,
+}
+
+impl Prepared {
+    /// Decides the ids of a request item. `keep_trace`: a transaction keeps `traceId`; a
+    /// plain push drops it (PUSH-9, as the seed `pop-routes.md` describes).
+    pub fn from_item(item: &queen_reference::wire::PushItem, keep_trace: bool) -> Prepared {
+        let (transaction_id, minted) = match &item.transaction_id {
+            Some(t) => (t.clone(), false),
+            None => (Uuid::now_v7().to_string(), true),
+        };
+        Prepared {
+            queue: item.queue.clone(),
+            partition: item.partition.clone(),
+            // PUSH-9 [OPEN]: an absent payload is stored as null.
+            data: match &item.payload {
+                Payload::Absent => Value::Null,
+                Payload::Given(v) => v.clone(),
+            },
+            transaction_id,
+            minted,
+            trace_id: if keep_trace {
+                item.trace_id
+                    .as_deref()
+                    .and_then(|t| Uuid::parse_str(t).ok())
+            } else {
+                None
+            },
+            message_id: Uuid::now_v7(),
+        }
+    }
+}
+
+/// The push route: write, or spool under maintenance or when the database is away.
+pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> HttpResponse {
+    if req.items.is_empty() {
+        return json_answer(201, Value::Array(vec![]));
+    }
+    let items: Vec<Prepared> = req
+        .items
+        .iter()
+        .map(|i| Prepared::from_item(i, false))
+        .collect();
+    let pool = &broker.inner.pool;
+    let attempt = async {
+        let mut tx = pool.begin().await?;
+        if super::admin::switch_in(&mut tx, "push_maintenance").await? {
+            return Ok(None);
+        }
+        let out = write(&mut tx, &items).await?;
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(Some(out))
+    };
+    match attempt.await {
+        Ok(Some(out)) => {
+            let mut queues: Vec<&str> = items.iter().map(|i| i.queue.as_str()).collect();
+            queues.dedup();
+            for q in queues {
+                broker.inner.wakes.ring(q);
+            }
+            json_answer(201, serde_json::to_value(out).expect("serializes"))
+        }
+        Ok(None) => spool(broker, &items).await,
+        Err(e) if unreachable(&e) => {
+            tracing::warn!("database unreachable during a push, spooling it: {e}");
+            spool(broker, &items).await
+        }
+        Err(e) => {
+            tracing::error!("push failed: {e}");
+            error_answer(500, format!("push failed: {e}"))
+        }
+    }
+}
+
+/// PUSH-7: appends to the disk spool (fsynced) and answers `buffered`.
+async fn spool(broker: &PgBroker, items: &[Prepared]) -> HttpResponse {
+    let entries: Vec<SpoolEntry> = items.iter().map(SpoolEntry::from).collect();
+    if let Err(e) = broker.inner.spool.append(&entries).await {
+        tracing::error!("cannot write the spool: {e}");
+        return error_answer(500, format!("cannot write the spool: {e}"));
+    }
+    let out: Vec<PushResult> = items
+        .iter()
+        .enumerate()
+        .map(|(index, i)| PushResult {
+            index,
+            message_id: i.message_id.to_string(),
+            transaction_id: i.transaction_id.clone(),
+            queue_name: i.queue.clone(),
+            status: PushStatus::Buffered,
+        })
+        .collect();
+    json_answer(201, serde_json::to_value(out).expect("serializes"))
+}
+
+/// Writes spooled entries in order, subject to dedup, in one transaction. Returns the
+/// queues written to.
+pub(crate) async fn replay(
+    pool: &PgPool,
+    entries: Vec<SpoolEntry>,
+) -> Result<Vec<String>, sqlx::Error> {
+    let items: Vec<Prepared> = entries.into_iter().map(Prepared::from).collect();
+    let mut tx = pool.begin().await?;
+    write(&mut tx, &items).await?;
+    tx.commit().await?;
+    let mut queues: Vec<String> = items.into_iter().map(|i| i.queue).collect();
+    queues.sort();
+    queues.dedup();
+    Ok(queues)
+}
+
+/// Writes `items` atomically in the caller's transaction and answers them (PUSH-1).
+pub(crate) async fn write(
+    conn: &mut PgConnection,
+    items: &[Prepared],
+) -> Result<Vec<PushResult>, sqlx::Error> {
+    let now = db_now(conn).await?;
+    // PUSH-2: queues first (implicit ones with leaseTime 60).
+    let mut queue_ids: HashMap<String, (i64, QueueOptions)> = HashMap::new();
+    for it in items {
+        if queue_ids.contains_key(&it.queue) {
+            continue;
+        }
+        let (id, opts) = ensure_queue(conn, &it.queue, QueueOptions::implicit()).await?;
+        queue_ids.insert(it.queue.clone(), (id, opts));
+    }
+    // PUSH-3, PUSH-6: partitions created if missing, then locked in a canonical order.
+    let mut parts: BTreeMap<(String, String), (Uuid, i64)> = BTreeMap::new();
+    for it in items {
+        parts
+            .entry((it.queue.clone(), it.partition.clone()))
+            .or_insert((Uuid::nil(), 0));
+    }
+    for ((q, p), slot) in parts.iter_mut() {
+        let qid = queue_ids[q].0;
+        sqlx::query("INSERT INTO queen_partitions (id, queue_id, name) VALUES ($1, $2, $3) ON CONFLICT (queue_id, name) DO NOTHING")
+            .bind(Uuid::now_v7())
+            .bind(qid)
+            .bind(p)
+            .execute(&mut *conn)
+            .await?;
+        let row = sqlx::query("SELECT id, last_offset FROM queen_partitions WHERE queue_id = $1 AND name = $2 FOR UPDATE")
+            .bind(qid)
+            .bind(p)
+            .fetch_one(&mut *conn)
+            .await?;
+        *slot = (row.get(0), row.get(1));
+    }
+    // PUSH-5: the newest message with each given transactionId, per partition.
+    let (lp, lt): (Vec<Uuid>, Vec<String>) = items
+        .iter()
+        .filter(|i| !i.minted)
+        .map(|i| {
+            (
+                parts[&(i.queue.clone(), i.partition.clone())].0,
+                i.transaction_id.clone(),
+            )
+        })
+        .unzip();
+    let mut newest: HashMap<(Uuid, String), (Uuid, chrono::DateTime<chrono::Utc>)> = HashMap::new();
+    if !lp.is_empty() {
+        let rows = sqlx::query(
+            "SELECT DISTINCT ON (m.partition_id, m.transaction_id) m.partition_id, m.transaction_id, m.id, m.created_at
+             FROM queen_messages m JOIN unnest($1::uuid[], $2::text[]) AS k(p, t) ON m.partition_id = k.p AND m.transaction_id = k.t
+             ORDER BY m.partition_id, m.transaction_id, m.\"offset\" DESC",
+        )
+        .bind(&lp)
+        .bind(&lt)
+        .fetch_all(&mut *conn)
+        .await?;
+        for r in rows {
+            newest.insert((r.get(0), r.get(1)), (r.get(2), r.get(3)));
+        }
+    }
+    let mut results = Vec::with_capacity(items.len());
+    let (mut m_part, mut m_off, mut m_id, mut m_txn, mut m_trace, mut m_data) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
+    for (index, it) in items.iter().enumerate() {
+        let key = (it.queue.clone(), it.partition.clone());
+        let window = queue_ids[&it.queue].1.dedup_window_seconds as i64;
+        let (pid, last) = parts[&key];
+        let dup = if it.minted || window == 0 {
+            None
+        } else {
+            newest
+                .get(&(pid, it.transaction_id.clone()))
+                .filter(|(_, created)| *created + chrono::Duration::seconds(window) > now)
+                .map(|(id, _)| *id)
+        };
+        let (message_id, status) = match dup {
+            Some(orig) => (orig, PushStatus::Duplicate),
+            None => {
+                let off = last + 1;
+                parts.get_mut(&key).expect("locked above").1 = off;
+                m_part.push(pid);
+                m_off.push(off);
+                m_id.push(it.message_id);
+                m_txn.push(it.transaction_id.clone());
+                m_trace.push(it.trace_id);
+                m_data.push(it.data.clone());
+                // A later item of this request with the same id is a duplicate of this one.
+                newest.insert((pid, it.transaction_id.clone()), (it.message_id, now));
+                (it.message_id, PushStatus::Queued)
+            }
+        };
+        results.push(PushResult {
+            index,
+            message_id: message_id.to_string(),
+            transaction_id: it.transaction_id.clone(),
+            queue_name: it.queue.clone(),
+            status,
+        });
+    }
+    if !m_part.is_empty() {
+        sqlx::query(
+            "INSERT INTO queen_messages (partition_id, \"offset\", id, transaction_id, trace_id, data, created_at)
+             SELECT p, o, i, t, tr, d, $7 FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::jsonb[]) AS x(p, o, i, t, tr, d)",
+        )
+        .bind(&m_part)
+        .bind(&m_off)
+        .bind(&m_id)
+        .bind(&m_txn)
+        .bind(&m_trace)
+        .bind(&m_data)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+        let written: Vec<(Uuid, i64)> = parts.values().copied().collect();
+        let (ids, lasts): (Vec<Uuid>, Vec<i64>) = written.into_iter().unzip();
+        sqlx::query(
+            "UPDATE queen_partitions p SET last_offset = x.o, last_write_at = $3
+             FROM unnest($1::uuid[], $2::bigint[]) AS x(i, o) WHERE p.id = x.i AND p.last_offset < x.o",
+        )
+        .bind(&ids)
+        .bind(&lasts)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+        // Wake pops parked on other processes (this one rings its own bells).
+        let mut queues: Vec<&str> = items.iter().map(|i| i.queue.as_str()).collect();
+        queues.sort();
+        queues.dedup();
+        for q in queues {
+            sqlx::query("SELECT pg_notify('queen_push', $1)")
+                .bind(q)
+                .execute(&mut *conn)
+                .await?;
+        }
+    }
+    Ok(results)
+}
+
+/// The queue row, created with `options` (and a derived namespace/task) when missing.
+pub(crate) async fn ensure_queue(
+    conn: &mut PgConnection,
+    name: &str,
+    options: QueueOptions,
+) -> Result<(i64, QueueOptions), sqlx::Error> {
+    if let Some(r) = sqlx::query("SELECT id, options FROM queen_queues WHERE name = $1")
+        .bind(name)
+        .fetch_optional(&mut *conn)
+        .await?
+    {
+        return Ok((r.get(0), super::options_of(r.get(1))));
+    }
+    let (ns, task) = derive_namespace_task(name);
+    sqlx::query("INSERT INTO queen_queues (name, namespace, task, options) VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING")
+        .bind(name)
+        .bind(ns)
+        .bind(task)
+        .bind(serde_json::to_value(options).expect("serializes"))
+        .execute(&mut *conn)
+        .await?;
+    let r = sqlx::query("SELECT id, options FROM queen_queues WHERE name = $1")
+        .bind(name)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok((r.get(0), super::options_of(r.get(1))))
+}

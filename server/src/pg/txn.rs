@@ -1,0 +1,81 @@
+//! Transactions (PROTOCOL.md section 7): pushes and acks in one database transaction,
+//! rolled back as a whole when any ack would answer `success:false` (TXN-2).
+
+use super::{ok, push};
+use crate::wakes::Wakes;
+use queen_reference::wire::{HttpResponse, TxnOp, TxnRequest, TxnResponse, TxnResult};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+pub(crate) async fn transaction(
+    pool: &PgPool,
+    wakes: &Wakes,
+    req: &TxnRequest,
+) -> Result<HttpResponse, sqlx::Error> {
+    let id = Uuid::now_v7().to_string();
+    let abort = |error: String| {
+        ok(&TxnResponse {
+            transaction_id: id.clone(),
+            success: false,
+            results: vec![],
+            error: Some(error),
+        })
+    };
+    let mut tx = pool.begin().await?;
+    let now = super::db_now(&mut tx).await?;
+    // [PROJECT] every required lease must be live.
+    for l in &req.required_leases {
+        let lease = Uuid::parse_str(l).expect("validated by the wire layer");
+        let live: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM queen_cursors WHERE lease_id = $1 AND lease_deadline > $2)")
+            .bind(lease)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+        if !live {
+            return Ok(abort(format!("required lease {l} is not held")));
+        }
+    }
+    let mut results = Vec::new();
+    let mut queues = Vec::new();
+    for (i, op) in req.operations.iter().enumerate() {
+        match op {
+            TxnOp::Push(items) => {
+                // The traceId of a transaction's push is kept (PUSH-9, seed pop-routes.md).
+                let prepared: Vec<push::Prepared> = items
+                    .iter()
+                    .map(|it| push::Prepared::from_item(it, true))
+                    .collect();
+                for mut r in push::write(&mut tx, &prepared).await? {
+                    r.index = results.len();
+                    results.push(TxnResult::Push(r));
+                }
+                queues.extend(items.iter().map(|it| it.queue.clone()));
+            }
+            TxnOp::Ack(item) => {
+                let (mut r, touched) = super::ack::ack(&mut tx, std::slice::from_ref(item)).await?;
+                let mut r = r.remove(0);
+                if !r.success {
+                    // TXN-2: everything is rolled back (dropping `tx`).
+                    let why = r.error.take().unwrap_or_default();
+                    return Ok(abort(format!(
+                        "operations[{i}]: ack of {} failed: {why}",
+                        item.transaction_id
+                    )));
+                }
+                r.index = results.len();
+                results.push(TxnResult::Ack(r));
+                queues.extend(touched);
+            }
+        }
+    }
+    tx.commit().await?;
+    for q in queues {
+        wakes.ring(&q);
+    }
+    Ok(ok(&TxnResponse {
+        transaction_id: id,
+        success: true,
+        results,
+        error: None,
+    }))
+}

@@ -1,0 +1,185 @@
+//! The push spool (PUSH-7, MAINT-1): an append-only file of pushes answered `buffered`.
+//!
+//! One line per push request (a JSON array of its items, ids already decided), written
+//! and fsynced before the 201 goes out, so nothing acknowledged is lost; a torn last
+//! line belongs to a request that was never acknowledged and is skipped. Each process
+//! owns one file, held with an exclusive `flock`; at start a process adopts the files
+//! of processes that died (their lock is free). Replay takes every line in order and
+//! writes it through the normal push path (dedup applies), then empties the file.
+
+use crate::pg::Prepared;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use uuid::Uuid;
+
+/// One spooled item, with every id decided when it was accepted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpoolEntry {
+    pub queue: String,
+    pub partition: String,
+    pub data: Value,
+    pub transaction_id: String,
+    pub minted: bool,
+    pub trace_id: Option<Uuid>,
+    pub message_id: Uuid,
+}
+
+impl From<&Prepared> for SpoolEntry {
+    fn from(p: &Prepared) -> Self {
+        SpoolEntry {
+            queue: p.queue.clone(),
+            partition: p.partition.clone(),
+            data: p.data.clone(),
+            transaction_id: p.transaction_id.clone(),
+            minted: p.minted,
+            trace_id: p.trace_id,
+            message_id: p.message_id,
+        }
+    }
+}
+
+impl From<SpoolEntry> for Prepared {
+    fn from(e: SpoolEntry) -> Self {
+        Prepared {
+            queue: e.queue,
+            partition: e.partition,
+            data: e.data,
+            transaction_id: e.transaction_id,
+            minted: e.minted,
+            trace_id: e.trace_id,
+            message_id: e.message_id,
+        }
+    }
+}
+
+pub struct Spool {
+    /// This process's file, locked for as long as the process lives.
+    file: tokio::sync::Mutex<File>,
+    path: PathBuf,
+    /// Items waiting for replay (`bufferedMessages`).
+    pending: AtomicUsize,
+}
+
+fn try_lock(f: &File) -> bool {
+    // SAFETY: flock on a valid, owned descriptor.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+fn read_lines(f: &mut File) -> std::io::Result<Vec<Vec<SpoolEntry>>> {
+    f.rewind()?;
+    let mut out = Vec::new();
+    for line in BufReader::new(&*f).lines() {
+        let line = line?;
+        match serde_json::from_str::<Vec<SpoolEntry>>(&line) {
+            Ok(entries) => out.push(entries),
+            Err(e) => tracing::warn!("skipping a torn spool line (never acknowledged): {e}"),
+        }
+    }
+    Ok(out)
+}
+
+impl Spool {
+    /// Opens this process's spool file in `dir`, adopting files of dead processes.
+    pub fn open(dir: &Path) -> std::io::Result<Spool> {
+        std::fs::create_dir_all(dir)?;
+        let path = dir.join(format!("spool-{}.jsonl", Uuid::new_v4()));
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)?;
+        if !try_lock(&file) {
+            return Err(std::io::Error::other("cannot lock a fresh spool file"));
+        }
+        let mut adopted = 0;
+        for entry in std::fs::read_dir(dir)? {
+            let p = entry?.path();
+            let is_spool = p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("spool-") && n.ends_with(".jsonl"));
+            if !is_spool || p == path {
+                continue;
+            }
+            let Ok(mut other) = OpenOptions::new().read(true).write(true).open(&p) else {
+                continue;
+            };
+            if !try_lock(&other) {
+                continue; // a live process owns it
+            }
+            for entries in read_lines(&mut other)? {
+                writeln!(
+                    file,
+                    "{}",
+                    serde_json::to_string(&entries).expect("serializes")
+                )?;
+                adopted += entries.len();
+            }
+            file.sync_data()?;
+            std::fs::remove_file(&p)?;
+        }
+        if adopted > 0 {
+            tracing::info!("adopted {adopted} spooled pushes left by a stopped process");
+        }
+        let pending = read_lines(&mut file)?.iter().map(Vec::len).sum();
+        Ok(Spool {
+            file: tokio::sync::Mutex::new(file),
+            path,
+            pending: AtomicUsize::new(pending),
+        })
+    }
+
+    /// Appends one request's items and fsyncs before returning.
+    pub async fn append(&self, entries: &[SpoolEntry]) -> std::io::Result<()> {
+        let mut f = self.file.lock().await;
+        let mut line = serde_json::to_vec(entries).expect("serializes");
+        line.push(b'\n');
+        f.write_all(&line)?;
+        f.sync_data()?;
+        self.pending.fetch_add(entries.len(), Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Items waiting for replay.
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    /// Hands every spooled item, in order, to `write`; empties the file if it succeeds.
+    /// Appends wait meanwhile, so nothing slips between reading and emptying.
+    pub async fn replay<F, Fut, T>(&self, write: F) -> Result<T, sqlx::Error>
+    where
+        F: FnOnce(Vec<SpoolEntry>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
+        T: Default,
+    {
+        let mut f = self.file.lock().await;
+        let entries: Vec<SpoolEntry> = read_lines(&mut f)
+            .map_err(sqlx::Error::Io)?
+            .into_iter()
+            .flatten()
+            .collect();
+        if entries.is_empty() {
+            return Ok(T::default());
+        }
+        let n = entries.len();
+        let out = write(entries).await?;
+        f.set_len(0).map_err(sqlx::Error::Io)?;
+        f.sync_data().map_err(sqlx::Error::Io)?;
+        self.pending.fetch_sub(n, Ordering::SeqCst);
+        tracing::info!("replayed {n} spooled pushes from {}", self.path.display());
+        Ok(out)
+    }
+
+    /// Flushes the file (appends are already fsynced; this is for shutdown).
+    pub fn sync(&self) {
+        if let Ok(f) = self.file.try_lock() {
+            let _ = f.sync_all();
+        }
+    }
+}
