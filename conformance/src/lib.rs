@@ -1,4 +1,16 @@
-//! `queen-conformance`: the suite third parties run against their broker.
+//! `queen-conformance`: the suite a broker author runs against their broker, and what
+//! gates our own server.
 //!
-//! Not built yet; see issue 5. The crate exists so the workspace layout is fixed
-//! from the start and later work only fills it in.
+//! * [`catalog`] — named cases (`ack-2/failure-clamps-later-success`, ...), each tagged
+//!   with PROTOCOL.md rule ids, a level and a capability; every exchange is checked
+//!   against the reference model by a [`session::Session`].
+//! * [`lockstep`] — proptest-generated operation sequences checked step by step, shrunk
+//!   to a minimal counterexample printed as a curl script and a Rust test.
+//! * [`runner`] — runs both against a target with bounded concurrency.
+//! * [`report`] — terminal summary, JUnit XML and JSON; [`expect`] — expected failures.
+//! * `embedded` (cargo feature `embedded`, default) — our own server in-process.
+
+pub mod case;
+pub mod catalog;
+pub mod rules;
+pub mod session;

@@ -1,0 +1,232 @@
+//! What a conformance case is: a named, rule-tagged scenario run on its own
+//! [`Session`], plus how it can fail.
+//!
+//! Cases are plain async functions registered in the catalog with their id (e.g.
+//! `ack-2/failure-clamps-later-success`), the PROTOCOL.md rule ids they check, their
+//! level and the capability they need. A case passes when every exchange was accepted
+//! by the reference model (the session checks each one) and its own assertions held.
+
+use crate::rules::Level;
+use crate::session::{Exchange, Session};
+use queen_reference::checker::Divergence;
+use serde::Serialize;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A part of the protocol a broker may or may not offer; `--without` skips cases
+/// needing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capability {
+    Core,
+    Configure,
+    Dedup,
+    DeadLetter,
+    Transactions,
+    Discovery,
+    LongPoll,
+    Subscription,
+    Visibility,
+    Maintenance,
+    LeaseExtend,
+    Delete,
+    BadInput,
+}
+
+impl Capability {
+    pub const ALL: [Capability; 13] = [
+        Capability::Core,
+        Capability::Configure,
+        Capability::Dedup,
+        Capability::DeadLetter,
+        Capability::Transactions,
+        Capability::Discovery,
+        Capability::LongPoll,
+        Capability::Subscription,
+        Capability::Visibility,
+        Capability::Maintenance,
+        Capability::LeaseExtend,
+        Capability::Delete,
+        Capability::BadInput,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::Core => "core",
+            Capability::Configure => "configure",
+            Capability::Dedup => "dedup",
+            Capability::DeadLetter => "dead-letter",
+            Capability::Transactions => "transactions",
+            Capability::Discovery => "discovery",
+            Capability::LongPoll => "long-poll",
+            Capability::Subscription => "subscription",
+            Capability::Visibility => "visibility",
+            Capability::Maintenance => "maintenance",
+            Capability::LeaseExtend => "lease-extend",
+            Capability::Delete => "delete",
+            Capability::BadInput => "bad-input",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Capability> {
+        Capability::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a case failed.
+#[derive(Clone, Debug)]
+pub enum Failure {
+    /// The broker answered something no allowed behaviour produces.
+    Diverged {
+        /// Index of the exchange in the transcript.
+        step: usize,
+        divergence: Box<Divergence>,
+    },
+    /// The model could not decide (too many possible states): never a pass.
+    Inconclusive { step: usize, why: String },
+    /// A case's own assertion on top of the model (e.g. a wake-up time, POP-11).
+    Assertion {
+        message: String,
+        rules: Vec<&'static str>,
+    },
+    /// The broker could not be reached or answered something that is not HTTP/JSON.
+    Transport(String),
+    /// The case did not finish in time.
+    Timeout(u64),
+}
+
+impl Failure {
+    /// A short kind name for reports.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Failure::Diverged { .. } => "divergence",
+            Failure::Inconclusive { .. } => "inconclusive",
+            Failure::Assertion { .. } => "assertion",
+            Failure::Transport(_) => "transport",
+            Failure::Timeout(_) => "timeout",
+        }
+    }
+
+    /// The rule ids this failure names.
+    pub fn rules(&self) -> Vec<&'static str> {
+        match self {
+            Failure::Diverged { divergence, .. } => divergence.rules.clone(),
+            Failure::Assertion { rules, .. } => rules.clone(),
+            _ => vec![],
+        }
+    }
+
+    /// One line.
+    pub fn headline(&self) -> String {
+        match self {
+            Failure::Diverged { step, divergence } => format!(
+                "exchange #{}: {} {} answered {} where the model allows {}",
+                step + 1,
+                divergence.request.method,
+                divergence.request.path,
+                divergence.actual.status,
+                allowed_statuses(&divergence.expected),
+            ),
+            Failure::Inconclusive { step, why } => {
+                format!("exchange #{}: the model cannot decide: {why}", step + 1)
+            }
+            Failure::Assertion { message, .. } => message.clone(),
+            Failure::Transport(e) => format!("transport: {e}"),
+            Failure::Timeout(s) => format!("did not finish within {s} s"),
+        }
+    }
+
+    /// The full explanation (several lines).
+    pub fn details(&self) -> String {
+        match self {
+            Failure::Diverged { divergence, .. } => divergence.to_string(),
+            other => other.headline(),
+        }
+    }
+}
+
+fn allowed_statuses(expected: &[queen_reference::wire::HttpResponse]) -> String {
+    let mut s: Vec<String> = expected.iter().map(|e| e.status.to_string()).collect();
+    s.dedup();
+    if s.is_empty() {
+        "nothing (no state of the model is consistent)".into()
+    } else {
+        s.join(" or ")
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.details())
+    }
+}
+
+/// What a case body returns.
+pub type CaseResult = Result<(), Failure>;
+
+/// A case body: an async function of its session.
+pub type CaseFn =
+    for<'a> fn(&'a mut Session) -> Pin<Box<dyn Future<Output = CaseResult> + Send + 'a>>;
+
+/// One case of the catalog.
+#[derive(Clone)]
+pub struct Case {
+    pub id: &'static str,
+    pub rules: &'static [&'static str],
+    pub level: Level,
+    pub capability: Capability,
+    /// Further capabilities the case uses (it is skipped when any is excluded).
+    pub needs: &'static [Capability],
+    /// Touches global state (maintenance switches): runs alone, after the others.
+    pub exclusive: bool,
+    pub run: CaseFn,
+}
+
+impl Case {
+    pub fn new(
+        id: &'static str,
+        rules: &'static [&'static str],
+        level: Level,
+        capability: Capability,
+        run: CaseFn,
+    ) -> Case {
+        Case {
+            id,
+            rules,
+            level,
+            capability,
+            needs: &[],
+            exclusive: false,
+            run,
+        }
+    }
+
+    pub fn needs(mut self, caps: &'static [Capability]) -> Case {
+        self.needs = caps;
+        self
+    }
+
+    pub fn exclusive(mut self) -> Case {
+        self.exclusive = true;
+        self
+    }
+
+    /// Every capability the case needs, its own first.
+    pub fn capabilities(&self) -> impl Iterator<Item = Capability> + '_ {
+        std::iter::once(self.capability).chain(self.needs.iter().copied())
+    }
+}
+
+/// A finished case: its outcome and what was exchanged.
+#[derive(Clone, Debug)]
+pub struct CaseRun {
+    pub result: CaseResult,
+    pub transcript: Vec<Exchange>,
+    pub duration_ms: u64,
+}

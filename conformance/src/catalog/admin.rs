@@ -1,0 +1,214 @@
+//! Queue delete, health and maintenance cases (PROTOCOL.md sections 9–11: DEL-1,
+//! HEALTH-1, MAINT-1..2 and PUSH-7). The maintenance switches are broker-wide, so those
+//! cases run alone ("exclusive"), after every other case, and always switch off again.
+
+use super::cases;
+use crate::case::{Case, CaseResult};
+use crate::session::*;
+use queen_reference::wire::*;
+use serde_json::json;
+
+pub fn cases() -> Vec<Case> {
+    cases![
+        delete_all: "del-1/delete-removes-everything", ["DEL-1"], Project, Delete, needs [DeadLetter];
+        delete_unknown: "del-1/delete-of-an-unknown-queue", ["DEL-1"], Project, Delete;
+        health: "health-1/healthy-and-connected", ["HEALTH-1"], Project, Core;
+        push_maintenance: "maint-1/push-maintenance-buffers-and-replays-in-order", ["MAINT-1", "PUSH-7", "PUSH-5"], Seed, Maintenance, alone = true;
+        pop_maintenance: "maint-2/pop-maintenance-answers-a-bare-204", ["MAINT-2", "POP-6"], Seed, Maintenance, alone = true;
+        maintenance_body: "maint-1/bad-switch-body-is-400", ["MAINT-1", "MAINT-2"], Project, Maintenance, needs [BadInput], alone = true;
+    ]
+}
+
+async fn delete_all(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push_many(&q, "p", &["a", "b"]).await?;
+    let p = s
+        .pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")])
+        .await?;
+    s.ack_batch(Some("g"), acks_for(&p, "dlq")).await?;
+    s.pop_some(&q, &[]).await?; // a live lease too
+    let d = s.delete(&q).await?;
+    ensure(d.deleted && d.existed, || {
+        ("the queue existed".into(), vec!["DEL-1"])
+    })?;
+    let l = s.dlq(&[("queue", &q)]).await?;
+    ensure(l.total == 0, || {
+        ("its dead letters are gone".into(), vec!["DEL-1"])
+    })?;
+    ensure(s.pop_q(&q, &[]).await?.is_none(), || {
+        ("its messages are gone".into(), vec!["DEL-1"])
+    })?;
+    // Messages pushed again start a fresh queue: no leases or cursors survive.
+    s.push1(&q, "p", "c").await?;
+    let p = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
+    ensure(txns(&p) == ["c"], || {
+        ("a fresh queue after delete".into(), vec!["DEL-1"])
+    })
+}
+
+async fn delete_unknown(s: &mut Session) -> CaseResult {
+    let q = s.name("never");
+    let d = s.delete(&q).await?;
+    ensure(d.deleted && !d.existed, || {
+        ("existed:false".into(), vec!["DEL-1"])
+    })?;
+    s.push1(&q, "p", "x").await?;
+    let d = s.delete(&q).await?;
+    ensure(d.existed, || {
+        ("existed:true after a push".into(), vec!["DEL-1"])
+    })?;
+    let d = s.delete(&q).await?;
+    ensure(!d.existed, || {
+        ("existed:false the second time".into(), vec!["DEL-1"])
+    })
+}
+
+async fn health(s: &mut Session) -> CaseResult {
+    let r = s.get("/health", &[]).await?;
+    let h: HealthResponse = decode(&r, 200, "health")?;
+    ensure(h.status == "healthy" && h.database == "connected", || {
+        (format!("{h:?}"), vec!["HEALTH-1"])
+    })
+}
+
+/// Switches both maintenance modes off without checking (cleanup after a failure too).
+async fn switch_off(s: &Session) {
+    for path in [
+        "/api/v1/system/maintenance",
+        "/api/v1/system/maintenance/pop",
+    ] {
+        let _ = transmit(
+            s.target(),
+            &HttpRequest::post(path, &json!({"enabled": false})),
+        )
+        .await;
+    }
+}
+
+async fn push_maintenance(s: &mut Session) -> CaseResult {
+    let r = push_maintenance_body(s).await;
+    switch_off(s).await;
+    r
+}
+
+async fn push_maintenance_body(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let off: MaintenanceResponse = decode(
+        &s.get("/api/v1/system/maintenance", &[]).await?,
+        200,
+        "maintenance",
+    )?;
+    ensure(!off.maintenance_mode, || {
+        ("maintenance starts off".into(), vec!["MAINT-1"])
+    })?;
+    s.push1(&q, "p", "before").await?;
+    let on: MaintenanceResponse = decode(
+        &s.post("/api/v1/system/maintenance", json!({"enabled": true}))
+            .await?,
+        200,
+        "maintenance",
+    )?;
+    ensure(on.maintenance_mode, || {
+        ("maintenance on".into(), vec!["MAINT-1"])
+    })?;
+    let r = s.push_many(&q, "p", &["s1", "s2", "before"]).await?;
+    ensure(r.iter().all(|x| x.status == PushStatus::Buffered), || {
+        (
+            "pushes under maintenance are buffered".into(),
+            vec!["PUSH-7", "MAINT-1"],
+        )
+    })?;
+    let st: MaintenanceResponse = decode(
+        &s.get("/api/v1/system/maintenance", &[]).await?,
+        200,
+        "maintenance",
+    )?;
+    ensure(st.buffered_messages == 3, || {
+        (
+            format!("bufferedMessages {}", st.buffered_messages),
+            vec!["MAINT-1"],
+        )
+    })?;
+    s.post("/api/v1/system/maintenance", json!({"enabled": false}))
+        .await?;
+    // Replayed in order, subject to dedup ("before" was already written).
+    let p = s.pop_q(&q, &[("batch", "10")]).await?;
+    ensure(txns(&p) == ["before", "s1", "s2"], || {
+        (format!("after replay: {:?}", txns(&p)), vec!["PUSH-7"])
+    })
+}
+
+async fn pop_maintenance(s: &mut Session) -> CaseResult {
+    let r = pop_maintenance_body(s).await;
+    switch_off(s).await;
+    r
+}
+
+async fn pop_maintenance_body(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "p", "m").await?;
+    let on: PopMaintenanceResponse = decode(
+        &s.post("/api/v1/system/maintenance/pop", json!({"enabled": true}))
+            .await?,
+        200,
+        "pop maintenance",
+    )?;
+    ensure(on.pop_maintenance_mode, || {
+        ("pop maintenance on".into(), vec!["MAINT-2"])
+    })?;
+    let r = s.get(&PopRoute::Queue(q.clone()).path(), &[]).await?;
+    ensure(r.status == 204 && r.body.is_none(), || {
+        (
+            "a bare 204 under pop maintenance".into(),
+            vec!["MAINT-2", "POP-6"],
+        )
+    })?;
+    let r = s
+        .get(
+            &PopRoute::Queue(q.clone()).path(),
+            &[("wait", "true"), ("timeout", "500")],
+        )
+        .await?;
+    ensure(r.status == 204, || {
+        ("a long poll too".into(), vec!["MAINT-2"])
+    })?;
+    let st: PopMaintenanceResponse = decode(
+        &s.get("/api/v1/system/maintenance/pop", &[]).await?,
+        200,
+        "pop maintenance",
+    )?;
+    ensure(st.pop_maintenance_mode, || {
+        ("GET shows it on".into(), vec!["MAINT-2"])
+    })?;
+    s.post("/api/v1/system/maintenance/pop", json!({"enabled": false}))
+        .await?;
+    ensure(txns(&s.pop_q(&q, &[]).await?) == ["m"], || {
+        ("pops deliver again".into(), vec!["MAINT-2"])
+    })
+}
+
+async fn maintenance_body(s: &mut Session) -> CaseResult {
+    let r = maintenance_body_inner(s).await;
+    switch_off(s).await;
+    r
+}
+
+async fn maintenance_body_inner(s: &mut Session) -> CaseResult {
+    for path in [
+        "/api/v1/system/maintenance",
+        "/api/v1/system/maintenance/pop",
+    ] {
+        for body in [&br#"{"enabled":"yes"}"#[..], b"{}", b"[]", b"{nope"] {
+            s.rejected(HttpRequest::post_raw(path, body), 400).await?;
+        }
+    }
+    // Nothing was switched on: a push is queued, a pop delivers.
+    let q = s.name("q");
+    let r = s.push1(&q, "p", "m").await?;
+    ensure(r.status == PushStatus::Queued, || {
+        ("still no maintenance".into(), vec!["MAINT-1"])
+    })?;
+    ensure(s.pop_q(&q, &[]).await?.is_some(), || {
+        ("pops still deliver".into(), vec!["MAINT-2"])
+    })
+}

@@ -1,0 +1,128 @@
+//! The catalog: every named case, by part of the protocol. At least one case per rule
+//! id of PROTOCOL.md (a unit test holds the catalog to that).
+//!
+//! Each case is an async function over a [`Session`](crate::session::Session); the
+//! session checks every exchange against the reference model, so a case only steers
+//! the broker into the state it is about and adds the assertions the model cannot
+//! make (wake-up times, "this scenario really happened").
+
+mod ack;
+mod admin;
+mod bad_input;
+mod configure;
+mod dlq;
+mod lease;
+mod pop;
+mod push;
+mod txn;
+
+use crate::case::Case;
+
+/// Registers async case functions with their id, rules, level and capability:
+/// `f: "id", ["RULE-1"], Seed, Core, needs [Configure], alone = true;` (`alone`: the
+/// case touches broker-wide state and runs by itself).
+macro_rules! cases {
+    ($( $f:ident : $id:literal, [$($r:literal),*], $lvl:ident, $cap:ident
+        $(, needs [$($n:ident),*])? $(, alone = $alone:literal)? ;)*) => {
+        vec![$({
+            #[allow(unused_mut)]
+            let mut c = $crate::case::Case::new(
+                $id,
+                &[$($r),*],
+                $crate::rules::Level::$lvl,
+                $crate::case::Capability::$cap,
+                |s| Box::pin($f(s)),
+            );
+            $( c = c.needs(&[$($crate::case::Capability::$n),*]); )?
+            $( if $alone { c = c.exclusive(); } )?
+            c
+        }),*]
+    };
+}
+pub(crate) use cases;
+
+/// Every case, in catalog order.
+pub fn all() -> Vec<Case> {
+    let mut v = Vec::new();
+    v.extend(push::cases());
+    v.extend(pop::cases());
+    v.extend(ack::cases());
+    v.extend(lease::cases());
+    v.extend(dlq::cases());
+    v.extend(txn::cases());
+    v.extend(configure::cases());
+    v.extend(admin::cases());
+    v.extend(bad_input::cases());
+
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::{rule, RULES};
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn every_rule_has_a_case_and_every_case_names_known_rules() {
+        let cases = all();
+        let mut covered = BTreeSet::new();
+        for c in &cases {
+            assert!(!c.rules.is_empty(), "{} names no rule", c.id);
+            for r in c.rules {
+                assert!(rule(r).is_some(), "{} names unknown rule {r}", c.id);
+                covered.insert(*r);
+            }
+        }
+        let missing: Vec<_> = RULES
+            .iter()
+            .map(|r| r.id)
+            .filter(|id| !covered.contains(id))
+            .collect();
+        assert!(missing.is_empty(), "rules without a case: {missing:?}");
+    }
+
+    #[test]
+    fn ids_are_unique_and_well_formed() {
+        let cases = all();
+        let mut seen = BTreeSet::new();
+        for c in &cases {
+            assert!(seen.insert(c.id), "duplicate case id {}", c.id);
+            assert!(
+                c.id.contains('/')
+                    && c.id.chars().all(|ch| ch.is_ascii_lowercase()
+                        || ch.is_ascii_digit()
+                        || "-/".contains(ch)),
+                "case id {} is not like `ack-2/failure-clamps-later-success`",
+                c.id
+            );
+        }
+    }
+
+    /// The rule list matches PROTOCOL.md when the spec is at hand (`../shared/spec`).
+    #[test]
+    fn rule_table_matches_the_spec() {
+        let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/spec/PROTOCOL.md");
+        let Ok(text) = std::fs::read_to_string(spec) else {
+            eprintln!("PROTOCOL.md not found at {spec}; skipped");
+            return;
+        };
+        let mut ids = BTreeSet::new();
+        for line in text.lines() {
+            let l = line.trim_start_matches("- ").trim();
+            if let Some(first) = l.split_whitespace().next() {
+                let looks = first.contains('-')
+                    && first.chars().last().is_some_and(|c| c.is_ascii_digit())
+                    && first.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                    && first
+                        .chars()
+                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '-');
+                if looks && line.starts_with("- ") {
+                    ids.insert(first.to_string());
+                }
+            }
+        }
+        let ours: BTreeSet<String> = RULES.iter().map(|r| r.id.to_string()).collect();
+        assert_eq!(ids, ours, "rule ids in PROTOCOL.md vs rules.rs");
+    }
+}

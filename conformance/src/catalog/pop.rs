@@ -1,0 +1,686 @@
+//! Pop cases (PROTOCOL.md section 3: PROTO-GROUP-1, POP-1..15).
+
+use super::cases;
+use crate::case::{Case, CaseResult};
+use crate::session::*;
+use queen_reference::time::format_iso;
+use queen_reference::wire::*;
+use serde_json::{json, Value};
+
+pub fn cases() -> Vec<Case> {
+    cases![
+        queue_mode: "proto-group-1/omitted-group-is-queue-mode-with-its-own-cursor", ["PROTO-GROUP-1"], Seed, Core;
+        never_removes: "pop-1/never-removes-and-leases-the-span-in-offset-order", ["POP-1"], Seed, Core;
+        leased_skipped: "pop-2/leased-partitions-are-skipped-not-waited-on", ["POP-2", "ACK-4"], Seed, Core;
+        batch_shared: "pop-3/batch-is-shared-and-partitions-caps-claims", ["POP-3"], Seed, Core;
+        partition_route: "pop-3/partition-route-claims-exactly-one-partition", ["POP-3", "POP-5"], Seed, Core;
+        any_order: "pop-4/any-claimable-partition-may-come-first", ["POP-4"], Open, Core;
+        answer_shape: "pop-5/answer-shape-without-internal-fields", ["POP-5"], Seed, Core;
+        bare_204: "pop-6/nothing-delivered-is-a-bare-204", ["POP-6"], Seed, Core;
+        auto_ack: "pop-7/auto-ack-commits-without-lease", ["POP-7"], Seed, Core;
+        unknown_queue: "pop-8/pop-on-unknown-queue-creates-its-row", ["POP-8", "DEL-1"], Seed, Core, needs [Delete];
+        lease_expiry: "pop-9/lease-from-lease-seconds-or-lease-time", ["POP-9", "ACK-7"], Seed, Core, needs [Configure];
+        discovery_scope: "pop-10/discovery-without-scope-is-400", ["POP-10"], Seed, Discovery;
+        discovery_routes: "pop-10/discovery-by-namespace-and-task", ["POP-10", "POP-5"], Seed, Discovery, needs [Configure];
+        wakes: "pop-11/push-wakes-a-parked-pop", ["POP-11"], Seed, LongPoll;
+        wait_timeout: "pop-11/wait-answers-204-at-the-timeout", ["POP-11", "POP-6"], Seed, LongPoll;
+        wakes_discovery: "pop-11/push-in-scope-wakes-a-parked-discovery-pop", ["POP-11"], Seed, LongPoll, needs [Discovery];
+        created_at: "pop-12/created-at-is-the-write-time-of-the-push-call", ["POP-12"], Seed, Core;
+        sub_new: "pop-13/mode-new-skips-the-backlog", ["POP-13"], Seed, Subscription;
+        sub_from: "pop-13/subscription-from-a-time", ["POP-13"], Seed, Subscription;
+        sub_misc: "pop-13/from-now-unknown-mode-and-bad-time", ["POP-13"], Seed, Subscription;
+        sub_queue_mode: "pop-13/queue-mode-is-never-seeded", ["POP-13", "PROTO-GROUP-1"], Seed, Subscription;
+        sub_recorded: "pop-13/first-pop-records-the-subscription", ["POP-13"], Project, Subscription;
+        delayed: "pop-14/delayed-processing", ["POP-14"], Seed, Visibility, needs [Configure];
+        window: "pop-14/window-buffer", ["POP-14"], Seed, Visibility, needs [Configure];
+        min_wait: "pop-15/min-pop-wait-time-bounds", ["POP-15"], Seed, LongPoll, needs [Configure];
+    ]
+}
+
+async fn queue_mode(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "p", "m").await?;
+    let p = s.pop_some(&q, &[]).await?;
+    ensure(p.consumer_group == QUEUE_MODE, || {
+        (
+            "an omitted group is __QUEUE_MODE__".into(),
+            vec!["PROTO-GROUP-1"],
+        )
+    })?;
+    s.ack_batch(None, acks_for(&p, "completed")).await?;
+    // Queue mode's cursor does not move a named group's, and naming the reserved group
+    // is the same as omitting it.
+    let g = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
+    ensure(txns(&g) == ["m"], || {
+        (
+            "a named group has its own cursor".into(),
+            vec!["PROTO-GROUP-1"],
+        )
+    })?;
+    let again = s.pop_q(&q, &[("consumerGroup", QUEUE_MODE)]).await?;
+    ensure(again.is_none(), || {
+        (
+            "__QUEUE_MODE__ by name is the queue-mode group".into(),
+            vec!["PROTO-GROUP-1"],
+        )
+    })
+}
+
+async fn never_removes(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push_many(&q, "p", &["a", "b", "c"]).await?;
+    let g1 = s.pop_q(&q, &[("consumerGroup", "g1")]).await?;
+    let g2 = s.pop_q(&q, &[("consumerGroup", "g2")]).await?;
+    ensure(
+        txns(&g1) == ["a", "b", "c"] && txns(&g2) == txns(&g1),
+        || {
+            (
+                "each group sees every message, in offset order".into(),
+                vec!["POP-1"],
+            )
+        },
+    )?;
+    let g1 = g1.expect("checked");
+    s.ack_batch(Some("g1"), acks_for(&g1, "completed")).await?;
+    s.pop_q(&q, &[("consumerGroup", "g3"), ("batch", "1")])
+        .await?;
+    Ok(())
+}
+
+async fn leased_skipped(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "p1", "a").await?;
+    s.push1(&q, "p2", "b").await?;
+    let first = s.pop_some(&q, &[]).await?;
+    let second = s.pop_some(&q, &[]).await?;
+    ensure(first.partition != second.partition, || {
+        (
+            "the second pop skips the leased partition".into(),
+            vec!["POP-2"],
+        )
+    })?;
+    let third = s.pop_q(&q, &[]).await?;
+    ensure(third.is_none(), || {
+        ("both partitions are leased".into(), vec!["ACK-4"])
+    })
+}
+
+async fn batch_shared(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    for p in ["p1", "p2", "p3"] {
+        s.push_many(&q, p, &[&format!("{p}a"), &format!("{p}b")])
+            .await?;
+    }
+    let p = s
+        .pop_some(
+            &q,
+            &[("batch", "3"), ("partitions", "0"), ("consumerGroup", "g")],
+        )
+        .await?;
+    ensure(p.messages.len() == 3 && p.partitions_claimed == 2, || {
+        (
+            "batch 3 across 2-message partitions: 3 messages, 2 partitions".into(),
+            vec!["POP-3"],
+        )
+    })?;
+    let capped = s
+        .pop_some(
+            &q,
+            &[("batch", "10"), ("partitions", "1"), ("consumerGroup", "h")],
+        )
+        .await?;
+    ensure(
+        capped.partitions_claimed == 1 && capped.messages.len() == 2,
+        || {
+            (
+                "partitions=1 caps the claim to one partition".into(),
+                vec!["POP-3"],
+            )
+        },
+    )
+}
+
+async fn partition_route(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "p1", "a").await?;
+    s.push1(&q, "p2", "b").await?;
+    let p = s
+        .pop(
+            PopRoute::Partition(q.clone(), "p2".into()),
+            &[("partitions", "0")],
+        )
+        .await?;
+    ensure(txns(&p) == ["b"], || {
+        (
+            "the partition route claims exactly its partition".into(),
+            vec!["POP-3"],
+        )
+    })?;
+    let none = s
+        .pop(PopRoute::Partition(q.clone(), "p3".into()), &[])
+        .await?;
+    ensure(none.is_none(), || {
+        ("an unknown partition is empty".into(), vec!["POP-6"])
+    })
+}
+
+async fn any_order(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "old", "a").await?;
+    s.push1(&q, "new", "b").await?;
+    // Whichever the broker takes first, the model follows it.
+    s.pop_some(&q, &[]).await?;
+    s.pop_some(&q, &[]).await?;
+    Ok(())
+}
+
+async fn answer_shape(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push_many(&q, "p", &["a", "b"]).await?;
+    let r = s
+        .get(
+            &PopRoute::Queue(q.clone()).path(),
+            &[("consumerGroup", "g")],
+        )
+        .await?;
+    let body = r.body.unwrap_or(Value::Null);
+    for key in [
+        "success",
+        "queue",
+        "partition",
+        "partitionId",
+        "leaseId",
+        "consumerGroup",
+        "messages",
+        "partitionsClaimed",
+    ] {
+        ensure(body.get(key).is_some(), || {
+            (format!("the answer lacks {key}"), vec!["POP-5"])
+        })?;
+    }
+    let forbidden = [
+        "offset",
+        "attempts",
+        "attemptCount",
+        "retryCount",
+        "leaseExpiresAt",
+        "expiresAt",
+        "queue",
+        "queueName",
+        "headers",
+        "status",
+    ];
+    for m in body["messages"].as_array().into_iter().flatten() {
+        for key in [
+            "id",
+            "transactionId",
+            "traceId",
+            "data",
+            "producerSub",
+            "createdAt",
+            "partitionId",
+            "partition",
+            "leaseId",
+            "consumerGroup",
+        ] {
+            ensure(m.get(key).is_some(), || {
+                (format!("a message lacks {key}"), vec!["POP-5"])
+            })?;
+        }
+        for key in forbidden {
+            ensure(m.get(key).is_none(), || {
+                (
+                    format!("a message carries {key}, which POP-5 excludes"),
+                    vec!["POP-5"],
+                )
+            })?;
+        }
+    }
+    Ok(())
+}
+
+async fn bare_204(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let r = s.get(&PopRoute::Queue(q.clone()).path(), &[]).await?;
+    ensure(r.status == 204 && r.body.is_none(), || {
+        ("an empty pop is a 204 without body".into(), vec!["POP-6"])
+    })?;
+    s.push1(&q, "p", "m").await?;
+    s.pop_some(&q, &[]).await?;
+    let r = s.get(&PopRoute::Queue(q.clone()).path(), &[]).await?;
+    ensure(r.status == 204 && r.body.is_none(), || {
+        ("a leased partition gives a bare 204".into(), vec!["POP-6"])
+    })
+}
+
+async fn auto_ack(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push_many(&q, "p", &["a", "b"]).await?;
+    let p = s.pop_some(&q, &[("autoAck", "true")]).await?;
+    ensure(
+        p.lease_id.is_empty() && p.messages.iter().all(|m| m.lease_id.is_empty()),
+        || ("autoAck answers leaseId \"\"".into(), vec!["POP-7"]),
+    )?;
+    let again = s.pop_q(&q, &[]).await?;
+    ensure(again.is_none(), || {
+        ("autoAck committed the span".into(), vec!["POP-7"])
+    })?;
+    s.push1(&q, "p", "c").await?;
+    let next = s.pop_q(&q, &[]).await?;
+    ensure(txns(&next) == ["c"], || {
+        (
+            "the cursor is past the autoAck'ed span".into(),
+            vec!["POP-7"],
+        )
+    })
+}
+
+async fn unknown_queue(s: &mut Session) -> CaseResult {
+    let q = s.name("ghost");
+    let p = s.pop_q(&q, &[]).await?;
+    ensure(p.is_none(), || {
+        ("an unknown queue answers 204".into(), vec!["POP-8"])
+    })?;
+    let d = s.delete(&q).await?;
+    ensure(d.existed, || {
+        ("the pop created the queue's row".into(), vec!["POP-8"])
+    })
+}
+
+async fn lease_expiry(s: &mut Session) -> CaseResult {
+    // leaseSeconds wins over the queue's leaseTime...
+    let q = s.name("q");
+    s.push1(&q, "p", "m").await?;
+    s.pop_some(&q, &[("leaseSeconds", "1")]).await?;
+    // ...and without it, the queue's leaseTime applies (1 s after configure).
+    let r = s.name("r");
+    s.configure(&r, json!({"leaseTime": 1})).await?;
+    s.push1(&r, "p", "n").await?;
+    s.pop_some(&r, &[]).await?;
+    sleep_ms(1300).await;
+    let again = s.pop_q(&q, &[]).await?;
+    ensure(txns(&again) == ["m"], || {
+        ("a 1 s lease expired after 1.3 s".into(), vec!["POP-9"])
+    })?;
+    let again = s.pop_q(&r, &[]).await?;
+    ensure(txns(&again) == ["n"], || {
+        ("leaseTime 1 expired after 1.3 s".into(), vec!["POP-9"])
+    })?;
+    // A long lease is still live.
+    let t = s.name("t");
+    s.push1(&t, "p", "o").await?;
+    s.pop_some(&t, &[("leaseSeconds", "30")]).await?;
+    let held = s.pop_q(&t, &[]).await?;
+    ensure(held.is_none(), || {
+        ("a 30 s lease is still live".into(), vec!["POP-9", "ACK-4"])
+    })
+}
+
+async fn discovery_scope(s: &mut Session) -> CaseResult {
+    for q in [
+        &[][..],
+        &[("namespace", "")][..],
+        &[("task", ""), ("batch", "5")][..],
+    ] {
+        let r = s.get("/api/v1/pop", q).await?;
+        ensure(r.status == 400, || {
+            ("discovery without scope is 400".into(), vec!["POP-10"])
+        })?;
+    }
+    Ok(())
+}
+
+async fn discovery_routes(s: &mut Session) -> CaseResult {
+    let ns = s.namespace();
+    let (a, b) = (format!("{ns}.alpha"), format!("{ns}.beta"));
+    s.push1(&a, "p", "x").await?;
+    s.push1(&b, "p", "y").await?;
+    let other = s.name("custom");
+    s.post(
+        "/api/v1/configure",
+        json!({"queue": other, "namespace": ns, "task": "gamma", "options": {}}),
+    )
+    .await?;
+    s.push1(&other, "p", "z").await?;
+    let by_task = s
+        .pop(
+            PopRoute::Discovery {
+                namespace: Some(ns.clone()),
+                task: Some("beta".into()),
+            },
+            &[],
+        )
+        .await?;
+    ensure(txns(&by_task) == ["y"], || {
+        ("namespace+task scopes to one queue".into(), vec!["POP-10"])
+    })?;
+    ensure(by_task.as_ref().is_some_and(|p| p.queue.is_empty()), || {
+        ("queue is \"\" on discovery".into(), vec!["POP-5"])
+    })?;
+    let mut seen = Vec::new();
+    while let Some(p) = s
+        .pop(
+            PopRoute::Discovery {
+                namespace: Some(ns.clone()),
+                task: None,
+            },
+            &[("consumerGroup", "g"), ("partitions", "0")],
+        )
+        .await?
+    {
+        seen.extend(p.messages.iter().map(|m| m.transaction_id.clone()));
+        s.ack_batch(Some("g"), acks_for(&p, "completed")).await?;
+    }
+    seen.sort();
+    ensure(seen == ["x", "y", "z"], || {
+        (
+            format!("the namespace holds x, y, z; discovery saw {seen:?}"),
+            vec!["POP-10"],
+        )
+    })
+}
+
+async fn wakes(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.pop_q(&q, &[]).await?; // the queue exists; nothing to deliver
+    let parked = s.start(HttpRequest::get(
+        PopRoute::Queue(q.clone()).path(),
+        &[("wait", "true"), ("timeout", "10000")],
+    ));
+    sleep_ms(300).await;
+    s.push1(&q, "p", "m").await?;
+    let pushed = now_ms();
+    let (r, at) = s.finish(parked).await?;
+    ensure(r.status == 200, || {
+        ("the parked pop delivered the push".into(), vec!["POP-11"])
+    })?;
+    ensure(at - pushed < 500, || {
+        (
+            format!(
+                "the parked pop answered {} ms after the push (at most 500)",
+                at - pushed
+            ),
+            vec!["POP-11"],
+        )
+    })
+}
+
+async fn wait_timeout(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let t0 = now_ms();
+    let r = s
+        .get(
+            &PopRoute::Queue(q.clone()).path(),
+            &[("wait", "true"), ("timeout", "1000")],
+        )
+        .await?;
+    let took = now_ms() - t0;
+    ensure(r.status == 204, || {
+        ("nothing arrived: 204".into(), vec!["POP-11"])
+    })?;
+    ensure((900..3000).contains(&took), || {
+        (
+            format!("a 1000 ms long poll answered after {took} ms"),
+            vec!["POP-11"],
+        )
+    })?;
+    // timeout=0 with wait answers at once.
+    let t0 = now_ms();
+    s.get(
+        &PopRoute::Queue(q.clone()).path(),
+        &[("wait", "true"), ("timeout", "0")],
+    )
+    .await?;
+    let took = now_ms() - t0;
+    ensure(took < 900, || {
+        (format!("timeout=0 took {took} ms"), vec!["POP-11"])
+    })
+}
+
+async fn wakes_discovery(s: &mut Session) -> CaseResult {
+    let ns = s.namespace();
+    let q = format!("{ns}.jobs");
+    s.pop_q(&q, &[]).await?; // creates the queue in the namespace
+    let parked = s.start(HttpRequest::get(
+        "/api/v1/pop",
+        &[
+            ("namespace", ns.as_str()),
+            ("wait", "true"),
+            ("timeout", "10000"),
+        ],
+    ));
+    sleep_ms(300).await;
+    s.push1(&q, "p", "m").await?;
+    let pushed = now_ms();
+    let (r, at) = s.finish(parked).await?;
+    ensure(r.status == 200, || {
+        ("the parked discovery pop delivered".into(), vec!["POP-11"])
+    })?;
+    ensure(at - pushed < 500, || {
+        (
+            format!("woken {} ms after the push (at most 500)", at - pushed),
+            vec!["POP-11"],
+        )
+    })
+}
+
+async fn created_at(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push_many(&q, "p", &["a", "b"]).await?;
+    sleep_ms(20).await;
+    s.push_many(&q, "p", &["c"]).await?;
+    let p = s.pop_some(&q, &[("batch", "10")]).await?;
+    let ts: Vec<&str> = p.messages.iter().map(|m| m.created_at.as_str()).collect();
+    ensure(ts.len() == 3 && ts[0] == ts[1], || {
+        (
+            "messages of one push call share createdAt".into(),
+            vec!["POP-12"],
+        )
+    })?;
+    ensure(ts.iter().all(|t| t.ends_with('Z')), || {
+        ("createdAt ends in Z".into(), vec!["POP-12"])
+    })
+}
+
+async fn sub_new(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push_many(&q, "p", &["old1", "old2"]).await?;
+    let p = s
+        .pop_q(&q, &[("consumerGroup", "g"), ("subscriptionMode", "new")])
+        .await?;
+    ensure(p.is_none(), || {
+        ("mode new skips the backlog".into(), vec!["POP-13"])
+    })?;
+    s.push1(&q, "p", "fresh").await?;
+    let p = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
+    ensure(txns(&p) == ["fresh"], || {
+        ("then new messages arrive".into(), vec!["POP-13"])
+    })?;
+    let all = s.pop_q(&q, &[("consumerGroup", "h")]).await?;
+    ensure(txns(&all) == ["old1", "old2", "fresh"], || {
+        (
+            "mode all (default) starts at the oldest".into(),
+            vec!["POP-13"],
+        )
+    })
+}
+
+async fn sub_from(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "p", "before").await?;
+    sleep_ms(60).await;
+    let t = format_iso(now_ms());
+    sleep_ms(60).await;
+    s.push1(&q, "p", "after").await?;
+    let p = s
+        .pop_q(&q, &[("consumerGroup", "g"), ("subscriptionFrom", &t)])
+        .await?;
+    ensure(txns(&p) == ["after"], || {
+        (
+            format!("subscriptionFrom={t} starts at the first message written at or after it"),
+            vec!["POP-13"],
+        )
+    })
+}
+
+async fn sub_misc(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "p", "a").await?;
+    let now = s
+        .pop_q(&q, &[("consumerGroup", "g1"), ("subscriptionFrom", "now")])
+        .await?;
+    ensure(now.is_none(), || {
+        (
+            "subscriptionFrom=now skips the backlog".into(),
+            vec!["POP-13"],
+        )
+    })?;
+    let odd = s
+        .pop_q(
+            &q,
+            &[("consumerGroup", "g2"), ("subscriptionMode", "sideways")],
+        )
+        .await?;
+    ensure(txns(&odd) == ["a"], || {
+        ("an unknown mode acts as all".into(), vec!["POP-13"])
+    })?;
+    let bad = s
+        .pop_q(
+            &q,
+            &[("consumerGroup", "g3"), ("subscriptionFrom", "not a time")],
+        )
+        .await?;
+    ensure(txns(&bad) == ["a"], || {
+        ("an unparseable time is ignored".into(), vec!["POP-13"])
+    })
+}
+
+async fn sub_queue_mode(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "p", "a").await?;
+    let p = s.pop_q(&q, &[("subscriptionMode", "new")]).await?;
+    ensure(txns(&p) == ["a"], || {
+        ("queue mode is never seeded".into(), vec!["POP-13"])
+    })
+}
+
+async fn sub_recorded(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "p1", "old").await?;
+    let p = s
+        .pop_q(&q, &[("consumerGroup", "g"), ("subscriptionMode", "new")])
+        .await?;
+    ensure(p.is_none(), || ("mode new: 204".into(), vec!["POP-13"]))?;
+    // Partitions created after the first pop start at their beginning.
+    s.push1(&q, "p2", "later-partition").await?;
+    s.push1(&q, "p1", "later-p1").await?;
+    let mut got = Vec::new();
+    while let Some(p) = s
+        .pop_q(&q, &[("consumerGroup", "g"), ("partitions", "0")])
+        .await?
+    {
+        got.extend(p.messages.iter().map(|m| m.transaction_id.clone()));
+        s.ack_batch(Some("g"), acks_for(&p, "completed")).await?;
+    }
+    got.sort();
+    ensure(got == ["later-p1", "later-partition"], || {
+        (format!("delivered {got:?}"), vec!["POP-13"])
+    })
+}
+
+async fn delayed(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(&q, json!({"delayedProcessing": 1})).await?;
+    s.push1(&q, "p", "m").await?;
+    s.pop_q(&q, &[]).await?; // 204 unless the machine stalled a second; the model knows
+    sleep_ms(1300).await;
+    let p = s.pop_q(&q, &[]).await?;
+    ensure(txns(&p) == ["m"], || {
+        ("delivered once 1 s old".into(), vec!["POP-14"])
+    })
+}
+
+async fn window(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(&q, json!({"windowBuffer": 1})).await?;
+    s.push1(&q, "p", "a").await?;
+    s.pop_q(&q, &[]).await?;
+    sleep_ms(600).await;
+    s.push1(&q, "p", "b").await?;
+    s.pop_q(&q, &[]).await?;
+    sleep_ms(1300).await;
+    let p = s.pop_q(&q, &[]).await?;
+    ensure(txns(&p) == ["a", "b"], || {
+        (
+            "delivered after 1 s of write silence".into(),
+            vec!["POP-14"],
+        )
+    })
+}
+
+async fn min_wait(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(&q, json!({"minPopWaitTime": 3000})).await?;
+    s.push_many(&q, "p", &["a", "b"]).await?;
+    // Never held back with wait=false, batch=1, or a full batch.
+    let ms = timed(s, &q, &[("consumerGroup", "g1"), ("batch", "10")]).await?;
+    ensure(ms < 1500, || {
+        (format!("wait=false was held {ms} ms"), vec!["POP-15"])
+    })?;
+    let ms = timed(
+        s,
+        &q,
+        &[("consumerGroup", "g2"), ("wait", "true"), ("batch", "1")],
+    )
+    .await?;
+    ensure(ms < 1500, || {
+        (format!("batch=1 was held {ms} ms"), vec!["POP-15"])
+    })?;
+    let ms = timed(
+        s,
+        &q,
+        &[("consumerGroup", "g3"), ("wait", "true"), ("batch", "2")],
+    )
+    .await?;
+    ensure(ms < 1500, || {
+        (format!("a full batch was held {ms} ms"), vec!["POP-15"])
+    })?;
+    // Never past the timeout.
+    let ms = timed(
+        s,
+        &q,
+        &[
+            ("consumerGroup", "g4"),
+            ("wait", "true"),
+            ("batch", "10"),
+            ("timeout", "1000"),
+        ],
+    )
+    .await?;
+    ensure(ms < 2000, || {
+        (
+            format!("held {ms} ms past a 1000 ms timeout"),
+            vec!["POP-15"],
+        )
+    })?;
+    // Never for an empty result (beyond the long poll itself).
+    let e = s.name("empty");
+    s.configure(&e, json!({"minPopWaitTime": 3000})).await?;
+    let t0 = now_ms();
+    s.get(&PopRoute::Queue(e.clone()).path(), &[]).await?;
+    let ms = now_ms() - t0;
+    ensure(ms < 1500, || {
+        (format!("an empty result was held {ms} ms"), vec!["POP-15"])
+    })
+}
+
+/// A queue-route pop and how long it took, in ms.
+async fn timed(
+    s: &mut Session,
+    q: &str,
+    query: &[(&str, &str)],
+) -> Result<i64, crate::case::Failure> {
+    let t0 = now_ms();
+    s.get(&PopRoute::Queue(q.into()).path(), query).await?;
+    Ok(now_ms() - t0)
+}

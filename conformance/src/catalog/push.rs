@@ -1,0 +1,195 @@
+//! Push cases (PROTOCOL.md section 2: PUSH-1..6, PUSH-9). Spooling (PUSH-7) is with
+//! the maintenance cases, bad input (PUSH-8) with the bad-input cases.
+
+use super::cases;
+use crate::case::{Case, CaseResult};
+use crate::session::*;
+use queen_reference::wire::*;
+use serde_json::json;
+
+pub fn cases() -> Vec<Case> {
+    cases![
+        one_result_per_item: "push-1/one-result-per-item-in-order", ["PUSH-1"], Seed, Core;
+        implicit_lease_time: "push-2/unknown-queue-created-with-lease-time-60", ["PUSH-2", "POP-9"], Seed, Core, needs [LeaseExtend];
+        default_partition: "push-3/missing-partition-means-default", ["PUSH-3"], Project, Core;
+        atomic: "push-3/request-is-atomic", ["PUSH-3", "PUSH-8"], Project, Core, needs [BadInput];
+        minted_txn: "push-4/missing-transaction-id-is-minted", ["PUSH-4"], Seed, Core;
+        dedup_window: "push-5/duplicate-within-window", ["PUSH-5"], Seed, Dedup;
+        dedup_other_partition: "push-5/same-id-in-another-partition-is-new", ["PUSH-5"], Seed, Dedup;
+        dedup_one_request: "push-5/same-id-twice-in-one-request", ["PUSH-5"], Seed, Dedup;
+        dedup_expires: "push-5/window-expires", ["PUSH-5", "CFG-1"], Seed, Dedup, needs [Configure];
+        request_order: "push-6/offsets-follow-request-then-commit-order", ["PUSH-6", "POP-1"], Seed, Core;
+        absent_payload: "push-9/absent-payload-and-plain-push-trace", ["PUSH-9"], Open, Core;
+    ]
+}
+
+async fn one_result_per_item(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let r = s
+        .push(json!([
+            {"queue": q, "partition": "a", "transactionId": "t1", "payload": 1},
+            {"queue": q, "partition": "b", "payload": {"x": [1, 2]}},
+            {"queue": q, "partition": "a", "transactionId": "t3", "payload": "three"},
+        ]))
+        .await?;
+    ensure(r.len() == 3, || {
+        ("3 items, 3 results".into(), vec!["PUSH-1"])
+    })?;
+    for (i, item) in r.iter().enumerate() {
+        ensure(item.index == i && item.status == PushStatus::Queued, || {
+            (format!("result {i} is {item:?}"), vec!["PUSH-1"])
+        })?;
+    }
+    s.pop_some(&q, &[("partitions", "0")]).await?;
+    Ok(())
+}
+
+async fn implicit_lease_time(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "Default", "m").await?;
+    let p = s.pop_some(&q, &[]).await?;
+    // An extend without seconds renews by the lease's own duration: the queue's
+    // leaseTime, 60 s for a push-created queue; the model checks expiresAt.
+    let e = s.extend(&p.lease_id, None).await?;
+    ensure(e.success && e.renewed == 1, || {
+        (format!("extend of a live lease: {e:?}"), vec!["LEASE-1"])
+    })
+}
+
+async fn default_partition(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push(json!([{"queue": q, "transactionId": "m", "payload": 1}]))
+        .await?;
+    let p = s
+        .pop(PopRoute::Partition(q.clone(), "Default".into()), &[])
+        .await?;
+    ensure(txns(&p) == ["m"], || {
+        (
+            "the item without partition is in Default".into(),
+            vec!["PUSH-3"],
+        )
+    })
+}
+
+async fn atomic(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.rejected(
+        HttpRequest::post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": q, "transactionId": "ok"}, {"queue": q, "partition": 7}]}),
+        ),
+        400,
+    )
+    .await?;
+    // Nothing was written: the valid first item is not there either.
+    let p = s.pop_q(&q, &[]).await?;
+    ensure(p.is_none(), || {
+        (
+            "a rejected push wrote its valid item".into(),
+            vec!["PUSH-3"],
+        )
+    })
+}
+
+async fn minted_txn(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let r = s.push(json!([{"queue": q, "payload": 1}])).await?;
+    ensure(is_uuid(&r[0].transaction_id), || {
+        ("a minted transactionId is a UUID".into(), vec!["PUSH-4"])
+    })?;
+    let p = s.pop_some(&q, &[]).await?;
+    ensure(p.messages[0].transaction_id == r[0].transaction_id, || {
+        ("pop shows the minted transactionId".into(), vec!["PUSH-4"])
+    })
+}
+
+async fn dedup_window(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let first = s.push1(&q, "p", "t").await?;
+    let again = s.push1(&q, "p", "t").await?;
+    ensure(again.status == PushStatus::Duplicate, || {
+        (
+            "the same transactionId within the window is a duplicate".into(),
+            vec!["PUSH-5"],
+        )
+    })?;
+    ensure(again.message_id == first.message_id, || {
+        (
+            "a duplicate carries the original message_id".into(),
+            vec!["PUSH-5"],
+        )
+    })?;
+    let p = s.pop_some(&q, &[]).await?;
+    ensure(p.messages.len() == 1, || {
+        ("one message stored".into(), vec!["PUSH-5"])
+    })
+}
+
+async fn dedup_other_partition(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "p1", "t").await?;
+    let other = s.push1(&q, "p2", "t").await?;
+    ensure(other.status == PushStatus::Queued, || {
+        (
+            "the same id in another partition is a new message".into(),
+            vec!["PUSH-5"],
+        )
+    })?;
+    let p = s.pop_some(&q, &[("partitions", "0")]).await?;
+    ensure(p.messages.len() == 2, || {
+        ("both stored".into(), vec!["PUSH-5"])
+    })
+}
+
+async fn dedup_one_request(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let r = s.push_many(&q, "p", &["t", "t", "u", "t"]).await?;
+    let st: Vec<_> = r.iter().map(|x| x.status).collect();
+    use PushStatus::*;
+    ensure(st == [Queued, Duplicate, Queued, Duplicate], || {
+        (
+            format!("statuses {st:?}: the first queued, the later duplicate"),
+            vec!["PUSH-5"],
+        )
+    })?;
+    s.pop_some(&q, &[]).await?;
+    Ok(())
+}
+
+async fn dedup_expires(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(&q, json!({"dedupWindowSeconds": 1})).await?;
+    s.push1(&q, "p", "t").await?;
+    sleep_ms(1300).await;
+    let again = s.push1(&q, "p", "t").await?;
+    ensure(again.status == PushStatus::Queued, || {
+        (
+            "after the window the same id is a new message".into(),
+            vec!["PUSH-5"],
+        )
+    })?;
+    let p = s.pop_some(&q, &[]).await?;
+    ensure(p.messages.len() == 2, || {
+        ("two messages".into(), vec!["PUSH-5"])
+    })
+}
+
+async fn request_order(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push_many(&q, "p", &["a", "b", "c"]).await?;
+    s.push_many(&q, "p", &["d"]).await?;
+    s.push_many(&q, "p", &["e", "f"]).await?;
+    let p = s.pop_q(&q, &[("batch", "10")]).await?;
+    ensure(txns(&p) == ["a", "b", "c", "d", "e", "f"], || {
+        (format!("order {:?}", txns(&p)), vec!["PUSH-6"])
+    })
+}
+
+async fn absent_payload(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push(json!([{"queue": q, "transactionId": "x", "traceId": "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90"}]))
+        .await?;
+    // The model accepts data null or {}, and the traceId returned or dropped.
+    s.pop_some(&q, &[]).await?;
+    Ok(())
+}

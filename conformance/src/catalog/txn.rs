@@ -1,0 +1,126 @@
+//! Transaction cases (PROTOCOL.md section 7: TXN-1..3).
+
+use super::cases;
+use crate::case::{Case, CaseResult};
+use crate::session::*;
+use queen_reference::wire::*;
+use serde_json::json;
+
+pub fn cases() -> Vec<Case> {
+    cases![
+        all_or_nothing: "txn-1/all-operations-commit-together-or-none", ["TXN-1", "TXN-2"], Seed, Transactions;
+        follow_rules: "txn-2/acks-follow-section-4-and-pushes-dedup", ["TXN-2", "ACK-6", "PUSH-5"], Project, Transactions, needs [Configure];
+        shape: "txn-3/answer-shape-and-empty-operations-is-400", ["TXN-3"], Project, Transactions;
+    ]
+}
+
+async fn all_or_nothing(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let out = s.name("out");
+    s.push1(&q, "p", "m").await?;
+    let p = s.pop_some(&q, &[]).await?;
+    let m = &p.messages[0];
+    let bad_lease = uuid::Uuid::new_v4().to_string();
+    let t = s
+        .transaction(json!({"operations": [
+            {"type": "push", "items": [{"queue": out, "transactionId": "x", "payload": 1}]},
+            {"type": "ack", "transactionId": m.transaction_id, "partitionId": m.partition_id, "leaseId": bad_lease},
+        ]}))
+        .await?;
+    ensure(!t.success, || {
+        ("a refused ack aborts the transaction".into(), vec!["TXN-2"])
+    })?;
+    ensure(s.pop_q(&out, &[]).await?.is_none(), || {
+        (
+            "the push of an aborted transaction is not there".into(),
+            vec!["TXN-1"],
+        )
+    })?;
+    let t = s
+        .transaction(json!({"operations": [
+            {"type": "push", "items": [{"queue": out, "transactionId": "x", "payload": 1}]},
+            {"type": "ack", "transactionId": m.transaction_id, "partitionId": m.partition_id, "leaseId": m.lease_id},
+        ]}))
+        .await?;
+    ensure(t.success && t.results.len() == 2, || {
+        (
+            "push and ack commit together".into(),
+            vec!["TXN-1", "TXN-3"],
+        )
+    })?;
+    ensure(txns(&s.pop_q(&out, &[]).await?) == ["x"], || {
+        ("the pushed message is there".into(), vec!["TXN-1"])
+    })?;
+    ensure(s.pop_q(&q, &[]).await?.is_none(), || {
+        ("the ack committed".into(), vec!["TXN-1"])
+    })
+}
+
+async fn follow_rules(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(&q, json!({"retryDelay": 0})).await?;
+    s.push1(&q, "p", "m").await?;
+    let p = s.pop_some(&q, &[]).await?;
+    let m = &p.messages[0];
+    let t = s
+        .transaction(json!({"operations": [
+            {"type": "ack", "transactionId": m.transaction_id, "partitionId": m.partition_id, "leaseId": m.lease_id, "status": "failed"},
+            {"type": "push", "items": [{"queue": q, "partition": "p", "transactionId": "m"}, {"queue": q, "partition": "p", "transactionId": "n"}]},
+        ]}))
+        .await?;
+    ensure(t.success, || {
+        (
+            "a failed ack inside a transaction is accepted".into(),
+            vec!["TXN-2"],
+        )
+    })?;
+    let statuses: Vec<_> = t
+        .results
+        .iter()
+        .filter_map(|r| match r {
+            TxnResult::Push(p) => Some(p.status),
+            _ => None,
+        })
+        .collect();
+    ensure(
+        statuses == [PushStatus::Duplicate, PushStatus::Queued],
+        || {
+            (
+                format!("pushes inside dedup: {statuses:?}"),
+                vec!["TXN-2", "PUSH-5"],
+            )
+        },
+    )?;
+    let again = s.pop_q(&q, &[]).await?;
+    ensure(txns(&again) == ["m", "n"], || {
+        (
+            "the failed message came back".into(),
+            vec!["TXN-2", "ACK-6"],
+        )
+    })
+}
+
+async fn shape(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let t = s
+        .transaction(json!({"operations": [{"type": "push", "items": [{"queue": q}, {"queue": q, "partition": "b"}]}]}))
+        .await?;
+    ensure(
+        is_uuid(&t.transaction_id) && t.success && t.results.len() == 2,
+        || {
+            (
+                "transactionId, success and one result per pushed item".into(),
+                vec!["TXN-3"],
+            )
+        },
+    )?;
+    s.rejected(
+        HttpRequest::post("/api/v1/transaction", &json!({"operations": []})),
+        400,
+    )
+    .await?;
+    ensure(
+        s.pop_some(&q, &[("partitions", "0")]).await?.messages.len() == 2,
+        || ("only the committed transaction wrote".into(), vec!["TXN-3"]),
+    )
+}

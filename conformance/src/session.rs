@@ -1,0 +1,537 @@
+//! A case's conversation with the broker: every request goes out over HTTP, its send
+//! and receive times are recorded, and the answer is checked against the reference
+//! model before the case sees it (PROTOCOL.md section 12).
+//!
+//! A [`Session`] owns one [`Checker`], so every exchange of a case is checked, in the
+//! order the broker committed them. Names are unique to the session (run id + case
+//! number) so that cases can share a broker and run concurrently.
+
+use crate::case::Failure;
+use queen_reference::checker::{Checker, StepError};
+use queen_reference::time::Millis;
+use queen_reference::wire::*;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// How the model is told about the broker: clock skew and the broker's limits.
+#[derive(Clone, Debug)]
+pub struct CheckSettings {
+    /// Milliseconds the broker's clock may differ from ours.
+    pub skew_ms: Millis,
+    /// The broker's default long-poll `timeout` (its `DEFAULT_TIMEOUT`).
+    pub default_timeout_ms: u64,
+    /// The broker's body limit in bytes (413 above it, PUSH-8).
+    pub body_limit: usize,
+}
+
+impl Default for CheckSettings {
+    fn default() -> Self {
+        CheckSettings {
+            skew_ms: 5,
+            default_timeout_ms: DEFAULT_POP_TIMEOUT_MS,
+            body_limit: 16 << 20,
+        }
+    }
+}
+
+/// Where the broker is and how to talk to it; shared by every session of a run.
+#[derive(Clone, Debug)]
+pub struct Target {
+    pub url: String,
+    pub client: reqwest::Client,
+    pub settings: CheckSettings,
+}
+
+impl Target {
+    pub fn new(url: &str, settings: CheckSettings) -> Target {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .pool_max_idle_per_host(64)
+            .build()
+            .expect("an HTTP client without TLS builds");
+        Target {
+            url: url.trim_end_matches('/').to_string(),
+            client,
+            settings,
+        }
+    }
+}
+
+/// The client's wall clock in milliseconds since the epoch.
+pub fn now_ms() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}
+
+/// One request and its answer, as checked.
+#[derive(Clone, Debug)]
+pub struct Exchange {
+    pub request: HttpRequest,
+    pub response: HttpResponse,
+    pub sent_ms: Millis,
+    pub received_ms: Millis,
+    /// States of the model still possible after this exchange (0: it diverged).
+    pub worlds: usize,
+}
+
+impl Exchange {
+    /// The exchange as JSON for reports.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "request": request_json(&self.request),
+            "response": {"status": self.response.status, "body": self.response.body},
+            "sentMs": self.sent_ms,
+            "tookMs": self.received_ms - self.sent_ms,
+            "worlds": self.worlds,
+        })
+    }
+}
+
+/// A request as JSON: the body parsed when it is JSON, else as text.
+pub fn request_json(r: &HttpRequest) -> Value {
+    let body = if r.body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&r.body)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&r.body).into_owned()))
+    };
+    let query: Vec<Value> = r.query.iter().map(|(k, v)| json!([k, v])).collect();
+    json!({"method": r.method, "path": r.path, "query": query, "body": body})
+}
+
+/// An exchange whose answer has arrived but is not yet checked (concurrent requests).
+pub struct Pending {
+    task: tokio::task::JoinHandle<(HttpRequest, Millis, Millis, Result<HttpResponse, String>)>,
+}
+
+/// Sends one request; never panics on a broker's misbehaviour.
+pub async fn transmit(target: &Target, req: &HttpRequest) -> Result<HttpResponse, String> {
+    let mut url = reqwest::Url::parse(&format!("{}{}", target.url, req.path))
+        .map_err(|e| format!("bad URL {}{}: {e}", target.url, req.path))?;
+    if !req.query.is_empty() {
+        let mut q = url.query_pairs_mut();
+        for (k, v) in &req.query {
+            q.append_pair(k, v);
+        }
+    }
+    let method = reqwest::Method::from_bytes(req.method.as_bytes()).map_err(|e| e.to_string())?;
+    let mut rb = target.client.request(method, url);
+    if req.method == "POST" {
+        rb = rb
+            .header("content-type", "application/json")
+            .body(req.body.clone());
+    }
+    let resp = rb.send().await.map_err(|e| format!("{e}"))?;
+    let status = resp.status().as_u16();
+    let bytes = resp.bytes().await.map_err(|e| format!("{e}"))?;
+    let body = if bytes.is_empty() {
+        None
+    } else {
+        Some(serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            Value::String(format!(
+                "<not JSON> {}",
+                String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
+            ))
+        }))
+    };
+    Ok(HttpResponse { status, body })
+}
+
+/// A case's connection to the broker and its model.
+pub struct Session {
+    target: Target,
+    checker: Checker,
+    prefix: String,
+    transcript: Vec<Exchange>,
+}
+
+impl Session {
+    /// A session whose names all start with `prefix` (letters and digits only).
+    pub fn new(target: &Target, prefix: String) -> Session {
+        let mut checker = Checker::new();
+        checker.skew_ms = target.settings.skew_ms;
+        checker.default_timeout_ms = target.settings.default_timeout_ms;
+        checker.body_limit = target.settings.body_limit;
+        Session {
+            target: target.clone(),
+            checker,
+            prefix,
+            transcript: Vec::new(),
+        }
+    }
+
+    /// A queue (or group, partition) name unique to this session: `<prefix>-<label>`.
+    pub fn name(&self, label: &str) -> String {
+        format!("{}-{label}", self.prefix)
+    }
+
+    /// A discovery namespace only this session's queues use: queues named
+    /// `<namespace>.<task>` belong to it (CFG-3 derivation).
+    pub fn namespace(&self) -> String {
+        self.prefix.clone()
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    pub fn settings(&self) -> &CheckSettings {
+        &self.target.settings
+    }
+
+    /// Everything exchanged so far.
+    pub fn transcript(&self) -> &[Exchange] {
+        &self.transcript
+    }
+
+    pub fn into_transcript(self) -> Vec<Exchange> {
+        self.transcript
+    }
+
+    /// States of the model still consistent with every answer.
+    pub fn worlds(&self) -> usize {
+        self.checker.worlds().len()
+    }
+
+    pub fn checker(&self) -> &Checker {
+        &self.checker
+    }
+
+    /// Sends a request and checks the answer against the model.
+    pub async fn send(&mut self, req: HttpRequest) -> Result<HttpResponse, Failure> {
+        let sent = now_ms();
+        let answer = transmit(&self.target, &req).await;
+        let received = now_ms();
+        self.record(req, sent, received, answer)
+    }
+
+    /// Sends a request without waiting for its answer (a parked long poll, POP-11).
+    /// The answer is checked by [`Session::finish`]; exchanges are checked in the order
+    /// `send`/`finish` are called, which must be an order the broker could have
+    /// committed them in.
+    pub fn start(&self, req: HttpRequest) -> Pending {
+        let target = self.target.clone();
+        let task = tokio::spawn(async move {
+            let sent = now_ms();
+            let answer = transmit(&target, &req).await;
+            (req, sent, now_ms(), answer)
+        });
+        Pending { task }
+    }
+
+    /// Waits for a started request and checks its answer. Returns the answer and the
+    /// client time it arrived.
+    pub async fn finish(&mut self, p: Pending) -> Result<(HttpResponse, Millis), Failure> {
+        let (req, sent, received, answer) = p
+            .task
+            .await
+            .map_err(|e| Failure::Transport(format!("request task failed: {e}")))?;
+        self.record(req, sent, received, answer)
+            .map(|r| (r, received))
+    }
+
+    fn record(
+        &mut self,
+        req: HttpRequest,
+        sent: Millis,
+        received: Millis,
+        answer: Result<HttpResponse, String>,
+    ) -> Result<HttpResponse, Failure> {
+        let answer =
+            answer.map_err(|e| Failure::Transport(format!("{} {}: {e}", req.method, req.path)))?;
+        let step = self.transcript.len();
+        let verdict = self.checker.step(&req, sent, received, &answer);
+        self.transcript.push(Exchange {
+            request: req,
+            response: answer.clone(),
+            sent_ms: sent,
+            received_ms: received,
+            worlds: *verdict.as_ref().unwrap_or(&0),
+        });
+        match verdict {
+            Ok(_) => Ok(answer),
+            Err(StepError::Diverged(d)) => Err(Failure::Diverged {
+                step,
+                divergence: d,
+            }),
+            Err(StepError::Inconclusive(why)) => Err(Failure::Inconclusive { step, why }),
+        }
+    }
+
+    // ---- helpers speaking the protocol; each answer is already checked ----
+
+    pub async fn get(
+        &mut self,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<HttpResponse, Failure> {
+        self.send(HttpRequest::get(path, query)).await
+    }
+
+    pub async fn post(&mut self, path: &str, body: Value) -> Result<HttpResponse, Failure> {
+        self.send(HttpRequest::post(path, &body)).await
+    }
+
+    pub async fn post_raw(
+        &mut self,
+        path: &str,
+        body: impl Into<Vec<u8>>,
+    ) -> Result<HttpResponse, Failure> {
+        self.send(HttpRequest::post_raw(path, body)).await
+    }
+
+    /// Pushes `items` (a JSON array) and returns the 201 results.
+    pub async fn push(&mut self, items: Value) -> Result<Vec<PushResult>, Failure> {
+        let r = self.post("/api/v1/push", json!({ "items": items })).await?;
+        decode(&r, 201, "push")
+    }
+
+    /// Pushes one message with a transactionId and payload `{"txn": txn}`.
+    pub async fn push1(
+        &mut self,
+        queue: &str,
+        partition: &str,
+        txn: &str,
+    ) -> Result<PushResult, Failure> {
+        let mut r = self
+            .push(json!([{"queue": queue, "partition": partition, "transactionId": txn, "payload": {"txn": txn}}]))
+            .await?;
+        Ok(r.remove(0))
+    }
+
+    /// Pushes `txns` to one partition in one call.
+    pub async fn push_many(
+        &mut self,
+        queue: &str,
+        partition: &str,
+        txns: &[&str],
+    ) -> Result<Vec<PushResult>, Failure> {
+        let items: Vec<Value> = txns
+            .iter()
+            .map(|t| json!({"queue": queue, "partition": partition, "transactionId": t, "payload": {"txn": t}}))
+            .collect();
+        self.push(Value::Array(items)).await
+    }
+
+    /// A pop on any route: `None` for the 204.
+    pub async fn pop(
+        &mut self,
+        route: PopRoute,
+        query: &[(&str, &str)],
+    ) -> Result<Option<PopResponse>, Failure> {
+        let mut q: Vec<(&str, &str)> = query.to_vec();
+        let (ns, task);
+        if let PopRoute::Discovery { namespace, task: t } = &route {
+            if let Some(n) = namespace {
+                ns = n.clone();
+                q.push(("namespace", &ns));
+            }
+            if let Some(t) = t {
+                task = t.clone();
+                q.push(("task", &task));
+            }
+        }
+        let r = self.get(&route.path(), &q).await?;
+        if r.status == 204 {
+            return Ok(None);
+        }
+        decode(&r, 200, "pop").map(Some)
+    }
+
+    /// A queue-route pop.
+    pub async fn pop_q(
+        &mut self,
+        queue: &str,
+        query: &[(&str, &str)],
+    ) -> Result<Option<PopResponse>, Failure> {
+        self.pop(PopRoute::Queue(queue.into()), query).await
+    }
+
+    /// A queue-route pop that must deliver.
+    pub async fn pop_some(
+        &mut self,
+        queue: &str,
+        query: &[(&str, &str)],
+    ) -> Result<PopResponse, Failure> {
+        self.pop_q(queue, query).await?.ok_or_else(|| {
+            fail(
+                "the pop answered 204 where messages were expected",
+                &["POP-2"],
+            )
+        })
+    }
+
+    /// `POST /api/v1/ack/batch`.
+    pub async fn ack_batch(
+        &mut self,
+        group: Option<&str>,
+        acks: Vec<Value>,
+    ) -> Result<Vec<AckResult>, Failure> {
+        let mut body = json!({ "acknowledgments": acks });
+        if let Some(g) = group {
+            body["consumerGroup"] = json!(g);
+        }
+        let r = self.post("/api/v1/ack/batch", body).await?;
+        decode(&r, 200, "ack")
+    }
+
+    /// `POST /api/v1/ack` with one acknowledgment.
+    pub async fn ack(&mut self, body: Value) -> Result<AckResult, Failure> {
+        let r = self.post("/api/v1/ack", body).await?;
+        let mut v: Vec<AckResult> = decode(&r, 200, "ack")?;
+        if v.len() != 1 {
+            return Err(fail("a single ack must answer one result", &["ACK-0"]));
+        }
+        Ok(v.remove(0))
+    }
+
+    /// `POST /api/v1/configure`.
+    pub async fn configure(
+        &mut self,
+        queue: &str,
+        options: Value,
+    ) -> Result<ConfigureResponse, Failure> {
+        let r = self
+            .post(
+                "/api/v1/configure",
+                json!({"queue": queue, "options": options}),
+            )
+            .await?;
+        decode(&r, 200, "configure")
+    }
+
+    /// `POST /api/v1/lease/{id}/extend` with an optional `seconds`.
+    pub async fn extend(
+        &mut self,
+        lease: &str,
+        seconds: Option<u32>,
+    ) -> Result<ExtendResponse, Failure> {
+        let body = seconds.map_or(vec![], |s| format!("{{\"seconds\":{s}}}").into_bytes());
+        let r = self
+            .post_raw(
+                &format!("/api/v1/lease/{}/extend", encode_segment(lease)),
+                body,
+            )
+            .await?;
+        decode(&r, 200, "extend")
+    }
+
+    /// `GET /api/v1/dlq` with filters.
+    pub async fn dlq(&mut self, query: &[(&str, &str)]) -> Result<DlqResponse, Failure> {
+        let r = self.get("/api/v1/dlq", query).await?;
+        decode(&r, 200, "dlq")
+    }
+
+    /// `DELETE /api/v1/resources/queues/{queue}`.
+    pub async fn delete(&mut self, queue: &str) -> Result<DeleteResponse, Failure> {
+        let r = self
+            .send(HttpRequest::delete(format!(
+                "/api/v1/resources/queues/{}",
+                encode_segment(queue)
+            )))
+            .await?;
+        decode(&r, 200, "delete")
+    }
+
+    /// `POST /api/v1/transaction`.
+    pub async fn transaction(&mut self, body: Value) -> Result<TxnResponse, Failure> {
+        let r = self.post("/api/v1/transaction", body).await?;
+        decode(&r, 200, "transaction")
+    }
+
+    /// Sends a request that must be rejected with `status` (400 or 413), checked by the
+    /// model (which also proves nothing changed: later answers are judged on the
+    /// unchanged state).
+    pub async fn rejected(
+        &mut self,
+        req: HttpRequest,
+        status: u16,
+    ) -> Result<HttpResponse, Failure> {
+        let what = format!("{} {}", req.method, req.path);
+        let r = self.send(req).await?;
+        ensure(r.status == status, || {
+            (
+                format!("{what} answered {} where {status} is expected", r.status),
+                vec![],
+            )
+        })?;
+        Ok(r)
+    }
+}
+
+/// An explicit assertion failure naming rules.
+pub fn fail(message: impl Into<String>, rules: &[&'static str]) -> Failure {
+    Failure::Assertion {
+        message: message.into(),
+        rules: rules.to_vec(),
+    }
+}
+
+/// Fails with a message (and rules) unless `cond`.
+pub fn ensure(
+    cond: bool,
+    why: impl FnOnce() -> (String, Vec<&'static str>),
+) -> Result<(), Failure> {
+    if cond {
+        Ok(())
+    } else {
+        let (message, rules) = why();
+        Err(Failure::Assertion { message, rules })
+    }
+}
+
+/// The answer's body as `T`, after checking its status (the model has already
+/// accepted the answer, so this fails only when the case's scenario went elsewhere).
+pub fn decode<T: serde::de::DeserializeOwned>(
+    r: &HttpResponse,
+    status: u16,
+    what: &str,
+) -> Result<T, Failure> {
+    if r.status != status {
+        return Err(fail(
+            format!(
+                "{what} answered {} where {status} is expected: {}",
+                r.status,
+                r.body
+                    .as_ref()
+                    .map_or("(no body)".into(), |b| b.to_string())
+            ),
+            &[],
+        ));
+    }
+    serde_json::from_value(r.body.clone().unwrap_or(Value::Null))
+        .map_err(|e| fail(format!("{what} answer does not parse: {e}"), &[]))
+}
+
+/// Acknowledgments for every message of a pop, with its lease, all with `status`.
+pub fn acks_for(p: &PopResponse, status: &str) -> Vec<Value> {
+    p.messages
+        .iter()
+        .map(|m| {
+            json!({"transactionId": m.transaction_id, "partitionId": m.partition_id, "leaseId": m.lease_id, "status": status})
+        })
+        .collect()
+}
+
+/// The transactionIds of a pop's messages, in order.
+pub fn txns(p: &Option<PopResponse>) -> Vec<String> {
+    p.as_ref()
+        .map(|p| {
+            p.messages
+                .iter()
+                .map(|m| m.transaction_id.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sleeps `ms` milliseconds.
+pub async fn sleep_ms(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
