@@ -103,10 +103,12 @@ impl Postmaster {
                 Err(Attempt::Failed(e)) => return Err(e),
             }
         }
-        Err(Error::local(
-            data.display(),
-            format!("no free port after {attempts} attempt(s): {last}"),
-        ))
+        let reason = if port == 0 {
+            format!("no free port after {attempts} attempts: {last}")
+        } else {
+            format!("port {port} is taken: {last}")
+        };
+        Err(Error::local(data.display(), reason))
     }
 
     pub(crate) fn port(&self) -> u16 {
