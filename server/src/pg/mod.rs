@@ -66,6 +66,9 @@ struct Inner {
     wakes: Arc<Wakes>,
     /// Pushes accepted while the database cannot take them (PUSH-7).
     spool: Spool,
+    /// Until when (ms since the epoch) pushes go straight to the spool, because the
+    /// database was just found unreachable; saves every push an acquire timeout.
+    down_until: std::sync::atomic::AtomicI64,
     /// Background tasks (the listener, the spool replayer), stopped on drop.
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -98,6 +101,7 @@ impl PgBroker {
                 pool,
                 wakes: Arc::new(Wakes::new()),
                 spool,
+                down_until: Default::default(),
                 tasks: Default::default(),
             }),
         };
@@ -132,6 +136,25 @@ impl PgBroker {
         w.upgrade().map(|inner| PgBroker { inner })
     }
 
+    /// Notes that the database did not answer: pushes spool directly for a second.
+    pub(crate) fn mark_down(&self) {
+        let until = crate::memory::now_ms() + 1000;
+        self.inner
+            .down_until
+            .store(until, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether a push must go to the spool without trying the database: it was just
+    /// found away, or earlier pushes still wait in the spool (replay keeps their order).
+    pub(crate) fn spool_first(&self) -> bool {
+        self.inner.spool.pending() > 0
+            || crate::memory::now_ms()
+                < self
+                    .inner
+                    .down_until
+                    .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Replays the spool when push maintenance is off and the database answers.
     /// Returns whether the spool is empty afterwards.
     pub async fn replay_spool(&self) -> bool {
@@ -155,6 +178,9 @@ impl PgBroker {
                 true
             }
             Err(e) => {
+                if unreachable(&e) {
+                    self.mark_down();
+                }
                 tracing::warn!("spool replay failed, will retry: {e}");
                 false
             }

@@ -66,6 +66,9 @@ pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> HttpRespo
         .iter()
         .map(|i| Prepared::from_item(i, false))
         .collect();
+    if broker.spool_first() {
+        return spool(broker, &items).await;
+    }
     let pool = &broker.inner.pool;
     let attempt = async {
         let mut tx = pool.begin().await?;
@@ -87,6 +90,7 @@ pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> HttpRespo
         }
         Ok(None) => spool(broker, &items).await,
         Err(e) if unreachable(&e) => {
+            broker.mark_down();
             tracing::warn!("database unreachable during a push, spooling it: {e}");
             spool(broker, &items).await
         }

@@ -1,0 +1,61 @@
+//! Helpers for the server's own tests: JSON over HTTP, free ports, the binary.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::time::Duration;
+
+pub async fn get(c: &reqwest::Client, url: &str) -> (u16, Option<Value>) {
+    let r = c.get(url).send().await.expect("server answers");
+    let s = r.status().as_u16();
+    let b = r.bytes().await.unwrap();
+    (
+        s,
+        (!b.is_empty()).then(|| serde_json::from_slice(&b).unwrap()),
+    )
+}
+
+pub async fn post(c: &reqwest::Client, url: &str, body: &Value) -> (u16, Option<Value>) {
+    let r = c.post(url).json(body).send().await.expect("server answers");
+    let s = r.status().as_u16();
+    let b = r.bytes().await.unwrap();
+    (
+        s,
+        (!b.is_empty()).then(|| serde_json::from_slice(&b).unwrap()),
+    )
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let p = std::env::temp_dir().join(format!(
+        "queen-server-test-{tag}-{}-{}",
+        std::process::id(),
+        free_port()
+    ));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).unwrap();
+    p
+}
+
+/// Waits until `/health` answers 200.
+pub async fn wait_healthy(c: &reqwest::Client, base: &str, within: Duration) {
+    let until = std::time::Instant::now() + within;
+    loop {
+        if let Ok(r) = c.get(format!("{base}/health")).send().await {
+            if r.status().as_u16() == 200 {
+                return;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{base} did not become healthy in {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

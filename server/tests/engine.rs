@@ -1,0 +1,264 @@
+//! The PostgreSQL engine in-process: long-poll wake-ups and their cost (POP-11), and
+//! the spool when PostgreSQL goes away and comes back (PUSH-7).
+
+mod common;
+use common::*;
+use queen_server::app::spawn;
+use queen_server::config::Config;
+use queen_server::pg::PgBroker;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn config(spool: &std::path::Path) -> Config {
+    let mut c = Config::defaults();
+    c.spool_dir = spool.to_path_buf();
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pop_11_push_wakes_parked_pops_at_once_and_parked_pops_hold_no_connection() {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let dir = temp_dir("wake");
+    let mut cfg = config(&dir);
+    cfg.pool_size = 4;
+    let broker = PgBroker::connect(db.url(), &cfg).await.unwrap();
+    let server = spawn(
+        Arc::new(broker.clone()),
+        &cfg,
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let base = server.url();
+    let c = reqwest::Client::new();
+
+    // 50 parked pops on a pool of 4 connections: if they held connections, the push
+    // below could not get one.
+    let parked: Vec<_> = (0..50)
+        .map(|i| {
+            let c = c.clone();
+            let url =
+                format!("{base}/api/v1/pop/queue/wake?wait=true&timeout=8000&consumerGroup=g{i}");
+            tokio::spawn(async move { (get(&c, &url).await.0, Instant::now()) })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(broker.pool().size() <= 4);
+    let pushed = Instant::now();
+    let (s, _) = post(
+        &c,
+        &format!("{base}/api/v1/push"),
+        &json!({"items": [{"queue": "wake", "payload": 1}]}),
+    )
+    .await;
+    assert_eq!(s, 201);
+    let push_took = pushed.elapsed();
+    let mut worst = Duration::ZERO;
+    for p in parked {
+        let (status, at) = p.await.unwrap();
+        assert_eq!(
+            status, 200,
+            "every group's parked pop is woken and delivered"
+        );
+        worst = worst.max(at.duration_since(pushed));
+    }
+    eprintln!("push with 50 parked pops took {push_took:?}; slowest wake-up {worst:?} after the push started");
+    assert!(
+        worst < Duration::from_millis(1000),
+        "woken {worst:?} after the push"
+    );
+
+    // Wake-up latency of one parked pop, parked long enough for the backoff to reach its cap.
+    let url = format!("{base}/api/v1/pop/queue/lat?wait=true&timeout=10000");
+    let waiter = {
+        let c = c.clone();
+        tokio::spawn(async move { (get(&c, &url).await.0, Instant::now()) })
+    };
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let pushed = Instant::now();
+    post(
+        &c,
+        &format!("{base}/api/v1/push"),
+        &json!({"items": [{"queue": "lat", "payload": 1}]}),
+    )
+    .await;
+    let (s, at) = waiter.await.unwrap();
+    assert_eq!(s, 200);
+    let latency = at.duration_since(pushed);
+    eprintln!("single wake-up: {latency:?} from push start to pop return");
+    assert!(latency < Duration::from_millis(300));
+
+    // A timeout answers 204, not an error, and not before the timeout.
+    let t = Instant::now();
+    let (s, body) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/empty?wait=true&timeout=600"),
+    )
+    .await;
+    assert_eq!((s, body), (204, None));
+    assert!(t.elapsed() >= Duration::from_millis(590));
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_7_postgres_down_spools_and_replays_exactly_once_in_order() {
+    let dir = temp_dir("spool");
+    let port = free_port();
+    let cluster = queen_pg::PersistentCluster::start(dir.join("pg"), port)
+        .await
+        .expect("a local cluster");
+    let url = cluster.url().to_string();
+    let cfg = config(&dir.join("spool"));
+    let broker = PgBroker::connect(&url, &cfg).await.unwrap();
+    let server = spawn(
+        Arc::new(broker.clone()),
+        &cfg,
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let base = server.url();
+    let c = reqwest::Client::new();
+    let push = |i: usize| json!({"items": [{"queue": "durable", "partition": "p", "transactionId": format!("m{i:03}"), "payload": {"i": i}}]});
+
+    for i in 0..5 {
+        let (s, b) = post(&c, &format!("{base}/api/v1/push"), &push(i)).await;
+        assert_eq!((s, b.unwrap()[0]["status"].clone()), (201, json!("queued")));
+    }
+    cluster.shutdown().expect("PostgreSQL stops");
+    for i in 5..25 {
+        let (s, b) = post(&c, &format!("{base}/api/v1/push"), &push(i)).await;
+        assert_eq!(s, 201, "{b:?}");
+        assert_eq!(
+            b.unwrap()[0]["status"],
+            "buffered",
+            "push {i} while PostgreSQL is down"
+        );
+    }
+    // A push of an id already stored, while down: buffered now, a duplicate at replay.
+    let (_, b) = post(&c, &format!("{base}/api/v1/push"), &push(2)).await;
+    assert_eq!(b.unwrap()[0]["status"], "buffered");
+    let (s, _) = get(&c, &format!("{base}/health")).await;
+    assert_eq!(s, 503, "HEALTH-1: unhealthy while the database is away");
+
+    let cluster = queen_pg::PersistentCluster::start(dir.join("pg"), port)
+        .await
+        .expect("PostgreSQL restarts");
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (s, b) = get(&c, &format!("{base}/api/v1/system/maintenance")).await;
+        if s == 200 && b.unwrap()["bufferedMessages"] == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "the spool was not replayed within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let rows: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT m.transaction_id, m.\"offset\" FROM queen_messages m JOIN queen_partitions p ON p.id = m.partition_id
+         JOIN queen_queues q ON q.id = p.queue_id WHERE q.name = 'durable' ORDER BY m.\"offset\"",
+    )
+    .fetch_all(broker.pool())
+    .await
+    .unwrap();
+    let txns: Vec<String> = rows.iter().map(|r| r.0.clone()).collect();
+    let expected: Vec<String> = (0..25).map(|i| format!("m{i:03}")).collect();
+    assert_eq!(txns, expected, "every message exactly once, in push order");
+    server.stop().await.unwrap();
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maint_1_push_maintenance_spools_then_replays_on_switch_off() {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let dir = temp_dir("maint");
+    let cfg = config(&dir);
+    let broker = PgBroker::connect(db.url(), &cfg).await.unwrap();
+    let server = spawn(Arc::new(broker), &cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let base = server.url();
+    let c = reqwest::Client::new();
+    let (_, b) = post(
+        &c,
+        &format!("{base}/api/v1/system/maintenance"),
+        &json!({"enabled": true}),
+    )
+    .await;
+    assert_eq!(
+        b.unwrap(),
+        json!({"maintenanceMode": true, "bufferedMessages": 0})
+    );
+    let (_, b) = post(&c, &format!("{base}/api/v1/push"), &json!({"items": [{"queue": "m", "transactionId": "a"}, {"queue": "m", "transactionId": "b"}]})).await;
+    assert!(b
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|x| x["status"] == "buffered"));
+    let (s, _) = get(&c, &format!("{base}/api/v1/pop/queue/m")).await;
+    assert_eq!(s, 204, "nothing written while spooled");
+    let (_, b) = get(&c, &format!("{base}/api/v1/system/maintenance")).await;
+    assert_eq!(b.unwrap()["bufferedMessages"], 2);
+    let (_, b) = post(
+        &c,
+        &format!("{base}/api/v1/system/maintenance"),
+        &json!({"enabled": false}),
+    )
+    .await;
+    assert_eq!(
+        b.unwrap(),
+        json!({"maintenanceMode": false, "bufferedMessages": 0})
+    );
+    let (s, b) = get(&c, &format!("{base}/api/v1/pop/queue/m?batch=10")).await;
+    assert_eq!(s, 200);
+    let txns: Vec<_> = b.unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["transactionId"].clone())
+        .collect();
+    assert_eq!(txns, vec![json!("a"), json!("b")]);
+    // MAINT-2: pop maintenance answers a bare 204, even for a long poll.
+    post(
+        &c,
+        &format!("{base}/api/v1/push"),
+        &json!({"items": [{"queue": "m2"}]}),
+    )
+    .await;
+    post(
+        &c,
+        &format!("{base}/api/v1/system/maintenance/pop"),
+        &json!({"enabled": true}),
+    )
+    .await;
+    let t = Instant::now();
+    let (s, body) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/m2?wait=true&timeout=5000"),
+    )
+    .await;
+    assert_eq!((s, body), (204, None));
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "a paused broker does not park pops"
+    );
+    post(
+        &c,
+        &format!("{base}/api/v1/system/maintenance/pop"),
+        &json!({"enabled": false}),
+    )
+    .await;
+    assert_eq!(get(&c, &format!("{base}/api/v1/pop/queue/m2")).await.0, 200);
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

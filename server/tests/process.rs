@@ -1,0 +1,172 @@
+//! The `queen-server` binary as an operator runs it: with no arguments it starts the
+//! embedded PostgreSQL, answers `/health`, and keeps its data across a restart; two
+//! processes on one database share leases (ACK-4) and wake each other's pops (POP-11).
+
+mod common;
+use common::*;
+use serde_json::json;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server(Child);
+
+impl Server {
+    fn start(envs: &[(&str, String)], dir: &std::path::Path) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_queen-server"));
+        cmd.current_dir(dir)
+            .env_remove("DATABASE_URL")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        Server(cmd.spawn().expect("queen-server starts"))
+    }
+
+    /// SIGTERM, then wait: the graceful path.
+    fn terminate(mut self) {
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let until = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < until {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                assert!(
+                    status.success(),
+                    "queen-server exited with {status} after SIGTERM"
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("queen-server did not stop within 20 s of SIGTERM");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_arguments_starts_embedded_postgres_and_keeps_data_across_restart() {
+    let dir = temp_dir("embedded");
+    let c = reqwest::Client::new();
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let server = Server::start(&[("PORT", port.to_string())], &dir);
+    wait_healthy(&c, &base, Duration::from_secs(90)).await;
+    let (s, body) = get(&c, &format!("{base}/health")).await;
+    assert_eq!(
+        (s, body.unwrap()),
+        (200, json!({"status": "healthy", "database": "connected"}))
+    );
+    let (s, _) = post(
+        &c,
+        &format!("{base}/api/v1/push"),
+        &json!({"items": [{"queue": "kept", "transactionId": "survivor", "payload": {"n": 1}}]}),
+    )
+    .await;
+    assert_eq!(s, 201);
+    server.terminate();
+    assert!(
+        dir.join(".queen/postgres/PG_VERSION").is_file(),
+        "the default data directory is ./.queen/postgres"
+    );
+
+    let server = Server::start(&[("PORT", port.to_string())], &dir);
+    wait_healthy(&c, &base, Duration::from_secs(60)).await;
+    let (s, body) = get(&c, &format!("{base}/api/v1/pop/queue/kept")).await;
+    assert_eq!(s, 200, "the message survived the restart");
+    assert_eq!(body.unwrap()["messages"][0]["transactionId"], "survivor");
+    server.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_on_one_database_share_leases_and_wake_each_other() {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let dir = temp_dir("two");
+    let c = reqwest::Client::new();
+    let (pa, pb) = (free_port(), free_port());
+    let env = |port: u16, spool: &str| {
+        vec![
+            ("PORT", port.to_string()),
+            ("DATABASE_URL", db.url().to_string()),
+            ("SPOOL_DIR", dir.join(spool).display().to_string()),
+        ]
+    };
+    let a = Server::start(&env(pa, "spool-a"), &dir);
+    let b = Server::start(&env(pb, "spool-b"), &dir);
+    let (ua, ub) = (
+        format!("http://127.0.0.1:{pa}"),
+        format!("http://127.0.0.1:{pb}"),
+    );
+    wait_healthy(&c, &ua, Duration::from_secs(60)).await;
+    wait_healthy(&c, &ub, Duration::from_secs(60)).await;
+
+    // ACK-4 across processes: 16 consumers of one group, spread over both, one partition.
+    post(
+        &c,
+        &format!("{ua}/api/v1/push"),
+        &json!({"items": [{"queue": "shared", "payload": 1}, {"queue": "shared", "payload": 2}]}),
+    )
+    .await;
+    let pops = (0..16).map(|i| {
+        let c = c.clone();
+        let url = format!(
+            "{}/api/v1/pop/queue/shared?consumerGroup=g&batch=10",
+            if i % 2 == 0 { &ua } else { &ub }
+        );
+        tokio::spawn(async move { get(&c, &url).await.0 })
+    });
+    let statuses: Vec<u16> = futures_join(pops).await;
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "exactly one consumer gets the batch: {statuses:?}"
+    );
+    assert_eq!(statuses.iter().filter(|s| **s == 204).count(), 15);
+
+    // POP-11 across processes: a pop parked on B is woken by a push on A.
+    let parked = {
+        let c = c.clone();
+        let url = format!("{ub}/api/v1/pop/queue/wake?wait=true&timeout=10000");
+        tokio::spawn(async move {
+            let r = get(&c, &url).await;
+            (r, Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(2500)).await; // parked past the 1 s backoff cap
+    let pushed = Instant::now();
+    post(
+        &c,
+        &format!("{ua}/api/v1/push"),
+        &json!({"items": [{"queue": "wake", "payload": "hi"}]}),
+    )
+    .await;
+    let ((s, _), woke) = parked.await.unwrap();
+    assert_eq!(s, 200);
+    let latency = woke.duration_since(pushed);
+    eprintln!("cross-process wake-up: {latency:?} from push start to pop return");
+    assert!(
+        latency < Duration::from_millis(500),
+        "woken {latency:?} after the push on the other process"
+    );
+    a.terminate();
+    b.terminate();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn futures_join<T: Send + 'static>(
+    tasks: impl Iterator<Item = tokio::task::JoinHandle<T>>,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    for t in tasks.collect::<Vec<_>>() {
+        out.push(t.await.unwrap());
+    }
+    out
+}
