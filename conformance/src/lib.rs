@@ -12,5 +12,13 @@
 
 pub mod case;
 pub mod catalog;
+pub mod cli;
+#[cfg(feature = "embedded")]
+pub mod embedded;
+pub mod expect;
+pub mod lockstep;
+pub mod progress;
+pub mod report;
 pub mod rules;
+pub mod runner;
 pub mod session;

@@ -1,0 +1,311 @@
+//! The command line: `queen-conformance run` (against `--target URL`, or our own server
+//! in-process), `list` (the catalog) and `rules` (rule ids with their cases). Exit
+//! status 0 when the run passes, 1 when it fails, 2 when it could not run.
+
+use crate::case::Capability;
+use crate::catalog;
+use crate::expect;
+use crate::lockstep::LockstepOptions;
+use crate::report::{self, Report};
+use crate::rules::RULES;
+use crate::runner::{self, RunOptions};
+use crate::session::{CheckSettings, Target};
+use clap::{Args, Parser, Subcommand};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "queen-conformance",
+    version,
+    about = "Conformance suite for Queen-compatible brokers, checked against the reference model"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the suite.
+    Run(RunArgs),
+    /// List the cases with their rules, level and capability.
+    List {
+        /// As JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the rule ids of PROTOCOL.md with their level and the cases that check them.
+    Rules,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    /// The broker's base URL (http only). Without it, our server runs in-process.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Engine of the in-process server (without --target).
+    #[cfg(feature = "embedded")]
+    #[arg(long, value_enum)]
+    pub engine: Option<crate::embedded::Engine>,
+    /// Capabilities the broker lacks, comma-separated (e.g. maintenance,delete); their
+    /// cases are skipped and listed as skipped.
+    #[arg(long, value_delimiter = ',')]
+    pub without: Vec<String>,
+    /// Run only cases whose id contains this (repeatable; `lockstep` for the property run).
+    #[arg(long)]
+    pub only: Vec<String>,
+    /// Cases running at once.
+    #[arg(long, default_value_t = 12)]
+    pub concurrency: usize,
+    /// Seed of the lockstep run (default: random, printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Lockstep sequences to generate (0: no lockstep run).
+    #[arg(long, default_value_t = 24)]
+    pub cases: u32,
+    /// Longest lockstep sequence.
+    #[arg(long, default_value_t = 40)]
+    pub steps: u32,
+    /// Parallel lockstep runners (part of what --seed reproduces).
+    #[arg(long, default_value_t = 4)]
+    pub lockstep_workers: usize,
+    /// Seconds allowed for shrinking a lockstep counterexample.
+    #[arg(long, default_value_t = 60)]
+    pub shrink_secs: u32,
+    /// Where lockstep counterexamples are saved.
+    #[arg(long, default_value = "conformance-failures")]
+    pub failures_dir: PathBuf,
+    /// Write a JUnit XML report here.
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+    /// Write a JSON report here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// PROJECT-level differences fail the run too.
+    #[arg(long)]
+    pub strict: bool,
+    /// Cases allowed to fail (one id per line); a listed case that passes fails the run.
+    #[arg(long)]
+    pub expect_failures: Option<PathBuf>,
+    /// Rewrite the --expect-failures file with this run's failures.
+    #[arg(long, requires = "expect_failures")]
+    pub fix: bool,
+    /// Milliseconds the broker's clock may differ from this machine's.
+    #[arg(long, default_value_t = 5)]
+    pub skew_ms: i64,
+    /// The broker's body limit in bytes (413 above it).
+    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    pub body_limit: usize,
+    /// The broker's default long-poll timeout in ms.
+    #[arg(long, default_value_t = 30_000)]
+    pub default_timeout_ms: u64,
+    /// Seconds one case may take.
+    #[arg(long, default_value_t = 60)]
+    pub case_timeout: u64,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Print the transcript of failing cases.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+impl RunArgs {
+    /// Defaults, as if `queen-conformance run` had no flags.
+    pub fn defaults() -> RunArgs {
+        match Cli::parse_from(["queen-conformance", "run"]).command {
+            Command::Run(a) => a,
+            _ => unreachable!("parsed run"),
+        }
+    }
+}
+
+/// Parses `--without` names.
+pub fn capabilities(names: &[String]) -> Result<BTreeSet<Capability>, String> {
+    names
+        .iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            Capability::parse(n).ok_or_else(|| {
+                let all: Vec<_> = Capability::ALL.iter().map(|c| c.as_str()).collect();
+                format!("unknown capability {n:?}; known: {}", all.join(", "))
+            })
+        })
+        .collect()
+}
+
+/// Runs `queen-conformance run` and returns the report (also written where asked).
+pub async fn run(args: &RunArgs) -> Result<Report, String> {
+    let without = capabilities(&args.without)?;
+    let settings = CheckSettings {
+        skew_ms: args.skew_ms,
+        default_timeout_ms: args.default_timeout_ms,
+        body_limit: args.body_limit,
+    };
+    #[cfg(feature = "embedded")]
+    let mut embedded = None;
+    let (url, label) = match &args.target {
+        Some(url) => (url.clone(), url.clone()),
+        None => {
+            #[cfg(feature = "embedded")]
+            {
+                let engine = args.engine.unwrap_or(crate::embedded::DEFAULT_ENGINE);
+                let e = crate::embedded::start(engine).await?;
+                let out = (e.url(), format!("{} ({})", e.url(), e.label));
+                embedded = Some(e);
+                out
+            }
+            #[cfg(not(feature = "embedded"))]
+            return Err(
+                "no --target given, and this build has no embedded server (feature `embedded`)"
+                    .into(),
+            );
+        }
+    };
+    let target = Target::new(&url, settings);
+    runner::reachable(&target).await?;
+    let seed = args.seed.unwrap_or_else(|| {
+        let u = uuid::Uuid::new_v4().as_u64_pair().0;
+        u % 10_000_000_000
+    });
+    let opts = RunOptions {
+        target,
+        target_label: label,
+        without: without.clone(),
+        only: args.only.clone(),
+        concurrency: args.concurrency,
+        case_timeout_s: args.case_timeout,
+        lockstep: Some(LockstepOptions {
+            seed,
+            cases: args.cases,
+            steps: args.steps,
+            workers: args.lockstep_workers,
+            without,
+            failures_dir: Some(args.failures_dir.clone()),
+            max_shrink_secs: args.shrink_secs,
+        }),
+        progress: !args.no_progress,
+    };
+    let results = runner::run(&opts).await;
+    #[cfg(feature = "embedded")]
+    if let Some(e) = embedded {
+        e.stop().await;
+    }
+    let expected = match &args.expect_failures {
+        Some(p) if p.exists() => {
+            expect::load(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?
+        }
+        Some(p) if !args.fix => {
+            return Err(format!(
+                "{} does not exist (use --fix to create it)",
+                p.display()
+            ))
+        }
+        _ => BTreeSet::new(),
+    };
+    let mut report = Report::build(results, args.strict, &expected);
+    if args.fix {
+        if let Some(p) = &args.expect_failures {
+            expect::write(p, &report.failing_ids())
+                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            // The file now matches this run: judge it again against the new list.
+            let fixed: BTreeSet<String> = report.failing_ids();
+            report
+                .problems
+                .retain(|p| !p.contains("listed as an expected failure"));
+            for e in &mut report.entries {
+                if e.verdict == report::Verdict::StalePass {
+                    e.verdict = report::Verdict::Passed;
+                    e.fails_run = false;
+                }
+                if e.verdict == report::Verdict::Failed && fixed.contains(&e.id) {
+                    e.verdict = report::Verdict::ExpectedFailure;
+                    if e.fails_run {
+                        e.fails_run = false;
+                        let id = e.id.clone();
+                        report
+                            .problems
+                            .retain(|p| !p.starts_with(&format!("{id} failed")));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(p) = &args.junit {
+        std::fs::write(p, report::junit::render(&report))
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
+    if let Some(p) = &args.json {
+        let text =
+            serde_json::to_string_pretty(&report::json::render(&report)).expect("JSON serializes");
+        std::fs::write(p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
+    Ok(report)
+}
+
+/// `queen-conformance list`.
+pub fn list(json: bool) -> String {
+    let cases = catalog::all();
+    if json {
+        let v: Vec<_> = cases
+            .iter()
+            .map(|c| serde_json::json!({"id": c.id, "rules": c.rules, "level": c.level, "capability": c.capability, "needs": c.needs, "alone": c.exclusive}))
+            .collect();
+        return serde_json::to_string_pretty(&v).expect("serializes");
+    }
+    let mut s = String::new();
+    for c in &cases {
+        s.push_str(&format!(
+            "{:<72} {:<8} {:<13} {}\n",
+            c.id,
+            c.level.as_str(),
+            c.capability.as_str(),
+            c.rules.join(",")
+        ));
+    }
+    s.push_str(&format!("{} cases\n", cases.len()));
+    s
+}
+
+/// `queen-conformance rules`.
+pub fn rules() -> String {
+    let cases = catalog::all();
+    let mut s = String::new();
+    for r in RULES {
+        let n = cases.iter().filter(|c| c.rules.contains(&r.id)).count();
+        s.push_str(&format!(
+            "{:<14} {:<8} {:>3} cases  {}\n",
+            r.id,
+            r.level.as_str(),
+            n,
+            r.title
+        ));
+    }
+    s
+}
+
+/// The whole program: returns the exit status.
+pub async fn main_with(cli: Cli) -> i32 {
+    match cli.command {
+        Command::List { json } => {
+            print!("{}", list(json));
+            0
+        }
+        Command::Rules => {
+            print!("{}", rules());
+            0
+        }
+        Command::Run(args) => match run(&args).await {
+            Ok(report) => {
+                print!("{}", report::terminal::render(&report, args.verbose));
+                report.exit_code()
+            }
+            Err(e) => {
+                eprintln!("queen-conformance: {e}");
+                2
+            }
+        },
+    }
+}

@@ -1,0 +1,107 @@
+//! The embedded target (cargo feature `embedded`): with no `--target`, our own server
+//! runs in this process on a free port, with the PostgreSQL engine (the default: on
+//! `DATABASE_URL` when set, else a fresh embedded cluster in a temporary directory) or
+//! with `--engine memory`, the reference model itself behind the same HTTP layer.
+
+use queen_server::app::{spawn, Running};
+use queen_server::broker::Broker;
+use queen_server::config::Config;
+use queen_server::memory::MemoryBroker;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Which engine the embedded server uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Engine {
+    /// PostgreSQL: `DATABASE_URL`, else an embedded cluster in a temporary directory.
+    Pg,
+    /// The reference model in memory (`queen-server --engine memory`).
+    Memory,
+}
+
+/// The engine used when `--engine` is not given.
+pub const DEFAULT_ENGINE: Engine = Engine::Pg;
+
+/// Our server running in-process; [`Embedded::stop`] shuts it down and cleans up.
+pub struct Embedded {
+    running: Option<Running>,
+    /// For reports: "embedded, memory engine", ...
+    pub label: String,
+    /// The embedded PostgreSQL cluster (stopped on drop).
+    cluster: Option<queen_pg::PersistentCluster>,
+    /// The temporary directory of the cluster and the spool (removed at the end).
+    dir: Option<PathBuf>,
+    pub config: Config,
+}
+
+impl Embedded {
+    pub fn url(&self) -> String {
+        self.running.as_ref().map(Running::url).unwrap_or_default()
+    }
+
+    /// Stops the server, then the database, then removes the temporary files.
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            let _ = r.stop().await;
+        }
+        drop(self.cluster.take());
+        if let Some(d) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+impl Drop for Embedded {
+    fn drop(&mut self) {
+        drop(self.cluster.take());
+        if let Some(d) = self.dir.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn temp_dir() -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "queen-conformance-{}-{}",
+        std::process::id(),
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    ))
+}
+
+/// Starts our server with `engine`. `config` starts from the server's defaults
+/// (environment included); the data directory and spool are made temporary.
+pub async fn start(engine: Engine) -> Result<Embedded, String> {
+    let mut config = Config::defaults();
+    let dir = temp_dir();
+    config.data_dir = dir.join("postgres");
+    config.spool_dir = dir.join("spool");
+    std::fs::create_dir_all(&config.spool_dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let (broker, cluster, label): (Arc<dyn Broker>, _, String) = match engine {
+        Engine::Memory => (
+            Arc::new(MemoryBroker::new(
+                config.pop_timeout_ms(),
+                config.body_limit,
+            )),
+            None,
+            "embedded server, memory engine (the reference model)".to_string(),
+        ),
+        Engine::Pg => {
+            let pg = queen_server::embedded::open(&config)
+                .await
+                .map_err(|e| format!("cannot start the PostgreSQL engine: {e}"))?;
+            let label = format!("embedded server, PostgreSQL engine ({})", pg.location);
+            (Arc::new(pg.broker), pg.cluster, label)
+        }
+    };
+    let running = spawn(broker, &config, "127.0.0.1:0".parse().expect("an address"))
+        .await
+        .map_err(|e| format!("cannot bind: {e}"))?;
+    Ok(Embedded {
+        running: Some(running),
+        label,
+        cluster,
+        dir: Some(dir),
+        config,
+    })
+}

@@ -1,0 +1,427 @@
+//! Operation sequences for lockstep runs: a proptest strategy over pushes, pops on all
+//! three routes with their parameters, acks with mixed statuses and lease ids, extends,
+//! configures, dead-letter listings, transactions and short sleeps, over two queues,
+//! three partitions and three groups; and the mapping of a step to a request.
+//!
+//! Steps refer to earlier deliveries by index (an ack picks among delivered messages),
+//! so one sequence replays against any broker, whatever ids it mints. Queue names come
+//! from a per-run prefix: `<prefix>.qa` and `<prefix>.qb`, so the prefix is also the
+//! discovery namespace of the sequence.
+
+use crate::case::Capability;
+use proptest::prelude::*;
+use queen_reference::wire::*;
+use serde_json::{json, Value};
+
+pub const TASKS: [&str; 2] = ["qa", "qb"];
+pub const PARTS: [&str; 3] = ["p0", "p1", "p2"];
+pub const GROUPS: [Option<&str>; 3] = [None, Some("g1"), Some("g2")];
+pub const STATUSES: [&str; 4] = ["completed", "failed", "retry", "dlq"];
+
+/// Which pop route a step uses.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Route {
+    Queue(u8),
+    Partition(u8, u8),
+    /// Discovery by the sequence's namespace, optionally narrowed to a task.
+    Discovery(Option<u8>),
+}
+
+/// One generated operation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Items of `(partition, transactionId tN)` pushed to one queue in one call.
+    Push {
+        queue: u8,
+        items: Vec<(u8, Option<u8>)>,
+    },
+    Pop {
+        route: Route,
+        group: u8,
+        batch: u8,
+        partitions: i8,
+        auto_ack: bool,
+        /// `leaseSeconds` (0: absent, the queue's leaseTime).
+        lease: u8,
+    },
+    /// Picks among delivered messages: `(index, status, with leaseId)`. `group`: `None`
+    /// acks as the group the first picked message was delivered to.
+    Ack {
+        picks: Vec<(u8, u8, bool)>,
+        group: Option<u8>,
+        single: bool,
+    },
+    Extend {
+        pick: u8,
+        seconds: Option<u8>,
+    },
+    Configure {
+        queue: u8,
+        retry_limit: u8,
+        retry_delay: u16,
+        dedup: u8,
+        lease_time: u8,
+    },
+    Dlq {
+        queue: u8,
+        group: Option<u8>,
+    },
+    /// A transaction pushing one item and acking one delivered message.
+    Txn {
+        queue: u8,
+        txn: u8,
+        pick: u8,
+        status: u8,
+    },
+    Sleep(u16),
+}
+
+/// The strategy for one step; capabilities the broker lacks are never generated.
+pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
+    let route = prop_oneof![
+        6 => (0..2u8).prop_map(Route::Queue),
+        2 => (0..2u8, 0..3u8).prop_map(|(q, p)| Route::Partition(q, p)),
+        1 => prop::option::of(0..2u8).prop_map(Route::Discovery),
+    ];
+    let push = (
+        0..2u8,
+        prop::collection::vec((0..3u8, prop::option::of(0..6u8)), 1..4),
+    )
+        .prop_map(|(queue, items)| Step::Push { queue, items });
+    let pop = (
+        route,
+        0..3u8,
+        1..5u8,
+        -1..3i8,
+        prop::bool::weighted(0.15),
+        prop_oneof![3 => Just(0u8), 2 => Just(1u8), 1 => Just(2u8)],
+    )
+        .prop_map(
+            |(route, group, batch, partitions, auto_ack, lease)| Step::Pop {
+                route,
+                group,
+                batch,
+                partitions,
+                auto_ack,
+                lease,
+            },
+        );
+    let ack = (
+        prop::collection::vec(
+            (
+                any::<u8>(),
+                prop_oneof![5 => Just(0u8), 3 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)],
+                prop::bool::weighted(0.8),
+            ),
+            1..4,
+        ),
+        prop_oneof![6 => Just(None), 1 => (0..3u8).prop_map(Some)],
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(picks, group, single)| Step::Ack {
+            picks,
+            group,
+            single,
+        });
+    let sleep = prop_oneof![3 => 0..300u16, 1 => 900..1300u16].prop_map(Step::Sleep);
+    let mut options: Vec<(u32, BoxedStrategy<Step>)> = vec![
+        (5, push.boxed()),
+        (5, pop.boxed()),
+        (5, ack.boxed()),
+        (1, sleep.boxed()),
+    ];
+    if allowed(Capability::LeaseExtend) {
+        options.push((
+            1,
+            (any::<u8>(), prop::option::of(1..4u8))
+                .prop_map(|(pick, seconds)| Step::Extend { pick, seconds })
+                .boxed(),
+        ));
+    }
+    if allowed(Capability::Configure) {
+        options.push((
+            1,
+            (
+                0..2u8,
+                0..3u8,
+                prop_oneof![Just(0u16), Just(400u16)],
+                prop_oneof![Just(1u8), Just(60u8)],
+                1..3u8,
+            )
+                .prop_map(
+                    |(queue, retry_limit, retry_delay, dedup, lease_time)| Step::Configure {
+                        queue,
+                        retry_limit,
+                        retry_delay,
+                        dedup,
+                        lease_time,
+                    },
+                )
+                .boxed(),
+        ));
+    }
+    if allowed(Capability::DeadLetter) {
+        options.push((
+            1,
+            (0..2u8, prop::option::of(0..3u8))
+                .prop_map(|(queue, group)| Step::Dlq { queue, group })
+                .boxed(),
+        ));
+    }
+    if allowed(Capability::Transactions) {
+        options.push((
+            1,
+            (0..2u8, 0..6u8, any::<u8>(), 0..4u8)
+                .prop_map(|(queue, txn, pick, status)| Step::Txn {
+                    queue,
+                    txn,
+                    pick,
+                    status,
+                })
+                .boxed(),
+        ));
+    }
+    let (w, s): (Vec<u32>, Vec<BoxedStrategy<Step>>) = options.into_iter().unzip();
+    proptest::strategy::Union::new_weighted(w.into_iter().zip(s).collect()).boxed()
+}
+
+/// A message delivered earlier in the sequence, with the group it was delivered to.
+#[derive(Clone, Debug)]
+pub struct Delivered {
+    pub message: PopMessage,
+    pub group: u8,
+}
+
+/// The names of one sequence.
+#[derive(Clone, Debug)]
+pub struct Names {
+    pub prefix: String,
+}
+
+impl Names {
+    pub fn queue(&self, q: u8) -> String {
+        format!("{}.{}", self.prefix, TASKS[q as usize % 2])
+    }
+}
+
+fn group_pair(g: u8) -> Option<(&'static str, &'static str)> {
+    GROUPS[g as usize % 3].map(|g| ("consumerGroup", g))
+}
+
+/// The request a step stands for, given what was delivered; `None` when the step does
+/// nothing here (a sleep, or an ack before anything was delivered).
+pub fn request(s: &Step, names: &Names, delivered: &[Delivered]) -> Option<HttpRequest> {
+    let pick = |i: u8| delivered.get(i as usize % delivered.len().max(1));
+    Some(match s {
+        Step::Push { queue, items } => {
+            let items: Vec<Value> = items
+                .iter()
+                .map(|(p, t)| push_item(names, *queue, *p, *t))
+                .collect();
+            HttpRequest::post("/api/v1/push", &json!({ "items": items }))
+        }
+        Step::Pop {
+            route,
+            group,
+            batch,
+            partitions,
+            auto_ack,
+            lease,
+        } => {
+            let (path, mut q): (String, Vec<(String, String)>) = match route {
+                Route::Queue(qi) => (PopRoute::Queue(names.queue(*qi)).path(), vec![]),
+                Route::Partition(qi, p) => (
+                    PopRoute::Partition(names.queue(*qi), PARTS[*p as usize % 3].into()).path(),
+                    vec![],
+                ),
+                Route::Discovery(task) => {
+                    let mut q = vec![("namespace".to_string(), names.prefix.clone())];
+                    if let Some(t) = task {
+                        q.push(("task".into(), TASKS[*t as usize % 2].into()));
+                    }
+                    ("/api/v1/pop".to_string(), q)
+                }
+            };
+            q.push(("batch".into(), batch.to_string()));
+            q.push(("partitions".into(), partitions.to_string()));
+            if *lease > 0 {
+                q.push(("leaseSeconds".into(), lease.to_string()));
+            }
+            if *auto_ack {
+                q.push(("autoAck".into(), "true".into()));
+            }
+            if let Some((k, v)) = group_pair(*group) {
+                q.push((k.into(), v.into()));
+            }
+            HttpRequest {
+                method: "GET".into(),
+                path,
+                query: q,
+                body: vec![],
+            }
+        }
+        Step::Ack {
+            picks,
+            group,
+            single,
+        } => {
+            let first = pick(picks[0].0)?;
+            let g = group.unwrap_or(first.group);
+            let items: Vec<Value> = picks
+                .iter()
+                .take(if *single { 1 } else { picks.len() })
+                .filter_map(|(i, st, with_lease)| {
+                    let d = pick(*i)?;
+                    Some(ack_item(
+                        &d.message,
+                        STATUSES[*st as usize % 4],
+                        *with_lease,
+                    ))
+                })
+                .collect();
+            if *single {
+                let mut body = items[0].clone();
+                if let Some(g) = GROUPS[g as usize % 3] {
+                    body["consumerGroup"] = json!(g);
+                }
+                HttpRequest::post("/api/v1/ack", &body)
+            } else {
+                let mut body = json!({ "acknowledgments": items });
+                if let Some(g) = GROUPS[g as usize % 3] {
+                    body["consumerGroup"] = json!(g);
+                }
+                HttpRequest::post("/api/v1/ack/batch", &body)
+            }
+        }
+        Step::Extend { pick: i, seconds } => {
+            let d = pick(*i)?;
+            if d.message.lease_id.is_empty() {
+                return None;
+            }
+            let body = seconds.map_or(vec![], |s| format!("{{\"seconds\":{s}}}").into_bytes());
+            HttpRequest::post_raw(format!("/api/v1/lease/{}/extend", d.message.lease_id), body)
+        }
+        Step::Configure {
+            queue,
+            retry_limit,
+            retry_delay,
+            dedup,
+            lease_time,
+        } => HttpRequest::post(
+            "/api/v1/configure",
+            &json!({"queue": names.queue(*queue), "options": {
+                "retryLimit": retry_limit, "retryDelay": retry_delay,
+                "dedupWindowSeconds": dedup, "leaseTime": lease_time}}),
+        ),
+        Step::Dlq { queue, group } => {
+            let mut q = vec![("queue", names.queue(*queue))];
+            if let Some((k, v)) = group.and_then(group_pair) {
+                q.push((k, v.to_string()));
+            }
+            HttpRequest {
+                method: "GET".into(),
+                path: "/api/v1/dlq".into(),
+                query: q.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                body: vec![],
+            }
+        }
+        Step::Txn {
+            queue,
+            txn,
+            pick: i,
+            status,
+        } => {
+            let mut ops =
+                vec![json!({"type": "push", "items": [push_item(names, *queue, 0, Some(*txn))]})];
+            if let Some(d) = pick(*i) {
+                let mut a = ack_item(&d.message, STATUSES[*status as usize % 4], true);
+                a["type"] = json!("ack");
+                if let Some(g) = GROUPS[d.group as usize % 3] {
+                    a["consumerGroup"] = json!(g);
+                }
+                ops.push(a);
+            }
+            HttpRequest::post("/api/v1/transaction", &json!({ "operations": ops }))
+        }
+        Step::Sleep(_) => return None,
+    })
+}
+
+fn push_item(names: &Names, queue: u8, p: u8, t: Option<u8>) -> Value {
+    let mut v = json!({"queue": names.queue(queue), "partition": PARTS[p as usize % 3], "payload": {"p": p}});
+    if let Some(t) = t {
+        v["transactionId"] = json!(format!("t{t}"));
+    }
+    v
+}
+
+fn ack_item(m: &PopMessage, status: &str, with_lease: bool) -> Value {
+    let mut v =
+        json!({"transactionId": m.transaction_id, "partitionId": m.partition_id, "status": status});
+    if with_lease {
+        v["leaseId"] = json!(m.lease_id);
+    }
+    v
+}
+
+impl Step {
+    /// The step as a Rust expression (for a reproducing test).
+    pub fn to_rust(&self) -> String {
+        fn opt<T: std::fmt::Display>(o: &Option<T>) -> String {
+            o.as_ref().map_or("None".into(), |v| format!("Some({v})"))
+        }
+        match self {
+            Step::Push { queue, items } => {
+                let items: Vec<String> = items.iter().map(|(p, t)| format!("({p}, {})", opt(t))).collect();
+                format!("Step::Push {{ queue: {queue}, items: vec![{}] }}", items.join(", "))
+            }
+            Step::Pop { route, group, batch, partitions, auto_ack, lease } => {
+                let route = match route {
+                    Route::Queue(q) => format!("Route::Queue({q})"),
+                    Route::Partition(q, p) => format!("Route::Partition({q}, {p})"),
+                    Route::Discovery(t) => format!("Route::Discovery({})", opt(t)),
+                };
+                format!("Step::Pop {{ route: {route}, group: {group}, batch: {batch}, partitions: {partitions}, auto_ack: {auto_ack}, lease: {lease} }}")
+            }
+            Step::Ack { picks, group, single } => {
+                let picks: Vec<String> = picks.iter().map(|(i, s, l)| format!("({i}, {s}, {l})")).collect();
+                format!("Step::Ack {{ picks: vec![{}], group: {}, single: {single} }}", picks.join(", "), opt(group))
+            }
+            Step::Extend { pick, seconds } => format!("Step::Extend {{ pick: {pick}, seconds: {} }}", opt(seconds)),
+            Step::Configure { queue, retry_limit, retry_delay, dedup, lease_time } => format!(
+                "Step::Configure {{ queue: {queue}, retry_limit: {retry_limit}, retry_delay: {retry_delay}, dedup: {dedup}, lease_time: {lease_time} }}"
+            ),
+            Step::Dlq { queue, group } => format!("Step::Dlq {{ queue: {queue}, group: {} }}", opt(group)),
+            Step::Txn { queue, txn, pick, status } => {
+                format!("Step::Txn {{ queue: {queue}, txn: {txn}, pick: {pick}, status: {status} }}")
+            }
+            Step::Sleep(ms) => format!("Step::Sleep({ms})"),
+        }
+    }
+
+    /// A short name for coverage counts.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Step::Push { .. } => "push",
+            Step::Pop {
+                route: Route::Queue(_),
+                ..
+            } => "pop (queue route)",
+            Step::Pop {
+                route: Route::Partition(..),
+                ..
+            } => "pop (partition route)",
+            Step::Pop {
+                route: Route::Discovery(_),
+                ..
+            } => "pop (discovery)",
+            Step::Ack { single: true, .. } => "ack (single)",
+            Step::Ack { .. } => "ack (batch)",
+            Step::Extend { .. } => "extend",
+            Step::Configure { .. } => "configure",
+            Step::Dlq { .. } => "dlq listing",
+            Step::Txn { .. } => "transaction",
+            Step::Sleep(_) => "sleep",
+        }
+    }
+}

@@ -1,0 +1,400 @@
+//! Lockstep property runs: proptest generates operation sequences, each is sent to the
+//! broker with fresh queue names and every answer is checked against the model's
+//! allowed answers as it arrives (ids are bound as they are learnt). On the first
+//! divergence proptest shrinks the sequence — every re-run again with fresh names — and
+//! the minimal one is printed as a curl script and a Rust test, with the model's allowed
+//! answers beside the actual one and the rule ids involved, and saved to disk.
+//!
+//! A run is reproducible from its seed (`--seed`), its size (`--cases`, `--steps`) and its
+//! number of workers (parallel proptest runners with seeds derived from the run's seed).
+
+pub mod coverage;
+pub mod gen;
+pub mod repro;
+
+pub use coverage::Coverage;
+pub use gen::{Route, Step};
+
+use crate::case::{Capability, Failure};
+use crate::session::{sleep_ms, CheckSettings, Exchange, Session, Target};
+use gen::{Delivered, Names};
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+use queen_reference::wire::PopResponse;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How big a lockstep run is and where its counterexamples go.
+#[derive(Clone, Debug)]
+pub struct LockstepOptions {
+    pub seed: u64,
+    /// Sequences generated (before shrinking), across all workers.
+    pub cases: u32,
+    /// Longest sequence.
+    pub steps: u32,
+    /// Parallel runners.
+    pub workers: usize,
+    /// Capabilities the broker lacks: their operations are never generated.
+    pub without: BTreeSet<Capability>,
+    /// Where failing seeds and their counterexamples are saved.
+    pub failures_dir: Option<PathBuf>,
+    /// Time allowed for shrinking.
+    pub max_shrink_secs: u32,
+}
+
+/// A minimal failing sequence.
+#[derive(Clone, Debug)]
+pub struct Counterexample {
+    pub seed: u64,
+    pub worker: usize,
+    pub first_len: usize,
+    pub steps: Vec<Step>,
+    pub transcript: Vec<Exchange>,
+    pub failure: Failure,
+    pub curl: String,
+    pub rust: String,
+    pub saved: Vec<PathBuf>,
+}
+
+/// What a lockstep run found.
+#[derive(Clone, Debug, Default)]
+pub struct LockstepOutcome {
+    pub seed: u64,
+    pub workers: usize,
+    pub cases: u32,
+    pub steps: u32,
+    pub sequences: u64,
+    pub exchanges: u64,
+    pub inconclusive: u64,
+    pub coverage: Coverage,
+    pub counterexample: Option<Counterexample>,
+    pub error: Option<String>,
+    pub duration_ms: u64,
+}
+
+/// How one sequence ended.
+pub enum SeqResult {
+    Pass,
+    /// The model could not decide: the sequence is cut short, not failed.
+    Inconclusive,
+    Fail(Failure),
+}
+
+/// Runs one sequence on a fresh session; returns how it ended and what was exchanged.
+pub async fn run_sequence(
+    target: &Target,
+    prefix: String,
+    steps: &[Step],
+    mut cov: Option<&mut Coverage>,
+) -> (SeqResult, Vec<Exchange>) {
+    let names = Names {
+        prefix: prefix.clone(),
+    };
+    let mut s = Session::new(target, prefix);
+    let mut delivered: Vec<Delivered> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for step in steps {
+        if let Some(c) = cov.as_deref_mut() {
+            c.op(step.kind());
+        }
+        if let Step::Sleep(ms) = step {
+            sleep_ms(*ms as u64).await;
+            continue;
+        }
+        let Some(req) = gen::request(step, &names, &delivered) else {
+            continue;
+        };
+        match s.send(req).await {
+            Ok(resp) => {
+                if let Some(c) = cov.as_deref_mut() {
+                    let x = s.transcript().last().expect("just sent");
+                    c.observe(
+                        &x.request,
+                        &resp,
+                        s.checker().worlds().first(),
+                        &mut seen,
+                        s.worlds(),
+                    );
+                }
+                if let (Step::Pop { group, .. }, 200) = (step, resp.status) {
+                    if let Some(p) = resp
+                        .body
+                        .and_then(|b| serde_json::from_value::<PopResponse>(b).ok())
+                    {
+                        delivered.extend(p.messages.into_iter().map(|message| Delivered {
+                            message,
+                            group: *group,
+                        }));
+                    }
+                }
+                if delivered.len() > 64 {
+                    delivered.drain(..delivered.len() - 64);
+                }
+            }
+            Err(Failure::Inconclusive { .. }) => {
+                return (SeqResult::Inconclusive, s.into_transcript())
+            }
+            Err(f) => return (SeqResult::Fail(f), s.into_transcript()),
+        }
+    }
+    (SeqResult::Pass, s.into_transcript())
+}
+
+/// Replays a step list against a broker at `url` (default check settings): the entry
+/// point of the Rust tests printed for counterexamples.
+pub async fn replay(url: &str, steps: &[Step]) -> Result<(), String> {
+    let target = Target::new(url, CheckSettings::default());
+    let prefix = format!("rp{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    match run_sequence(&target, prefix.clone(), steps, None).await {
+        (SeqResult::Pass, _) | (SeqResult::Inconclusive, _) => Ok(()),
+        (SeqResult::Fail(f), t) => Err(format!(
+            "{}\n{}",
+            f.details(),
+            repro::curl_script(&t, &prefix, Some(&f))
+        )),
+    }
+}
+
+struct Shared {
+    coverage: Mutex<Coverage>,
+    counter: AtomicU64,
+    sequences: AtomicU64,
+    exchanges: AtomicU64,
+    inconclusive: AtomicU64,
+    stop: AtomicBool,
+    done: AtomicU64,
+}
+
+/// Called after each generated (not shrinking) sequence with (done, total).
+pub type Tick = Arc<dyn Fn(u64, u64) + Send + Sync>;
+
+fn worker_seed(seed: u64, worker: usize) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    let mut x = seed ^ (worker as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for chunk in out.chunks_mut(8) {
+        // splitmix64
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        chunk.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out
+}
+
+/// Runs the lockstep property check.
+pub async fn run(
+    target: &Target,
+    run_id: &str,
+    opts: &LockstepOptions,
+    tick: Option<Tick>,
+) -> LockstepOutcome {
+    let t0 = std::time::Instant::now();
+    let workers = opts.workers.max(1).min(opts.cases.max(1) as usize);
+    let shared = Arc::new(Shared {
+        coverage: Mutex::new(Coverage::default()),
+        counter: AtomicU64::new(0),
+        sequences: AtomicU64::new(0),
+        exchanges: AtomicU64::new(0),
+        inconclusive: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        done: AtomicU64::new(0),
+    });
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let cases =
+            opts.cases / workers as u32 + u32::from((w as u32) < opts.cases % workers as u32);
+        let (target, opts, shared, tick) =
+            (target.clone(), opts.clone(), shared.clone(), tick.clone());
+        let run_id = run_id.to_string();
+        let handle = tokio::runtime::Handle::current();
+        handles.push(tokio::task::spawn_blocking(move || {
+            worker(handle, &target, &run_id, &opts, w, cases, &shared, tick)
+        }));
+    }
+    let mut out = LockstepOutcome {
+        seed: opts.seed,
+        workers,
+        cases: opts.cases,
+        steps: opts.steps,
+        ..LockstepOutcome::default()
+    };
+    for h in handles {
+        match h.await {
+            Ok(Ok(Some(c))) if out.counterexample.is_none() => out.counterexample = Some(c),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => out.error = Some(e),
+            Err(e) => out.error = Some(format!("a lockstep worker panicked: {e}")),
+        }
+    }
+    out.coverage = shared.coverage.lock().expect("coverage").clone();
+    out.sequences = shared.sequences.load(Ordering::SeqCst);
+    out.exchanges = shared.exchanges.load(Ordering::SeqCst);
+    out.inconclusive = shared.inconclusive.load(Ordering::SeqCst);
+    if let (Some(c), Some(dir)) = (out.counterexample.as_mut(), &opts.failures_dir) {
+        c.saved = save(dir, c, opts).unwrap_or_default();
+    }
+    out.duration_ms = t0.elapsed().as_millis() as u64;
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn worker(
+    handle: tokio::runtime::Handle,
+    target: &Target,
+    run_id: &str,
+    opts: &LockstepOptions,
+    w: usize,
+    cases: u32,
+    shared: &Shared,
+    tick: Option<Tick>,
+) -> Result<Option<Counterexample>, String> {
+    if cases == 0 {
+        return Ok(None);
+    }
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 4096,
+        max_shrink_time: opts.max_shrink_secs.saturating_mul(1000),
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new_with_rng(
+        config,
+        TestRng::from_seed(RngAlgorithm::ChaCha, &worker_seed(opts.seed, w)),
+    );
+    let without = opts.without.clone();
+    let allowed = move |c: Capability| !without.contains(&c);
+    let strategy = proptest::collection::vec(gen::step(&allowed), 1..=opts.steps.max(1) as usize);
+    let failed_here = std::cell::Cell::new(false);
+    let first_len = std::cell::Cell::new(0usize);
+    type Last = (Vec<Step>, Vec<Exchange>, Failure);
+    let last: Mutex<Option<Last>> = Mutex::new(None);
+    let total = opts.cases as u64;
+    let result = runner.run(&strategy, |steps| {
+        let shrinking = failed_here.get();
+        if shared.stop.load(Ordering::SeqCst) && !shrinking {
+            return Ok(()); // another worker found a counterexample
+        }
+        let prefix = format!(
+            "ls{run_id}s{}",
+            shared.counter.fetch_add(1, Ordering::SeqCst)
+        );
+        let mut cov = Coverage::default();
+        let (res, transcript) =
+            handle.block_on(run_sequence(target, prefix, &steps, Some(&mut cov)));
+        if !shrinking {
+            shared.coverage.lock().expect("coverage").merge(&cov);
+            shared.sequences.fetch_add(1, Ordering::SeqCst);
+            shared
+                .exchanges
+                .fetch_add(transcript.len() as u64, Ordering::SeqCst);
+            let done = shared.done.fetch_add(1, Ordering::SeqCst) + 1;
+            if let Some(t) = &tick {
+                t(done, total);
+            }
+        }
+        match res {
+            SeqResult::Pass => Ok(()),
+            SeqResult::Inconclusive => {
+                shared.inconclusive.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+            SeqResult::Fail(f) => {
+                if !shrinking {
+                    failed_here.set(true);
+                    first_len.set(steps.len());
+                    shared.stop.store(true, Ordering::SeqCst);
+                }
+                let headline = f.headline();
+                *last.lock().expect("last") = Some((steps, transcript, f));
+                Err(TestCaseError::fail(headline))
+            }
+        }
+    });
+    match result {
+        Ok(()) => Ok(None),
+        Err(TestError::Abort(why)) => Err(format!("lockstep run aborted: {why}")),
+        Err(TestError::Fail(_, minimal)) => {
+            let (steps, transcript, failure) = last
+                .lock()
+                .expect("last")
+                .take()
+                .ok_or("no failing run was recorded")?;
+            // The last failing run is the minimal one proptest reports.
+            debug_assert_eq!(steps, minimal);
+            let prefix = transcript_prefix(&transcript);
+            let curl = repro::curl_script(&transcript, &prefix, Some(&failure));
+            let rust = repro::rust_test(
+                &steps,
+                &format!("lockstep_seed_{}_worker_{w}", opts.seed),
+                &format!(
+                    "Counterexample of queen-conformance (seed {}, worker {w}): {} steps, shrunk from {}. {}",
+                    opts.seed,
+                    steps.len(),
+                    first_len.get(),
+                    failure.headline()
+                ),
+            );
+            Ok(Some(Counterexample {
+                seed: opts.seed,
+                worker: w,
+                first_len: first_len.get(),
+                steps,
+                transcript,
+                failure,
+                curl,
+                rust,
+                saved: vec![],
+            }))
+        }
+    }
+}
+
+/// The name prefix a lockstep transcript used (`ls<run>s<n>`), read from its first path
+/// or body.
+fn transcript_prefix(t: &[Exchange]) -> String {
+    for x in t {
+        let hay = format!(
+            "{} {} {:?}",
+            x.request.path,
+            String::from_utf8_lossy(&x.request.body),
+            x.request.query
+        );
+        if let Some(i) = hay.find("ls") {
+            let p: String = hay[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            if p.contains('s') && p.len() > 3 {
+                return p;
+            }
+        }
+    }
+    String::new()
+}
+
+/// Saves the counterexample: a summary, the curl script and the Rust test.
+fn save(
+    dir: &std::path::Path,
+    c: &Counterexample,
+    opts: &LockstepOptions,
+) -> std::io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let stem = format!("lockstep-seed{}-w{}", c.seed, c.worker);
+    let txt = dir.join(format!("{stem}.txt"));
+    let sh = dir.join(format!("{stem}.sh"));
+    let rs = dir.join(format!("{stem}.rs"));
+    let mut summary = format!(
+        "queen-conformance lockstep counterexample\nreproduce the run: queen-conformance run --seed {} --cases {} --steps {} --lockstep-workers {}\n\n{}\n\nminimal sequence ({} steps, shrunk from {}):\n",
+        c.seed, opts.cases, opts.steps, opts.workers, c.failure.details(), c.steps.len(), c.first_len
+    );
+    for s in &c.steps {
+        summary.push_str(&format!("  {}\n", s.to_rust()));
+    }
+    std::fs::write(&txt, summary)?;
+    std::fs::write(&sh, &c.curl)?;
+    std::fs::write(&rs, &c.rust)?;
+    Ok(vec![txt, sh, rs])
+}

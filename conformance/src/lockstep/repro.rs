@@ -1,0 +1,261 @@
+//! Counterexamples anyone can run: a transcript turned into a bash + curl script (ids the
+//! broker minted are read back with jq from the answers that introduced them, queue names
+//! get a fresh prefix per run), and a step list turned into a Rust test.
+
+use crate::case::Failure;
+use crate::lockstep::gen::Step;
+use crate::session::Exchange;
+use queen_reference::wire::is_uuid;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Where an id was first seen: the exchange and a jq path into its answer.
+struct Origin {
+    step: usize,
+    path: String,
+    var: Option<String>,
+}
+
+fn jq_key(k: &str) -> String {
+    if !k.is_empty()
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !k.starts_with(|c: char| c.is_ascii_digit())
+    {
+        format!(".{k}")
+    } else {
+        format!(
+            ".[{}]",
+            serde_json::to_string(k).expect("a string serializes")
+        )
+    }
+}
+
+fn collect_ids(v: &Value, path: String, step: usize, out: &mut BTreeMap<String, Origin>) {
+    match v {
+        Value::String(s) if is_uuid(s) => {
+            out.entry(s.clone()).or_insert(Origin {
+                step,
+                path: if path.is_empty() { ".".into() } else { path },
+                var: None,
+            });
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                collect_ids(x, format!("{path}[{i}]"), step, out);
+            }
+        }
+        Value::Object(o) => {
+            for (k, x) in o {
+                let p = if path.is_empty() {
+                    jq_key(k)
+                } else {
+                    format!("{path}{}", jq_key(k))
+                };
+                collect_ids(x, p, step, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Escapes text for an unquoted heredoc, then puts the variables back in.
+fn heredoc_text(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('$', "\\$")
+        .replace('`', "\\`")
+}
+
+fn body_text(v: &Option<Value>) -> String {
+    v.as_ref()
+        .map_or_else(|| "(no body)".to_string(), |b| b.to_string())
+}
+
+/// Replaces learnt ids and the run prefix in `s` by shell variables.
+fn substitute(
+    s: &str,
+    ids: &mut BTreeMap<String, Origin>,
+    step: usize,
+    prefix: &str,
+    next_var: &mut usize,
+) -> String {
+    let mut out = if prefix.is_empty() {
+        s.to_string()
+    } else {
+        s.replace(prefix, "${RUN}")
+    };
+    for (id, origin) in ids.iter_mut() {
+        if origin.step < step && out.contains(id.as_str()) {
+            let var = origin.var.get_or_insert_with(|| {
+                *next_var += 1;
+                format!("ID{}", *next_var)
+            });
+            out = out.replace(id.as_str(), &format!("${{{var}}}"));
+        }
+    }
+    out
+}
+
+/// A bash script replaying `transcript` with curl, with the model's allowed answers
+/// and the rules beside the diverging exchange.
+pub fn curl_script(transcript: &[Exchange], prefix: &str, failure: Option<&Failure>) -> String {
+    // First pass: where each id comes from; second pass: which ones are used later.
+    let mut ids: BTreeMap<String, Origin> = BTreeMap::new();
+    let mut rendered: Vec<(String, String, Option<String>)> = Vec::new();
+    let mut next_var = 0;
+    for (i, x) in transcript.iter().enumerate() {
+        let r = &x.request;
+        let mut url = r.path.clone();
+        if !r.query.is_empty() {
+            let q: String = form_urlencoded(&r.query);
+            url = format!("{url}?{q}");
+        }
+        let url = substitute(&url, &mut ids, i, prefix, &mut next_var);
+        let body = if r.body.is_empty() {
+            None
+        } else {
+            match std::str::from_utf8(&r.body) {
+                Ok(t) if !t.lines().any(|l| l == "EOF") => Some(substitute(
+                    &heredoc_text(t),
+                    &mut ids,
+                    i,
+                    prefix,
+                    &mut next_var,
+                )),
+                _ => Some(format!(
+                    "<<binary>>{}",
+                    r.body
+                        .iter()
+                        .map(|b| format!("\\x{b:02x}"))
+                        .collect::<String>()
+                )),
+            }
+        };
+        rendered.push((r.method.clone(), url, body));
+        if let Some(b) = &x.response.body {
+            collect_ids(b, String::new(), i, &mut ids);
+        }
+    }
+    let diverged_at = match failure {
+        Some(Failure::Diverged { step, .. }) | Some(Failure::Inconclusive { step, .. }) => {
+            Some(*step)
+        }
+        _ => None,
+    };
+    let mut s = String::new();
+    let _ = writeln!(s, "#!/usr/bin/env bash");
+    let _ = writeln!(
+        s,
+        "# Counterexample found by queen-conformance: replays each request against a broker."
+    );
+    let _ = writeln!(
+        s,
+        "# Needs curl and jq. QUEEN_URL picks the broker; RUN makes the queue names fresh."
+    );
+    let _ = writeln!(s, "set -euo pipefail");
+    let _ = writeln!(s, "BASE=\"${{QUEEN_URL:-http://127.0.0.1:6632}}\"");
+    let _ = writeln!(s, "RUN=\"${{RUN:-r$(date +%s%N | cut -c1-13)}}\"");
+    let _ = writeln!(s, "OUT=\"$(mktemp -d)\"");
+    let _ = writeln!(s);
+    for (i, ((method, url, body), x)) in rendered.iter().zip(transcript).enumerate() {
+        let _ = writeln!(s, "# #{} {} {}", i + 1, method, x.request.path);
+        if Some(i) == diverged_at {
+            if let Some(Failure::Diverged { divergence, .. }) = failure {
+                let _ = writeln!(s, "# >>> DIVERGES HERE ({})", divergence.rules.join(", "));
+                let _ = writeln!(
+                    s,
+                    "# >>> actual:  {} {}",
+                    divergence.actual.status,
+                    body_text(&divergence.actual.body)
+                );
+                for (e, why) in divergence.expected.iter().zip(&divergence.reasons) {
+                    let _ = writeln!(s, "# >>> allowed: {} {}", e.status, body_text(&e.body));
+                    let _ = writeln!(s, "# >>>   differs: {why}");
+                }
+            }
+        } else {
+            let _ = writeln!(
+                s,
+                "#     answered {} {}",
+                x.response.status,
+                body_text(&x.response.body)
+            );
+        }
+        let head = format!(
+            "S{i}=$(curl -sS -o \"$OUT/{i}.json\" -w '%{{http_code}}' -X {method} \"$BASE{url}\""
+        );
+        match body {
+            None => {
+                let _ = writeln!(s, "{head})");
+            }
+            Some(b) if b.starts_with("<<binary>>") => {
+                let _ = writeln!(
+                    s,
+                    "S{i}=$(printf '{}' | curl -sS -o \"$OUT/{i}.json\" -w '%{{http_code}}' -X {method} \"$BASE{url}\" -H 'content-type: application/json' --data-binary @-)",
+                    &b["<<binary>>".len()..]
+                );
+            }
+            Some(b) => {
+                let _ = writeln!(s, "{head} -H 'content-type: application/json' --data-binary @- <<EOF\n{b}\nEOF\n)");
+            }
+        }
+        let _ = writeln!(s, "echo \"#{} $S{i} $(cat \"$OUT/{i}.json\")\"", i + 1);
+        for origin in ids.values() {
+            if origin.step == i {
+                if let Some(var) = &origin.var {
+                    let _ = writeln!(
+                        s,
+                        "{var}=$(jq -r '{}' \"$OUT/{i}.json\")",
+                        origin.path.replace('\'', "'\\''")
+                    );
+                }
+            }
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+fn form_urlencoded(pairs: &[(String, String)]) -> String {
+    let enc = |s: &str| {
+        let mut o = String::new();
+        for b in s.bytes() {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                o.push(b as char);
+            } else {
+                let _ = write!(o, "%{b:02X}");
+            }
+        }
+        o
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// A Rust test replaying the steps against `QUEEN_URL` (or 127.0.0.1:6632).
+pub fn rust_test(steps: &[Step], name: &str, about: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "//! {about}");
+    let _ = writeln!(s, "//! Run against a broker: QUEEN_URL=http://127.0.0.1:6632 cargo test -p queen-conformance --test <this file>");
+    let _ = writeln!(
+        s,
+        "#[allow(unused_imports)]\nuse queen_conformance::lockstep::{{replay, Route, Step}};"
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(s, "#[tokio::test]");
+    let _ = writeln!(s, "async fn {name}() {{");
+    let _ = writeln!(s, "    let url = std::env::var(\"QUEEN_URL\").unwrap_or_else(|_| \"http://127.0.0.1:6632\".into());");
+    let _ = writeln!(s, "    let steps = vec![");
+    for st in steps {
+        let _ = writeln!(s, "        {},", st.to_rust());
+    }
+    let _ = writeln!(s, "    ];");
+    let _ = writeln!(s, "    if let Err(e) = replay(&url, &steps).await {{");
+    let _ = writeln!(s, "        panic!(\"{{e}}\");");
+    let _ = writeln!(s, "    }}");
+    let _ = writeln!(s, "}}");
+    s
+}

@@ -1,0 +1,97 @@
+//! `--json PATH`: the whole run as one JSON document, for tools: every case with its
+//! verdict, rules, level and capability; failures with the divergence (request, actual
+//! answer, the model's allowed answers and why each differs), the transcript and a curl
+//! script; the lockstep run with its coverage and counterexample.
+
+use super::{Report, Verdict};
+use crate::case::Failure;
+use crate::session::request_json;
+use serde_json::{json, Value};
+
+fn failure_json(f: &Failure) -> Value {
+    let mut v = json!({"kind": f.kind(), "message": f.headline(), "rules": f.rules()});
+    if let Failure::Diverged { step, divergence } = f {
+        v["step"] = json!(step);
+        v["request"] = request_json(&divergence.request);
+        v["actual"] = json!({"status": divergence.actual.status, "body": divergence.actual.body});
+        v["allowed"] = divergence
+            .expected
+            .iter()
+            .zip(&divergence.reasons)
+            .map(|(e, why)| json!({"status": e.status, "body": e.body, "differs": why}))
+            .collect();
+    }
+    v
+}
+
+/// The report as JSON.
+pub fn render(r: &Report) -> Value {
+    let cases: Vec<Value> = r
+        .entries
+        .iter()
+        .map(|e| {
+            let mut v = json!({
+                "id": e.id,
+                "rules": e.rules,
+                "level": e.level,
+                "capability": e.capability,
+                "verdict": e.verdict,
+                "failsRun": e.fails_run,
+                "durationMs": e.duration_ms,
+            });
+            if let Some(why) = &e.skip_reason {
+                v["skipReason"] = json!(why);
+            }
+            if let Some(f) = &e.failure {
+                v["failure"] = failure_json(f);
+                v["transcript"] = e.transcript.iter().map(|x| x.to_json()).collect();
+                v["curl"] = json!(e.curl);
+            }
+            v
+        })
+        .collect();
+    let lockstep = r.lockstep.as_ref().map(|l| {
+        json!({
+            "seed": l.seed.to_string(),
+            "workers": l.workers,
+            "cases": l.cases,
+            "maxSteps": l.steps,
+            "sequences": l.sequences,
+            "exchanges": l.exchanges,
+            "inconclusive": l.inconclusive,
+            "durationMs": l.duration_ms,
+            "coverage": l.coverage,
+            "neverReached": l.coverage.missing(),
+            "error": l.error,
+            "counterexample": l.counterexample.as_ref().map(|c| json!({
+                "worker": c.worker,
+                "shrunkFrom": c.first_len,
+                "steps": c.steps.iter().map(|s| s.to_rust()).collect::<Vec<_>>(),
+                "failure": failure_json(&c.failure),
+                "curl": c.curl,
+                "rust": c.rust,
+                "saved": c.saved.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+            })),
+        })
+    });
+    json!({
+        "tool": "queen-conformance",
+        "runId": r.run_id,
+        "target": r.target,
+        "startedAt": queen_reference::time::format_iso(r.started_ms),
+        "durationMs": r.duration_ms,
+        "strict": r.strict,
+        "without": r.without,
+        "passed": r.passed(),
+        "problems": r.problems,
+        "summary": {
+            "passed": r.count(Verdict::Passed),
+            "failed": r.count(Verdict::Failed),
+            "skipped": r.count(Verdict::Skipped),
+            "expectedFailures": r.count(Verdict::ExpectedFailure),
+            "stale": r.count(Verdict::StalePass),
+        },
+        "cases": cases,
+        "lockstep": lockstep,
+    })
+}

@@ -1,0 +1,208 @@
+//! The verdict of a run and its reports. [`Report::build`] applies the rules of the
+//! exit status to the raw results: any SEED failure fails the run; PROJECT differences
+//! only with `--strict` (they are listed apart as "differs on project-resolved points");
+//! OPEN cases never fail it; expected failures are excused and stale ones are failures;
+//! a run that executed no case fails.
+
+pub mod json;
+pub mod junit;
+pub mod terminal;
+
+use crate::case::{Capability, Failure};
+use crate::lockstep::repro::curl_script;
+use crate::lockstep::LockstepOutcome;
+use crate::rules::{level_of, Level};
+use crate::runner::{RunResults, Status};
+use crate::session::Exchange;
+use std::collections::BTreeSet;
+
+/// The id under which the property run is reported.
+pub const LOCKSTEP_ID: &str = "lockstep/property-run";
+
+/// A case's final verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Passed,
+    Failed,
+    Skipped,
+    /// Failed, and listed in the expected-failures file.
+    ExpectedFailure,
+    /// Passed, but listed as an expected failure: the list is out of date.
+    StalePass,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Passed => "passed",
+            Verdict::Failed => "failed",
+            Verdict::Skipped => "skipped",
+            Verdict::ExpectedFailure => "expected failure",
+            Verdict::StalePass => "stale (passed but expected to fail)",
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub id: String,
+    pub rules: Vec<String>,
+    pub level: Level,
+    pub capability: Capability,
+    pub verdict: Verdict,
+    pub skip_reason: Option<String>,
+    pub failure: Option<Failure>,
+    pub transcript: Vec<Exchange>,
+    pub curl: Option<String>,
+    pub duration_ms: u64,
+    /// Whether this entry fails the run.
+    pub fails_run: bool,
+}
+
+/// A finished run, judged.
+pub struct Report {
+    pub run_id: String,
+    pub target: String,
+    pub started_ms: i64,
+    pub duration_ms: u64,
+    pub strict: bool,
+    pub entries: Vec<Entry>,
+    pub lockstep: Option<LockstepOutcome>,
+    pub without: BTreeSet<Capability>,
+    /// Why the run fails (empty: it passes).
+    pub problems: Vec<String>,
+}
+
+impl Report {
+    /// Judges `results` under `--strict` and the expected failures.
+    pub fn build(results: RunResults, strict: bool, expected: &BTreeSet<String>) -> Report {
+        let mut entries = Vec::new();
+        for o in results.cases {
+            let (verdict, skip_reason, failure) = match o.status {
+                Status::Passed => (Verdict::Passed, None, None),
+                Status::Failed(f) => (Verdict::Failed, None, Some(f)),
+                Status::Skipped(why) => (Verdict::Skipped, Some(why), None),
+            };
+            let curl = failure
+                .as_ref()
+                .map(|f| curl_script(&o.transcript, &o.prefix, Some(f)));
+            entries.push(Entry {
+                id: o.case.id.to_string(),
+                rules: o.case.rules.iter().map(|r| r.to_string()).collect(),
+                level: o.case.level,
+                capability: o.case.capability,
+                verdict,
+                skip_reason,
+                failure,
+                transcript: o.transcript,
+                curl,
+                duration_ms: o.duration_ms,
+                fails_run: false,
+            });
+        }
+        if let Some(l) = &results.lockstep {
+            let failure = l.counterexample.as_ref().map(|c| c.failure.clone());
+            let rules: Vec<String> = failure
+                .as_ref()
+                .map(|f| f.rules().iter().map(|r| r.to_string()).collect())
+                .unwrap_or_default();
+            let level = failure
+                .as_ref()
+                .map_or(Level::Seed, |f| level_of(&f.rules()));
+            let (verdict, failure) = match (&l.error, failure) {
+                (_, Some(f)) => (Verdict::Failed, Some(f)),
+                (Some(e), None) => (Verdict::Failed, Some(Failure::Transport(e.clone()))),
+                (None, None) => (Verdict::Passed, None),
+            };
+            entries.push(Entry {
+                id: LOCKSTEP_ID.to_string(),
+                rules,
+                level,
+                capability: Capability::Core,
+                verdict,
+                skip_reason: None,
+                failure,
+                transcript: l
+                    .counterexample
+                    .as_ref()
+                    .map(|c| c.transcript.clone())
+                    .unwrap_or_default(),
+                curl: l.counterexample.as_ref().map(|c| c.curl.clone()),
+                duration_ms: l.duration_ms,
+                fails_run: false,
+            });
+        }
+        let mut problems = Vec::new();
+        for e in &mut entries {
+            let listed = expected.contains(&e.id);
+            match (e.verdict, listed) {
+                (Verdict::Failed, true) => e.verdict = Verdict::ExpectedFailure,
+                (Verdict::Passed, true) => {
+                    e.verdict = Verdict::StalePass;
+                    e.fails_run = true;
+                    problems.push(format!(
+                        "{} passed but is listed as an expected failure",
+                        e.id
+                    ));
+                }
+                (Verdict::Failed, false) => {
+                    e.fails_run = match e.level {
+                        Level::Seed => true,
+                        Level::Project => strict,
+                        Level::Open => false,
+                    };
+                    if e.fails_run {
+                        problems.push(format!("{} failed [{}]", e.id, e.level));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let executed = entries
+            .iter()
+            .filter(|e| e.verdict != Verdict::Skipped)
+            .count();
+        if executed == 0 {
+            problems.push("no case was executed".to_string());
+        }
+        Report {
+            run_id: results.run_id,
+            target: results.target_label,
+            started_ms: results.started_ms,
+            duration_ms: results.duration_ms,
+            strict,
+            entries,
+            lockstep: results.lockstep,
+            without: results.without,
+            problems,
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    /// The process exit status: 0 when the run passes, 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        if self.passed() {
+            0
+        } else {
+            1
+        }
+    }
+
+    /// Ids of every failed case (expected or not): what `--fix` writes.
+    pub fn failing_ids(&self) -> BTreeSet<String> {
+        self.entries
+            .iter()
+            .filter(|e| matches!(e.verdict, Verdict::Failed | Verdict::ExpectedFailure))
+            .map(|e| e.id.clone())
+            .collect()
+    }
+
+    pub fn count(&self, v: Verdict) -> usize {
+        self.entries.iter().filter(|e| e.verdict == v).count()
+    }
+}

@@ -1,0 +1,248 @@
+//! The summary a person reads: counts by capability and level, each failure with the
+//! request, the actual answer and the model's allowed answers, skipped cases, the
+//! lockstep run with its coverage, the failing rule ids and the verdict.
+
+use super::{Entry, Report, Verdict};
+use crate::case::{Capability, Failure};
+use crate::rules::Level;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
+}
+
+fn indent(text: &str, by: &str) -> String {
+    text.lines()
+        .map(|l| format!("{by}{}\n", clip(l, 400)))
+        .collect()
+}
+
+fn failure_block(out: &mut String, e: &Entry, verbose: bool) {
+    let mark = if e.fails_run { "FAIL" } else { "fail" };
+    let _ = writeln!(
+        out,
+        "  {mark} {} [{}] ({})",
+        e.id,
+        e.level,
+        e.rules.join(", ")
+    );
+    if let Some(f) = &e.failure {
+        let _ = writeln!(out, "       {}", clip(&f.headline(), 300));
+        if let Failure::Diverged { .. } = f {
+            out.push_str(&indent(&f.details(), "         "));
+        }
+        if !f.rules().is_empty() {
+            let _ = writeln!(out, "       rules: {}", f.rules().join(", "));
+        }
+    }
+    if verbose {
+        for (i, x) in e.transcript.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "       #{:<2} {} {} -> {} {}",
+                i + 1,
+                x.request.method,
+                x.request.path,
+                x.response.status,
+                clip(
+                    &x.response
+                        .body
+                        .as_ref()
+                        .map_or(String::new(), |b| b.to_string()),
+                    160
+                )
+            );
+        }
+    }
+}
+
+/// Renders the report for a terminal.
+pub fn render(r: &Report, verbose: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "queen-conformance run {} against {}",
+        r.run_id, r.target
+    );
+    if !r.without.is_empty() {
+        let w: Vec<_> = r.without.iter().map(|c| c.as_str()).collect();
+        let _ = writeln!(out, "without: {}", w.join(", "));
+    }
+    let _ = writeln!(out);
+    let mut table: BTreeMap<(Capability, Level), [usize; 4]> = BTreeMap::new();
+    for e in &r.entries {
+        let row = table.entry((e.capability, e.level)).or_default();
+        match e.verdict {
+            Verdict::Passed => row[0] += 1,
+            Verdict::Failed | Verdict::StalePass => row[1] += 1,
+            Verdict::Skipped => row[2] += 1,
+            Verdict::ExpectedFailure => row[3] += 1,
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{:<14} {:<8} {:>6} {:>6} {:>7} {:>8}",
+        "capability", "level", "passed", "failed", "skipped", "expected"
+    );
+    for ((cap, level), [p, f, s, x]) in &table {
+        let _ = writeln!(
+            out,
+            "{:<14} {:<8} {:>6} {:>6} {:>7} {:>8}",
+            cap.as_str(),
+            level.as_str(),
+            p,
+            f,
+            s,
+            x
+        );
+    }
+    let _ = writeln!(out);
+
+    let failed: Vec<&Entry> = r
+        .entries
+        .iter()
+        .filter(|e| e.verdict == Verdict::Failed)
+        .collect();
+    let groups = [
+        (Level::Seed, "Failures (SEED rules: non-conformant)"),
+        (
+            Level::Project,
+            if r.strict {
+                "Failures on project-resolved points (--strict)"
+            } else {
+                "Differs on project-resolved points (fail only with --strict)"
+            },
+        ),
+        (Level::Open, "Differs on OPEN points (never fails a run)"),
+    ];
+    for (level, title) in groups {
+        let these: Vec<&&Entry> = failed.iter().filter(|e| e.level == level).collect();
+        if these.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "{title}:");
+        for e in these {
+            failure_block(&mut out, e, verbose);
+        }
+        let _ = writeln!(out);
+    }
+    for (v, title) in [
+        (
+            Verdict::StalePass,
+            "Stale expected failures (they pass now; run with --fix)",
+        ),
+        (Verdict::ExpectedFailure, "Expected failures (excused)"),
+    ] {
+        let these: Vec<&Entry> = r.entries.iter().filter(|e| e.verdict == v).collect();
+        if !these.is_empty() {
+            let _ = writeln!(out, "{title}:");
+            for e in these {
+                let _ = writeln!(out, "  {} [{}]", e.id, e.level);
+            }
+            let _ = writeln!(out);
+        }
+    }
+    let skipped: Vec<&Entry> = r
+        .entries
+        .iter()
+        .filter(|e| e.verdict == Verdict::Skipped)
+        .collect();
+    if !skipped.is_empty() {
+        let _ = writeln!(out, "Skipped:");
+        for e in skipped {
+            let _ = writeln!(
+                out,
+                "  {} ({})",
+                e.id,
+                e.skip_reason.as_deref().unwrap_or("")
+            );
+        }
+        let _ = writeln!(out);
+    }
+    if let Some(l) = &r.lockstep {
+        let _ = writeln!(
+            out,
+            "Lockstep: {} sequences of up to {} steps (seed {}, {} workers), {} exchanges checked, {} cut short as undecidable, {:.1} s",
+            l.sequences, l.steps, l.seed, l.workers, l.exchanges, l.inconclusive, l.duration_ms as f64 / 1000.0
+        );
+        let ops: Vec<String> = l
+            .coverage
+            .operations
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(out, "  operations: {}", ops.join(", "));
+        let outs: Vec<String> = l
+            .coverage
+            .outcomes
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(out, "  outcomes:   {}", outs.join(", "));
+        let missing = l.coverage.missing();
+        if !missing.is_empty() {
+            let _ = writeln!(out, "  never reached: {}", missing.join(", "));
+        }
+        if let Some(c) = &l.counterexample {
+            let _ = writeln!(
+                out,
+                "  counterexample: {} steps (shrunk from {}):",
+                c.steps.len(),
+                c.first_len
+            );
+            for s in &c.steps {
+                let _ = writeln!(out, "    {}", s.to_rust());
+            }
+            for p in &c.saved {
+                let _ = writeln!(out, "  saved: {}", p.display());
+            }
+            if c.saved.is_empty() {
+                let _ = writeln!(out, "  curl script:");
+                out.push_str(&indent(&c.curl, "    "));
+            }
+        }
+        if let Some(e) = &l.error {
+            let _ = writeln!(out, "  error: {e}");
+        }
+        let _ = writeln!(out);
+    }
+    let mut rules: Vec<String> = r
+        .entries
+        .iter()
+        .filter(|e| e.fails_run)
+        .flat_map(|e| {
+            e.failure
+                .as_ref()
+                .map(|f| f.rules().iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| e.rules.clone())
+        })
+        .collect();
+    rules.sort();
+    rules.dedup();
+    if !rules.is_empty() {
+        let _ = writeln!(out, "Failing rules: {}", rules.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "RESULT: {} in {:.1} s",
+        if r.passed() { "PASS" } else { "FAIL" },
+        r.duration_ms as f64 / 1000.0
+    );
+    for p in &r.problems {
+        let _ = writeln!(out, "  - {p}");
+    }
+    let _ = writeln!(
+        out,
+        "queen-conformance: {} passed, {} failed, {} skipped",
+        r.count(Verdict::Passed),
+        r.count(Verdict::Failed) + r.count(Verdict::StalePass),
+        r.count(Verdict::Skipped)
+    );
+    out
+}

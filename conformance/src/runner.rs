@@ -1,0 +1,199 @@
+//! Running a suite: the catalog's cases with bounded concurrency (each on its own
+//! session with names unique to the run), then the lockstep property run, then the cases
+//! that touch broker-wide state (maintenance), one at a time with nothing else running.
+
+use crate::case::{Capability, Case, Failure};
+use crate::catalog;
+use crate::lockstep::{self, LockstepOptions, LockstepOutcome};
+use crate::progress::Progress;
+use crate::session::{now_ms, transmit, Exchange, Session, Target};
+use queen_reference::wire::HttpRequest;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What to run and how.
+#[derive(Clone)]
+pub struct RunOptions {
+    pub target: Target,
+    /// How the target is described in reports (URL, embedded engine).
+    pub target_label: String,
+    pub without: BTreeSet<Capability>,
+    /// Only cases whose id contains one of these (empty: all). `lockstep` selects the
+    /// property run.
+    pub only: Vec<String>,
+    pub concurrency: usize,
+    pub case_timeout_s: u64,
+    pub lockstep: Option<LockstepOptions>,
+    pub progress: bool,
+}
+
+/// How a case ended before expectations are applied.
+#[derive(Clone, Debug)]
+pub enum Status {
+    Passed,
+    Failed(Failure),
+    Skipped(String),
+}
+
+/// One case's result.
+#[derive(Clone)]
+pub struct CaseOutcome {
+    pub case: Case,
+    pub status: Status,
+    pub transcript: Vec<Exchange>,
+    pub prefix: String,
+    pub duration_ms: u64,
+}
+
+/// Everything a run produced.
+pub struct RunResults {
+    pub run_id: String,
+    pub target_label: String,
+    pub started_ms: i64,
+    pub duration_ms: u64,
+    pub cases: Vec<CaseOutcome>,
+    pub lockstep: Option<LockstepOutcome>,
+    pub without: BTreeSet<Capability>,
+}
+
+/// A fresh run id: 8 hex digits (queue names are `cf<run>c<case>-...`).
+pub fn new_run_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
+}
+
+/// Whether the broker answers at all (`GET /health`, not checked).
+pub async fn reachable(target: &Target) -> Result<(), String> {
+    transmit(target, &HttpRequest::get("/health", &[]))
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("cannot reach {}: {e}", target.url))
+}
+
+fn selected(case_id: &str, only: &[String]) -> bool {
+    only.is_empty() || only.iter().any(|o| case_id.contains(o.as_str()))
+}
+
+async fn run_case(target: Target, case: Case, prefix: String, timeout_s: u64) -> CaseOutcome {
+    let t0 = Instant::now();
+    let mut s = Session::new(&target, prefix.clone());
+    let result = tokio::time::timeout(Duration::from_secs(timeout_s), (case.run)(&mut s)).await;
+    let status = match result {
+        Ok(Ok(())) => Status::Passed,
+        Ok(Err(f)) => Status::Failed(f),
+        Err(_) => Status::Failed(Failure::Timeout(timeout_s)),
+    };
+    CaseOutcome {
+        case,
+        status,
+        transcript: s.into_transcript(),
+        prefix,
+        duration_ms: t0.elapsed().as_millis() as u64,
+    }
+}
+
+/// Runs the suite against `opts.target`.
+pub async fn run(opts: &RunOptions) -> RunResults {
+    let run_id = new_run_id();
+    let started_ms = now_ms();
+    let t0 = Instant::now();
+    let progress = Arc::new(Progress::new(opts.progress));
+    let all = catalog::all();
+    let mut outcomes: Vec<Option<CaseOutcome>> = vec![None; all.len()];
+    let mut concurrent = Vec::new();
+    let mut alone = Vec::new();
+    for (i, case) in all.iter().enumerate() {
+        let missing: Vec<_> = case
+            .capabilities()
+            .filter(|c| opts.without.contains(c))
+            .collect();
+        if !missing.is_empty() || !selected(case.id, &opts.only) {
+            let why = if missing.is_empty() {
+                "not selected (--only)".to_string()
+            } else {
+                format!(
+                    "--without {}",
+                    missing
+                        .iter()
+                        .map(|c| c.as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
+            };
+            outcomes[i] = Some(CaseOutcome {
+                case: case.clone(),
+                status: Status::Skipped(why),
+                transcript: vec![],
+                prefix: String::new(),
+                duration_ms: 0,
+            });
+        } else if case.exclusive {
+            alone.push(i);
+        } else {
+            concurrent.push(i);
+        }
+    }
+    let total = (concurrent.len() + alone.len()) as u64;
+    let mut done = 0u64;
+    let prefix = |i: usize| format!("cf{run_id}c{i:03}");
+
+    // Cases that share the broker peacefully, at most `concurrency` at a time.
+    let sem = Arc::new(tokio::sync::Semaphore::new(opts.concurrency.max(1)));
+    let mut set = tokio::task::JoinSet::new();
+    for &i in &concurrent {
+        let (target, case, p, sem) = (opts.target.clone(), all[i].clone(), prefix(i), sem.clone());
+        let timeout = opts.case_timeout_s;
+        set.spawn(async move {
+            let _permit = sem.acquire_owned().await.expect("semaphore open");
+            (i, run_case(target, case, p, timeout).await)
+        });
+    }
+    progress.update("cases", 0, total);
+    while let Some(r) = set.join_next().await {
+        let (i, o) = r.expect("a case task panicked");
+        outcomes[i] = Some(o);
+        done += 1;
+        progress.update("cases", done, total);
+    }
+
+    // The lockstep property run.
+    let lockstep = match &opts.lockstep {
+        Some(l)
+            if l.cases > 0
+                && (opts.only.is_empty() || selected("lockstep/property-run", &opts.only)) =>
+        {
+            let p = progress.clone();
+            let tick: lockstep::Tick = Arc::new(move |d, t| p.update("lockstep sequences", d, t));
+            Some(lockstep::run(&opts.target, &run_id, l, Some(tick)).await)
+        }
+        _ => None,
+    };
+
+    // Broker-wide switches: alone.
+    for &i in &alone {
+        outcomes[i] = Some(
+            run_case(
+                opts.target.clone(),
+                all[i].clone(),
+                prefix(i),
+                opts.case_timeout_s,
+            )
+            .await,
+        );
+        done += 1;
+        progress.update("cases", done, total);
+    }
+    progress.finish();
+    RunResults {
+        run_id,
+        target_label: opts.target_label.clone(),
+        started_ms,
+        duration_ms: t0.elapsed().as_millis() as u64,
+        cases: outcomes
+            .into_iter()
+            .map(|o| o.expect("every case ran or was skipped"))
+            .collect(),
+        lockstep,
+        without: opts.without.clone(),
+    }
+}
