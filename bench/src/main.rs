@@ -1,0 +1,153 @@
+//! `queen-bench`: bounded, reproducible workloads against a Queen-compatible broker on
+//! loopback, printed as a table and one JSON line per workload.
+//!
+//! Without `--target` it starts a throwaway PostgreSQL cluster and our `queen-server`
+//! (built next to this binary) on it, so the database's own ceiling (multi-row INSERT
+//! and COPY of the same row shape) is measured on the same cluster in the same run.
+//!
+//! ```text
+//! cargo build --release -p queen-server -p queen-bench
+//! target/release/queen-bench                      # every workload, default sizes
+//! target/release/queen-bench --workloads push-batch,pg-ceiling --duration-secs 10
+//! target/release/queen-bench --target http://127.0.0.1:6632 --workloads consume
+//! ```
+
+mod ceiling;
+mod client;
+mod consume;
+mod parked;
+mod push;
+mod report;
+mod stats;
+mod target;
+mod wake;
+
+use clap::Parser;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "queen-bench",
+    about = "Benchmark a Queen-compatible broker on loopback"
+)]
+struct Args {
+    /// The broker to drive (loopback only); default: our server on a throwaway cluster.
+    #[arg(long)]
+    target: Option<String>,
+    /// The target's database, for the raw ceiling and connection counts (with --target).
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Comma-separated: push-batch, push-single, consume, wake-latency, parked-polls, pg-ceiling.
+    #[arg(
+        long,
+        default_value = "pg-ceiling,push-batch,push-single,consume,wake-latency,parked-polls"
+    )]
+    workloads: String,
+    /// Concurrent connections for the push workloads and the ceiling.
+    #[arg(long, default_value_t = 16)]
+    connections: usize,
+    /// Items per push request in push-batch.
+    #[arg(long, default_value_t = 100)]
+    batch: usize,
+    /// Partitions written by the push workloads and the consume pre-fill.
+    #[arg(long, default_value_t = 16)]
+    partitions: usize,
+    /// Seconds each timed workload runs.
+    #[arg(long, default_value_t = 5)]
+    duration_secs: u64,
+    /// Messages pre-filled and drained by consume.
+    #[arg(long, default_value_t = 50_000)]
+    messages: usize,
+    /// Consumers in consume.
+    #[arg(long, default_value_t = 4)]
+    consumers: usize,
+    /// Pop batch in consume.
+    #[arg(long, default_value_t = 100)]
+    consume_batch: usize,
+    /// Rounds per parking time in wake-latency.
+    #[arg(long, default_value_t = 30)]
+    rounds: usize,
+    /// Long polls held at once in parked-polls.
+    #[arg(long, default_value_t = 10_000)]
+    polls: usize,
+    /// Database connections of the server we start.
+    #[arg(long, default_value_t = 10)]
+    pool_size: u32,
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(args).await {
+        eprintln!("queen-bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(a: Args) -> Result<(), String> {
+    let target = match &a.target {
+        Some(url) => target::Target::external(url, a.database_url.clone())?,
+        None => target::Target::ours(a.pool_size).await?,
+    };
+    let client = client::Client::new(&target.url, a.connections.max(a.consumers));
+    let run_id = std::process::id();
+    let duration = Duration::from_secs(a.duration_secs);
+    let mut outcomes = Vec::new();
+    for w in a
+        .workloads
+        .split(',')
+        .map(str::trim)
+        .filter(|w| !w.is_empty())
+    {
+        eprintln!("running {w} ...");
+        match w {
+            "pg-ceiling" => match &target.database_url {
+                Some(url) => outcomes.extend(ceiling::run(url, a.connections, duration).await?),
+                None => eprintln!("pg-ceiling skipped: no --database-url for this target"),
+            },
+            "push-batch" | "push-single" => {
+                let batch = if w == "push-batch" { a.batch } else { 1 };
+                let p = push::PushParams {
+                    connections: a.connections,
+                    batch,
+                    partitions: a.partitions,
+                    duration,
+                    queue: format!("bench-{w}-{run_id}"),
+                };
+                outcomes.push(push::run(&client, &p, w).await?);
+            }
+            "consume" => {
+                let p = consume::ConsumeParams {
+                    messages: a.messages,
+                    partitions: a.partitions,
+                    consumers: a.consumers,
+                    batch: a.consume_batch,
+                    queue: format!("bench-consume-{run_id}"),
+                };
+                outcomes.push(consume::run(&client, &p).await?);
+            }
+            "wake-latency" => {
+                for park in [200, 2000] {
+                    outcomes.push(
+                        wake::run(
+                            &client,
+                            &format!("bench-wake-{run_id}"),
+                            Duration::from_millis(park),
+                            a.rounds,
+                        )
+                        .await?,
+                    );
+                }
+            }
+            "parked-polls" => {
+                let c = client::Client::new(&target.url, a.polls);
+                outcomes.push(
+                    parked::run(&c, &target, &format!("bench-parked-{run_id}"), a.polls).await?,
+                );
+            }
+            other => return Err(format!("unknown workload {other}")),
+        }
+    }
+    report::print(&outcomes);
+    Ok(())
+}

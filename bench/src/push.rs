@@ -1,0 +1,66 @@
+//! push-batch and push-single: C producers, batches of B, over P partitions, for a
+//! fixed duration. Every answer is checked to be a 201 with one `queued` per item.
+
+use crate::client::Client;
+use crate::report::Outcome;
+use crate::stats::Latencies;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+pub struct PushParams {
+    pub connections: usize,
+    pub batch: usize,
+    pub partitions: usize,
+    pub duration: Duration,
+    pub queue: String,
+}
+
+pub async fn run(client: &Client, p: &PushParams, name: &str) -> Result<Outcome, String> {
+    let deadline = Instant::now() + p.duration;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for worker in 0..p.connections {
+        let client = client.clone();
+        let (queue, batch, partitions) = (p.queue.clone(), p.batch, p.partitions);
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Latencies::default();
+            let mut sent = 0u64;
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                let items: Vec<Value> = (0..batch)
+                    .map(|i| {
+                        json!({"queue": queue, "partition": format!("p{}", (worker + i + n as usize) % partitions),
+                               "payload": {"worker": worker, "n": n, "i": i, "pad": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}})
+                    })
+                    .collect();
+                n += 1;
+                let t = Instant::now();
+                let (status, body) = client.post("/api/v1/push", &json!({ "items": items })).await.map_err(|e| e.to_string())?;
+                lat.record(t.elapsed());
+                let queued = body.as_ref().and_then(Value::as_array).map_or(0, |a| a.iter().filter(|x| x["status"] == "queued").count());
+                if status != 201 || queued != batch {
+                    return Err(format!("push answered {status} with {queued}/{batch} queued"));
+                }
+                sent += batch as u64;
+            }
+            Ok::<_, String>((sent, lat))
+        }));
+    }
+    let mut total = 0;
+    let mut lat = Latencies::default();
+    for t in tasks {
+        let (n, l) = t.await.map_err(|e| e.to_string())??;
+        total += n;
+        lat.merge(l);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    Ok(Outcome {
+        workload: name.to_string(),
+        value: total as f64 / secs,
+        unit: "msgs/s".into(),
+        details: json!({
+            "messages": total, "seconds": secs, "connections": p.connections, "batch": p.batch, "partitions": p.partitions,
+            "requests": lat.len(), "p50_ms": lat.percentile_ms(50.0), "p99_ms": lat.percentile_ms(99.0),
+        }),
+    })
+}
