@@ -125,14 +125,26 @@ impl Failure {
     /// One line.
     pub fn headline(&self) -> String {
         match self {
-            Failure::Diverged { step, divergence } => format!(
-                "exchange #{}: {} {} answered {} where the model allows {}",
-                step + 1,
-                divergence.request.method,
-                divergence.request.path,
-                divergence.actual.status,
-                allowed_statuses(&divergence.expected),
-            ),
+            Failure::Diverged { step, divergence } => {
+                let allowed = allowed_statuses(&divergence.expected);
+                let what = if allowed == divergence.actual.status.to_string() {
+                    format!(
+                        "{} with a body the model does not allow",
+                        divergence.actual.status
+                    )
+                } else {
+                    format!(
+                        "{} where the model allows {allowed}",
+                        divergence.actual.status
+                    )
+                };
+                format!(
+                    "exchange #{}: {} {} answered {what}",
+                    step + 1,
+                    divergence.request.method,
+                    divergence.request.path,
+                )
+            }
             Failure::Inconclusive { step, why } => {
                 format!("exchange #{}: the model cannot decide: {why}", step + 1)
             }

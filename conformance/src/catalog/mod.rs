@@ -107,18 +107,28 @@ mod tests {
             eprintln!("PROTOCOL.md not found at {spec}; skipped");
             return;
         };
+        // A rule id opens a list item ("- ACK-2 [SEED] ...") or carries a level marker
+        // inline ("(PROTO-GROUP-1 [SEED])").
+        let is_id = |t: &str| {
+            t.contains('-')
+                && t.starts_with(|c: char| c.is_ascii_uppercase())
+                && t.ends_with(|c: char| c.is_ascii_digit())
+                && t.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '-')
+        };
         let mut ids = BTreeSet::new();
         for line in text.lines() {
-            let l = line.trim_start_matches("- ").trim();
-            if let Some(first) = l.split_whitespace().next() {
-                let looks = first.contains('-')
-                    && first.chars().last().is_some_and(|c| c.is_ascii_digit())
-                    && first.chars().next().is_some_and(|c| c.is_ascii_uppercase())
-                    && first
-                        .chars()
-                        .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '-');
-                if looks && line.starts_with("- ") {
-                    ids.insert(first.to_string());
+            let words: Vec<&str> = line.split_whitespace().collect();
+            for (k, w) in words.iter().enumerate() {
+                let t = w.trim_start_matches('(');
+                let marked = words.get(k + 1).is_some_and(|n| {
+                    ["[SEED]", "[PROJECT]", "[OPEN]"]
+                        .iter()
+                        .any(|m| n.starts_with(m))
+                });
+                let item = k == 1 && words[0] == "-";
+                if is_id(t) && (marked || item) {
+                    ids.insert(t.to_string());
                 }
             }
         }

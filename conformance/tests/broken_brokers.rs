@@ -1,0 +1,236 @@
+//! The suite catches broken brokers: test doubles wrap our memory engine and break one
+//! rule each; the catalog must fail the case about that rule, and the lockstep run must
+//! find a divergence and shrink it to a handful of steps naming the rule.
+
+mod common;
+
+use async_trait::async_trait;
+use common::*;
+use queen_conformance::lockstep::Step;
+use queen_conformance::report::{Verdict, LOCKSTEP_ID};
+use queen_reference::wire::*;
+use queen_server::broker::Broker;
+use queen_server::memory::MemoryBroker;
+use queen_server::wakes::Wakes;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// How a double breaks the protocol.
+#[derive(Clone, Copy)]
+enum Breakage {
+    /// POP-6: an empty pop answers 200 `{}` instead of a bare 204.
+    EmptyPopIs200,
+    /// ACK-2: a failure in a batch that also completes something in the same partition
+    /// is dropped, so the later success commits past it.
+    SkipsClamp,
+    /// ACK-3: a failure below the cursor is answered as a successful noop.
+    FakesAcks,
+}
+
+struct Broken {
+    inner: MemoryBroker,
+    how: Breakage,
+}
+
+#[async_trait]
+impl Broker for Broken {
+    async fn call(&self, req: Request) -> HttpResponse {
+        match (self.how, req) {
+            (Breakage::EmptyPopIs200, req @ Request::Pop { .. }) => {
+                let a = self.inner.call(req).await;
+                if a.status == 204 {
+                    HttpResponse {
+                        status: 200,
+                        body: Some(json!({})),
+                    }
+                } else {
+                    a
+                }
+            }
+            (Breakage::SkipsClamp, Request::AckBatch(items)) => {
+                let completes = |p: &str| {
+                    items
+                        .iter()
+                        .any(|i| i.partition_id == p && i.status == AckStatus::Completed)
+                };
+                let keep: Vec<bool> = items
+                    .iter()
+                    .map(|i| i.status == AckStatus::Completed || !completes(&i.partition_id))
+                    .collect();
+                let kept: Vec<AckItem> = items
+                    .iter()
+                    .zip(&keep)
+                    .filter(|(_, k)| **k)
+                    .map(|(i, _)| i.clone())
+                    .collect();
+                let a = self.inner.call(Request::AckBatch(kept)).await;
+                let Some(Value::Array(res)) = a.body.clone() else {
+                    return a;
+                };
+                let mut res = res.into_iter();
+                let released = a
+                    .body
+                    .as_ref()
+                    .and_then(|b| b.as_array())
+                    .is_some_and(|r| r.iter().any(|x| x["leaseReleased"] == json!(true)));
+                let out: Vec<Value> = items
+                    .iter()
+                    .zip(&keep)
+                    .enumerate()
+                    .map(|(index, (i, k))| {
+                        let mut v = if *k {
+                            res.next().expect("one result per kept item")
+                        } else {
+                            json!({"transactionId": i.transaction_id, "success": true, "error": null, "leaseReleased": released, "dlq": false, "noop": false})
+                        };
+                        v["index"] = json!(index);
+                        v
+                    })
+                    .collect();
+                HttpResponse {
+                    status: 200,
+                    body: Some(Value::Array(out)),
+                }
+            }
+            (Breakage::FakesAcks, req) => {
+                let mut a = self.inner.call(req).await;
+                if let Some(Value::Array(items)) = a.body.as_mut() {
+                    for i in items {
+                        if i["error"] == json!(ERR_ALREADY_COMMITTED) {
+                            i["success"] = json!(true);
+                            i["noop"] = json!(true);
+                            i["error"] = Value::Null;
+                        }
+                    }
+                }
+                a
+            }
+            (_, req) => self.inner.call(req).await,
+        }
+    }
+
+    fn wakes(&self) -> &Wakes {
+        self.inner.wakes()
+    }
+
+    async fn pop_paused(&self) -> bool {
+        self.inner.pop_paused().await
+    }
+}
+
+async fn broken(how: Breakage) -> queen_server::app::Running {
+    serve(Arc::new(Broken {
+        inner: memory(),
+        how,
+    }))
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn empty_pop_answered_200_is_caught_by_cases_and_shrunk_to_one_pop() {
+    let server = broken(Breakage::EmptyPopIs200).await;
+    let report = run(&options(
+        &server.url(),
+        &["pop-6/", "lockstep"],
+        Some((7, 8, 20)),
+    ))
+    .await;
+    let case = report
+        .entries
+        .iter()
+        .find(|e| e.id == "pop-6/nothing-delivered-is-a-bare-204")
+        .unwrap();
+    assert_eq!(case.verdict, Verdict::Failed);
+    assert!(case.fails_run, "a SEED failure fails the run");
+    assert!(case.failure.as_ref().unwrap().rules().contains(&"POP-6"));
+    assert!(!report.passed());
+    let c = report
+        .lockstep
+        .as_ref()
+        .unwrap()
+        .counterexample
+        .as_ref()
+        .expect("lockstep finds it");
+    assert_eq!(c.steps.len(), 1, "shrunk to a single pop: {:?}", c.steps);
+    assert!(matches!(c.steps[0], Step::Pop { .. }));
+    assert!(c.failure.rules().contains(&"POP-6"), "{}", c.failure);
+    assert!(
+        c.curl.contains("curl") && c.curl.contains("DIVERGES HERE"),
+        "{}",
+        c.curl
+    );
+    assert!(c.rust.contains("Step::Pop"), "{}", c.rust);
+    let text = queen_conformance::report::terminal::render(&report, false);
+    assert!(
+        text.contains("RESULT: FAIL") && text.contains("POP-6"),
+        "{text}"
+    );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skipped_ack_2_clamp_is_caught_and_shrunk_to_a_handful_of_steps() {
+    let server = broken(Breakage::SkipsClamp).await;
+    let report = run(&options(
+        &server.url(),
+        &["ack-2/failure-clamps", "lockstep"],
+        Some((11, 48, 30)),
+    ))
+    .await;
+    let case = report
+        .entries
+        .iter()
+        .find(|e| e.id == "ack-2/failure-clamps-later-success")
+        .unwrap();
+    assert_eq!(case.verdict, Verdict::Failed, "the ACK-2 case catches it");
+    let lock = report.entries.iter().find(|e| e.id == LOCKSTEP_ID).unwrap();
+    assert_eq!(lock.verdict, Verdict::Failed);
+    let c = report
+        .lockstep
+        .as_ref()
+        .unwrap()
+        .counterexample
+        .as_ref()
+        .expect("lockstep finds it");
+    assert!(c.steps.len() <= 8, "a handful of steps: {:#?}", c.steps);
+    // The sequence fails a message and completes a later one in one call...
+    assert!(
+        c.steps
+            .iter()
+            .any(|s| matches!(s, Step::Ack { picks, .. } if picks.len() >= 2)),
+        "{:#?}",
+        c.steps
+    );
+    // ...and the divergence names the rule it observes broken (a span that should have
+    // come back, POP-2) among the rules of the request.
+    let rules = c.failure.rules();
+    assert!(
+        rules.contains(&"POP-2") || rules.contains(&"ACK-2"),
+        "{rules:?}: {}",
+        c.failure
+    );
+    eprintln!(
+        "{}",
+        queen_conformance::report::terminal::render(&report, false)
+    );
+    server.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faked_acks_are_caught_by_the_ack_3_case() {
+    let server = broken(Breakage::FakesAcks).await;
+    let report = run(&options(&server.url(), &["ack-3/"], None)).await;
+    let case = report
+        .entries
+        .iter()
+        .find(|e| e.id == "ack-3/no-faked-acks-below-the-cursor")
+        .unwrap();
+    assert_eq!(case.verdict, Verdict::Failed);
+    let f = case.failure.as_ref().unwrap();
+    assert!(f.rules().contains(&"ACK-3"), "{f}");
+    assert!(
+        f.details().contains("already committed"),
+        "the model's allowed answer is shown: {f}"
+    );
+    server.stop().await.unwrap();
+}

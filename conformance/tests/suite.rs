@@ -1,0 +1,126 @@
+#![cfg(feature = "embedded")]
+//! The whole suite against our server in-process on the memory engine, through the CLI
+//! entry point: it passes, within the time budget, and writes JUnit and JSON reports
+//! that parse. Expected-failure files: stale entries fail the run, `--fix` rewrites.
+
+use queen_conformance::cli::{self, RunArgs};
+use queen_conformance::embedded::Engine;
+use queen_conformance::rules::RULES;
+use std::path::PathBuf;
+use std::time::Instant;
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "queen-conformance-test-{}-{name}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn args(dir: &std::path::Path) -> RunArgs {
+    let mut a = RunArgs::defaults();
+    a.engine = Some(Engine::Memory);
+    a.no_progress = true;
+    a.failures_dir = dir.join("failures");
+    a.seed = Some(20_260_101);
+    a
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_suite_passes_on_the_memory_engine_with_reports() {
+    let dir = temp("full");
+    let mut a = args(&dir);
+    a.junit = Some(dir.join("report.xml"));
+    a.json = Some(dir.join("report.json"));
+    let t0 = Instant::now();
+    let report = cli::run(&a).await.expect("the suite runs");
+    let took = t0.elapsed();
+    let text = queen_conformance::report::terminal::render(&report, true);
+    println!("{text}");
+    assert!(report.passed(), "{text}");
+    assert!(took.as_secs() < 60, "the full suite took {took:?}");
+
+    // JSON: every case is there with a verdict; every rule id is covered by some case.
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["passed"], true);
+    let cases = json["cases"].as_array().unwrap();
+    assert!(cases.len() > 80);
+    assert!(cases.iter().all(|c| c["verdict"] == "passed"));
+    for r in RULES {
+        assert!(
+            cases
+                .iter()
+                .any(|c| c["rules"].as_array().unwrap().iter().any(|x| x == r.id)),
+            "no case for {}",
+            r.id
+        );
+    }
+    let lock = &json["lockstep"];
+    assert!(lock["sequences"].as_u64().unwrap() > 0);
+    assert!(lock["coverage"]["operations"]["push"].as_u64().unwrap() > 0);
+
+    // JUnit: well-formed, one testcase per case, no failures.
+    let xml = std::fs::read_to_string(dir.join("report.xml")).unwrap();
+    let doc = roxmltree::Document::parse(&xml).expect("JUnit XML parses");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    assert_eq!(root.attribute("failures"), Some("0"));
+    let testcases = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .count();
+    assert_eq!(testcases, cases.len());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expected_failures_stale_entries_fail_and_fix_rewrites() {
+    let dir = temp("expect");
+    let file = dir.join("expected.txt");
+    std::fs::write(&file, "# known\nhealth-1/healthy-and-connected\n").unwrap();
+    let mut a = args(&dir);
+    a.only = vec!["health-1".into()];
+    a.cases = 0;
+    a.expect_failures = Some(file.clone());
+    let report = cli::run(&a).await.unwrap();
+    assert!(!report.passed(), "a listed case that passes is stale");
+    assert!(report
+        .problems
+        .iter()
+        .any(|p| p.contains("expected failure")));
+    a.fix = true;
+    let report = cli::run(&a).await.unwrap();
+    assert!(report.passed(), "{:?}", report.problems);
+    let listed = queen_conformance::expect::load(&file).unwrap();
+    assert!(
+        listed.is_empty(),
+        "--fix removed the stale entry: {listed:?}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_executes_nothing_fails_and_without_lists_skips() {
+    let dir = temp("none");
+    let mut a = args(&dir);
+    a.only = vec!["no-such-case".into()];
+    a.cases = 0;
+    let report = cli::run(&a).await.unwrap();
+    assert!(!report.passed());
+    assert!(report.problems.iter().any(|p| p.contains("no case")));
+
+    let mut a = args(&dir);
+    a.only = vec!["maint-".into(), "del-1/".into()];
+    a.without = vec!["maintenance".into(), "delete".into()];
+    a.cases = 0;
+    let report = cli::run(&a).await.unwrap();
+    let text = queen_conformance::report::terminal::render(&report, false);
+    assert!(
+        text.contains("maint-2/pop-maintenance-answers-a-bare-204 (--without maintenance)"),
+        "{text}"
+    );
+    assert!(text.contains("(--without delete)"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
