@@ -1,0 +1,42 @@
+//! The conformance suite gates our server: the whole catalog and a lockstep property
+//! run against the PostgreSQL engine on a fresh database, every answer checked by the
+//! reference model. Prints the terminal report; fails on any failure (strict: PROJECT
+//! points included, since our server follows them exactly).
+
+use queen_conformance::lockstep::LockstepOptions;
+use queen_conformance::report::{terminal, Report};
+use queen_conformance::runner::{self, RunOptions};
+use queen_conformance::session::{CheckSettings, Target};
+use queen_tests::pg_server;
+use std::collections::BTreeSet;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_suite_passes_on_the_pg_engine() {
+    let server = pg_server().await;
+    let url = server.url();
+    let failures = std::env::temp_dir().join(format!("queen-conformance-pg-{}", std::process::id()));
+    let opts = RunOptions {
+        target: Target::new(&url, CheckSettings::default()),
+        target_label: format!("{url} (our server, PostgreSQL engine, fresh database)"),
+        without: BTreeSet::new(),
+        only: vec![],
+        concurrency: 12,
+        case_timeout_s: 60,
+        lockstep: Some(LockstepOptions {
+            seed: 4_242,
+            cases: 24,
+            steps: 40,
+            workers: 4,
+            without: BTreeSet::new(),
+            failures_dir: Some(failures.clone()),
+            max_shrink_secs: 60,
+        }),
+        progress: false,
+    };
+    let report = Report::build(runner::run(&opts).await, true, &BTreeSet::new());
+    let text = terminal::render(&report, true);
+    println!("{text}");
+    assert!(report.passed(), "{text}");
+    assert!(report.duration_ms < 60_000, "the suite took {} ms", report.duration_ms);
+    let _ = std::fs::remove_dir_all(failures);
+}
