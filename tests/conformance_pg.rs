@@ -14,7 +14,8 @@ use std::collections::BTreeSet;
 async fn conformance_suite_passes_on_the_pg_engine() {
     let server = pg_server().await;
     let url = server.url();
-    let failures = std::env::temp_dir().join(format!("queen-conformance-pg-{}", std::process::id()));
+    let failures =
+        std::env::temp_dir().join(format!("queen-conformance-pg-{}", std::process::id()));
     let opts = RunOptions {
         target: Target::new(&url, CheckSettings::default()),
         target_label: format!("{url} (our server, PostgreSQL engine, fresh database)"),
@@ -37,6 +38,10 @@ async fn conformance_suite_passes_on_the_pg_engine() {
     let text = terminal::render(&report, true);
     println!("{text}");
     assert!(report.passed(), "{text}");
-    assert!(report.duration_ms < 60_000, "the suite took {} ms", report.duration_ms);
+    assert!(
+        report.duration_ms < 60_000,
+        "the suite took {} ms",
+        report.duration_ms
+    );
     let _ = std::fs::remove_dir_all(failures);
 }

@@ -12,7 +12,14 @@ use queen_tests::{memory_server, pg_server, send};
 use serde_json::{json, Value};
 
 /// Keys whose string values are server-minted ids (or client-given transactionIds).
-const ID_KEYS: &[&str] = &["id", "message_id", "transaction_id", "transactionId", "partitionId", "leaseId"];
+const ID_KEYS: &[&str] = &[
+    "id",
+    "message_id",
+    "transaction_id",
+    "transactionId",
+    "partitionId",
+    "leaseId",
+];
 /// Keys whose values are timestamps.
 const TIME_KEYS: &[&str] = &["createdAt", "failedAt", "expiresAt"];
 
@@ -74,43 +81,130 @@ async fn scenario(base: &str) -> Vec<Shot> {
         {"queue": q, "partition": "us", "payload": [1, "two", null]},
         {"queue": q, "partition": "us", "transactionId": "o-1"},
     ]})).await;
-    s.post("push-duplicate", "/api/v1/push", json!({"items": [{"queue": q, "partition": "eu", "transactionId": "o-1"}]})).await;
-    s.post("push-empty-items", "/api/v1/push", json!({"items": []})).await;
-    s.send("push-not-json", HttpRequest::post_raw("/api/v1/push", "{nope")).await;
-    s.post("push-wrong-type", "/api/v1/push", json!({"items": [{"queue": q, "partition": 7}]})).await;
-    s.send("push-oversized", HttpRequest::post_raw("/api/v1/push", vec![b' '; 16 * 1024 * 1024 + 1])).await;
+    s.post(
+        "push-duplicate",
+        "/api/v1/push",
+        json!({"items": [{"queue": q, "partition": "eu", "transactionId": "o-1"}]}),
+    )
+    .await;
+    s.post("push-empty-items", "/api/v1/push", json!({"items": []}))
+        .await;
+    s.send(
+        "push-not-json",
+        HttpRequest::post_raw("/api/v1/push", "{nope"),
+    )
+    .await;
+    s.post(
+        "push-wrong-type",
+        "/api/v1/push",
+        json!({"items": [{"queue": q, "partition": 7}]}),
+    )
+    .await;
+    s.send(
+        "push-oversized",
+        HttpRequest::post_raw("/api/v1/push", vec![b' '; 16 * 1024 * 1024 + 1]),
+    )
+    .await;
     let eu = s
-        .get("pop-partition-route", &PopRoute::Partition(q.into(), "eu".into()).path(), &[("consumerGroup", "billing")])
+        .get(
+            "pop-partition-route",
+            &PopRoute::Partition(q.into(), "eu".into()).path(),
+            &[("consumerGroup", "billing")],
+        )
         .await;
-    s.get("pop-leased-is-204", &PopRoute::Partition(q.into(), "eu".into()).path(), &[("consumerGroup", "billing")]).await;
+    s.get(
+        "pop-leased-is-204",
+        &PopRoute::Partition(q.into(), "eu".into()).path(),
+        &[("consumerGroup", "billing")],
+    )
+    .await;
     let us = s
-        .get("pop-queue-route", &PopRoute::Queue(q.into()).path(), &[("consumerGroup", "billing"), ("batch", "10")])
+        .get(
+            "pop-queue-route",
+            &PopRoute::Queue(q.into()).path(),
+            &[("consumerGroup", "billing"), ("batch", "10")],
+        )
         .await;
-    s.get("pop-discovery-auto-ack", "/api/v1/pop", &[("namespace", "snap"), ("task", "orders"), ("autoAck", "true"), ("partitions", "0")]).await;
-    s.get("pop-discovery-without-scope", "/api/v1/pop", &[]).await;
-    s.get("pop-bad-parameter", &PopRoute::Queue(q.into()).path(), &[("batch", "abc")]).await;
-    s.get("pop-unknown-queue", &PopRoute::Queue("snap.nothing".into()).path(), &[("wait", "true"), ("timeout", "50")]).await;
+    s.get(
+        "pop-discovery-auto-ack",
+        "/api/v1/pop",
+        &[
+            ("namespace", "snap"),
+            ("task", "orders"),
+            ("autoAck", "true"),
+            ("partitions", "0"),
+        ],
+    )
+    .await;
+    s.get("pop-discovery-without-scope", "/api/v1/pop", &[])
+        .await;
+    s.get(
+        "pop-bad-parameter",
+        &PopRoute::Queue(q.into()).path(),
+        &[("batch", "abc")],
+    )
+    .await;
+    s.get(
+        "pop-unknown-queue",
+        &PopRoute::Queue("snap.nothing".into()).path(),
+        &[("wait", "true"), ("timeout", "50")],
+    )
+    .await;
     let (eu, us) = (pop_body(&eu), pop_body(&us));
     let lease = eu.lease_id.clone();
-    s.send("extend", HttpRequest::post_raw(format!("/api/v1/lease/{lease}/extend"), r#"{"seconds":120}"#)).await;
-    s.send("extend-unknown-lease", HttpRequest::post_raw("/api/v1/lease/0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90/extend", "")).await;
-    s.send("extend-bad-seconds", HttpRequest::post_raw(format!("/api/v1/lease/{lease}/extend"), r#"{"seconds":0}"#)).await;
-    let m = |p: &PopResponse, i: usize, status: &str| {
-        json!({"transactionId": p.messages[i].transaction_id, "partitionId": p.messages[i].partition_id, "leaseId": p.messages[i].lease_id, "status": status})
-    };
-    s.post("ack-batch-failure-clamps-success", "/api/v1/ack/batch", json!({"consumerGroup": "billing", "acknowledgments": [
-        m(&eu, 0, "failed"), m(&eu, 1, "completed"),
-        {"transactionId": "never", "partitionId": eu.partition_id},
-    ]})).await;
+    s.send(
+        "extend",
+        HttpRequest::post_raw(
+            format!("/api/v1/lease/{lease}/extend"),
+            r#"{"seconds":120}"#,
+        ),
+    )
+    .await;
+    s.send(
+        "extend-unknown-lease",
+        HttpRequest::post_raw(
+            "/api/v1/lease/0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90/extend",
+            "",
+        ),
+    )
+    .await;
+    s.send(
+        "extend-bad-seconds",
+        HttpRequest::post_raw(format!("/api/v1/lease/{lease}/extend"), r#"{"seconds":0}"#),
+    )
+    .await;
+    let m = |p: &PopResponse, i: usize, status: &str| json!({"transactionId": p.messages[i].transaction_id, "partitionId": p.messages[i].partition_id, "leaseId": p.messages[i].lease_id, "status": status});
+    s.post(
+        "ack-batch-failure-clamps-success",
+        "/api/v1/ack/batch",
+        json!({"consumerGroup": "billing", "acknowledgments": [
+            m(&eu, 0, "failed"), m(&eu, 1, "completed"),
+            {"transactionId": "never", "partitionId": eu.partition_id},
+        ]}),
+    )
+    .await;
     let mut single = m(&us, 0, "dlq");
     single["consumerGroup"] = json!("billing");
     single["error"] = json!("cannot parse");
-    s.post("ack-single-dlq", "/api/v1/ack", single.clone()).await;
-    s.post("ack-single-already-committed", "/api/v1/ack", single).await;
-    s.post("ack-stale-lease", "/api/v1/ack/batch", json!({"consumerGroup": "billing", "acknowledgments": [m(&us, 1, "completed")]})).await;
-    s.post("ack-unknown-status", "/api/v1/ack", json!({"transactionId": "o-1", "partitionId": eu.partition_id, "status": "done"})).await;
+    s.post("ack-single-dlq", "/api/v1/ack", single.clone())
+        .await;
+    s.post("ack-single-already-committed", "/api/v1/ack", single)
+        .await;
+    s.post(
+        "ack-stale-lease",
+        "/api/v1/ack/batch",
+        json!({"consumerGroup": "billing", "acknowledgments": [m(&us, 1, "completed")]}),
+    )
+    .await;
+    s.post(
+        "ack-unknown-status",
+        "/api/v1/ack",
+        json!({"transactionId": "o-1", "partitionId": eu.partition_id, "status": "done"}),
+    )
+    .await;
     s.get("dlq-listing", "/api/v1/dlq", &[("queue", q)]).await;
-    s.get("dlq-bad-limit", "/api/v1/dlq", &[("limit", "0")]).await;
+    s.get("dlq-bad-limit", "/api/v1/dlq", &[("limit", "0")])
+        .await;
     s.post("transaction", "/api/v1/transaction", json!({"operations": [
         {"type": "push", "items": [{"queue": "snap.audit", "transactionId": "a-1", "payload": "x"}]},
     ]})).await;
@@ -118,21 +212,90 @@ async fn scenario(base: &str) -> Vec<Shot> {
         {"type": "push", "items": [{"queue": "snap.audit", "transactionId": "a-2"}]},
         {"type": "ack", "transactionId": "o-1", "partitionId": eu.partition_id, "leaseId": "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90", "consumerGroup": "billing"},
     ]})).await;
-    s.post("transaction-empty", "/api/v1/transaction", json!({"operations": []})).await;
-    s.post("configure", "/api/v1/configure", json!({"queue": "snap.jobs.v1", "options": {"retryLimit": 1, "leaseTime": 30}})).await;
-    s.post("configure-bad-option", "/api/v1/configure", json!({"queue": "snap.jobs.v1", "options": {"leaseTime": "long"}})).await;
-    s.post("maintenance-on", "/api/v1/system/maintenance", json!({"enabled": true})).await;
-    s.post("push-buffered", "/api/v1/push", json!({"items": [{"queue": "snap.audit", "transactionId": "b-1"}]})).await;
-    s.get("maintenance-status", "/api/v1/system/maintenance", &[]).await;
-    s.post("maintenance-off", "/api/v1/system/maintenance", json!({"enabled": false})).await;
-    s.post("maintenance-bad-body", "/api/v1/system/maintenance", json!({"enabled": "yes"})).await;
-    s.post("pop-maintenance-on", "/api/v1/system/maintenance/pop", json!({"enabled": true})).await;
-    s.get("pop-under-maintenance", &PopRoute::Queue("snap.audit".into()).path(), &[]).await;
-    s.get("pop-maintenance-status", "/api/v1/system/maintenance/pop", &[]).await;
-    s.post("pop-maintenance-off", "/api/v1/system/maintenance/pop", json!({"enabled": false})).await;
-    s.get("pop-after-replay", &PopRoute::Queue("snap.audit".into()).path(), &[("batch", "10"), ("autoAck", "true")]).await;
-    s.send("delete", HttpRequest::delete("/api/v1/resources/queues/snap.orders")).await;
-    s.send("delete-unknown", HttpRequest::delete("/api/v1/resources/queues/snap.orders")).await;
+    s.post(
+        "transaction-empty",
+        "/api/v1/transaction",
+        json!({"operations": []}),
+    )
+    .await;
+    s.post(
+        "configure",
+        "/api/v1/configure",
+        json!({"queue": "snap.jobs.v1", "options": {"retryLimit": 1, "leaseTime": 30}}),
+    )
+    .await;
+    s.post(
+        "configure-bad-option",
+        "/api/v1/configure",
+        json!({"queue": "snap.jobs.v1", "options": {"leaseTime": "long"}}),
+    )
+    .await;
+    s.post(
+        "maintenance-on",
+        "/api/v1/system/maintenance",
+        json!({"enabled": true}),
+    )
+    .await;
+    s.post(
+        "push-buffered",
+        "/api/v1/push",
+        json!({"items": [{"queue": "snap.audit", "transactionId": "b-1"}]}),
+    )
+    .await;
+    s.get("maintenance-status", "/api/v1/system/maintenance", &[])
+        .await;
+    s.post(
+        "maintenance-off",
+        "/api/v1/system/maintenance",
+        json!({"enabled": false}),
+    )
+    .await;
+    s.post(
+        "maintenance-bad-body",
+        "/api/v1/system/maintenance",
+        json!({"enabled": "yes"}),
+    )
+    .await;
+    s.post(
+        "pop-maintenance-on",
+        "/api/v1/system/maintenance/pop",
+        json!({"enabled": true}),
+    )
+    .await;
+    s.get(
+        "pop-under-maintenance",
+        &PopRoute::Queue("snap.audit".into()).path(),
+        &[],
+    )
+    .await;
+    s.get(
+        "pop-maintenance-status",
+        "/api/v1/system/maintenance/pop",
+        &[],
+    )
+    .await;
+    s.post(
+        "pop-maintenance-off",
+        "/api/v1/system/maintenance/pop",
+        json!({"enabled": false}),
+    )
+    .await;
+    s.get(
+        "pop-after-replay",
+        &PopRoute::Queue("snap.audit".into()).path(),
+        &[("batch", "10"), ("autoAck", "true")],
+    )
+    .await;
+    s.send(
+        "delete",
+        HttpRequest::delete("/api/v1/resources/queues/snap.orders"),
+    )
+    .await;
+    s.send(
+        "delete-unknown",
+        HttpRequest::delete("/api/v1/resources/queues/snap.orders"),
+    )
+    .await;
     s.get("unknown-route", "/api/v1/nope", &[]).await;
     s.shots
 }
@@ -153,7 +316,10 @@ fn redact(v: &mut Value, key: Option<&str>, shot: &str) {
         Value::String(s) => {
             let k = key.unwrap_or("");
             if TIME_KEYS.contains(&k) {
-                assert!(is_iso_utc_z(s), "{shot}: {k} {s:?} is not ISO-8601 UTC with Z");
+                assert!(
+                    is_iso_utc_z(s),
+                    "{shot}: {k} {s:?} is not ISO-8601 UTC with Z"
+                );
                 *s = "[timestamp]".into();
             } else if ID_KEYS.contains(&k) {
                 if is_uuid(s) {
@@ -167,7 +333,8 @@ fn redact(v: &mut Value, key: Option<&str>, shot: &str) {
                     // Only client-given transactionIds may be other strings; "" is the
                     // autoAck leaseId (POP-7).
                     assert!(
-                        matches!(k, "transactionId" | "transaction_id") || (k == "leaseId" && s.is_empty()),
+                        matches!(k, "transactionId" | "transaction_id")
+                            || (k == "leaseId" && s.is_empty()),
                         "{shot}: {k} {s:?} is not a UUID"
                     );
                 }

@@ -28,7 +28,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the suite.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List the cases with their rules, level and capability.
     List {
         /// As JSON.
@@ -62,10 +62,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Lockstep sequences to generate (0: no lockstep run).
-    #[arg(long, default_value_t = 24)]
+    #[arg(long, default_value_t = 64)]
     pub cases: u32,
     /// Longest lockstep sequence.
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 50)]
     pub steps: u32,
     /// Parallel lockstep runners (part of what --seed reproduces).
     #[arg(long, default_value_t = 4)]
@@ -115,7 +115,7 @@ impl RunArgs {
     /// Defaults, as if `queen-conformance run` had no flags.
     pub fn defaults() -> RunArgs {
         match Cli::parse_from(["queen-conformance", "run"]).command {
-            Command::Run(a) => a,
+            Command::Run(a) => *a,
             _ => unreachable!("parsed run"),
         }
     }
