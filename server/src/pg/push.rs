@@ -5,6 +5,7 @@
 use super::{db_now, unreachable, PgBroker};
 use crate::broker::{error_answer, json_answer};
 use crate::spool::SpoolEntry;
+use chrono::{DateTime, Utc};
 use queen_reference::wire::{
     derive_namespace_task, HttpResponse, Payload, PushRequest, PushResult, PushStatus, QueueOptions,
 };
@@ -70,16 +71,33 @@ pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> HttpRespo
         return spool(broker, &items).await;
     }
     let pool = &broker.inner.pool;
-    let attempt = async {
+    let attempt = || async {
         let mut tx = pool.begin().await?;
-        if super::admin::switch_in(&mut tx, "push_maintenance").await? {
+        // MAINT-1 and the transaction's "now" in one round trip.
+        let (now, maintenance): (DateTime<Utc>, bool) = sqlx::query_as(
+            "SELECT now(), (SELECT enabled FROM queen_switches WHERE name = 'push_maintenance')",
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        if maintenance {
             return Ok(None);
         }
-        let out = write(&mut tx, &items).await?;
+        let out = write_at(&mut tx, &items, now).await?;
         tx.commit().await?;
         Ok::<_, sqlx::Error>(Some(out))
     };
-    match attempt.await {
+    // Two pushes creating the same partitions can still deadlock in rare interleavings;
+    // PostgreSQL aborts one, and it is simply tried again.
+    let mut result = attempt().await;
+    for _ in 0..3 {
+        match &result {
+            Err(sqlx::Error::Database(d)) if d.code().as_deref() == Some("40P01") => {
+                result = attempt().await
+            }
+            _ => break,
+        }
+    }
+    match result {
         Ok(Some(out)) => {
             let mut queues: Vec<&str> = items.iter().map(|i| i.queue.as_str()).collect();
             queues.dedup();
@@ -144,36 +162,75 @@ pub(crate) async fn write(
     items: &[Prepared],
 ) -> Result<Vec<PushResult>, sqlx::Error> {
     let now = db_now(conn).await?;
+    write_at(conn, items, now).await
+}
+
+/// [`write`] with the transaction's "now" already read.
+pub(crate) async fn write_at(
+    conn: &mut PgConnection,
+    items: &[Prepared],
+    now: DateTime<Utc>,
+) -> Result<Vec<PushResult>, sqlx::Error> {
     // PUSH-2: queues first (implicit ones with leaseTime 60).
-    let mut queue_ids: HashMap<String, (i64, QueueOptions)> = HashMap::new();
-    for it in items {
-        if queue_ids.contains_key(&it.queue) {
-            continue;
+    let mut names: Vec<String> = items.iter().map(|i| i.queue.clone()).collect();
+    names.sort();
+    names.dedup();
+    let mut queue_ids: HashMap<String, (i64, QueueOptions)> =
+        sqlx::query("SELECT name, id, options FROM queen_queues WHERE name = ANY($1)")
+            .bind(&names)
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .map(|r| (r.get(0), (r.get(1), super::options_of(r.get(2)))))
+            .collect();
+    for name in &names {
+        if !queue_ids.contains_key(name) {
+            let q = ensure_queue(conn, name, QueueOptions::implicit()).await?;
+            queue_ids.insert(name.clone(), q);
         }
-        let (id, opts) = ensure_queue(conn, &it.queue, QueueOptions::implicit()).await?;
-        queue_ids.insert(it.queue.clone(), (id, opts));
     }
-    // PUSH-3, PUSH-6: partitions created if missing, then locked in a canonical order.
+    // PUSH-3, PUSH-6: partitions created if missing, then locked in a canonical order
+    // (queue id, name), so two pushes never wait on each other in a cycle.
+    let mut keys: Vec<(i64, String)> = items
+        .iter()
+        .map(|i| (queue_ids[&i.queue].0, i.partition.clone()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let (kq, kn): (Vec<i64>, Vec<String>) = keys.iter().cloned().unzip();
+    const LOCK: &str = "SELECT p.queue_id, p.name, p.id, p.last_offset FROM queen_partitions p
+        JOIN unnest($1::bigint[], $2::text[]) AS k(q, n) ON p.queue_id = k.q AND p.name = k.n
+        ORDER BY p.queue_id, p.name FOR UPDATE OF p";
+    let mut rows = sqlx::query(LOCK)
+        .bind(&kq)
+        .bind(&kn)
+        .fetch_all(&mut *conn)
+        .await?;
+    if rows.len() < keys.len() {
+        let ids: Vec<Uuid> = keys.iter().map(|_| Uuid::now_v7()).collect();
+        sqlx::query(
+            "INSERT INTO queen_partitions (id, queue_id, name)
+             SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[]) ON CONFLICT (queue_id, name) DO NOTHING",
+        )
+        .bind(&ids)
+        .bind(&kq)
+        .bind(&kn)
+        .execute(&mut *conn)
+        .await?;
+        rows = sqlx::query(LOCK)
+            .bind(&kq)
+            .bind(&kn)
+            .fetch_all(&mut *conn)
+            .await?;
+    }
+    let by_key: HashMap<(i64, String), (Uuid, i64)> = rows
+        .into_iter()
+        .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
+        .collect();
     let mut parts: BTreeMap<(String, String), (Uuid, i64)> = BTreeMap::new();
     for it in items {
-        parts
-            .entry((it.queue.clone(), it.partition.clone()))
-            .or_insert((Uuid::nil(), 0));
-    }
-    for ((q, p), slot) in parts.iter_mut() {
-        let qid = queue_ids[q].0;
-        sqlx::query("INSERT INTO queen_partitions (id, queue_id, name) VALUES ($1, $2, $3) ON CONFLICT (queue_id, name) DO NOTHING")
-            .bind(Uuid::now_v7())
-            .bind(qid)
-            .bind(p)
-            .execute(&mut *conn)
-            .await?;
-        let row = sqlx::query("SELECT id, last_offset FROM queen_partitions WHERE queue_id = $1 AND name = $2 FOR UPDATE")
-            .bind(qid)
-            .bind(p)
-            .fetch_one(&mut *conn)
-            .await?;
-        *slot = (row.get(0), row.get(1));
+        let k = (queue_ids[&it.queue].0, it.partition.clone());
+        parts.insert((it.queue.clone(), it.partition.clone()), by_key[&k]);
     }
     // PUSH-5: the newest message with each given transactionId, per partition.
     let (lp, lt): (Vec<Uuid>, Vec<String>) = items
@@ -269,12 +326,10 @@ pub(crate) async fn write(
         let mut queues: Vec<&str> = items.iter().map(|i| i.queue.as_str()).collect();
         queues.sort();
         queues.dedup();
-        for q in queues {
-            sqlx::query("SELECT pg_notify('queen_push', $1)")
-                .bind(q)
-                .execute(&mut *conn)
-                .await?;
-        }
+        sqlx::query("SELECT pg_notify('queen_push', q) FROM unnest($1::text[]) AS q")
+            .bind(&queues)
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(results)
 }
