@@ -51,6 +51,12 @@ pub enum Step {
         group: Option<u8>,
         single: bool,
     },
+    /// Acks every message the latest delivering pop returned, in order, with
+    /// `statuses[i % len]` (failures beside completions: the ACK-2 clamp, step 3).
+    AckLast {
+        statuses: Vec<u8>,
+        with_lease: bool,
+    },
     Extend {
         pick: u8,
         seconds: Option<u8>,
@@ -123,11 +129,23 @@ pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
             group,
             single,
         });
+    let ack_last = (
+        prop::collection::vec(
+            prop_oneof![5 => Just(0u8), 3 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)],
+            1..4,
+        ),
+        prop::bool::weighted(0.85),
+    )
+        .prop_map(|(statuses, with_lease)| Step::AckLast {
+            statuses,
+            with_lease,
+        });
     let sleep = prop_oneof![3 => 0..300u16, 1 => 900..1300u16].prop_map(Step::Sleep);
     let mut options: Vec<(u32, BoxedStrategy<Step>)> = vec![
         (5, push.boxed()),
         (5, pop.boxed()),
-        (5, ack.boxed()),
+        (3, ack.boxed()),
+        (3, ack_last.boxed()),
         (1, sleep.boxed()),
     ];
     if allowed(Capability::LeaseExtend) {
@@ -190,6 +208,8 @@ pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
 pub struct Delivered {
     pub message: PopMessage,
     pub group: u8,
+    /// Which delivering pop of the sequence returned it.
+    pub pop: u32,
 }
 
 /// The names of one sequence.
@@ -293,6 +313,29 @@ pub fn request(s: &Step, names: &Names, delivered: &[Delivered]) -> Option<HttpR
                 HttpRequest::post("/api/v1/ack/batch", &body)
             }
         }
+        Step::AckLast {
+            statuses,
+            with_lease,
+        } => {
+            let last = delivered.last()?.pop;
+            let batch: Vec<&Delivered> = delivered.iter().filter(|d| d.pop == last).collect();
+            let items: Vec<Value> = batch
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    ack_item(
+                        &d.message,
+                        STATUSES[statuses[i % statuses.len()] as usize % 4],
+                        *with_lease,
+                    )
+                })
+                .collect();
+            let mut body = json!({ "acknowledgments": items });
+            if let Some(g) = GROUPS[batch[0].group as usize % 3] {
+                body["consumerGroup"] = json!(g);
+            }
+            HttpRequest::post("/api/v1/ack/batch", &body)
+        }
         Step::Extend { pick: i, seconds } => {
             let d = pick(*i)?;
             if d.message.lease_id.is_empty() {
@@ -387,6 +430,10 @@ impl Step {
                 let picks: Vec<String> = picks.iter().map(|(i, s, l)| format!("({i}, {s}, {l})")).collect();
                 format!("Step::Ack {{ picks: vec![{}], group: {}, single: {single} }}", picks.join(", "), opt(group))
             }
+            Step::AckLast { statuses, with_lease } => {
+                let st: Vec<String> = statuses.iter().map(|s| s.to_string()).collect();
+                format!("Step::AckLast {{ statuses: vec![{}], with_lease: {with_lease} }}", st.join(", "))
+            }
             Step::Extend { pick, seconds } => format!("Step::Extend {{ pick: {pick}, seconds: {} }}", opt(seconds)),
             Step::Configure { queue, retry_limit, retry_delay, dedup, lease_time } => format!(
                 "Step::Configure {{ queue: {queue}, retry_limit: {retry_limit}, retry_delay: {retry_delay}, dedup: {dedup}, lease_time: {lease_time} }}"
@@ -417,6 +464,7 @@ impl Step {
             } => "pop (discovery)",
             Step::Ack { single: true, .. } => "ack (single)",
             Step::Ack { .. } => "ack (batch)",
+            Step::AckLast { .. } => "ack (the latest batch)",
             Step::Extend { .. } => "extend",
             Step::Configure { .. } => "configure",
             Step::Dlq { .. } => "dlq listing",

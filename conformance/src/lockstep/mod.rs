@@ -94,6 +94,7 @@ pub async fn run_sequence(
     let mut s = Session::new(target, prefix);
     let mut delivered: Vec<Delivered> = Vec::new();
     let mut seen = BTreeSet::new();
+    let mut pops = 0u32;
     for step in steps {
         if let Some(c) = cov.as_deref_mut() {
             c.op(step.kind());
@@ -122,9 +123,11 @@ pub async fn run_sequence(
                         .body
                         .and_then(|b| serde_json::from_value::<PopResponse>(b).ok())
                     {
+                        pops += 1;
                         delivered.extend(p.messages.into_iter().map(|message| Delivered {
                             message,
                             group: *group,
+                            pop: pops,
                         }));
                     }
                 }
