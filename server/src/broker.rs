@@ -8,7 +8,7 @@
 
 use crate::wakes::Wakes;
 use async_trait::async_trait;
-use queen_reference::wire::{HttpResponse, Request};
+use queen_reference::wire::{HttpResponse, PopQuery, PopRoute, Request};
 use serde_json::json;
 
 #[async_trait]
@@ -22,6 +22,18 @@ pub trait Broker: Send + Sync + 'static {
 
     /// Pop maintenance is on (MAINT-2): parked pops stop waiting.
     async fn pop_paused(&self) -> bool;
+
+    /// POP-15: how long an under-full batch on `queue` may be held back to fill.
+    /// The default: never (an engine that does not implement POP-15's "may").
+    async fn min_pop_wait(&self, _queue: &str) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
+    /// How many messages a pop with this query could take right now, without taking
+    /// them (POP-15 decides with it whether a batch is under-full).
+    async fn claimable(&self, _route: &PopRoute, _query: &PopQuery) -> u32 {
+        0
+    }
 
     /// Flushes what must reach disk before the process exits (the spool).
     async fn shutdown(&self) {}

@@ -5,6 +5,11 @@
 //! attempt and the park still wakes it. Between attempts it sleeps on the bell with a
 //! backing-off timer (initial interval, growing after `threshold` empty checks, capped);
 //! a ring resets the interval.
+//!
+//! POP-15: on the queue route, with `wait=true` and `batch > 1`, a queue's
+//! `minPopWaitTime` lets an under-full (but non-empty) batch wait to fill: the pop parks
+//! until the batch would be full, the fill time is over, or the timeout comes, whichever
+//! is first; then it takes what there is.
 
 use crate::broker::Broker;
 use crate::config::Backoff;
@@ -26,10 +31,29 @@ pub async fn pop(
     });
     let mut interval = backoff.initial;
     let mut empty_checks = 0u32;
+    let fill_wait = match &route {
+        PopRoute::Queue(q) if query.wait && query.batch > 1 => broker.min_pop_wait(q).await,
+        _ => Duration::ZERO,
+    };
+    let mut fill_until: Option<Instant> = None;
     loop {
         let notified = bell.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
+        if !fill_wait.is_zero() {
+            let n = broker.claimable(&route, &query).await;
+            if n > 0 && n < query.batch {
+                let until =
+                    *fill_until.get_or_insert_with(|| (Instant::now() + fill_wait).min(deadline));
+                if Instant::now() < until {
+                    tokio::select! {
+                        _ = &mut notified => {}
+                        _ = tokio::time::sleep_until(until.min(Instant::now() + interval)) => {}
+                    }
+                    continue;
+                }
+            }
+        }
         let answer = broker
             .call(Request::Pop {
                 route: route.clone(),

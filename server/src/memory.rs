@@ -8,9 +8,12 @@
 use crate::broker::Broker;
 use crate::wakes::Wakes;
 use async_trait::async_trait;
+use queen_reference::choice::Ctx;
 use queen_reference::engine::{Engine, IdSource};
+use queen_reference::model::{Outcome, PopRequest};
 use queen_reference::time::Millis;
-use queen_reference::wire::{HttpResponse, Request};
+use queen_reference::time::Stamp;
+use queen_reference::wire::{HttpResponse, PopQuery, PopRoute, Request};
 use std::sync::Mutex;
 
 /// Random UUIDv7s with the given timestamp.
@@ -81,6 +84,31 @@ impl Broker for MemoryBroker {
 
     fn wakes(&self) -> &Wakes {
         &self.wakes
+    }
+
+    async fn min_pop_wait(&self, queue: &str) -> std::time::Duration {
+        let e = self.engine.lock().expect("engine lock");
+        let ms = e
+            .state
+            .queues
+            .get(queue)
+            .map_or(0, |q| q.options.min_pop_wait_time);
+        std::time::Duration::from_millis(ms as u64)
+    }
+
+    async fn claimable(&self, route: &PopRoute, query: &PopQuery) -> u32 {
+        // A pop on a copy of the state: what it would deliver, without delivering it.
+        let e = self.engine.lock().expect("engine lock");
+        let mut copy = e.state.clone();
+        let mut ctx = Ctx::policy(Stamp::exact(now_ms()), &e.policy);
+        let req = PopRequest {
+            route: route.clone(),
+            query: query.clone(),
+        };
+        match queen_reference::model::pop::pop(&mut copy, &req, None, &mut ctx) {
+            Outcome::Pop(p) => p.messages.len() as u32,
+            _ => 0,
+        }
     }
 
     async fn pop_paused(&self) -> bool {

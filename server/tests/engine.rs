@@ -262,3 +262,94 @@ async fn maint_1_push_maintenance_spools_then_replays_on_switch_off() {
     server.stop().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// POP-15 on both engines: an under-full batch waits up to minPopWaitTime to fill, ends
+/// as soon as it fills, and never applies to batch=1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pop_15_min_pop_wait_time_fills_under_full_batches() {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let dir = temp_dir("minwait");
+    let cfg = config(&dir);
+    let pg: Arc<dyn queen_server::broker::Broker> =
+        Arc::new(PgBroker::connect(db.url(), &cfg).await.unwrap());
+    let mem: Arc<dyn queen_server::broker::Broker> =
+        Arc::new(queen_server::memory::MemoryBroker::new(30_000, 1 << 20));
+    for broker in [pg, mem] {
+        let server = spawn(broker, &cfg, "127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let base = server.url();
+        let c = reqwest::Client::new();
+        let push = |n: usize| json!({"items": (0..n).map(|i| json!({"queue": "fill", "payload": i})).collect::<Vec<_>>()});
+        post(
+            &c,
+            &format!("{base}/api/v1/configure"),
+            &json!({"queue": "fill", "options": {"minPopWaitTime": 1500}}),
+        )
+        .await;
+
+        // Under-full: one message, batch 5: held back ~1.5 s, then delivered.
+        post(&c, &format!("{base}/api/v1/push"), &push(1)).await;
+        let t = Instant::now();
+        let (s, b) = get(
+            &c,
+            &format!("{base}/api/v1/pop/queue/fill?wait=true&batch=5&autoAck=true"),
+        )
+        .await;
+        let held = t.elapsed();
+        assert_eq!(
+            (s, b.unwrap()["messages"].as_array().unwrap().len()),
+            (200, 1)
+        );
+        assert!(
+            held >= Duration::from_millis(1400) && held < Duration::from_millis(2500),
+            "held {held:?}"
+        );
+
+        // Fills while waiting: ends as soon as the batch is full.
+        post(&c, &format!("{base}/api/v1/push"), &push(1)).await;
+        let waiter = {
+            let c = c.clone();
+            let url = format!("{base}/api/v1/pop/queue/fill?wait=true&batch=5&autoAck=true");
+            tokio::spawn(async move { (get(&c, &url).await, Instant::now()) })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let filled = Instant::now();
+        post(&c, &format!("{base}/api/v1/push"), &push(4)).await;
+        let ((s, b), at) = waiter.await.unwrap();
+        assert_eq!(
+            (s, b.unwrap()["messages"].as_array().unwrap().len()),
+            (200, 5)
+        );
+        assert!(
+            at.duration_since(filled) < Duration::from_millis(600),
+            "ended {:?} after filling",
+            at.duration_since(filled)
+        );
+
+        // Never for batch=1, never with wait=false, never past the timeout.
+        for q in [
+            "wait=true&batch=1",
+            "wait=false&batch=5",
+            "wait=true&batch=50&timeout=300",
+        ] {
+            post(&c, &format!("{base}/api/v1/push"), &push(1)).await;
+            let t = Instant::now();
+            let (s, _) = get(
+                &c,
+                &format!("{base}/api/v1/pop/queue/fill?autoAck=true&{q}"),
+            )
+            .await;
+            assert_eq!(s, 200, "{q}");
+            assert!(
+                t.elapsed() < Duration::from_millis(800),
+                "{q} took {:?}",
+                t.elapsed()
+            );
+        }
+        server.stop().await.unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

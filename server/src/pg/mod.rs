@@ -32,7 +32,7 @@ use crate::spool::Spool;
 use crate::wakes::Wakes;
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat, Utc};
-use queen_reference::wire::{HttpResponse, Request};
+use queen_reference::wire::{HttpResponse, PopQuery, PopRoute, Request};
 use serde_json::Value;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::PgConnection;
@@ -233,6 +233,24 @@ impl Broker for PgBroker {
 
     fn wakes(&self) -> &Wakes {
         &self.inner.wakes
+    }
+
+    async fn min_pop_wait(&self, queue: &str) -> Duration {
+        let ms: Option<i64> = sqlx::query_scalar(
+            "SELECT (options->>'minPopWaitTime')::bigint FROM queen_queues WHERE name = $1",
+        )
+        .bind(queue)
+        .fetch_optional(&self.inner.pool)
+        .await
+        .ok()
+        .flatten();
+        Duration::from_millis(ms.unwrap_or(0).max(0) as u64)
+    }
+
+    async fn claimable(&self, route: &PopRoute, query: &PopQuery) -> u32 {
+        pop::claimable(&self.inner.pool, route, query)
+            .await
+            .unwrap_or(0)
     }
 
     async fn pop_paused(&self) -> bool {

@@ -229,6 +229,37 @@ pub(crate) async fn pop(
     }))
 }
 
+/// How many messages a queue-route pop could take now (POP-15's "under-full" test):
+/// unconsumed messages of the claimable partitions, at most `batch` each, over at most
+/// `partitions` of them. Visibility delays are not counted, so the estimate can only be
+/// high, which makes a pop stop waiting early, never late.
+pub(crate) async fn claimable(
+    pool: &PgPool,
+    route: &PopRoute,
+    q: &PopQuery,
+) -> Result<u32, sqlx::Error> {
+    let PopRoute::Queue(name) = route else {
+        return Ok(0);
+    };
+    let n: i64 = sqlx::query_scalar(
+        "SELECT COALESCE(sum(n), 0)::bigint FROM (
+           SELECT LEAST(p.last_offset - COALESCE(c.committed, 0), $3) AS n
+           FROM queen_partitions p JOIN queen_queues qq ON qq.id = p.queue_id
+           LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = $2
+           WHERE qq.name = $1 AND p.last_offset > COALESCE(c.committed, 0)
+             AND (c.lease_deadline IS NULL OR c.lease_deadline <= now())
+             AND (c.not_before IS NULL OR c.not_before <= now())
+           ORDER BY n DESC LIMIT $4) s",
+    )
+    .bind(name)
+    .bind(&q.consumer_group)
+    .bind(q.batch as i64)
+    .bind(q.partitions.map_or(i64::MAX, |p| p as i64))
+    .fetch_one(pool)
+    .await?;
+    Ok(n.min(q.batch as i64) as u32)
+}
+
 /// POP-13: the first pop of a named group on a queue records its subscription and seeds
 /// a cursor on every partition that exists then. A concurrent first pop waits on the
 /// subscription row's insert, so seeding happens once and before any claim.
