@@ -42,7 +42,8 @@ fn collect_ids(v: &Value, path: String, step: usize, out: &mut BTreeMap<String, 
         }
         Value::Array(a) => {
             for (i, x) in a.iter().enumerate() {
-                collect_ids(x, format!("{path}[{i}]"), step, out);
+                let base = if path.is_empty() { "." } else { path.as_str() };
+                collect_ids(x, format!("{base}[{i}]"), step, out);
             }
         }
         Value::Object(o) => {
