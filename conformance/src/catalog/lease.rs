@@ -60,12 +60,12 @@ async fn not_revived(s: &mut Session) -> CaseResult {
 async fn keeps_alive(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     s.push1(&q, "p", "a").await?;
-    let p = s.pop_some(&q, &[("leaseSeconds", "1")]).await?;
+    let p = s.pop_some(&q, &[("leaseSeconds", "2")]).await?;
     let e = s.extend(&p.lease_id, Some(30)).await?;
     ensure(e.success, || {
         ("extend of a live lease".into(), vec!["LEASE-1"])
     })?;
-    sleep_ms(1300).await;
+    sleep_ms(2300).await;
     ensure(s.pop_q(&q, &[]).await?.is_none(), || {
         (
             "the extended lease is still live after its first deadline".into(),

@@ -260,3 +260,63 @@ pub fn rust_test(steps: &[Step], name: &str, about: &str) -> String {
     let _ = writeln!(s, "}}");
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queen_reference::wire::{HttpRequest, HttpResponse};
+    use serde_json::json;
+
+    fn x(req: HttpRequest, status: u16, body: Option<Value>) -> Exchange {
+        Exchange {
+            request: req,
+            response: HttpResponse { status, body },
+            sent_ms: 0,
+            received_ms: 1,
+            worlds: 1,
+        }
+    }
+
+    #[test]
+    fn ids_are_read_back_with_jq_and_names_get_the_run_prefix() {
+        let lease = "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90";
+        let t = vec![
+            x(
+                HttpRequest::post("/api/v1/push", &json!({"items": [{"queue": "lsABCs1.qa"}]})),
+                201,
+                Some(
+                    json!([{"message_id": "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a91", "transaction_id": "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a92"}]),
+                ),
+            ),
+            x(
+                HttpRequest::get("/api/v1/pop/queue/lsABCs1.qa", &[("batch", "2")]),
+                200,
+                Some(json!({"leaseId": lease})),
+            ),
+            x(
+                HttpRequest::post_raw(format!("/api/v1/lease/{lease}/extend"), "{\"seconds\":$5}"),
+                200,
+                None,
+            ),
+        ];
+        let s = curl_script(&t, "lsABCs1", None);
+        assert!(s.contains("\"queue\":\"${RUN}.qa\""), "{s}");
+        assert!(s.contains("/api/v1/pop/queue/${RUN}.qa?batch=2"), "{s}");
+        assert!(s.contains("ID1=$(jq -r '.leaseId' \"$OUT/1.json\")"), "{s}");
+        assert!(s.contains("/api/v1/lease/${ID1}/extend"), "{s}");
+        assert!(
+            s.contains("{\"seconds\":\\$5}"),
+            "a literal $ is escaped in the heredoc: {s}"
+        );
+        assert!(!s.contains("jq -r '[0]"), "{s}");
+    }
+
+    #[test]
+    fn rust_test_lists_the_steps() {
+        let r = rust_test(&[Step::Sleep(5)], "case_1", "about");
+        assert!(
+            r.contains("Step::Sleep(5),") && r.contains("async fn case_1()"),
+            "{r}"
+        );
+    }
+}
