@@ -139,7 +139,8 @@ pub fn capabilities(names: &[String]) -> Result<BTreeSet<Capability>, String> {
 /// Runs `queen-conformance run` and returns the report (also written where asked).
 pub async fn run(args: &RunArgs) -> Result<Report, String> {
     let without = capabilities(&args.without)?;
-    let settings = CheckSettings {
+    #[allow(unused_mut)]
+    let mut settings = CheckSettings {
         skew_ms: args.skew_ms,
         default_timeout_ms: args.default_timeout_ms,
         body_limit: args.body_limit,
@@ -153,6 +154,10 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
             {
                 let engine = args.engine.unwrap_or(crate::embedded::DEFAULT_ENGINE);
                 let e = crate::embedded::start(engine).await?;
+                // The model must know the limits the server really runs with
+                // (BODY_LIMIT, DEFAULT_TIMEOUT from the environment).
+                settings.body_limit = e.config.body_limit;
+                settings.default_timeout_ms = e.config.pop_timeout_ms();
                 let out = (e.url(), format!("{} ({})", e.url(), e.label));
                 embedded = Some(e);
                 out
