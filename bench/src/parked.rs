@@ -50,10 +50,14 @@ pub async fn run(
     }
     let mut woken = 0;
     let mut failed = 0;
+    let mut first_failure: Option<String> = None;
     for t in tasks {
         match t.await.map_err(|e| e.to_string())? {
             Ok(200) => woken += 1,
-            _ => failed += 1,
+            other => {
+                failed += 1;
+                first_failure.get_or_insert_with(|| format!("{other:?}"));
+            }
         }
     }
     let all_woken = pushed.elapsed().as_secs_f64();
@@ -62,6 +66,7 @@ pub async fn run(
         value: woken as f64,
         unit: "woken".into(),
         details: json!({"polls": polls, "woken": woken, "failed": failed, "all_woken_s": all_woken,
-                        "server_rss_mib": rss, "db_connections": connections}),
+                        "server_rss_mib": rss, "db_connections": connections,
+                        "first_failure": first_failure}),
     })
 }

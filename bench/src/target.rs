@@ -29,13 +29,16 @@ impl Drop for Target {
 /// Refuses anything but loopback: a benchmark sends load only to this machine.
 pub fn check_loopback(url: &str) -> Result<(), String> {
     let u = url::Url::parse(url).map_err(|e| format!("bad --target {url}: {e}"))?;
-    let host = u.host_str().ok_or("--target has no host")?;
     let port = u.port_or_known_default().unwrap_or(80);
-    let addrs: Vec<IpAddr> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
-        .map(|a| a.ip())
-        .collect();
+    let addrs: Vec<IpAddr> = match u.host().ok_or("--target has no host")? {
+        url::Host::Ipv4(ip) => vec![IpAddr::V4(ip)],
+        url::Host::Ipv6(ip) => vec![IpAddr::V6(ip)],
+        url::Host::Domain(host) => (host, port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve {host}: {e}"))?
+            .map(|a| a.ip())
+            .collect(),
+    };
     if addrs.is_empty() || !addrs.iter().all(|a| a.is_loopback()) {
         return Err(format!(
             "--target {url} is not a loopback address; queen-bench only loads this machine"

@@ -60,11 +60,10 @@ pub async fn pop(
                 query: query.clone(),
             })
             .await;
-        if answer.status != 204
-            || !query.wait
-            || Instant::now() >= deadline
-            || broker.pop_paused().await
-        {
+        // A parked pop that meets a busy pool (a herd woken by one push) or a database
+        // hiccup keeps waiting instead of failing; at its deadline it answers what it got.
+        let retry = answer.status >= 500 || answer.status == 204;
+        if !retry || !query.wait || Instant::now() >= deadline || broker.pop_paused().await {
             return answer;
         }
         let sleep_until = (Instant::now() + interval).min(deadline);
