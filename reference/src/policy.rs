@@ -81,6 +81,20 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// The other alternative at every OPEN point: a legal broker unlike ours, used to
+    /// prove that checks accept every allowed behaviour.
+    pub fn alternative() -> Policy {
+        Policy {
+            absent_payload: AbsentPayload::EmptyObject,
+            plain_push_trace: PlainPushTrace::Keep,
+            blocked_completion: BlockedCompletion::Failure,
+            ack_beyond_dedup_window: 1,
+            ack_without_cursor: 1,
+            partition_pop_creates_queue: 1,
+            pop_order: PopOrder::NewestPartitionFirst,
+        }
+    }
+
     /// The alternative this policy takes at `point` (0 for time: an engine's times are exact).
     pub fn pick(&self, point: ChoicePoint) -> u32 {
         match point {

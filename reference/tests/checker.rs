@@ -121,15 +121,7 @@ fn checker_accepts_every_answer_of_our_engine() {
 
 #[test]
 fn open_points_every_policy_alternative_is_accepted() {
-    let alt = Policy {
-        absent_payload: AbsentPayload::EmptyObject,
-        plain_push_trace: PlainPushTrace::Keep,
-        blocked_completion: BlockedCompletion::Failure,
-        ack_beyond_dedup_window: 1,
-        ack_without_cursor: 1,
-        partition_pop_creates_queue: 1,
-        pop_order: PopOrder::NewestPartitionFirst,
-    };
+    let alt = Policy::alternative();
     for policy in [Policy::default(), alt] {
         let mut l = Lockstep::new(policy);
         l.send(HttpRequest::post(

@@ -489,15 +489,7 @@ proptest! {
         alt in any::<bool>(),
     ) {
         let policy = if alt {
-            Policy {
-                absent_payload: AbsentPayload::EmptyObject,
-                plain_push_trace: PlainPushTrace::Keep,
-                blocked_completion: BlockedCompletion::Failure,
-                ack_beyond_dedup_window: 1,
-                ack_without_cursor: 1,
-                partition_pop_creates_queue: 1,
-                pop_order: PopOrder::NewestPartitionFirst,
-            }
+            Policy::alternative()
         } else {
             Policy::default()
         };

@@ -5,57 +5,16 @@
 //! line belongs to a request that was never acknowledged and is skipped. Each process
 //! owns one file, held with an exclusive `flock`; at start a process adopts the files
 //! of processes that died (their lock is free). Replay takes every line in order and
-//! writes it through the normal push path (dedup applies), then empties the file.
+//! writes it through the normal push path (dedup applies), then empties the file. A
+//! line holds the push path's own [`Prepared`] items, every id decided when accepted.
 
 use crate::pg::Prepared;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use uuid::Uuid;
-
-/// One spooled item, with every id decided when it was accepted.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SpoolEntry {
-    pub queue: String,
-    pub partition: String,
-    pub data: Value,
-    pub transaction_id: String,
-    pub minted: bool,
-    pub trace_id: Option<Uuid>,
-    pub message_id: Uuid,
-}
-
-impl From<&Prepared> for SpoolEntry {
-    fn from(p: &Prepared) -> Self {
-        SpoolEntry {
-            queue: p.queue.clone(),
-            partition: p.partition.clone(),
-            data: p.data.clone(),
-            transaction_id: p.transaction_id.clone(),
-            minted: p.minted,
-            trace_id: p.trace_id,
-            message_id: p.message_id,
-        }
-    }
-}
-
-impl From<SpoolEntry> for Prepared {
-    fn from(e: SpoolEntry) -> Self {
-        Prepared {
-            queue: e.queue,
-            partition: e.partition,
-            data: e.data,
-            transaction_id: e.transaction_id,
-            minted: e.minted,
-            trace_id: e.trace_id,
-            message_id: e.message_id,
-        }
-    }
-}
 
 pub struct Spool {
     /// This process's file, locked for as long as the process lives.
@@ -70,12 +29,12 @@ fn try_lock(f: &File) -> bool {
     unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
-fn read_lines(f: &mut File) -> std::io::Result<Vec<Vec<SpoolEntry>>> {
+fn read_lines(f: &mut File) -> std::io::Result<Vec<Vec<Prepared>>> {
     f.rewind()?;
     let mut out = Vec::new();
     for line in BufReader::new(&*f).lines() {
         let line = line?;
-        match serde_json::from_str::<Vec<SpoolEntry>>(&line) {
+        match serde_json::from_str::<Vec<Prepared>>(&line) {
             Ok(entries) => out.push(entries),
             Err(e) => tracing::warn!("skipping a torn spool line (never acknowledged): {e}"),
         }
@@ -135,7 +94,7 @@ impl Spool {
     }
 
     /// Appends one request's items and fsyncs before returning.
-    pub async fn append(&self, entries: &[SpoolEntry]) -> std::io::Result<()> {
+    pub async fn append(&self, entries: &[Prepared]) -> std::io::Result<()> {
         let mut f = self.file.lock().await;
         let mut line = serde_json::to_vec(entries).expect("serializes");
         line.push(b'\n');
@@ -154,12 +113,12 @@ impl Spool {
     /// Appends wait meanwhile, so nothing slips between reading and emptying.
     pub async fn replay<F, Fut, T>(&self, write: F) -> Result<T, sqlx::Error>
     where
-        F: FnOnce(Vec<SpoolEntry>) -> Fut,
+        F: FnOnce(Vec<Prepared>) -> Fut,
         Fut: std::future::Future<Output = Result<T, sqlx::Error>>,
         T: Default,
     {
         let mut f = self.file.lock().await;
-        let entries: Vec<SpoolEntry> = read_lines(&mut f)
+        let entries: Vec<Prepared> = read_lines(&mut f)
             .map_err(sqlx::Error::Io)?
             .into_iter()
             .flatten()

@@ -47,15 +47,7 @@ enum Step1 {
 }
 
 fn answer(index: usize, txn: &str, success: bool, error: Option<&str>, noop: bool) -> AckResult {
-    AckResult {
-        index,
-        transaction_id: txn.to_string(),
-        success,
-        error: error.map(str::to_string),
-        lease_released: false,
-        dlq: false,
-        noop,
-    }
+    AckResult::new(index, txn, success, error, noop)
 }
 
 /// Evaluates one ack call (single or batch) and applies it.

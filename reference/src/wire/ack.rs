@@ -56,6 +56,27 @@ pub struct AckResult {
     pub noop: bool,
 }
 
+impl AckResult {
+    /// An item with no lease released and no dead letter; the caller sets those.
+    pub fn new(
+        index: usize,
+        transaction_id: &str,
+        success: bool,
+        error: Option<&str>,
+        noop: bool,
+    ) -> AckResult {
+        AckResult {
+            index,
+            transaction_id: transaction_id.to_string(),
+            success,
+            error: error.map(str::to_string),
+            lease_released: false,
+            dlq: false,
+            noop,
+        }
+    }
+}
+
 /// Error texts fixed by the spec.
 pub const ERR_ALREADY_COMMITTED: &str = "already committed";
 pub const ERR_UNRESOLVABLE: &str = "unresolvable";

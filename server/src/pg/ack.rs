@@ -31,15 +31,7 @@ pub(crate) async fn ack_route(
 }
 
 fn answer(index: usize, txn: &str, success: bool, error: Option<&str>, noop: bool) -> AckResult {
-    AckResult {
-        index,
-        transaction_id: txn.to_string(),
-        success,
-        error: error.map(str::to_string),
-        lease_released: false,
-        dlq: false,
-        noop,
-    }
+    AckResult::new(index, txn, success, error, noop)
 }
 
 /// A `(partition, group)`: the unit an ack call is evaluated and locked in.

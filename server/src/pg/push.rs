@@ -4,7 +4,6 @@
 
 use super::{db_now, unreachable, PgBroker};
 use crate::broker::{error_answer, json_answer};
-use crate::spool::SpoolEntry;
 use chrono::{DateTime, Utc};
 use queen_reference::wire::{
     derive_namespace_task, HttpResponse, Payload, PushRequest, PushResult, PushStatus, QueueOptions,
@@ -14,8 +13,8 @@ use sqlx::{PgConnection, PgPool, Row};
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
-/// One item ready to be written: every id decided.
-#[derive(Clone, Debug)]
+/// One item ready to be written: every id decided. The spool stores these as they are.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Prepared {
     pub queue: String,
     pub partition: String,
@@ -121,8 +120,7 @@ pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> HttpRespo
 
 /// PUSH-7: appends to the disk spool (fsynced) and answers `buffered`.
 async fn spool(broker: &PgBroker, items: &[Prepared]) -> HttpResponse {
-    let entries: Vec<SpoolEntry> = items.iter().map(SpoolEntry::from).collect();
-    if let Err(e) = broker.inner.spool.append(&entries).await {
+    if let Err(e) = broker.inner.spool.append(items).await {
         tracing::error!("cannot write the spool: {e}");
         return error_answer(500, format!("cannot write the spool: {e}"));
     }
@@ -140,13 +138,12 @@ async fn spool(broker: &PgBroker, items: &[Prepared]) -> HttpResponse {
     json_answer(201, serde_json::to_value(out).expect("serializes"))
 }
 
-/// Writes spooled entries in order, subject to dedup, in one transaction. Returns the
+/// Writes spooled items in order, subject to dedup, in one transaction. Returns the
 /// queues written to.
 pub(crate) async fn replay(
     pool: &PgPool,
-    entries: Vec<SpoolEntry>,
+    items: Vec<Prepared>,
 ) -> Result<Vec<String>, sqlx::Error> {
-    let items: Vec<Prepared> = entries.into_iter().map(Prepared::from).collect();
     let mut tx = pool.begin().await?;
     write(&mut tx, &items).await?;
     tx.commit().await?;
