@@ -75,7 +75,9 @@ pub enum StepError {
     Inconclusive(String),
 }
 
-/// The model's view of one broker under test.
+/// The model's view of one broker under test (cloned per branch by a linearizability
+/// search over a concurrent history).
+#[derive(Clone)]
 pub struct Checker {
     worlds: Vec<World>,
     /// Milliseconds the broker's clock may differ from the client's.
@@ -198,6 +200,78 @@ impl Checker {
                 reasons,
                 rules: rules_for(&op),
             })));
+        }
+        self.worlds = next;
+        Ok(self.worlds.len())
+    }
+}
+
+impl Checker {
+    /// Applies a request whose answer is unknown (a timeout, a 5xx, a dropped
+    /// connection), sent at `sent` and possibly applied any time up to `until`: every
+    /// outcome the model allows is kept, whatever it would have answered. Ids minted in
+    /// the lost answer stay unlearnt (they are learnt when a later answer shows them).
+    /// Whether the request took effect at all is the caller's choice: not calling this
+    /// is the "not applied" branch. Returns how many states remain possible.
+    pub fn step_unknown(
+        &mut self,
+        req: &HttpRequest,
+        sent: Millis,
+        until: Millis,
+    ) -> Result<usize, StepError> {
+        let now = Stamp::between(sent - self.skew_ms, until + self.skew_ms);
+        let parsed = match parse_request(req, self.default_timeout_ms, self.body_limit) {
+            Ok(r) => r,
+            // Rejections and unknown routes change nothing.
+            Err(_) => return Ok(self.worlds.len()),
+        };
+        let mut next: Vec<World> = Vec::new();
+        for world in &self.worlds {
+            let op = world.ids.resolve(&parsed);
+            let branches = explore(now, |ctx| {
+                let mut st = world.state.clone();
+                let mut minter = |i: usize| format!("<lost {i}>");
+                let out = apply(
+                    &mut st,
+                    &op,
+                    &mut Hints {
+                        minter: &mut minter,
+                        pop_order: None,
+                    },
+                    ctx,
+                );
+                (out, st)
+            })
+            .map_err(|TooManyBranches(n)| {
+                StepError::Inconclusive(format!(
+                    "more than {n} outcomes for {} {}",
+                    req.method, req.path
+                ))
+            })?;
+            for ((out, st), _) in branches {
+                if matches!(out, Outcome::PopIllegal(_)) {
+                    continue;
+                }
+                let w = World {
+                    state: st,
+                    ids: world.ids.clone(),
+                };
+                if !next.contains(&w) {
+                    next.push(w);
+                }
+            }
+            if next.len() > self.max_worlds {
+                return Err(StepError::Inconclusive(format!(
+                    "more than {} possible states",
+                    self.max_worlds
+                )));
+            }
+        }
+        if next.is_empty() {
+            return Err(StepError::Inconclusive(format!(
+                "no outcome for the unanswered {} {}",
+                req.method, req.path
+            )));
         }
         self.worlds = next;
         Ok(self.worlds.len())

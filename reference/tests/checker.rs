@@ -290,3 +290,27 @@ fn rejected_requests_need_an_error_body_and_change_nothing() {
     };
     assert!(l.feed(&req, &accepted).is_err());
 }
+
+#[test]
+fn an_unanswered_push_may_have_taken_effect_and_a_cloned_checker_branches() {
+    // Engine and checker diverge on purpose: the engine applies the push, the checker
+    // never sees its answer (a timeout).
+    let mut l = Lockstep::new(Policy::default());
+    let push = HttpRequest::post(
+        "/api/v1/push",
+        &json!({"items": [{"queue": "uq", "partition": "p", "transactionId": "t1", "payload": {"n": 1}}]}),
+    );
+    let _lost = l.e.handle(&push, l.now);
+    let pop_req = HttpRequest::get("/api/v1/pop/queue/uq", &[]);
+    let popped = l.e.handle(&pop_req, l.now);
+    assert_eq!(popped.status, 200);
+    // Without the push, the delivery is impossible.
+    let mut never = l.c.clone();
+    assert!(matches!(
+        never.step(&pop_req, l.now, l.now, &popped),
+        Err(StepError::Diverged(_))
+    ));
+    // With it applied as unanswered, the delivery is accepted (ids learnt from the pop).
+    l.c.step_unknown(&push, l.now, l.now).unwrap();
+    assert!(l.c.step(&pop_req, l.now, l.now, &popped).is_ok());
+}
