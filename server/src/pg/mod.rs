@@ -18,6 +18,7 @@
 
 mod ack;
 mod admin;
+mod group;
 mod lease;
 mod listen;
 mod pop;
@@ -64,6 +65,8 @@ struct Inner {
     pool: PgPool,
     /// Bells for parked pops, rung by local pushes and by `LISTEN` for remote ones.
     wakes: Arc<Wakes>,
+    /// The group-commit writers pushes are written through.
+    group: group::Group,
     /// Pushes accepted while the database cannot take them (PUSH-7).
     spool: Spool,
     /// Until when (ms since the epoch) pushes go straight to the spool, because the
@@ -96,10 +99,18 @@ impl PgBroker {
             .map_err(StartError::Connect)?;
         MIGRATOR.run(&pool).await.map_err(StartError::Migrate)?;
         let spool = Spool::open(&config.spool_dir).map_err(StartError::Spool)?;
+        let wakes = Arc::new(Wakes::new());
+        // Half the pool writes pushes; the rest serves pops, acks and the rest.
+        let (group, writers) = group::Group::spawn(
+            pool.clone(),
+            wakes.clone(),
+            (config.pool_size as usize / 2).max(1),
+        );
         let broker = PgBroker {
             inner: Arc::new(Inner {
                 pool,
-                wakes: Arc::new(Wakes::new()),
+                wakes,
+                group,
                 spool,
                 down_until: Default::default(),
                 tasks: Default::default(),
@@ -111,12 +122,11 @@ impl PgBroker {
             broker.inner.wakes.clone(),
         );
         let replayer = tokio::spawn(replay_loop(broker.clone_weak()));
-        broker
-            .inner
-            .tasks
-            .lock()
-            .expect("tasks lock")
-            .extend([listener, replayer]);
+        {
+            let mut tasks = broker.inner.tasks.lock().expect("tasks lock");
+            tasks.extend([listener, replayer]);
+            tasks.extend(writers);
+        }
         if broker.inner.spool.pending() > 0 {
             broker.replay_spool().await;
         }

@@ -2,7 +2,8 @@
 //! (PUSH-2, PUSH-3), dedup (PUSH-5), offsets in commit order (PUSH-6), and the spool
 //! when maintenance is on or the database cannot be reached (PUSH-7).
 
-use super::{db_now, unreachable, PgBroker};
+use super::group::WriteError;
+use super::{db_now, PgBroker};
 use crate::broker::{error_answer, json_answer};
 use chrono::{DateTime, Utc};
 use queen_reference::wire::{
@@ -69,44 +70,18 @@ pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> HttpRespo
     if broker.spool_first() {
         return spool(broker, &items).await;
     }
-    let pool = &broker.inner.pool;
-    let attempt = || async {
-        let mut tx = pool.begin().await?;
-        // MAINT-1 and the transaction's "now" in one round trip.
-        let (now, maintenance): (DateTime<Utc>, bool) = sqlx::query_as(
-            "SELECT now(), (SELECT enabled FROM queen_switches WHERE name = 'push_maintenance')",
-        )
-        .fetch_one(&mut *tx)
-        .await?;
-        if maintenance {
-            return Ok(None);
-        }
-        let out = write_at(&mut tx, &items, now).await?;
-        tx.commit().await?;
-        Ok::<_, sqlx::Error>(Some(out))
-    };
-    // Two pushes creating the same partitions can still deadlock in rare interleavings;
-    // PostgreSQL aborts one, and it is simply tried again.
-    let mut result = attempt().await;
+    // Written by the group-commit writers (see `group.rs`); a deadlock is retried.
+    let mut result = broker.inner.group.write(items.clone()).await;
     for _ in 0..3 {
-        match &result {
-            Err(sqlx::Error::Database(d)) if d.code().as_deref() == Some("40P01") => {
-                result = attempt().await
-            }
+        match result {
+            Err(WriteError::Deadlock) => result = broker.inner.group.write(items.clone()).await,
             _ => break,
         }
     }
     match result {
-        Ok(Some(out)) => {
-            let mut queues: Vec<&str> = items.iter().map(|i| i.queue.as_str()).collect();
-            queues.dedup();
-            for q in queues {
-                broker.inner.wakes.ring(q);
-            }
-            json_answer(201, serde_json::to_value(out).expect("serializes"))
-        }
+        Ok(Some(out)) => json_answer(201, serde_json::to_value(out).expect("serializes")),
         Ok(None) => spool(broker, &items).await,
-        Err(e) if unreachable(&e) => {
+        Err(WriteError::Unreachable(e)) => {
             broker.mark_down();
             tracing::warn!("database unreachable during a push, spooling it: {e}");
             spool(broker, &items).await

@@ -1,0 +1,171 @@
+//! Group commit for pushes: concurrent push requests share one transaction.
+//!
+//! A push answers 201 only after its transaction commits, and a commit costs a WAL
+//! flush; with many small pushes in flight that flush, not the SQL, bounds throughput.
+//! Requests go into a queue; a few workers each take whatever has accumulated (up to
+//! [`MAX_ITEMS`] items), write it in one transaction and answer every request from it.
+//! A lone request is written at once, so coalescing only happens under load. Requests
+//! keep their arrival order inside a transaction, so dedup and offsets behave as if
+//! they had been committed one after the other (PUSH-5, PUSH-6). If a shared
+//! transaction fails for a reason other than the database being away, each request is
+//! retried on its own, so one bad request cannot fail its neighbours.
+
+use super::push::{write_at, Prepared};
+use super::unreachable;
+use crate::wakes::Wakes;
+use chrono::{DateTime, Utc};
+use queen_reference::wire::PushResult;
+use sqlx::PgPool;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, Mutex};
+
+/// The most items written by one shared transaction.
+pub const MAX_ITEMS: usize = 2000;
+
+/// Why a write failed, as much as the push route needs to know.
+#[derive(Clone, Debug, thiserror::Error)]
+pub(crate) enum WriteError {
+    /// The database cannot be reached: spool (PUSH-7).
+    #[error("database unreachable: {0}")]
+    Unreachable(String),
+    /// PostgreSQL broke a deadlock by aborting us: try again.
+    #[error("deadlock")]
+    Deadlock,
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<sqlx::Error> for WriteError {
+    fn from(e: sqlx::Error) -> Self {
+        match &e {
+            _ if unreachable(&e) => WriteError::Unreachable(e.to_string()),
+            sqlx::Error::Database(d) if d.code().as_deref() == Some("40P01") => {
+                WriteError::Deadlock
+            }
+            _ => WriteError::Other(e.to_string()),
+        }
+    }
+}
+
+/// `Ok(None)`: push maintenance is on, spool instead.
+type Reply = Result<Option<Vec<PushResult>>, WriteError>;
+
+struct Job {
+    items: Vec<Prepared>,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// The handle push routes submit to.
+pub(crate) struct Group {
+    tx: mpsc::Sender<Job>,
+}
+
+impl Group {
+    /// Starts `workers` writers on `pool`.
+    pub fn spawn(
+        pool: PgPool,
+        wakes: Arc<Wakes>,
+        workers: usize,
+    ) -> (Group, Vec<tokio::task::JoinHandle<()>>) {
+        let (tx, rx) = mpsc::channel::<Job>(8192);
+        let rx = Arc::new(Mutex::new(rx));
+        let tasks = (0..workers.max(1))
+            .map(|_| tokio::spawn(worker(pool.clone(), wakes.clone(), rx.clone())))
+            .collect();
+        (Group { tx }, tasks)
+    }
+
+    /// Writes one request's items (in a transaction shared with others under load).
+    pub async fn write(&self, items: Vec<Prepared>) -> Reply {
+        let (reply, answer) = oneshot::channel();
+        if self.tx.send(Job { items, reply }).await.is_err() {
+            return Err(WriteError::Other("the push writers stopped".into()));
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err(WriteError::Other("the push writer stopped".into())))
+    }
+}
+
+async fn worker(pool: PgPool, wakes: Arc<Wakes>, rx: Arc<Mutex<mpsc::Receiver<Job>>>) {
+    loop {
+        let jobs = {
+            let mut rx = rx.lock().await;
+            let Some(first) = rx.recv().await else { return };
+            let mut n = first.items.len();
+            let mut jobs = vec![first];
+            while n < MAX_ITEMS {
+                match rx.try_recv() {
+                    Ok(j) => {
+                        n += j.items.len();
+                        jobs.push(j);
+                    }
+                    Err(_) => break,
+                }
+            }
+            jobs
+        };
+        let all: Vec<Prepared> = jobs.iter().flat_map(|j| j.items.iter().cloned()).collect();
+        match write_all(&pool, &all).await {
+            Err(WriteError::Other(_)) if jobs.len() > 1 => {
+                for job in jobs {
+                    let r = write_all(&pool, &job.items).await;
+                    answer(&wakes, vec![job], r);
+                }
+            }
+            r => answer(&wakes, jobs, r),
+        }
+    }
+}
+
+/// One transaction: the maintenance switch and "now" in one round trip, then the write.
+async fn write_all(
+    pool: &PgPool,
+    items: &[Prepared],
+) -> Result<Option<Vec<PushResult>>, WriteError> {
+    let mut tx = pool.begin().await?;
+    let (now, maintenance): (DateTime<Utc>, bool) = sqlx::query_as(
+        "SELECT now(), (SELECT enabled FROM queen_switches WHERE name = 'push_maintenance')",
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if maintenance {
+        return Ok(None);
+    }
+    let out = write_at(&mut tx, items, now).await?;
+    tx.commit().await?;
+    Ok(Some(out))
+}
+
+/// Splits a shared answer back into each request's own (indexes from 0) and rings the
+/// bells of the queues written to.
+fn answer(wakes: &Wakes, jobs: Vec<Job>, result: Result<Option<Vec<PushResult>>, WriteError>) {
+    match result {
+        Ok(Some(out)) => {
+            let mut queues: Vec<&str> = out.iter().map(|r| r.queue_name.as_str()).collect();
+            queues.sort_unstable();
+            queues.dedup();
+            for q in queues {
+                wakes.ring(q);
+            }
+            let mut rest = out.into_iter();
+            for job in jobs {
+                let mine: Vec<PushResult> = rest
+                    .by_ref()
+                    .take(job.items.len())
+                    .enumerate()
+                    .map(|(i, mut r)| {
+                        r.index = i;
+                        r
+                    })
+                    .collect();
+                let _ = job.reply.send(Ok(Some(mine)));
+            }
+        }
+        other => {
+            for job in jobs {
+                let _ = job.reply.send(other.clone());
+            }
+        }
+    }
+}
