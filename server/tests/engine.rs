@@ -353,3 +353,42 @@ async fn pop_15_min_pop_wait_time_fills_under_full_batches() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// PUSH-8 [PROJECT]: text PostgreSQL cannot store (U+0000) is a 400 on every route, and
+/// nothing is written — not a 500 from the database half-way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nul_characters_are_400_and_change_nothing() {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let dir = temp_dir("nul");
+    let cfg = config(&dir);
+    let server = spawn(
+        Arc::new(PgBroker::connect(db.url(), &cfg).await.unwrap()),
+        &cfg,
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let base = server.url();
+    let c = reqwest::Client::new();
+    for body in [
+        json!({"items": [{"queue": "nul", "payload": {"text": "a\u{0}b"}}]}),
+        json!({"items": [{"queue": "nul", "transactionId": "t\u{0}"}]}),
+        json!({"items": [{"queue": "nul\u{0}"}]}),
+    ] {
+        let (s, b) = post(&c, &format!("{base}/api/v1/push"), &body).await;
+        assert_eq!(s, 400, "{body}");
+        assert!(b.unwrap()["error"].as_str().unwrap().contains("NUL"));
+    }
+    let (s, _) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/nul?consumerGroup=g%00"),
+    )
+    .await;
+    assert_eq!(s, 400);
+    let (s, _) = get(&c, &format!("{base}/api/v1/pop/queue/nul")).await;
+    assert_eq!(s, 204, "nothing was written");
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

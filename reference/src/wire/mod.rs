@@ -67,7 +67,28 @@ pub struct ErrorBody {
 
 /// Parses a request body as JSON, or explains why it is not.
 pub fn parse_json(body: &[u8]) -> Result<Value, WireError> {
-    serde_json::from_slice(body).map_err(|e| WireError::bad(format!("body is not valid JSON: {e}")))
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| WireError::bad(format!("body is not valid JSON: {e}")))?;
+    if has_nul(&v) {
+        return Err(WireError::bad(NUL_ERROR));
+    }
+    Ok(v)
+}
+
+/// [PROJECT] Text may not contain U+0000: PostgreSQL cannot store it in `text` or
+/// `jsonb`, so a broker on it could not keep such a message. Rejected up front, for
+/// every route, instead of failing half-way.
+pub const NUL_ERROR: &str =
+    "the request contains a NUL character (\\u0000), which cannot be stored";
+
+/// Whether any string or key in `v` contains U+0000.
+pub fn has_nul(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains('\0'),
+        Value::Array(a) => a.iter().any(has_nul),
+        Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
 }
 
 /// The body as a JSON object, or a 400 naming what was expected.
@@ -154,6 +175,23 @@ mod tests {
             ("orders".into(), "created".into())
         );
         assert_eq!(derive_namespace_task(".x"), ("".into(), "x".into()));
+    }
+
+    #[test]
+    fn push_8_nul_characters_are_rejected_anywhere_in_a_body() {
+        for body in [
+            r#"{"items":[{"queue":"q","payload":{"a":"x\u0000y"}}]}"#,
+            r#"{"a\u0000":1}"#,
+            r#"["\u0000"]"#,
+        ] {
+            assert_eq!(
+                parse_json(body.as_bytes()).unwrap_err().message,
+                NUL_ERROR,
+                "{body}"
+            );
+        }
+        // An escaped backslash followed by u0000 is not a NUL.
+        assert!(parse_json(br#"{"a":"\\u0000"}"#).is_ok());
     }
 
     #[test]

@@ -117,7 +117,12 @@ pub fn decode_segment(s: &str) -> Result<String, WireError> {
         out.push(bytes[i]);
         i += 1;
     }
-    String::from_utf8(out).map_err(|_| WireError::bad("path segment is not valid UTF-8"))
+    let s =
+        String::from_utf8(out).map_err(|_| WireError::bad("path segment is not valid UTF-8"))?;
+    if s.contains('\0') {
+        return Err(WireError::bad(NUL_ERROR));
+    }
+    Ok(s)
 }
 
 /// Routes and validates a request. `body_limit` bytes is the most a body may hold (413).
@@ -134,6 +139,13 @@ pub fn parse_request(
                 req.body.len()
             ),
         }));
+    }
+    if req
+        .query
+        .iter()
+        .any(|(k, v)| k.contains('\0') || v.contains('\0'))
+    {
+        return Err(Rejection::Bad(WireError::bad(NUL_ERROR)));
     }
     let raw: Vec<&str> = req.path.trim_end_matches('/').split('/').skip(1).collect();
     let seg = |i: usize| decode_segment(raw[i]);
@@ -222,6 +234,19 @@ mod tests {
             parse_request(&HttpRequest::get("/nope", &[]), 1, 10),
             Err(Rejection::NotFound)
         );
+    }
+
+    #[test]
+    fn nul_in_path_or_query_is_400() {
+        for req in [
+            HttpRequest::get("/api/v1/pop/queue/a%00b", &[]),
+            HttpRequest::get("/api/v1/pop/queue/q", &[("consumerGroup", "g\0")]),
+        ] {
+            match parse_request(&req, 1, 1 << 20) {
+                Err(Rejection::Bad(e)) => assert_eq!(e.message, NUL_ERROR),
+                other => panic!("{other:?}"),
+            }
+        }
     }
 
     #[test]
