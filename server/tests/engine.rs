@@ -392,3 +392,44 @@ async fn nul_characters_are_400_and_change_nothing() {
     server.stop().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// POP-5: `data` comes back verbatim, object key order included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pop_5_data_keeps_its_key_order() {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let dir = temp_dir("order");
+    let cfg = config(&dir);
+    let server = spawn(
+        Arc::new(PgBroker::connect(db.url(), &cfg).await.unwrap()),
+        &cfg,
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let base = server.url();
+    let c = reqwest::Client::new();
+    let raw = r#"{"items":[{"queue":"order","payload":{"zebra":1,"apple":{"z":[3,2,1],"a":null},"mid":"x"}}]}"#;
+    let r = c
+        .post(format!("{base}/api/v1/push"))
+        .body(raw)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let text = c
+        .get(format!("{base}/api/v1/pop/queue/order"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains(r#""data":{"zebra":1,"apple":{"z":[3,2,1],"a":null},"mid":"x"}"#),
+        "{text}"
+    );
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

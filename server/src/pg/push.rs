@@ -255,7 +255,7 @@ pub(crate) async fn write_at(
                 m_id.push(it.message_id);
                 m_txn.push(it.transaction_id.clone());
                 m_trace.push(it.trace_id);
-                m_data.push(it.data.clone());
+                m_data.push(it.data.to_string());
                 // A later item of this request with the same id is a duplicate of this one.
                 newest.insert((pid, it.transaction_id.clone()), (it.message_id, now));
                 (it.message_id, PushStatus::Queued)
@@ -272,7 +272,7 @@ pub(crate) async fn write_at(
     if !m_part.is_empty() {
         sqlx::query(
             "INSERT INTO queen_messages (partition_id, \"offset\", id, transaction_id, trace_id, data, created_at)
-             SELECT p, o, i, t, tr, d, $7 FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::jsonb[]) AS x(p, o, i, t, tr, d)",
+             SELECT p, o, i, t, tr, d::json, $7 FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::text[]) AS x(p, o, i, t, tr, d)",
         )
         .bind(&m_part)
         .bind(&m_off)
