@@ -7,7 +7,7 @@ use queen_reference::wire::{
     ConfigureRequest, ConfigureResponse, DeadLetter, DeleteResponse, DlqQuery, DlqResponse,
     HealthResponse, HttpResponse, MaintenanceResponse, PopMaintenanceResponse,
 };
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
 /// CFG-1: full replace of the options, namespace and task; creates the queue if needed.
@@ -103,14 +103,6 @@ pub(crate) async fn switch(pool: &PgPool, name: &str) -> Result<bool, sqlx::Erro
     sqlx::query_scalar("SELECT enabled FROM queen_switches WHERE name = $1")
         .bind(name)
         .fetch_one(pool)
-        .await
-}
-
-/// The same, inside a transaction.
-pub(crate) async fn switch_in(conn: &mut PgConnection, name: &str) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT enabled FROM queen_switches WHERE name = $1")
-        .bind(name)
-        .fetch_one(conn)
         .await
 }
 

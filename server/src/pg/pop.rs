@@ -3,7 +3,7 @@
 //! the lease or the autoAck commit, and subscription seeding (POP-13).
 
 use super::push::ensure_queue;
-use super::{db_now, iso, no_content, ok, PAIR_KEY_SQL};
+use super::{iso, no_content, ok, PAIR_KEY_SQL};
 use chrono::{DateTime, Duration, Utc};
 use queen_reference::time::parse_iso;
 use queen_reference::wire::{
@@ -28,18 +28,34 @@ pub(crate) async fn pop(
     q: &PopQuery,
 ) -> Result<HttpResponse, sqlx::Error> {
     let mut tx = pool.begin().await?;
+    let group = q.consumer_group.as_str();
+    // One round trip for the maintenance switch, "now", the queue of a queue-scoped
+    // route and whether the group already has its subscription there.
+    let scoped = match route {
+        PopRoute::Queue(name) | PopRoute::Partition(name, _) => Some(name.as_str()),
+        PopRoute::Discovery { .. } => None,
+    };
+    let (paused, now, queue_id, subscribed): (bool, DateTime<Utc>, Option<i64>, bool) = sqlx::query_as(
+        "SELECT (SELECT enabled FROM queen_switches WHERE name = 'pop_maintenance'), now(),
+                (SELECT id FROM queen_queues WHERE name = $1),
+                EXISTS (SELECT 1 FROM queen_subscriptions s JOIN queen_queues qq ON qq.id = s.queue_id
+                        WHERE qq.name = $1 AND s.consumer_group = $2)",
+    )
+    .bind(scoped)
+    .bind(group)
+    .fetch_one(&mut *tx)
+    .await?;
     // MAINT-2 / POP-6: a bare 204 while pop maintenance is on.
-    if super::admin::switch_in(&mut tx, "pop_maintenance").await? {
+    if paused {
         return Ok(no_content());
     }
-    let now = db_now(&mut tx).await?;
-    let group = q.consumer_group.as_str();
-    let queues: Vec<i64> = match route {
-        PopRoute::Queue(name) | PopRoute::Partition(name, _) => {
+    let queues: Vec<i64> = match (route, queue_id) {
+        (PopRoute::Queue(_) | PopRoute::Partition(..), Some(id)) => vec![id],
+        (PopRoute::Queue(name) | PopRoute::Partition(name, _), None) => {
             // POP-8: a queue-scoped pop on an unknown queue creates its configuration row.
             vec![ensure_queue(&mut tx, name, QueueOptions::implicit()).await?.0]
         }
-        PopRoute::Discovery { namespace, task } => {
+        (PopRoute::Discovery { namespace, task }, _) => {
             sqlx::query_scalar("SELECT id FROM queen_queues WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR task = $2) ORDER BY id")
                 .bind(namespace)
                 .bind(task)
@@ -47,7 +63,7 @@ pub(crate) async fn pop(
                 .await?
         }
     };
-    if group != QUEUE_MODE {
+    if group != QUEUE_MODE && !(scoped.is_some() && subscribed) {
         for qid in &queues {
             subscribe(&mut tx, *qid, q, now).await?;
         }
