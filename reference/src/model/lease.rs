@@ -18,7 +18,7 @@ pub fn extend(
     let mut renewed = 0;
     let mut expires: Option<Stamp> = None;
     if let LeaseRef::Known(h) = lease {
-        let holders = st.lease_holders.get(&h).cloned().unwrap_or_default();
+        let holders = st.holders_of(h);
         for (ph, group) in holders {
             let Some(l) = st
                 .part(ph)

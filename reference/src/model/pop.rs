@@ -128,10 +128,6 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
                     deadline: ctx.now.plus(duration_ms),
                     duration_ms,
                 });
-                st.lease_holders
-                    .entry(id)
-                    .or_default()
-                    .push((c.part, group.to_string()));
             }
         }
     }

@@ -36,8 +36,6 @@ pub struct State {
     pub next_msg: u32,
     /// The next lease handle to mint.
     pub next_lease: u32,
-    /// Where each lease id is held, so an extend finds its leases without a scan.
-    pub lease_holders: HashMap<LeaseH, Vec<(PartH, String)>>,
     /// Dead letters in filing order (DLQ-2).
     pub dead_letters: Vec<DeadLetterRec>,
     /// Pushes accepted as `buffered`, waiting for replay (PUSH-7).
@@ -249,20 +247,26 @@ impl State {
         p.cursors.get_mut(group).expect("inserted above")
     }
 
-    /// Drops the lease of `(part, group)` and forgets where it was held.
+    /// Drops the lease of `(part, group)`.
     pub fn release_lease(&mut self, part: PartH, group: &str) {
-        let Some(p) = self.part_mut(part) else { return };
-        let Some(c) = p.cursors.get_mut(group) else {
-            return;
-        };
-        if let Some(l) = c.lease.take() {
-            if let Some(holders) = self.lease_holders.get_mut(&l.id) {
-                holders.retain(|(ph, g)| !(*ph == part && g == group));
-                if holders.is_empty() {
-                    self.lease_holders.remove(&l.id);
-                }
-            }
+        if let Some(c) = self.part_mut(part).and_then(|p| p.cursors.get_mut(group)) {
+            c.lease = None;
         }
+    }
+
+    /// Where lease `h` is held: every `(partition, group)` whose cursor carries it. A
+    /// scan, as extends and transactions are rare next to pops and acks.
+    pub fn holders_of(&self, h: LeaseH) -> Vec<(PartH, String)> {
+        self.partitions
+            .iter()
+            .flatten()
+            .flat_map(|p| {
+                p.cursors
+                    .iter()
+                    .filter(move |(_, c)| c.lease.as_ref().is_some_and(|l| l.id == h))
+                    .map(move |(g, _)| (p.handle, g.clone()))
+            })
+            .collect()
     }
 
     /// Every message ever written and not deleted, with its partition and offset.

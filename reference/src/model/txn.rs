@@ -33,21 +33,15 @@ pub fn transaction(
     };
     for (lease, id) in required {
         let live = match lease {
-            LeaseRef::Known(h) => st
-                .lease_holders
-                .get(h)
-                .cloned()
-                .unwrap_or_default()
-                .iter()
-                .any(|(ph, g)| {
-                    let deadline = st
-                        .part(*ph)
-                        .and_then(|p| p.cursors.get(g))
-                        .and_then(|c| c.lease.as_ref())
-                        .filter(|l| l.id == *h)
-                        .map(|l| l.deadline);
-                    deadline.is_some_and(|d| ctx.now_before(d))
-                }),
+            LeaseRef::Known(h) => st.holders_of(*h).iter().any(|(ph, g)| {
+                let deadline = st
+                    .part(*ph)
+                    .and_then(|p| p.cursors.get(g))
+                    .and_then(|c| c.lease.as_ref())
+                    .filter(|l| l.id == *h)
+                    .map(|l| l.deadline);
+                deadline.is_some_and(|d| ctx.now_before(d))
+            }),
             _ => false,
         };
         if !live {
