@@ -12,6 +12,34 @@ use queen_reference::wire::{
 use sqlx::{PgConnection, PgPool, Row};
 use uuid::Uuid;
 
+/// Reads the claimable span of a partition ($1) past the cursor ($2), visible before $3,
+/// at most $4 messages, and leases it for group $5 with lease $6 until $7 ($8 ms).
+const CLAIM_LEASE: &str = "WITH m AS (
+    SELECT \"offset\", id, transaction_id, trace_id, data, created_at FROM queen_messages
+    WHERE partition_id = $1 AND \"offset\" > $2 AND ($3::timestamptz IS NULL OR created_at <= $3)
+    ORDER BY \"offset\" LIMIT $4),
+  claim AS (
+    INSERT INTO queen_cursors (partition_id, consumer_group, lease_id, lease_end, lease_deadline, lease_duration_ms)
+    SELECT $1, $5, $6, max(\"offset\"), $7, $8 FROM m HAVING count(*) > 0
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE SET lease_id = EXCLUDED.lease_id, lease_end = EXCLUDED.lease_end,
+      lease_deadline = EXCLUDED.lease_deadline, lease_duration_ms = EXCLUDED.lease_duration_ms, not_before = NULL)
+  SELECT * FROM m ORDER BY \"offset\"";
+
+/// The same span, committed at once (autoAck): no lease, and retries at or below the new
+/// cursor forgotten.
+const CLAIM_AUTO_ACK: &str = "WITH m AS (
+    SELECT \"offset\", id, transaction_id, trace_id, data, created_at FROM queen_messages
+    WHERE partition_id = $1 AND \"offset\" > $2 AND ($3::timestamptz IS NULL OR created_at <= $3)
+    ORDER BY \"offset\" LIMIT $4),
+  claim AS (
+    INSERT INTO queen_cursors (partition_id, consumer_group, committed)
+    SELECT $1, $5, max(\"offset\") FROM m HAVING count(*) > 0
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE SET committed = EXCLUDED.committed, lease_id = NULL, lease_end = NULL,
+      lease_deadline = NULL, lease_duration_ms = NULL, not_before = NULL,
+      retries = COALESCE((SELECT jsonb_object_agg(k, v) FROM jsonb_each(queen_cursors.retries) AS e(k, v)
+                          WHERE k::bigint > EXCLUDED.committed), '{}'))
+  SELECT * FROM m ORDER BY \"offset\"";
+
 /// A partition that may be claimable (checked again under its lock).
 struct Candidate {
     id: Uuid,
@@ -150,31 +178,32 @@ pub(crate) async fn pop(
         // POP-14: delayedProcessing delivers only messages old enough.
         let visible_before = (c.options.delayed_processing > 0)
             .then(|| now - Duration::seconds(c.options.delayed_processing as i64));
-        let rows = sqlx::query(
-            "SELECT \"offset\", id, transaction_id, trace_id, data, created_at FROM queen_messages
-             WHERE partition_id = $1 AND \"offset\" > $2 AND ($3::timestamptz IS NULL OR created_at <= $3)
-             ORDER BY \"offset\" LIMIT $4",
-        )
-        .bind(c.id)
-        .bind(committed)
-        .bind(visible_before)
-        .bind(budget)
-        .fetch_all(&mut *tx)
-        .await?;
-        // The span must be contiguous from the cursor (a gap means a concurrent writer).
-        let mut end = committed;
-        for r in &rows {
-            let off: i64 = r.get(0);
-            if off != end + 1 {
-                break;
-            }
-            end = off;
-        }
-        if end == committed {
+        // One statement reads the span and claims it: the lease (POP-9: leaseSeconds if
+        // given, else the queue's leaseTime) or, with autoAck, the commit (POP-7). Offsets
+        // are contiguous (pushes assign them under the partition lock), so the span ends
+        // at the highest offset read.
+        let secs = q.lease_seconds.unwrap_or(c.options.lease_time) as i64;
+        let span = |sql| {
+            sqlx::query(sql)
+                .bind(c.id)
+                .bind(committed)
+                .bind(visible_before)
+                .bind(budget)
+                .bind(group)
+        };
+        let claim = match lease_id {
+            Some(l) => span(CLAIM_LEASE)
+                .bind(l)
+                .bind(now + Duration::seconds(secs))
+                .bind(secs * 1000),
+            None => span(CLAIM_AUTO_ACK),
+        };
+        let rows = claim.fetch_all(&mut *tx).await?;
+        if rows.is_empty() {
             continue;
         }
         let lease_str = lease_id.map(|l| l.to_string()).unwrap_or_default();
-        for r in rows.iter().take((end - committed) as usize) {
+        for r in &rows {
             let trace: Option<Uuid> = r.get(3);
             messages.push(PopMessage {
                 id: r.get::<Uuid, _>(1).to_string(),
@@ -189,41 +218,7 @@ pub(crate) async fn pop(
                 consumer_group: group.to_string(),
             });
         }
-        budget -= end - committed;
-        match lease_id {
-            // POP-7: autoAck commits inside the pop; no lease.
-            None => {
-                sqlx::query(
-                    "INSERT INTO queen_cursors (partition_id, consumer_group, committed) VALUES ($1, $2, $3)
-                     ON CONFLICT (partition_id, consumer_group) DO UPDATE SET committed = $3, lease_id = NULL, lease_end = NULL,
-                       lease_deadline = NULL, lease_duration_ms = NULL, not_before = NULL,
-                       retries = COALESCE((SELECT jsonb_object_agg(k, v) FROM jsonb_each(queen_cursors.retries) AS e(k, v) WHERE k::bigint > $3), '{}')",
-                )
-                .bind(c.id)
-                .bind(group)
-                .bind(end)
-                .execute(&mut *tx)
-                .await?;
-            }
-            Some(l) => {
-                // POP-9: leaseSeconds if given, else the queue's leaseTime.
-                let secs = q.lease_seconds.unwrap_or(c.options.lease_time) as i64;
-                sqlx::query(
-                    "INSERT INTO queen_cursors (partition_id, consumer_group, lease_id, lease_end, lease_deadline, lease_duration_ms)
-                     VALUES ($1, $2, $3, $4, $5, $6)
-                     ON CONFLICT (partition_id, consumer_group) DO UPDATE SET lease_id = $3, lease_end = $4, lease_deadline = $5,
-                       lease_duration_ms = $6, not_before = NULL",
-                )
-                .bind(c.id)
-                .bind(group)
-                .bind(l)
-                .bind(end)
-                .bind(now + Duration::seconds(secs))
-                .bind(secs * 1000)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
+        budget -= rows.len() as i64;
         claimed.push((c.id, c.name));
     }
     tx.commit().await?;
