@@ -143,67 +143,7 @@ pub(crate) async fn write_at(
     items: &[Prepared],
     now: DateTime<Utc>,
 ) -> Result<Vec<PushResult>, sqlx::Error> {
-    // PUSH-2: queues first (implicit ones with leaseTime 60).
-    let mut names: Vec<String> = items.iter().map(|i| i.queue.clone()).collect();
-    names.sort();
-    names.dedup();
-    let mut queue_ids: HashMap<String, (i64, QueueOptions)> =
-        sqlx::query("SELECT name, id, options FROM queen_queues WHERE name = ANY($1)")
-            .bind(&names)
-            .fetch_all(&mut *conn)
-            .await?
-            .into_iter()
-            .map(|r| (r.get(0), (r.get(1), super::options_of(r.get(2)))))
-            .collect();
-    for name in &names {
-        if !queue_ids.contains_key(name) {
-            let q = ensure_queue(conn, name, QueueOptions::implicit()).await?;
-            queue_ids.insert(name.clone(), q);
-        }
-    }
-    // PUSH-3, PUSH-6: partitions created if missing, then locked in a canonical order
-    // (queue id, name), so two pushes never wait on each other in a cycle.
-    let mut keys: Vec<(i64, String)> = items
-        .iter()
-        .map(|i| (queue_ids[&i.queue].0, i.partition.clone()))
-        .collect();
-    keys.sort();
-    keys.dedup();
-    let (kq, kn): (Vec<i64>, Vec<String>) = keys.iter().cloned().unzip();
-    const LOCK: &str = "SELECT p.queue_id, p.name, p.id, p.last_offset FROM queen_partitions p
-        JOIN unnest($1::bigint[], $2::text[]) AS k(q, n) ON p.queue_id = k.q AND p.name = k.n
-        ORDER BY p.queue_id, p.name FOR UPDATE OF p";
-    let mut rows = sqlx::query(LOCK)
-        .bind(&kq)
-        .bind(&kn)
-        .fetch_all(&mut *conn)
-        .await?;
-    if rows.len() < keys.len() {
-        let ids: Vec<Uuid> = keys.iter().map(|_| Uuid::now_v7()).collect();
-        sqlx::query(
-            "INSERT INTO queen_partitions (id, queue_id, name)
-             SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[]) ON CONFLICT (queue_id, name) DO NOTHING",
-        )
-        .bind(&ids)
-        .bind(&kq)
-        .bind(&kn)
-        .execute(&mut *conn)
-        .await?;
-        rows = sqlx::query(LOCK)
-            .bind(&kq)
-            .bind(&kn)
-            .fetch_all(&mut *conn)
-            .await?;
-    }
-    let by_key: HashMap<(i64, String), (Uuid, i64)> = rows
-        .into_iter()
-        .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
-        .collect();
-    let mut parts: BTreeMap<(String, String), (Uuid, i64)> = BTreeMap::new();
-    for it in items {
-        let k = (queue_ids[&it.queue].0, it.partition.clone());
-        parts.insert((it.queue.clone(), it.partition.clone()), by_key[&k]);
-    }
+    let (queue_ids, mut parts) = lock_partitions(conn, items).await?;
     // PUSH-5: the newest message with each given transactionId, per partition.
     let (lp, lt): (Vec<Uuid>, Vec<String>) = items
         .iter()
@@ -270,9 +210,22 @@ pub(crate) async fn write_at(
         });
     }
     if !m_part.is_empty() {
+        let written: Vec<(Uuid, i64)> = parts.values().copied().collect();
+        let (ids, lasts): (Vec<Uuid>, Vec<i64>) = written.into_iter().unzip();
+        let mut queues: Vec<&str> = items.iter().map(|i| i.queue.as_str()).collect();
+        queues.sort();
+        queues.dedup();
+        // Messages, the partitions' last offsets, and a notification for pops parked on
+        // other processes (this one rings its own bells), in one statement.
         sqlx::query(
-            "INSERT INTO queen_messages (partition_id, \"offset\", id, transaction_id, trace_id, data, created_at)
-             SELECT p, o, i, t, tr, d::json, $7 FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::text[]) AS x(p, o, i, t, tr, d)",
+            "WITH ins AS (
+                INSERT INTO queen_messages (partition_id, \"offset\", id, transaction_id, trace_id, data, created_at)
+                SELECT p, o, i, t, tr, d::json, $7
+                FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::text[]) AS x(p, o, i, t, tr, d)),
+             upd AS (
+                UPDATE queen_partitions p SET last_offset = x.o, last_write_at = $7
+                FROM unnest($8::uuid[], $9::bigint[]) AS x(i, o) WHERE p.id = x.i AND p.last_offset < x.o)
+             SELECT pg_notify('queen_push', q) FROM unnest($10::text[]) AS q",
         )
         .bind(&m_part)
         .bind(&m_off)
@@ -281,29 +234,128 @@ pub(crate) async fn write_at(
         .bind(&m_trace)
         .bind(&m_data)
         .bind(now)
-        .execute(&mut *conn)
-        .await?;
-        let written: Vec<(Uuid, i64)> = parts.values().copied().collect();
-        let (ids, lasts): (Vec<Uuid>, Vec<i64>) = written.into_iter().unzip();
-        sqlx::query(
-            "UPDATE queen_partitions p SET last_offset = x.o, last_write_at = $3
-             FROM unnest($1::uuid[], $2::bigint[]) AS x(i, o) WHERE p.id = x.i AND p.last_offset < x.o",
-        )
         .bind(&ids)
         .bind(&lasts)
-        .bind(now)
+        .bind(&queues)
         .execute(&mut *conn)
         .await?;
-        // Wake pops parked on other processes (this one rings its own bells).
-        let mut queues: Vec<&str> = items.iter().map(|i| i.queue.as_str()).collect();
-        queues.sort();
-        queues.dedup();
-        sqlx::query("SELECT pg_notify('queen_push', q) FROM unnest($1::text[]) AS q")
-            .bind(&queues)
-            .execute(&mut *conn)
-            .await?;
     }
     Ok(results)
+}
+
+/// Queue ids and options by name.
+type Queues = HashMap<String, (i64, QueueOptions)>;
+/// (queue, partition) -> (partition id, last offset), locked.
+type Parts = BTreeMap<(String, String), (Uuid, i64)>;
+
+/// PUSH-2, PUSH-3, PUSH-6: the queues and partitions of `items`, partition rows locked in
+/// a canonical order (queue id, name) so two pushes never wait on each other in a cycle.
+/// When they all exist (the usual case) this is one statement.
+async fn lock_partitions(
+    conn: &mut PgConnection,
+    items: &[Prepared],
+) -> Result<(Queues, Parts), sqlx::Error> {
+    let mut keys: Vec<(String, String)> = items
+        .iter()
+        .map(|i| (i.queue.clone(), i.partition.clone()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let (kq, kp): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
+    let rows = sqlx::query(
+        "SELECT q.name, q.id, q.options, p.name, p.id, p.last_offset
+         FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+         JOIN unnest($1::text[], $2::text[]) AS k(qn, pn) ON q.name = k.qn AND p.name = k.pn
+         ORDER BY p.queue_id, p.name FOR UPDATE OF p",
+    )
+    .bind(&kq)
+    .bind(&kp)
+    .fetch_all(&mut *conn)
+    .await?;
+    if rows.len() < keys.len() {
+        // Something is new: create what is missing, then lock (this transaction may
+        // already hold some of the rows; locking them again is free).
+        return create_and_lock(conn, items).await;
+    }
+    let mut queues: Queues = HashMap::new();
+    let mut parts: Parts = BTreeMap::new();
+    for r in rows {
+        let (qname, pname): (String, String) = (r.get(0), r.get(3));
+        queues
+            .entry(qname.clone())
+            .or_insert_with(|| (r.get(1), super::options_of(r.get(2))));
+        parts.insert((qname, pname), (r.get(4), r.get(5)));
+    }
+    Ok((queues, parts))
+}
+
+/// The slow path of [`lock_partitions`]: queues and partitions created if missing.
+async fn create_and_lock(
+    conn: &mut PgConnection,
+    items: &[Prepared],
+) -> Result<(Queues, Parts), sqlx::Error> {
+    // PUSH-2: queues first (implicit ones with leaseTime 60).
+    let mut names: Vec<String> = items.iter().map(|i| i.queue.clone()).collect();
+    names.sort();
+    names.dedup();
+    let mut queue_ids: Queues =
+        sqlx::query("SELECT name, id, options FROM queen_queues WHERE name = ANY($1)")
+            .bind(&names)
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .map(|r| (r.get(0), (r.get(1), super::options_of(r.get(2)))))
+            .collect();
+    for name in &names {
+        if !queue_ids.contains_key(name) {
+            let q = ensure_queue(conn, name, QueueOptions::implicit()).await?;
+            queue_ids.insert(name.clone(), q);
+        }
+    }
+    // PUSH-3, PUSH-6: partitions created if missing, then locked in a canonical order
+    // (queue id, name), so two pushes never wait on each other in a cycle.
+    let mut keys: Vec<(i64, String)> = items
+        .iter()
+        .map(|i| (queue_ids[&i.queue].0, i.partition.clone()))
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let (kq, kn): (Vec<i64>, Vec<String>) = keys.iter().cloned().unzip();
+    const LOCK: &str = "SELECT p.queue_id, p.name, p.id, p.last_offset FROM queen_partitions p
+        JOIN unnest($1::bigint[], $2::text[]) AS k(q, n) ON p.queue_id = k.q AND p.name = k.n
+        ORDER BY p.queue_id, p.name FOR UPDATE OF p";
+    let mut rows = sqlx::query(LOCK)
+        .bind(&kq)
+        .bind(&kn)
+        .fetch_all(&mut *conn)
+        .await?;
+    if rows.len() < keys.len() {
+        let ids: Vec<Uuid> = keys.iter().map(|_| Uuid::now_v7()).collect();
+        sqlx::query(
+            "INSERT INTO queen_partitions (id, queue_id, name)
+             SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[]) ON CONFLICT (queue_id, name) DO NOTHING",
+        )
+        .bind(&ids)
+        .bind(&kq)
+        .bind(&kn)
+        .execute(&mut *conn)
+        .await?;
+        rows = sqlx::query(LOCK)
+            .bind(&kq)
+            .bind(&kn)
+            .fetch_all(&mut *conn)
+            .await?;
+    }
+    let by_key: HashMap<(i64, String), (Uuid, i64)> = rows
+        .into_iter()
+        .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
+        .collect();
+    let mut parts: Parts = BTreeMap::new();
+    for it in items {
+        let k = (queue_ids[&it.queue].0, it.partition.clone());
+        parts.insert((it.queue.clone(), it.partition.clone()), by_key[&k]);
+    }
+    Ok((queue_ids, parts))
 }
 
 /// The queue row, created with `options` (and a derived namespace/task) when missing.
