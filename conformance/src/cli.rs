@@ -37,6 +37,50 @@ pub enum Command {
     },
     /// List the rule ids of PROTOCOL.md with their level and the cases that check them.
     Rules,
+    /// N clients call the broker at once; the recorded history is checked for
+    /// linearizability against the reference model (per queue, within a budget).
+    Concurrent(Box<ConcurrentArgs>),
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct ConcurrentArgs {
+    /// The broker's base URL (http only). Without it, our server runs in-process.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Engine of the in-process server (without --target).
+    #[cfg(feature = "embedded")]
+    #[arg(long, value_enum)]
+    pub engine: Option<crate::embedded::Engine>,
+    /// Clients calling at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Calls per client.
+    #[arg(long, default_value_t = 30)]
+    pub ops: usize,
+    /// Queues the calls spread over (each checked on its own).
+    #[arg(long, default_value_t = 2)]
+    pub queues: usize,
+    /// Seed of the generated calls (default: random, printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Client-side timeout of one call in ms: a call past it has an unknown answer.
+    #[arg(long, default_value_t = 10_000)]
+    pub op_timeout_ms: u64,
+    /// Model steps the linearizability search may take per queue before "unknown".
+    #[arg(long, default_value_t = crate::concurrent::linearize::DEFAULT_BUDGET)]
+    pub budget: u64,
+    /// Where the timeline (HTML) of a history that is not linearizable is written.
+    #[arg(long, default_value = "conformance-failures/concurrent-timeline.html")]
+    pub timeline: PathBuf,
+    /// Milliseconds the broker's clock may differ from this machine's.
+    #[arg(long, default_value_t = 5)]
+    pub skew_ms: i64,
+    /// The broker's body limit in bytes (413 above it).
+    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    pub body_limit: usize,
+    /// The broker's default long-poll timeout in ms.
+    #[arg(long, default_value_t = 30_000)]
+    pub default_timeout_ms: u64,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -250,6 +294,73 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
     Ok(report)
 }
 
+/// `queen-conformance concurrent`: returns the summary and whether the history was
+/// shown linearizable (a violation or an undecided search is not a pass).
+pub async fn concurrent(args: &ConcurrentArgs) -> Result<(String, bool), String> {
+    use crate::concurrent::{run_and_check, summary, timeline, Workload};
+    #[allow(unused_mut)]
+    let mut settings = CheckSettings {
+        skew_ms: args.skew_ms,
+        default_timeout_ms: args.default_timeout_ms,
+        body_limit: args.body_limit,
+    };
+    #[cfg(feature = "embedded")]
+    let mut embedded = None;
+    let url = match &args.target {
+        Some(url) => url.clone(),
+        None => {
+            #[cfg(feature = "embedded")]
+            {
+                let engine = args.engine.unwrap_or(crate::embedded::DEFAULT_ENGINE);
+                let e = crate::embedded::start(engine).await?;
+                settings.body_limit = e.config.body_limit;
+                settings.default_timeout_ms = e.config.pop_timeout_ms();
+                let url = e.url();
+                embedded = Some(e);
+                url
+            }
+            #[cfg(not(feature = "embedded"))]
+            return Err(
+                "no --target given, and this build has no embedded server (feature `embedded`)"
+                    .into(),
+            );
+        }
+    };
+    let target = Target::new(&url, settings);
+    runner::reachable(&target).await?;
+    let seed = args
+        .seed
+        .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0 % 10_000_000_000);
+    let workload = Workload {
+        clients: args.concurrency,
+        ops_per_client: args.ops,
+        queues: args.queues.max(1),
+        seed,
+        op_timeout_ms: args.op_timeout_ms,
+        prefix: format!("cc{}", &uuid::Uuid::new_v4().simple().to_string()[..10]),
+    };
+    let (history, outcome) = run_and_check(&target, &workload, args.budget).await;
+    #[cfg(feature = "embedded")]
+    if let Some(e) = embedded {
+        e.stop().await;
+    }
+    let mut text = format!(
+        "queen-conformance concurrent against {url}: seed {seed}, {} clients x {} calls\n{}",
+        workload.clients,
+        workload.ops_per_client,
+        summary(&history, &outcome)
+    );
+    if outcome.verdict_name() == "violation" {
+        if let Some(dir) = args.timeline.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        std::fs::write(&args.timeline, timeline::html(&history, &outcome))
+            .map_err(|e| format!("cannot write {}: {e}", args.timeline.display()))?;
+        text.push_str(&format!("timeline: {}\n", args.timeline.display()));
+    }
+    Ok((text, outcome.passed()))
+}
+
 /// `queen-conformance list`.
 pub fn list(json: bool) -> String {
     let cases = catalog::all();
@@ -302,6 +413,16 @@ pub async fn main_with(cli: Cli) -> i32 {
             print!("{}", rules());
             0
         }
+        Command::Concurrent(args) => match concurrent(&args).await {
+            Ok((text, passed)) => {
+                print!("{text}");
+                i32::from(!passed)
+            }
+            Err(e) => {
+                eprintln!("queen-conformance: {e}");
+                2
+            }
+        },
         Command::Run(args) => match run(&args).await {
             Ok(report) => {
                 print!("{}", report::terminal::render(&report, args.verbose));

@@ -13,6 +13,7 @@
 pub mod case;
 pub mod catalog;
 pub mod cli;
+pub mod concurrent;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod expect;

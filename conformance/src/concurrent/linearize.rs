@@ -1,0 +1,422 @@
+//! Linearizability of a concurrent history against the reference model (Wing & Gong,
+//! with Lowe's memoization): a depth-first search for an order of the calls that
+//! respects real time (a call may be placed next only if no call still unplaced had
+//! completed before it was invoked) and in which the model accepts every answer. Each
+//! call is stepped with its own [invocation, completion] interval as the broker's
+//! "now". A call with an unknown answer may be placed (every allowed outcome kept) or
+//! never placed, and its interval is open-ended.
+//!
+//! Visited (set of placed calls, model states) pairs are remembered, so a search never
+//! explores the same situation twice. The search has a budget of model steps: when it
+//! runs out the verdict is "unknown", never a pass. Histories are checked per key (per
+//! queue), each independently.
+//!
+//! Relaxation: the checker does not force the "now" of successive calls to be
+//! monotonic (each call's time is only bounded by its own interval), so the check
+//! accepts slightly more than a strictly timed linearization would; never less.
+
+use super::history::{Answer, History, Op};
+use crate::session::CheckSettings;
+use queen_reference::checker::{Checker, StepError, World};
+use queen_reference::time::Millis;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// The most model steps one key's search may take.
+pub const DEFAULT_BUDGET: u64 = 200_000;
+
+/// How a key's history was judged.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// A linearization exists (the order of call ids found).
+    Linearizable(Vec<usize>),
+    /// No order of the calls is accepted by the model.
+    Violation(Violation),
+    /// The search could not decide (budget exhausted, or the model was inconclusive).
+    Unknown(String),
+}
+
+impl Verdict {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::Linearizable(_) => "linearizable",
+            Verdict::Violation(_) => "violation",
+            Verdict::Unknown(_) => "unknown",
+        }
+    }
+}
+
+/// Why no linearization exists: the longest prefix the search could place, and why
+/// each call that could come next was refused there.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Violation {
+    pub prefix: Vec<usize>,
+    pub refused: Vec<(usize, String)>,
+}
+
+/// One key's result.
+#[derive(Clone, Debug)]
+pub struct KeyResult {
+    pub key: String,
+    pub ops: usize,
+    pub verdict: Verdict,
+    /// Model steps taken.
+    pub steps: u64,
+    pub elapsed_ms: f64,
+}
+
+/// The whole history's result.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub keys: Vec<KeyResult>,
+    pub ops: usize,
+    pub unknown_ops: usize,
+    pub elapsed_ms: f64,
+}
+
+impl Outcome {
+    /// Linearizable only if every key is.
+    pub fn verdict_name(&self) -> &'static str {
+        if self
+            .keys
+            .iter()
+            .any(|k| matches!(k.verdict, Verdict::Violation(_)))
+        {
+            "violation"
+        } else if self
+            .keys
+            .iter()
+            .any(|k| matches!(k.verdict, Verdict::Unknown(_)))
+        {
+            "unknown"
+        } else {
+            "linearizable"
+        }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.verdict_name() == "linearizable"
+    }
+
+    /// Calls checked per second of search.
+    pub fn ops_per_sec(&self) -> f64 {
+        if self.elapsed_ms <= 0.0 {
+            return 0.0;
+        }
+        self.ops as f64 * 1000.0 / self.elapsed_ms
+    }
+
+    pub fn steps(&self) -> u64 {
+        self.keys.iter().map(|k| k.steps).sum()
+    }
+}
+
+/// A checker configured as the target's model.
+pub fn fresh_checker(settings: &CheckSettings) -> Checker {
+    let mut c = Checker::new();
+    c.skew_ms = settings.skew_ms;
+    c.default_timeout_ms = settings.default_timeout_ms;
+    c.body_limit = settings.body_limit;
+    c
+}
+
+/// Checks every key of `history`, each with `budget` model steps.
+pub fn check(history: &History, settings: &CheckSettings, budget: u64) -> Outcome {
+    let t0 = Instant::now();
+    let keys = history
+        .partitions()
+        .into_iter()
+        .map(|(key, ops)| check_key(&key, &ops, fresh_checker(settings), budget))
+        .collect();
+    Outcome {
+        keys,
+        ops: history.ops.len(),
+        unknown_ops: history.unknown(),
+        elapsed_ms: t0.elapsed().as_secs_f64() * 1000.0,
+    }
+}
+
+/// Checks the calls of one key (in invocation order) from the state `start`.
+pub fn check_key(key: &str, ops: &[Op], start: Checker, budget: u64) -> KeyResult {
+    let t0 = Instant::now();
+    let horizon = ops.iter().map(|o| o.complete_ms).max().unwrap_or(0);
+    let mut s = Search {
+        ops,
+        horizon,
+        memo: HashMap::new(),
+        steps: 0,
+        budget,
+        exhausted: false,
+        inconclusive: None,
+        order: Vec::new(),
+        best: Violation {
+            prefix: vec![],
+            refused: vec![],
+        },
+    };
+    let mut placed = vec![0u64; ops.len().div_ceil(64)];
+    let found = s.dfs(&mut placed, &start);
+    let verdict = if found {
+        Verdict::Linearizable(s.order.iter().map(|&i| ops[i].id).collect())
+    } else if s.exhausted {
+        Verdict::Unknown(format!(
+            "search budget of {budget} model steps exhausted ({} calls)",
+            ops.len()
+        ))
+    } else if let Some(why) = s.inconclusive {
+        Verdict::Unknown(format!("the model could not decide: {why}"))
+    } else {
+        let mut v = s.best;
+        v.prefix = v.prefix.iter().map(|&i| ops[i].id).collect();
+        v.refused = v
+            .refused
+            .into_iter()
+            .map(|(i, why)| (ops[i].id, why))
+            .collect();
+        Verdict::Violation(v)
+    };
+    KeyResult {
+        key: key.to_string(),
+        ops: ops.len(),
+        verdict,
+        steps: s.steps,
+        elapsed_ms: t0.elapsed().as_secs_f64() * 1000.0,
+    }
+}
+
+struct Search<'a> {
+    ops: &'a [Op],
+    horizon: Millis,
+    /// Placed-set to the model states it was reached with.
+    memo: HashMap<Vec<u64>, Vec<Vec<World>>>,
+    steps: u64,
+    budget: u64,
+    exhausted: bool,
+    inconclusive: Option<String>,
+    /// Indices placed so far, in order.
+    order: Vec<usize>,
+    /// The deepest dead end (indices into `ops`).
+    best: Violation,
+}
+
+fn is_set(bits: &[u64], i: usize) -> bool {
+    bits[i / 64] & (1 << (i % 64)) != 0
+}
+
+fn flip(bits: &mut [u64], i: usize) {
+    bits[i / 64] ^= 1 << (i % 64);
+}
+
+impl Search<'_> {
+    fn dfs(&mut self, placed: &mut Vec<u64>, model: &Checker) -> bool {
+        let ops = self.ops;
+        let mut min_complete = Millis::MAX;
+        let mut all_known_placed = true;
+        for (i, o) in ops.iter().enumerate() {
+            if !is_set(placed, i) && !o.is_unknown() {
+                all_known_placed = false;
+                min_complete = min_complete.min(o.complete_ms);
+            }
+        }
+        if all_known_placed {
+            return true;
+        }
+        let seen = self.memo.entry(placed.clone()).or_default();
+        if seen.iter().any(|w| w.as_slice() == model.worlds()) {
+            return false;
+        }
+        seen.push(model.worlds().to_vec());
+        let mut refused = Vec::new();
+        // The calls that may come next, most likely first: by the midpoint of their
+        // interval (an unknown call's interval is open-ended: last).
+        let mut cands: Vec<usize> = ops
+            .iter()
+            .enumerate()
+            .take_while(|(_, o)| o.invoke_ms <= min_complete)
+            .filter(|(i, _)| !is_set(placed, *i))
+            .map(|(i, _)| i)
+            .collect();
+        cands.sort_by_key(|&i| {
+            let o = &ops[i];
+            let end = if o.is_unknown() {
+                self.horizon
+            } else {
+                o.complete_ms
+            };
+            (o.is_unknown(), o.invoke_ms + end, i)
+        });
+        for i in cands {
+            let o = &ops[i];
+            if self.steps >= self.budget {
+                self.exhausted = true;
+                return false;
+            }
+            self.steps += 1;
+            let mut next = model.clone();
+            let r = match &o.answer {
+                Answer::Known(a) => next.step(&o.request, o.invoke_ms, o.complete_ms, a),
+                Answer::Unknown(_) => next.step_unknown(&o.request, o.invoke_ms, self.horizon),
+            };
+            match r {
+                Ok(_) => {
+                    flip(placed, i);
+                    self.order.push(i);
+                    if self.dfs(placed, &next) {
+                        return true;
+                    }
+                    self.order.pop();
+                    flip(placed, i);
+                    if self.exhausted {
+                        return false;
+                    }
+                }
+                Err(StepError::Diverged(d)) => refused.push((i, d.to_string())),
+                Err(StepError::Inconclusive(why)) => {
+                    refused.push((i, format!("inconclusive: {why}")));
+                    self.inconclusive.get_or_insert(why);
+                }
+            }
+        }
+        if self.order.len() >= self.best.prefix.len() && !refused.is_empty() {
+            self.best = Violation {
+                prefix: self.order.clone(),
+                refused,
+            };
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queen_reference::wire::{HttpRequest, HttpResponse};
+    use serde_json::json;
+
+    const T: Millis = 1_700_000_000_000;
+    const LEASE: &str = "0190f0d0-0000-7000-8000-000000000001";
+    const LEASE2: &str = "0190f0d0-0000-7000-8000-000000000002";
+    const PART: &str = "0190f0d0-0000-7000-8000-0000000000aa";
+    const MSG: &str = "0190f0d0-0000-7000-8000-0000000000b1";
+
+    fn op(client: usize, req: HttpRequest, at: (Millis, Millis), answer: Answer) -> Op {
+        Op {
+            id: 0,
+            client,
+            key: "q".into(),
+            request: req,
+            invoke_ms: T + at.0,
+            complete_ms: T + at.1,
+            answer,
+        }
+    }
+
+    fn push() -> HttpRequest {
+        HttpRequest::post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": "q", "partition": "p", "transactionId": "t1", "payload": {"n": 1}}]}),
+        )
+    }
+
+    fn pushed() -> Answer {
+        Answer::Known(HttpResponse {
+            status: 201,
+            body: Some(json!([{"index": 0, "status": "queued", "queueName": "q",
+                "transaction_id": "t1", "message_id": MSG}])),
+        })
+    }
+
+    fn pop() -> HttpRequest {
+        HttpRequest::get("/api/v1/pop/queue/q", &[("consumerGroup", "g")])
+    }
+
+    fn popped(lease: &str) -> Answer {
+        Answer::Known(HttpResponse {
+            status: 200,
+            body: Some(json!({
+                "success": true, "queue": "q", "partition": "p", "partitionId": PART,
+                "leaseId": lease, "consumerGroup": "g", "partitionsClaimed": 1,
+                "messages": [{"id": MSG, "transactionId": "t1", "partition": "p",
+                    "partitionId": PART, "leaseId": lease, "consumerGroup": "g",
+                    "data": {"n": 1}, "createdAt": "2023-11-14T22:13:20.005Z",
+                    "producerSub": null, "traceId": null}]
+            })),
+        })
+    }
+
+    fn empty() -> Answer {
+        Answer::Known(HttpResponse {
+            status: 204,
+            body: None,
+        })
+    }
+
+    fn settings() -> CheckSettings {
+        CheckSettings::default()
+    }
+
+    #[test]
+    fn overlapping_pops_one_delivering_is_linearizable_in_either_order() {
+        // Client 1's pop is invoked first but answers 204: it must be placed before the
+        // push completed, or after client 2's pop took the lease.
+        let h = History::new(vec![
+            op(0, push(), (0, 10), pushed()),
+            op(1, pop(), (2, 30), empty()),
+            op(2, pop(), (3, 20), popped(LEASE)),
+        ]);
+        let out = check(&h, &settings(), 1000);
+        assert!(out.passed(), "{:?}", out.keys);
+    }
+
+    #[test]
+    fn double_lease_on_one_span_is_a_violation() {
+        let h = History::new(vec![
+            op(0, push(), (0, 10), pushed()),
+            op(1, pop(), (12, 30), popped(LEASE)),
+            op(2, pop(), (13, 31), popped(LEASE2)),
+        ]);
+        let out = check(&h, &settings(), 1000);
+        assert_eq!(out.verdict_name(), "violation", "{:?}", out.keys);
+        let Verdict::Violation(v) = &out.keys[0].verdict else {
+            unreachable!()
+        };
+        assert_eq!(v.prefix.len(), 2);
+        assert_eq!(v.refused.len(), 1);
+    }
+
+    #[test]
+    fn real_time_order_is_respected() {
+        // The pop completed before the push was invoked: it cannot see the message.
+        let h = History::new(vec![
+            op(1, pop(), (0, 5), popped(LEASE)),
+            op(0, push(), (10, 20), pushed()),
+        ]);
+        assert_eq!(check(&h, &settings(), 1000).verdict_name(), "violation");
+    }
+
+    #[test]
+    fn an_unknown_push_may_or_may_not_have_happened() {
+        let lost = Answer::Unknown("timeout".into());
+        let seen = History::new(vec![
+            op(0, push(), (0, 10), lost.clone()),
+            op(1, pop(), (20, 30), popped(LEASE)),
+        ]);
+        assert!(check(&seen, &settings(), 1000).passed());
+        let unseen = History::new(vec![
+            op(0, push(), (0, 10), lost),
+            op(1, pop(), (20, 30), empty()),
+        ]);
+        assert!(check(&unseen, &settings(), 1000).passed());
+    }
+
+    #[test]
+    fn a_tiny_budget_is_unknown_never_a_pass() {
+        let h = History::new(vec![
+            op(0, push(), (0, 10), pushed()),
+            op(1, pop(), (12, 30), popped(LEASE)),
+        ]);
+        let out = check(&h, &settings(), 1);
+        assert_eq!(out.verdict_name(), "unknown");
+        assert!(!out.passed());
+    }
+}

@@ -1,0 +1,77 @@
+//! Concurrent histories checked for linearizability against the reference model: N
+//! clients issue generated calls at once ([`workload`]), every call is recorded with its
+//! invocation and completion times and its answer ([`history`]), and a search looks for
+//! an order of the calls the model accepts ([`linearize`]), per queue.
+
+pub mod history;
+pub mod linearize;
+pub mod timeline;
+pub mod workload;
+
+pub use history::{Answer, History, Op};
+pub use linearize::{check, Outcome, Verdict};
+pub use workload::{run_workload, Workload};
+
+use crate::session::Target;
+
+/// Runs `workload` against `target` and checks the history with `budget` model steps
+/// per key.
+pub async fn run_and_check(
+    target: &Target,
+    workload: &Workload,
+    budget: u64,
+) -> (History, Outcome) {
+    let history = run_workload(target, workload).await;
+    let settings = target.settings.clone();
+    let h = history.clone();
+    let outcome = tokio::task::spawn_blocking(move || check(&h, &settings, budget))
+        .await
+        .expect("the checker does not panic");
+    (history, outcome)
+}
+
+/// A terminal summary of a checked history.
+pub fn summary(history: &History, outcome: &Outcome) -> String {
+    let mut s = format!(
+        "concurrent history: {} calls ({} unknown) over {} queues: {}
+",
+        history.ops.len(),
+        history.unknown(),
+        outcome.keys.len(),
+        outcome.verdict_name()
+    );
+    for k in &outcome.keys {
+        s.push_str(&format!(
+            "  {}: {} calls, {} model steps, {:.1} ms: {}\n",
+            k.key,
+            k.ops,
+            k.steps,
+            k.elapsed_ms,
+            k.verdict.name()
+        ));
+        match &k.verdict {
+            Verdict::Violation(v) => {
+                s.push_str(&format!(
+                    "    linearizable prefix of {} calls; no call can come next:\n",
+                    v.prefix.len()
+                ));
+                for (i, why) in &v.refused {
+                    s.push_str(&format!("    {}\n", history.ops[*i].label()));
+                    for line in why.lines() {
+                        s.push_str(&format!("      {line}\n"));
+                    }
+                }
+            }
+            Verdict::Unknown(why) => s.push_str(&format!("    {why}\n")),
+            Verdict::Linearizable(_) => {}
+        }
+    }
+    s.push_str(&format!(
+        "checker: {} calls in {:.1} ms ({:.0} calls/s, {} model steps)\n",
+        outcome.ops,
+        outcome.elapsed_ms,
+        outcome.ops_per_sec(),
+        outcome.steps()
+    ));
+    s
+}
