@@ -14,6 +14,10 @@ pub use workload::{run_workload, Workload};
 
 use crate::session::Target;
 
+/// Stack of the search thread (reserved, committed only as used): room for histories
+/// of hundreds of thousands of calls per queue.
+const SEARCH_STACK: usize = 512 << 20;
+
 /// Runs `workload` against `target` and checks the history with `budget` model steps
 /// per key.
 pub async fn run_and_check(
@@ -24,9 +28,18 @@ pub async fn run_and_check(
     let history = run_workload(target, workload).await;
     let settings = target.settings.clone();
     let h = history.clone();
-    let outcome = tokio::task::spawn_blocking(move || check(&h, &settings, budget))
-        .await
-        .expect("the checker does not panic");
+    // The search recurses once per placed call: a thread with a deep stack.
+    let outcome = tokio::task::spawn_blocking(move || {
+        std::thread::Builder::new()
+            .name("linearize".into())
+            .stack_size(SEARCH_STACK)
+            .spawn(move || check(&h, &settings, budget))
+            .expect("a search thread starts")
+            .join()
+            .expect("the checker does not panic")
+    })
+    .await
+    .expect("the checker does not panic");
     (history, outcome)
 }
 
