@@ -44,12 +44,46 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = app(broker.clone(), config);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await?;
+    // HTTP/1 with a small read buffer: a parked long poll keeps its connection's buffer
+    // for as long as it waits, and ten thousand of them should not cost ten thousand
+    // 16 KiB buffers (hyper's adaptive default grows to that).
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.max_buf_size(READ_BUFFER);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a moment, keep serving.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!("connection ended: {e}");
+            }
+        });
+    }
+    // Stop accepting; let in-flight requests finish (parked pops answer at their
+    // timeout at the latest), then flush the broker.
+    drop(listener);
+    graceful.shutdown().await;
     broker.shutdown().await;
     Ok(())
 }
+
+/// The most a connection's read buffer grows to (hyper's minimum).
+const READ_BUFFER: usize = 8192;
 
 /// Resolves on SIGTERM or ctrl-c.
 pub async fn shutdown_signal() {
