@@ -40,20 +40,37 @@ async fn memory_engine_histories_are_linearizable() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pg_engine_histories_are_linearizable() {
-    let e = queen_conformance::embedded::start(queen_conformance::embedded::Engine::Pg)
+    // The PostgreSQL the other tests use (Docker or local binaries, pg/NOTES.md).
+    let db = queen_pg::TestDb::new()
         .await
-        .expect("the PostgreSQL engine starts");
+        .expect("a PostgreSQL for tests (see pg/NOTES.md)");
+    let spool = std::env::temp_dir().join(format!(
+        "queen-conformance-concurrent-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..10]
+    ));
+    std::fs::create_dir_all(&spool).expect("spool dir");
+    let mut config = queen_server::config::Config::defaults();
+    config.spool_dir = spool.clone();
+    config.pool_size = 8;
+    let broker = queen_server::pg::PgBroker::connect(db.url(), &config)
+        .await
+        .expect("PgBroker starts");
+    let server =
+        queen_server::app::spawn(Arc::new(broker), &config, "127.0.0.1:0".parse().unwrap())
+            .await
+            .expect("binds");
     let settings = CheckSettings {
-        body_limit: e.config.body_limit,
-        default_timeout_ms: e.config.pop_timeout_ms(),
+        body_limit: config.body_limit,
+        default_timeout_ms: config.pop_timeout_ms(),
         ..CheckSettings::default()
     };
-    let target = Target::new(&e.url(), settings);
+    let target = Target::new(&server.url(), settings);
     for seed in 1..=2 {
         let (h, out) = run_and_check(&target, &workload(4, 20, seed), 20_000).await;
         assert!(out.passed(), "{}", summary(&h, &out));
     }
-    e.stop().await;
+    let _ = server.stop().await;
+    let _ = std::fs::remove_dir_all(spool);
 }
 
 /// Answers a pop with the span the previous pop of the same route and group was just
