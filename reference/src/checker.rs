@@ -134,19 +134,8 @@ impl Checker {
                 Err(op) => op.clone(),
             };
             for order in pop_orders(world, &op, actual) {
-                let branches = explore(now, |ctx| {
-                    let mut st = world.state.clone();
-                    let mut minter = |i: usize| minted_txn(&op, actual, i);
-                    let out = apply(
-                        &mut st,
-                        &op,
-                        &mut Hints {
-                            minter: &mut minter,
-                            pop_order: order.as_deref(),
-                        },
-                        ctx,
-                    );
-                    (out, st)
+                let branches = outcomes(world, &op, now, order.as_deref(), |i| {
+                    minted_txn(&op, actual, i)
                 })
                 .map_err(|TooManyBranches(n)| {
                     StepError::Inconclusive(format!(
@@ -154,7 +143,7 @@ impl Checker {
                         req.method, req.path
                     ))
                 })?;
-                for ((out, st), _) in branches {
+                for (out, st) in branches {
                     let mut w = World {
                         state: st,
                         ids: world.ids.clone(),
@@ -228,27 +217,15 @@ impl Checker {
         let mut next: Vec<World> = Vec::new();
         for world in &self.worlds {
             let op = world.ids.resolve(&parsed);
-            let branches = explore(now, |ctx| {
-                let mut st = world.state.clone();
-                let mut minter = |i: usize| format!("<lost {i}>");
-                let out = apply(
-                    &mut st,
-                    &op,
-                    &mut Hints {
-                        minter: &mut minter,
-                        pop_order: None,
-                    },
-                    ctx,
-                );
-                (out, st)
-            })
-            .map_err(|TooManyBranches(n)| {
-                StepError::Inconclusive(format!(
-                    "more than {n} outcomes for {} {}",
-                    req.method, req.path
-                ))
-            })?;
-            for ((out, st), _) in branches {
+            let branches = outcomes(world, &op, now, None, |i| format!("<lost {i}>")).map_err(
+                |TooManyBranches(n)| {
+                    StepError::Inconclusive(format!(
+                        "more than {n} outcomes for {} {}",
+                        req.method, req.path
+                    ))
+                },
+            )?;
+            for (out, st) in branches {
                 if matches!(out, Outcome::PopIllegal(_)) {
                     continue;
                 }
@@ -278,24 +255,37 @@ impl Checker {
     }
 }
 
-/// The pop the model itself would answer (policy order), for a report.
-fn policy_pop(world: &World, op: &Op, now: Stamp) -> Option<(Outcome, World)> {
-    let branches = explore(now, |ctx| {
+/// Every outcome the model allows for `op` in `world` at `now`, with the state each
+/// leads to. `order` is a pop's observed partition order (POP-4); `minter` names the
+/// transactionIds the broker minted.
+fn outcomes(
+    world: &World,
+    op: &Op,
+    now: Stamp,
+    order: Option<&[PartH]>,
+    minter: impl Fn(usize) -> String,
+) -> Result<Vec<(Outcome, State)>, TooManyBranches> {
+    explore(now, |ctx| {
         let mut st = world.state.clone();
-        let mut minter = |i: usize| format!("<minted {i}>");
+        let mut mint = |i: usize| minter(i);
         let out = apply(
             &mut st,
             op,
             &mut Hints {
-                minter: &mut minter,
-                pop_order: None,
+                minter: &mut mint,
+                pop_order: order,
             },
             ctx,
         );
         (out, st)
     })
-    .ok()?;
-    let ((out, state), _) = branches.into_iter().next()?;
+    .map(|v| v.into_iter().map(|(x, _)| x).collect())
+}
+
+/// The pop the model itself would answer (policy order), for a report.
+fn policy_pop(world: &World, op: &Op, now: Stamp) -> Option<(Outcome, World)> {
+    let branches = outcomes(world, op, now, None, |i| format!("<minted {i}>")).ok()?;
+    let (out, state) = branches.into_iter().next()?;
     Some((
         out,
         World {
