@@ -16,6 +16,30 @@ fn config(spool: &std::path::Path) -> Config {
     c
 }
 
+/// Our server with the PostgreSQL engine on a fresh database, with what must outlive it.
+struct PgApp {
+    server: queen_server::app::Running,
+    _db: queen_pg::TestDb,
+    dir: std::path::PathBuf,
+}
+
+async fn pg_app(tag: &str) -> PgApp {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let dir = temp_dir(tag);
+    let cfg = config(&dir);
+    let broker = PgBroker::connect(db.url(), &cfg).await.unwrap();
+    let server = spawn(Arc::new(broker), &cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    PgApp {
+        server,
+        _db: db,
+        dir,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_11_push_wakes_parked_pops_at_once_and_parked_pops_hold_no_connection() {
     let db = queen_pg::TestDb::new()
@@ -177,15 +201,7 @@ async fn push_7_postgres_down_spools_and_replays_exactly_once_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maint_1_push_maintenance_spools_then_replays_on_switch_off() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
-    let dir = temp_dir("maint");
-    let cfg = config(&dir);
-    let broker = PgBroker::connect(db.url(), &cfg).await.unwrap();
-    let server = spawn(Arc::new(broker), &cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let PgApp { server, _db, dir } = pg_app("maint").await;
     let base = server.url();
     let c = reqwest::Client::new();
     let (_, b) = post(
@@ -358,18 +374,7 @@ async fn pop_15_min_pop_wait_time_fills_under_full_batches() {
 /// nothing is written — not a 500 from the database half-way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nul_characters_are_400_and_change_nothing() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
-    let dir = temp_dir("nul");
-    let cfg = config(&dir);
-    let server = spawn(
-        Arc::new(PgBroker::connect(db.url(), &cfg).await.unwrap()),
-        &cfg,
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let PgApp { server, _db, dir } = pg_app("nul").await;
     let base = server.url();
     let c = reqwest::Client::new();
     for body in [
@@ -396,18 +401,7 @@ async fn nul_characters_are_400_and_change_nothing() {
 /// POP-5: `data` comes back verbatim, object key order included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_5_data_keeps_its_key_order() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
-    let dir = temp_dir("order");
-    let cfg = config(&dir);
-    let server = spawn(
-        Arc::new(PgBroker::connect(db.url(), &cfg).await.unwrap()),
-        &cfg,
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let PgApp { server, _db, dir } = pg_app("order").await;
     let base = server.url();
     let c = reqwest::Client::new();
     let raw = r#"{"items":[{"queue":"order","payload":{"zebra":1,"apple":{"z":[3,2,1],"a":null},"mid":"x"}}]}"#;
