@@ -180,30 +180,51 @@ pub fn capabilities(names: &[String]) -> Result<BTreeSet<Capability>, String> {
         .collect()
 }
 
-/// Runs `queen-conformance run` and returns the report (also written where asked).
-pub async fn run(args: &RunArgs) -> Result<Report, String> {
-    let without = capabilities(&args.without)?;
-    #[allow(unused_mut)]
-    let mut settings = CheckSettings {
-        skew_ms: args.skew_ms,
-        default_timeout_ms: args.default_timeout_ms,
-        body_limit: args.body_limit,
-    };
+/// Which broker a command talks to: `--target`, or our server started here.
+struct TargetChoice {
+    target: Option<String>,
     #[cfg(feature = "embedded")]
-    let mut embedded = None;
-    let (url, label) = match &args.target {
-        Some(url) => (url.clone(), url.clone()),
+    engine: Option<crate::embedded::Engine>,
+}
+
+/// Keeps the server this run started (if any) until [`Started::stop`].
+struct Started {
+    #[cfg(feature = "embedded")]
+    embedded: Option<crate::embedded::Embedded>,
+}
+
+impl Started {
+    async fn stop(self) {
+        #[cfg(feature = "embedded")]
+        if let Some(e) = self.embedded {
+            e.stop().await;
+        }
+    }
+}
+
+/// Opens the broker: the target, its URL, a label for reports, and the server started
+/// for it. The model is told the limits an embedded server really runs with
+/// (`BODY_LIMIT`, `DEFAULT_TIMEOUT` from the environment).
+#[allow(unused_mut)]
+async fn open_target(
+    choice: TargetChoice,
+    mut settings: CheckSettings,
+) -> Result<(Target, String, String, Started), String> {
+    let mut started = Started {
+        #[cfg(feature = "embedded")]
+        embedded: None,
+    };
+    let (url, label) = match choice.target {
+        Some(url) => (url.clone(), url),
         None => {
             #[cfg(feature = "embedded")]
             {
-                let engine = args.engine.unwrap_or(crate::embedded::DEFAULT_ENGINE);
+                let engine = choice.engine.unwrap_or(crate::embedded::DEFAULT_ENGINE);
                 let e = crate::embedded::start(engine).await?;
-                // The model must know the limits the server really runs with
-                // (BODY_LIMIT, DEFAULT_TIMEOUT from the environment).
                 settings.body_limit = e.config.body_limit;
                 settings.default_timeout_ms = e.config.pop_timeout_ms();
                 let out = (e.url(), format!("{} ({})", e.url(), e.label));
-                embedded = Some(e);
+                started.embedded = Some(e);
                 out
             }
             #[cfg(not(feature = "embedded"))]
@@ -214,7 +235,30 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         }
     };
     let target = Target::new(&url, settings);
-    runner::reachable(&target).await?;
+    if let Err(e) = runner::reachable(&target).await {
+        started.stop().await;
+        return Err(e);
+    }
+    Ok((target, url, label, started))
+}
+
+/// Runs `queen-conformance run` and returns the report (also written where asked).
+pub async fn run(args: &RunArgs) -> Result<Report, String> {
+    let without = capabilities(&args.without)?;
+    let settings = CheckSettings {
+        skew_ms: args.skew_ms,
+        default_timeout_ms: args.default_timeout_ms,
+        body_limit: args.body_limit,
+    };
+    let (target, _url, label, server) = open_target(
+        TargetChoice {
+            target: args.target.clone(),
+            #[cfg(feature = "embedded")]
+            engine: args.engine,
+        },
+        settings,
+    )
+    .await?;
     let seed = args.seed.unwrap_or_else(|| {
         let u = uuid::Uuid::new_v4().as_u64_pair().0;
         u % 10_000_000_000
@@ -238,10 +282,7 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         progress: !args.no_progress,
     };
     let results = runner::run(&opts).await;
-    #[cfg(feature = "embedded")]
-    if let Some(e) = embedded {
-        e.stop().await;
-    }
+    server.stop().await;
     let expected = match &args.expect_failures {
         Some(p) if p.exists() => {
             expect::load(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?
@@ -298,36 +339,20 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
 /// shown linearizable (a violation or an undecided search is not a pass).
 pub async fn concurrent(args: &ConcurrentArgs) -> Result<(String, bool), String> {
     use crate::concurrent::{run_and_check, summary, timeline, Workload};
-    #[allow(unused_mut)]
-    let mut settings = CheckSettings {
+    let settings = CheckSettings {
         skew_ms: args.skew_ms,
         default_timeout_ms: args.default_timeout_ms,
         body_limit: args.body_limit,
     };
-    #[cfg(feature = "embedded")]
-    let mut embedded = None;
-    let url = match &args.target {
-        Some(url) => url.clone(),
-        None => {
+    let (target, url, _label, server) = open_target(
+        TargetChoice {
+            target: args.target.clone(),
             #[cfg(feature = "embedded")]
-            {
-                let engine = args.engine.unwrap_or(crate::embedded::DEFAULT_ENGINE);
-                let e = crate::embedded::start(engine).await?;
-                settings.body_limit = e.config.body_limit;
-                settings.default_timeout_ms = e.config.pop_timeout_ms();
-                let url = e.url();
-                embedded = Some(e);
-                url
-            }
-            #[cfg(not(feature = "embedded"))]
-            return Err(
-                "no --target given, and this build has no embedded server (feature `embedded`)"
-                    .into(),
-            );
-        }
-    };
-    let target = Target::new(&url, settings);
-    runner::reachable(&target).await?;
+            engine: args.engine,
+        },
+        settings,
+    )
+    .await?;
     let seed = args
         .seed
         .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0 % 10_000_000_000);
@@ -340,10 +365,7 @@ pub async fn concurrent(args: &ConcurrentArgs) -> Result<(String, bool), String>
         prefix: format!("cc{}", &uuid::Uuid::new_v4().simple().to_string()[..10]),
     };
     let (history, outcome) = run_and_check(&target, &workload, args.budget).await;
-    #[cfg(feature = "embedded")]
-    if let Some(e) = embedded {
-        e.stop().await;
-    }
+    server.stop().await;
     let mut text = format!(
         "queen-conformance concurrent against {url}: seed {seed}, {} clients x {} calls\n{}",
         workload.clients,
