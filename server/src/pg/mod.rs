@@ -101,11 +101,14 @@ impl PgBroker {
         MIGRATOR.run(&pool).await.map_err(StartError::Migrate)?;
         let spool = Spool::open(&config.spool_dir).map_err(StartError::Spool)?;
         let wakes = Arc::new(Wakes::new());
-        // Half the pool writes pushes; the rest serves pops, acks and the rest.
+        // By default half the pool writes pushes; the rest serves pops, acks and the rest.
         let (group, writers) = group::Group::spawn(
             pool.clone(),
             wakes.clone(),
-            (config.pool_size as usize / 2).max(1),
+            config
+                .push_writers
+                .unwrap_or(config.pool_size as usize / 2)
+                .max(1),
         );
         let broker = PgBroker {
             inner: Arc::new(Inner {
