@@ -363,6 +363,7 @@ pub async fn concurrent(args: &ConcurrentArgs) -> Result<(String, bool), String>
         seed,
         op_timeout_ms: args.op_timeout_ms,
         prefix: format!("cc{}", &uuid::Uuid::new_v4().simple().to_string()[..10]),
+        lease_seconds: Some(1),
     };
     let (history, outcome) = run_and_check(&target, &workload, args.budget).await;
     server.stop().await;

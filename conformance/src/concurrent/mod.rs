@@ -1,14 +1,22 @@
 //! Concurrent histories checked for linearizability against the reference model: N
 //! clients issue generated calls at once ([`workload`]), every call is recorded with its
 //! invocation and completion times and its answer ([`history`]), and a search looks for
-//! an order of the calls the model accepts ([`linearize`]), per queue.
+//! an order of the calls the model accepts ([`linearize`]), per queue. Then a final
+//! [`drain`] empties every queue with every group, and [`invariants`] checks the history
+//! and the drain together (nothing answered 201 lost, no delivery past a committed
+//! cursor, partition order, one live lease per (partition, group), every duplicate
+//! explained), counting anomalies by kind.
 
+pub mod drain;
 pub mod history;
+pub mod invariants;
 pub mod linearize;
 pub mod timeline;
 pub mod workload;
 
+pub use drain::{Drain, DrainOptions};
 pub use history::{Answer, History, Op};
+pub use invariants::InvariantReport;
 pub use linearize::{check, Outcome, Verdict};
 pub use workload::{run_workload, Workload};
 
@@ -41,6 +49,56 @@ pub async fn run_and_check(
     .await
     .expect("the checker does not panic");
     (history, outcome)
+}
+
+/// A whole concurrent run: the workload's history, its linearizability outcome, the
+/// final drain and the invariants checked on both.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub workload: Workload,
+    pub history: History,
+    pub outcome: Outcome,
+    pub drain: Drain,
+    pub invariants: InvariantReport,
+}
+
+impl Scenario {
+    /// Passed: linearizable (not a violation, not undecided) and no bad anomaly.
+    pub fn passed(&self) -> bool {
+        self.outcome.passed() && self.invariants.passed()
+    }
+
+    /// The terminal summary: linearizability, then the invariants with their counts.
+    pub fn summary(&self) -> String {
+        let merged = invariants::merged(&self.history, &self.drain);
+        format!(
+            "{}drain: {} calls in {:.1} s\n{}",
+            summary(&self.history, &self.outcome),
+            self.drain.ops.len(),
+            self.drain.elapsed_ms / 1000.0,
+            self.invariants.summary(&merged, 10)
+        )
+    }
+}
+
+/// Runs `workload` against `target`, checks linearizability with `budget` model steps
+/// per queue, drains every queue and checks the invariants (`skew_ms` from the target).
+pub async fn run_scenario(target: &Target, workload: &Workload, budget: u64) -> Scenario {
+    let (history, outcome) = run_and_check(target, workload, budget).await;
+    let mut opts = DrainOptions::after_leases(workload.lease_ms());
+    opts.op_timeout_ms = workload.op_timeout_ms;
+    let drain = drain::drain(target, &history, &opts).await;
+    let inv_opts = invariants::Options {
+        skew_ms: target.settings.skew_ms,
+    };
+    let invariants = invariants::check_with(&history, &drain, &inv_opts);
+    Scenario {
+        workload: workload.clone(),
+        history,
+        outcome,
+        drain,
+        invariants,
+    }
 }
 
 /// A terminal summary of a checked history.
