@@ -51,6 +51,14 @@ pub async fn run_and_check(
     (history, outcome)
 }
 
+/// What `run --concurrency N` asks of the concurrent scenario.
+#[derive(Clone, Debug)]
+pub struct ScenarioOptions {
+    pub workload: Workload,
+    /// Model steps of the linearizability search per queue.
+    pub budget: u64,
+}
+
 /// A whole concurrent run: the workload's history, its linearizability outcome, the
 /// final drain and the invariants checked on both.
 #[derive(Clone, Debug)]
@@ -60,6 +68,8 @@ pub struct Scenario {
     pub outcome: Outcome,
     pub drain: Drain,
     pub invariants: InvariantReport,
+    /// The whole scenario: workload, search, drain and checks.
+    pub duration_ms: u64,
 }
 
 impl Scenario {
@@ -68,11 +78,52 @@ impl Scenario {
         self.outcome.passed() && self.invariants.passed()
     }
 
+    /// For `--json`: the workload, the search per queue, the drain and the anomaly counts.
+    pub fn to_json(&self) -> serde_json::Value {
+        let w = &self.workload;
+        serde_json::json!({
+            "passed": self.passed(),
+            "seed": w.seed.to_string(),
+            "clients": w.clients,
+            "callsPerClient": w.ops_per_client,
+            "queues": w.queues,
+            "leaseSeconds": w.lease_seconds,
+            "durationMs": self.duration_ms,
+            "linearizability": {
+                "verdict": self.outcome.verdict_name(),
+                "calls": self.outcome.ops,
+                "unknownCalls": self.outcome.unknown_ops,
+                "modelSteps": self.outcome.steps(),
+                "searchMs": self.outcome.elapsed_ms,
+                "callsPerSecond": self.outcome.ops_per_sec(),
+                "queues": self.outcome.keys.iter().map(|k| serde_json::json!({
+                    "queue": k.key, "calls": k.ops, "modelSteps": k.steps,
+                    "verdict": k.verdict.name(),
+                    "why": match &k.verdict { Verdict::Unknown(w) => Some(w.clone()), _ => None },
+                })).collect::<Vec<_>>(),
+            },
+            "drain": {
+                "calls": self.drain.ops.len(),
+                "complete": self.drain.complete(),
+                "unfinished": self.drain.unfinished(),
+                "ms": self.drain.elapsed_ms,
+            },
+            "invariants": self.invariants.to_json(),
+        })
+    }
+
     /// The terminal summary: linearizability, then the invariants with their counts.
     pub fn summary(&self) -> String {
         let merged = invariants::merged(&self.history, &self.drain);
+        let w = &self.workload;
         format!(
-            "{}drain: {} calls in {:.1} s\n{}",
+            "seed {}, {} clients x {} calls over {} queues, leases {} s, {:.1} s in all\n{}drain: {} calls in {:.1} s\n{}",
+            w.seed,
+            w.clients,
+            w.ops_per_client,
+            w.queues,
+            w.lease_seconds.map_or("default".to_string(), |s| s.to_string()),
+            self.duration_ms as f64 / 1000.0,
             summary(&self.history, &self.outcome),
             self.drain.ops.len(),
             self.drain.elapsed_ms / 1000.0,
@@ -84,6 +135,7 @@ impl Scenario {
 /// Runs `workload` against `target`, checks linearizability with `budget` model steps
 /// per queue, drains every queue and checks the invariants (`skew_ms` from the target).
 pub async fn run_scenario(target: &Target, workload: &Workload, budget: u64) -> Scenario {
+    let t0 = std::time::Instant::now();
     let (history, outcome) = run_and_check(target, workload, budget).await;
     let mut opts = DrainOptions::after_leases(workload.lease_ms());
     opts.op_timeout_ms = workload.op_timeout_ms;
@@ -98,6 +150,7 @@ pub async fn run_scenario(target: &Target, workload: &Workload, budget: u64) -> 
         outcome,
         drain,
         invariants,
+        duration_ms: t0.elapsed().as_millis() as u64,
     }
 }
 
