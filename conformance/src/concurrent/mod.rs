@@ -20,11 +20,24 @@ pub use invariants::InvariantReport;
 pub use linearize::{check, Outcome, Verdict};
 pub use workload::{run_workload, Workload};
 
-use crate::session::Target;
+use crate::session::{CheckSettings, Target};
 
 /// Stack of the search thread (reserved, committed only as used): room for histories
 /// of hundreds of thousands of calls per queue.
 const SEARCH_STACK: usize = 512 << 20;
+
+/// [`check`] on a thread of its own with a deep stack: the search recurses once per
+/// placed call. Blocks until the verdict.
+pub fn check_deep(history: &History, settings: &CheckSettings, budget: u64) -> Outcome {
+    let (h, settings) = (history.clone(), settings.clone());
+    std::thread::Builder::new()
+        .name("linearize".into())
+        .stack_size(SEARCH_STACK)
+        .spawn(move || check(&h, &settings, budget))
+        .expect("a search thread starts")
+        .join()
+        .expect("the checker does not panic")
+}
 
 /// Runs `workload` against `target` and checks the history with `budget` model steps
 /// per key.
@@ -34,20 +47,10 @@ pub async fn run_and_check(
     budget: u64,
 ) -> (History, Outcome) {
     let history = run_workload(target, workload).await;
-    let settings = target.settings.clone();
-    let h = history.clone();
-    // The search recurses once per placed call: a thread with a deep stack.
-    let outcome = tokio::task::spawn_blocking(move || {
-        std::thread::Builder::new()
-            .name("linearize".into())
-            .stack_size(SEARCH_STACK)
-            .spawn(move || check(&h, &settings, budget))
-            .expect("a search thread starts")
-            .join()
-            .expect("the checker does not panic")
-    })
-    .await
-    .expect("the checker does not panic");
+    let (settings, h) = (target.settings.clone(), history.clone());
+    let outcome = tokio::task::spawn_blocking(move || check_deep(&h, &settings, budget))
+        .await
+        .expect("the checker does not panic");
     (history, outcome)
 }
 

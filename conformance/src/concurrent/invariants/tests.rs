@@ -311,6 +311,27 @@ fn every_duplicate_needs_an_allowed_cause() {
 }
 
 #[test]
+fn overlapping_pops_may_have_claimed_in_either_order() {
+    // Client 2's pop (invoked second) claimed first and failed the message at once;
+    // client 1's slower pop got it back: allowed (failed-retry).
+    let r = run(vec![
+        push(&["a"], (0, 5), true),
+        pop(1, None, (10, 60), L1, &["a"]),
+        pop(2, None, (12, 20), L2, &["a"]),
+        ack(2, (25, 30), &[("a", "failed", Some(L2))], true),
+    ]);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    assert_eq!(r.allowed_causes()["duplicate/failed-retry"], 1);
+    // Without the failure, both leases would have been live at once.
+    let r = run(vec![
+        push(&["a"], (0, 5), true),
+        pop(1, None, (10, 60), L1, &["a"]),
+        pop(2, None, (12, 20), L2, &["a"]),
+    ]);
+    assert_eq!(count(&r, "duplicate").bad, 1, "{:?}", r.anomalies);
+}
+
+#[test]
 fn an_unfinished_drain_is_bad_and_checks_no_loss() {
     let h = History::new(vec![push(&["a"], (0, 5), true)]);
     let mut d = drained();
