@@ -21,7 +21,8 @@ async fn conformance_suite_passes_on_the_pg_engine() {
         target_label: format!("{url} (our server, PostgreSQL engine, fresh database)"),
         without: BTreeSet::new(),
         only: vec![],
-        concurrency: 12,
+        jobs: 12,
+        concurrent: None,
         case_timeout_s: 60,
         lockstep: Some(LockstepOptions {
             seed: 4_242,

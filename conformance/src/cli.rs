@@ -1,6 +1,7 @@
 //! The command line: `queen-conformance run` (against `--target URL`, or our own server
-//! in-process), `list` (the catalog) and `rules` (rule ids with their cases). Exit
-//! status 0 when the run passes, 1 when it fails, 2 when it could not run.
+//! in-process; `--concurrency N` adds the concurrent scenario), `list` (the catalog) and
+//! `rules` (rule ids with their cases). Exit status 0 when the run passes, 1 when it
+//! fails, 2 when it could not run.
 
 use crate::case::Capability;
 use crate::catalog;
@@ -37,50 +38,6 @@ pub enum Command {
     },
     /// List the rule ids of PROTOCOL.md with their level and the cases that check them.
     Rules,
-    /// N clients call the broker at once; the recorded history is checked for
-    /// linearizability against the reference model (per queue, within a budget).
-    Concurrent(Box<ConcurrentArgs>),
-}
-
-#[derive(Debug, Args, Clone)]
-pub struct ConcurrentArgs {
-    /// The broker's base URL (http only). Without it, our server runs in-process.
-    #[arg(long)]
-    pub target: Option<String>,
-    /// Engine of the in-process server (without --target).
-    #[cfg(feature = "embedded")]
-    #[arg(long, value_enum)]
-    pub engine: Option<crate::embedded::Engine>,
-    /// Clients calling at once.
-    #[arg(long, default_value_t = 4)]
-    pub concurrency: usize,
-    /// Calls per client.
-    #[arg(long, default_value_t = 30)]
-    pub ops: usize,
-    /// Queues the calls spread over (each checked on its own).
-    #[arg(long, default_value_t = 2)]
-    pub queues: usize,
-    /// Seed of the generated calls (default: random, printed).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// Client-side timeout of one call in ms: a call past it has an unknown answer.
-    #[arg(long, default_value_t = 10_000)]
-    pub op_timeout_ms: u64,
-    /// Model steps the linearizability search may take per queue before "unknown".
-    #[arg(long, default_value_t = crate::concurrent::linearize::DEFAULT_BUDGET)]
-    pub budget: u64,
-    /// Where the timeline (HTML) of a history that is not linearizable is written.
-    #[arg(long, default_value = "conformance-failures/concurrent-timeline.html")]
-    pub timeline: PathBuf,
-    /// Milliseconds the broker's clock may differ from this machine's.
-    #[arg(long, default_value_t = 5)]
-    pub skew_ms: i64,
-    /// The broker's body limit in bytes (413 above it).
-    #[arg(long, default_value_t = 16 * 1024 * 1024)]
-    pub body_limit: usize,
-    /// The broker's default long-poll timeout in ms.
-    #[arg(long, default_value_t = 30_000)]
-    pub default_timeout_ms: u64,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -100,9 +57,37 @@ pub struct RunArgs {
     #[arg(long)]
     pub only: Vec<String>,
     /// Cases running at once.
-    #[arg(long, default_value_t = 12)]
+    #[arg(long, short, default_value_t = 12)]
+    pub jobs: usize,
+    /// Also run the concurrent scenario with N clients calling at once: the history is
+    /// checked for linearizability, every queue is drained, and the invariants are
+    /// checked (reported as `concurrent/linearizable-and-drained`; `--only concurrent`
+    /// runs it alone). 0: no concurrent scenario.
+    #[arg(long, default_value_t = 0)]
     pub concurrency: usize,
-    /// Seed of the lockstep run (default: random, printed).
+    /// Concurrent scenario: calls per client.
+    #[arg(long, default_value_t = 30)]
+    pub ops: usize,
+    /// Concurrent scenario: queues the calls spread over (each checked on its own).
+    #[arg(long, default_value_t = 2)]
+    pub queues: usize,
+    /// Concurrent scenario: client-side timeout of one call in ms (past it the answer is
+    /// unknown: maybe applied).
+    #[arg(long, default_value_t = 10_000)]
+    pub op_timeout_ms: u64,
+    /// Concurrent scenario: `leaseSeconds` of the clients' pops; the drain waits the
+    /// leases out, so short ones keep it quick.
+    #[arg(long, default_value_t = 1)]
+    pub lease_seconds: u32,
+    /// Concurrent scenario: model steps the linearizability search may take per queue
+    /// before its verdict is "unknown" (which fails the run).
+    #[arg(long, default_value_t = crate::concurrent::linearize::DEFAULT_BUDGET)]
+    pub budget: u64,
+    /// Concurrent scenario: where the timeline (HTML) of a history that is not
+    /// linearizable is written.
+    #[arg(long, default_value = "conformance-failures/concurrent-timeline.html")]
+    pub timeline: PathBuf,
+    /// Seed of the lockstep run and the concurrent scenario (default: random, printed).
     #[arg(long)]
     pub seed: Option<u64>,
     /// Lockstep sequences to generate (0: no lockstep run).
@@ -244,6 +229,9 @@ async fn open_target(
 
 /// Runs `queen-conformance run` and returns the report (also written where asked).
 pub async fn run(args: &RunArgs) -> Result<Report, String> {
+    if args.concurrency == 0 && args.only.iter().any(|o| o.starts_with("concurrent")) {
+        return Err("--only concurrent needs --concurrency N (N clients at once)".into());
+    }
     let without = capabilities(&args.without)?;
     let settings = CheckSettings {
         skew_ms: args.skew_ms,
@@ -268,7 +256,7 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         target_label: label,
         without: without.clone(),
         only: args.only.clone(),
-        concurrency: args.concurrency,
+        jobs: args.jobs,
         case_timeout_s: args.case_timeout,
         lockstep: Some(LockstepOptions {
             seed,
@@ -278,6 +266,14 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
             without,
             failures_dir: Some(args.failures_dir.clone()),
             max_shrink_secs: args.shrink_secs,
+        }),
+        concurrent: (args.concurrency > 0).then(|| crate::concurrent::ScenarioOptions {
+            workload: crate::concurrent::Workload {
+                op_timeout_ms: args.op_timeout_ms,
+                lease_seconds: Some(args.lease_seconds.max(1)),
+                ..crate::concurrent::Workload::new(args.concurrency, args.ops, args.queues, seed)
+            },
+            budget: args.budget,
         }),
         progress: !args.no_progress,
     };
@@ -323,6 +319,21 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
             }
         }
     }
+    if let Some(c) = report
+        .concurrent
+        .as_ref()
+        .filter(|c| c.outcome.verdict_name() == "violation")
+    {
+        if let Some(dir) = args.timeline.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        std::fs::write(
+            &args.timeline,
+            crate::concurrent::timeline::html(&c.history, &c.outcome),
+        )
+        .map_err(|e| format!("cannot write {}: {e}", args.timeline.display()))?;
+        report.timeline = Some(args.timeline.clone());
+    }
     if let Some(p) = &args.junit {
         std::fs::write(p, report::junit::render(&report))
             .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
@@ -333,54 +344,6 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         std::fs::write(p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }
     Ok(report)
-}
-
-/// `queen-conformance concurrent`: returns the summary and whether the history was
-/// shown linearizable (a violation or an undecided search is not a pass).
-pub async fn concurrent(args: &ConcurrentArgs) -> Result<(String, bool), String> {
-    use crate::concurrent::{run_and_check, summary, timeline, Workload};
-    let settings = CheckSettings {
-        skew_ms: args.skew_ms,
-        default_timeout_ms: args.default_timeout_ms,
-        body_limit: args.body_limit,
-    };
-    let (target, url, _label, server) = open_target(
-        TargetChoice {
-            target: args.target.clone(),
-            #[cfg(feature = "embedded")]
-            engine: args.engine,
-        },
-        settings,
-    )
-    .await?;
-    let seed = args
-        .seed
-        .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0 % 10_000_000_000);
-    let workload = Workload {
-        clients: args.concurrency,
-        ops_per_client: args.ops,
-        queues: args.queues.max(1),
-        seed,
-        op_timeout_ms: args.op_timeout_ms,
-        prefix: format!("cc{}", &uuid::Uuid::new_v4().simple().to_string()[..10]),
-    };
-    let (history, outcome) = run_and_check(&target, &workload, args.budget).await;
-    server.stop().await;
-    let mut text = format!(
-        "queen-conformance concurrent against {url}: seed {seed}, {} clients x {} calls\n{}",
-        workload.clients,
-        workload.ops_per_client,
-        summary(&history, &outcome)
-    );
-    if outcome.verdict_name() == "violation" {
-        if let Some(dir) = args.timeline.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        std::fs::write(&args.timeline, timeline::html(&history, &outcome))
-            .map_err(|e| format!("cannot write {}: {e}", args.timeline.display()))?;
-        text.push_str(&format!("timeline: {}\n", args.timeline.display()));
-    }
-    Ok((text, outcome.passed()))
 }
 
 /// `queen-conformance list`.
@@ -435,16 +398,6 @@ pub async fn main_with(cli: Cli) -> i32 {
             print!("{}", rules());
             0
         }
-        Command::Concurrent(args) => match concurrent(&args).await {
-            Ok((text, passed)) => {
-                print!("{text}");
-                i32::from(!passed)
-            }
-            Err(e) => {
-                eprintln!("queen-conformance: {e}");
-                2
-            }
-        },
         Command::Run(args) => match run(&args).await {
             Ok(report) => {
                 print!("{}", report::terminal::render(&report, args.verbose));

@@ -1,9 +1,12 @@
 //! Running a suite: the catalog's cases with bounded concurrency (each on its own
-//! session with names unique to the run), then the lockstep property run, then the cases
-//! that touch broker-wide state (maintenance), one at a time with nothing else running.
+//! session with names unique to the run), then the lockstep property run, then the
+//! concurrent scenario when asked (`run --concurrency N`: N clients at once, checked for
+//! linearizability, drained, invariants checked), then the cases that touch broker-wide
+//! state (maintenance), one at a time with nothing else running.
 
 use crate::case::{Capability, Case, Failure};
 use crate::catalog;
+use crate::concurrent::{self, Scenario};
 use crate::lockstep::{self, LockstepOptions, LockstepOutcome};
 use crate::progress::Progress;
 use crate::session::{now_ms, transmit, Exchange, Session, Target};
@@ -22,11 +25,17 @@ pub struct RunOptions {
     /// Only cases whose id contains one of these (empty: all). `lockstep` selects the
     /// property run.
     pub only: Vec<String>,
-    pub concurrency: usize,
+    /// Cases running at once.
+    pub jobs: usize,
     pub case_timeout_s: u64,
     pub lockstep: Option<LockstepOptions>,
+    /// The concurrent scenario (reported as [`CONCURRENT_ID`]), if asked for.
+    pub concurrent: Option<concurrent::ScenarioOptions>,
     pub progress: bool,
 }
+
+/// The id under which the concurrent scenario is reported (and selected by `--only`).
+pub const CONCURRENT_ID: &str = "concurrent/linearizable-and-drained";
 
 /// How a case ended before expectations are applied.
 #[derive(Clone, Debug)]
@@ -54,6 +63,7 @@ pub struct RunResults {
     pub duration_ms: u64,
     pub cases: Vec<CaseOutcome>,
     pub lockstep: Option<LockstepOutcome>,
+    pub concurrent: Option<Scenario>,
     pub without: BTreeSet<Capability>,
 }
 
@@ -138,7 +148,7 @@ pub async fn run(opts: &RunOptions) -> RunResults {
     let prefix = |i: usize| format!("cf{run_id}c{i:03}");
 
     // Cases that share the broker peacefully, at most `concurrency` at a time.
-    let sem = Arc::new(tokio::sync::Semaphore::new(opts.concurrency.max(1)));
+    let sem = Arc::new(tokio::sync::Semaphore::new(opts.jobs.max(1)));
     let mut set = tokio::task::JoinSet::new();
     for &i in &concurrent {
         let (target, case, p, sem) = (opts.target.clone(), all[i].clone(), prefix(i), sem.clone());
@@ -169,6 +179,17 @@ pub async fn run(opts: &RunOptions) -> RunResults {
         _ => None,
     };
 
+    // N clients at once on queues of their own, then the drain.
+    let concurrent = match &opts.concurrent {
+        Some(c) if selected(CONCURRENT_ID, &opts.only) => {
+            progress.update("concurrent scenario", 0, 1);
+            let s = concurrent::run_scenario(&opts.target, &c.workload, c.budget).await;
+            progress.update("concurrent scenario", 1, 1);
+            Some(s)
+        }
+        _ => None,
+    };
+
     // Broker-wide switches: alone.
     for &i in &alone {
         outcomes[i] = Some(
@@ -194,6 +215,7 @@ pub async fn run(opts: &RunOptions) -> RunResults {
             .map(|o| o.expect("every case ran or was skipped"))
             .collect(),
         lockstep,
+        concurrent,
         without: opts.without.clone(),
     }
 }

@@ -1,7 +1,8 @@
 #![cfg(feature = "embedded")]
 //! The whole suite against our server in-process on the memory engine, through the CLI
-//! entry point: it passes, within the time budget, and writes JUnit and JSON reports
-//! that parse. Expected-failure files: stale entries fail the run, `--fix` rewrites.
+//! entry point, with the concurrent scenario (`run --concurrency 4`): it passes, within
+//! the time budget, and writes JUnit and JSON reports that parse (anomaly counts in the
+//! JSON). Expected-failure files: stale entries fail the run, `--fix` rewrites.
 
 use queen_conformance::cli::{self, RunArgs};
 use queen_conformance::embedded::Engine;
@@ -33,6 +34,8 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
     let mut a = args(&dir);
     a.junit = Some(dir.join("report.xml"));
     a.json = Some(dir.join("report.json"));
+    a.concurrency = 4;
+    a.ops = 20;
     let t0 = Instant::now();
     let report = cli::run(&a).await.expect("the suite runs");
     let took = t0.elapsed();
@@ -57,6 +60,20 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
             r.id
         );
     }
+    let conc = &json["concurrent"];
+    assert_eq!(conc["clients"], 4);
+    assert_eq!(conc["linearizability"]["verdict"], "linearizable", "{conc}");
+    assert_eq!(conc["drain"]["complete"], true);
+    for kind in ["lost", "order", "past-cursor", "double-lease", "duplicate"] {
+        assert_eq!(conc["invariants"]["counts"][kind]["bad"], 0, "{conc}");
+    }
+    assert!(cases
+        .iter()
+        .any(|c| c["id"] == "concurrent/linearizable-and-drained" && c["verdict"] == "passed"));
+    assert!(
+        text.contains("Concurrent: seed 20260101, 4 clients x 20 calls"),
+        "{text}"
+    );
     let lock = &json["lockstep"];
     assert!(lock["sequences"].as_u64().unwrap() > 0);
     assert!(lock["coverage"]["operations"]["push"].as_u64().unwrap() > 0);

@@ -1,22 +1,43 @@
 //! Concurrent histories checked for linearizability against the reference model: N
 //! clients issue generated calls at once ([`workload`]), every call is recorded with its
 //! invocation and completion times and its answer ([`history`]), and a search looks for
-//! an order of the calls the model accepts ([`linearize`]), per queue.
+//! an order of the calls the model accepts ([`linearize`]), per queue. Then a final
+//! [`drain`] empties every queue with every group, and [`invariants`] checks the history
+//! and the drain together (nothing answered 201 lost, no delivery past a committed
+//! cursor, partition order, one live lease per (partition, group), every duplicate
+//! explained), counting anomalies by kind.
 
+pub mod drain;
 pub mod history;
+pub mod invariants;
 pub mod linearize;
 pub mod timeline;
 pub mod workload;
 
+pub use drain::{Drain, DrainOptions};
 pub use history::{Answer, History, Op};
+pub use invariants::InvariantReport;
 pub use linearize::{check, Outcome, Verdict};
 pub use workload::{run_workload, Workload};
 
-use crate::session::Target;
+use crate::session::{CheckSettings, Target};
 
 /// Stack of the search thread (reserved, committed only as used): room for histories
 /// of hundreds of thousands of calls per queue.
 const SEARCH_STACK: usize = 512 << 20;
+
+/// [`check`] on a thread of its own with a deep stack: the search recurses once per
+/// placed call. Blocks until the verdict.
+pub fn check_deep(history: &History, settings: &CheckSettings, budget: u64) -> Outcome {
+    let (h, settings) = (history.clone(), settings.clone());
+    std::thread::Builder::new()
+        .name("linearize".into())
+        .stack_size(SEARCH_STACK)
+        .spawn(move || check(&h, &settings, budget))
+        .expect("a search thread starts")
+        .join()
+        .expect("the checker does not panic")
+}
 
 /// Runs `workload` against `target` and checks the history with `budget` model steps
 /// per key.
@@ -26,21 +47,114 @@ pub async fn run_and_check(
     budget: u64,
 ) -> (History, Outcome) {
     let history = run_workload(target, workload).await;
-    let settings = target.settings.clone();
-    let h = history.clone();
-    // The search recurses once per placed call: a thread with a deep stack.
-    let outcome = tokio::task::spawn_blocking(move || {
-        std::thread::Builder::new()
-            .name("linearize".into())
-            .stack_size(SEARCH_STACK)
-            .spawn(move || check(&h, &settings, budget))
-            .expect("a search thread starts")
-            .join()
-            .expect("the checker does not panic")
-    })
-    .await
-    .expect("the checker does not panic");
+    let (settings, h) = (target.settings.clone(), history.clone());
+    let outcome = tokio::task::spawn_blocking(move || check_deep(&h, &settings, budget))
+        .await
+        .expect("the checker does not panic");
     (history, outcome)
+}
+
+/// What `run --concurrency N` asks of the concurrent scenario.
+#[derive(Clone, Debug)]
+pub struct ScenarioOptions {
+    pub workload: Workload,
+    /// Model steps of the linearizability search per queue.
+    pub budget: u64,
+}
+
+/// A whole concurrent run: the workload's history, its linearizability outcome, the
+/// final drain and the invariants checked on both.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub workload: Workload,
+    pub history: History,
+    pub outcome: Outcome,
+    pub drain: Drain,
+    pub invariants: InvariantReport,
+    /// The whole scenario: workload, search, drain and checks.
+    pub duration_ms: u64,
+}
+
+impl Scenario {
+    /// Passed: linearizable (not a violation, not undecided) and no bad anomaly.
+    pub fn passed(&self) -> bool {
+        self.outcome.passed() && self.invariants.passed()
+    }
+
+    /// For `--json`: the workload, the search per queue, the drain and the anomaly counts.
+    pub fn to_json(&self) -> serde_json::Value {
+        let w = &self.workload;
+        serde_json::json!({
+            "passed": self.passed(),
+            "seed": w.seed.to_string(),
+            "clients": w.clients,
+            "callsPerClient": w.ops_per_client,
+            "queues": w.queues,
+            "leaseSeconds": w.lease_seconds,
+            "durationMs": self.duration_ms,
+            "linearizability": {
+                "verdict": self.outcome.verdict_name(),
+                "calls": self.outcome.ops,
+                "unknownCalls": self.outcome.unknown_ops,
+                "modelSteps": self.outcome.steps(),
+                "searchMs": self.outcome.elapsed_ms,
+                "callsPerSecond": self.outcome.ops_per_sec(),
+                "queues": self.outcome.keys.iter().map(|k| serde_json::json!({
+                    "queue": k.key, "calls": k.ops, "modelSteps": k.steps,
+                    "verdict": k.verdict.name(),
+                    "why": match &k.verdict { Verdict::Unknown(w) => Some(w.clone()), _ => None },
+                })).collect::<Vec<_>>(),
+            },
+            "drain": {
+                "calls": self.drain.ops.len(),
+                "complete": self.drain.complete(),
+                "unfinished": self.drain.unfinished(),
+                "ms": self.drain.elapsed_ms,
+            },
+            "invariants": self.invariants.to_json(),
+        })
+    }
+
+    /// The terminal summary: linearizability, then the invariants with their counts.
+    pub fn summary(&self) -> String {
+        let merged = invariants::merged(&self.history, &self.drain);
+        let w = &self.workload;
+        format!(
+            "seed {}, {} clients x {} calls over {} queues, leases {} s, {:.1} s in all\n{}drain: {} calls in {:.1} s\n{}",
+            w.seed,
+            w.clients,
+            w.ops_per_client,
+            w.queues,
+            w.lease_seconds.map_or("default".to_string(), |s| s.to_string()),
+            self.duration_ms as f64 / 1000.0,
+            summary(&self.history, &self.outcome),
+            self.drain.ops.len(),
+            self.drain.elapsed_ms / 1000.0,
+            self.invariants.summary(&merged, 10)
+        )
+    }
+}
+
+/// Runs `workload` against `target`, checks linearizability with `budget` model steps
+/// per queue, drains every queue and checks the invariants (`skew_ms` from the target).
+pub async fn run_scenario(target: &Target, workload: &Workload, budget: u64) -> Scenario {
+    let t0 = std::time::Instant::now();
+    let (history, outcome) = run_and_check(target, workload, budget).await;
+    let mut opts = DrainOptions::after_leases(workload.lease_ms());
+    opts.op_timeout_ms = workload.op_timeout_ms;
+    let drain = drain::drain(target, &history, &opts).await;
+    let inv_opts = invariants::Options {
+        skew_ms: target.settings.skew_ms,
+    };
+    let invariants = invariants::check_with(&history, &drain, &inv_opts);
+    Scenario {
+        workload: workload.clone(),
+        history,
+        outcome,
+        drain,
+        invariants,
+        duration_ms: t0.elapsed().as_millis() as u64,
+    }
 }
 
 /// A terminal summary of a checked history.

@@ -4,7 +4,8 @@
 //! only a later pop reveals, does not make the search backtrack far; pops still
 //! contend for every partition,
 //! pops by queue in queue mode or by one of two groups, acks of what the client holds,
-//! mostly `completed`, some `failed`). Every call touches one queue, which is the key
+//! mostly `completed`, some `failed`), with short leases (`leaseSeconds`) so that the
+//! final drain can wait them out. Every call touches one queue, which is the key
 //! its history is checked under. A call whose answer does not arrive within the
 //! client's timeout, or answers 5xx, is recorded as unknown.
 
@@ -29,9 +30,31 @@ pub struct Workload {
     pub op_timeout_ms: u64,
     /// Queue names start with this (letters and digits).
     pub prefix: String,
+    /// `leaseSeconds` of every pop (`None`: the queue's `leaseTime`, 60 s). Short leases
+    /// let the final drain finish soon after the clients stop.
+    pub lease_seconds: Option<u32>,
 }
 
 impl Workload {
+    /// `clients` x `ops_per_client` calls over `queues` queues with a fresh name prefix,
+    /// a 10 s call timeout and 1 s leases.
+    pub fn new(clients: usize, ops_per_client: usize, queues: usize, seed: u64) -> Workload {
+        Workload {
+            clients,
+            ops_per_client,
+            queues: queues.max(1),
+            seed,
+            op_timeout_ms: 10_000,
+            prefix: format!("cc{}", &uuid::Uuid::new_v4().simple().to_string()[..10]),
+            lease_seconds: Some(1),
+        }
+    }
+
+    /// The longest a pop of this workload leases for (ms).
+    pub fn lease_ms(&self) -> i64 {
+        i64::from(self.lease_seconds.unwrap_or(60)) * 1000
+    }
+
     pub fn queue(&self, i: usize) -> String {
         format!("{}-cq{}", self.prefix, i % self.queues.max(1))
     }
@@ -155,7 +178,11 @@ async fn client(target: &Target, w: &Workload, c: usize, log: &Mutex<Vec<Op>>) {
             let q = rng.below(w.queues as u64) as usize;
             let group = GROUPS[rng.below(3) as usize];
             let batch = (1 + rng.below(3)).to_string();
+            let lease = w.lease_seconds.map(|s| s.to_string());
             let mut query: Vec<(&str, &str)> = vec![("batch", &batch)];
+            if let Some(l) = &lease {
+                query.push(("leaseSeconds", l));
+            }
             if let Some(g) = group {
                 query.push(("consumerGroup", g));
             }

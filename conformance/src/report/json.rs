@@ -1,7 +1,8 @@
 //! `--json PATH`: the whole run as one JSON document, for tools: every case with its
 //! verdict, rules, level and capability; failures with the divergence (request, actual
 //! answer, the model's allowed answers and why each differs), the transcript and a curl
-//! script; the lockstep run with its coverage and counterexample.
+//! script; the lockstep run with its coverage and counterexample; the concurrent
+//! scenario with its linearizability verdict per queue and its anomaly counts.
 
 use super::{Report, Verdict};
 use crate::case::Failure;
@@ -93,5 +94,6 @@ pub fn render(r: &Report) -> Value {
         },
         "cases": cases,
         "lockstep": lockstep,
+        "concurrent": r.concurrent.as_ref().map(|c| c.to_json()),
     })
 }

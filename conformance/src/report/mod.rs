@@ -9,10 +9,11 @@ pub mod junit;
 pub mod terminal;
 
 use crate::case::{Capability, Failure};
+use crate::concurrent::Scenario;
 use crate::lockstep::repro::curl_script;
 use crate::lockstep::LockstepOutcome;
 use crate::rules::{level_of, Level};
-use crate::runner::{RunResults, Status};
+use crate::runner::{RunResults, Status, CONCURRENT_ID};
 use crate::session::Exchange;
 use std::collections::BTreeSet;
 
@@ -70,9 +71,69 @@ pub struct Report {
     pub strict: bool,
     pub entries: Vec<Entry>,
     pub lockstep: Option<LockstepOutcome>,
+    /// The concurrent scenario (`run --concurrency N`), with its anomaly counts.
+    pub concurrent: Option<Scenario>,
+    /// Where the timeline of a concurrent history that is not linearizable was written.
+    pub timeline: Option<std::path::PathBuf>,
     pub without: BTreeSet<Capability>,
     /// Why the run fails (empty: it passes).
     pub problems: Vec<String>,
+}
+
+/// The rules the concurrent scenario checks: linearizability against the model covers
+/// every rule its calls touch; the drain invariants name these.
+pub const CONCURRENT_RULES: [&str; 6] = ["PUSH-7", "ACK-1", "ACK-2", "ACK-4", "ACK-6", "ACK-7"];
+
+/// The concurrent scenario as one entry: failed when the history is not shown
+/// linearizable (a violation, or a search out of budget) or any anomaly is bad.
+fn concurrent_entry(c: &Scenario) -> Entry {
+    let lin = c.outcome.verdict_name();
+    let failure = if lin == "unknown" && c.invariants.passed() {
+        Some(Failure::Inconclusive {
+            step: 0,
+            why: "the linearizability search could not decide (budget exhausted or the \
+                  model undecided); see the concurrent section"
+                .into(),
+        })
+    } else if !c.passed() {
+        let bad: Vec<String> = c
+            .invariants
+            .counts()
+            .into_iter()
+            .filter(|(_, n)| n.bad > 0)
+            .map(|(k, n)| format!("{k} {}", n.bad))
+            .collect();
+        Some(Failure::Assertion {
+            message: format!(
+                "concurrent history: {lin}; bad anomalies: {}",
+                if bad.is_empty() {
+                    "none".to_string()
+                } else {
+                    bad.join(", ")
+                }
+            ),
+            rules: CONCURRENT_RULES.to_vec(),
+        })
+    } else {
+        None
+    };
+    Entry {
+        id: CONCURRENT_ID.to_string(),
+        rules: CONCURRENT_RULES.iter().map(|r| r.to_string()).collect(),
+        level: Level::Seed,
+        capability: Capability::Core,
+        verdict: if failure.is_some() {
+            Verdict::Failed
+        } else {
+            Verdict::Passed
+        },
+        skip_reason: None,
+        failure,
+        transcript: vec![],
+        curl: None,
+        duration_ms: c.duration_ms,
+        fails_run: false,
+    }
 }
 
 impl Report {
@@ -134,6 +195,9 @@ impl Report {
                 fails_run: false,
             });
         }
+        if let Some(c) = &results.concurrent {
+            entries.push(concurrent_entry(c));
+        }
         let mut problems = Vec::new();
         for e in &mut entries {
             let listed = expected.contains(&e.id);
@@ -175,6 +239,8 @@ impl Report {
             strict,
             entries,
             lockstep: results.lockstep,
+            concurrent: results.concurrent,
+            timeline: None,
             without: results.without,
             problems,
         }

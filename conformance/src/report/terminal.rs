@@ -1,6 +1,7 @@
 //! The summary a person reads: counts by capability and level, each failure with the
 //! request, the actual answer and the model's allowed answers, skipped cases, the
-//! lockstep run with its coverage, the failing rule ids and the verdict.
+//! lockstep run with its coverage, the concurrent scenario with its anomaly counts, the
+//! failing rule ids and the verdict.
 
 use super::{Entry, Report, Verdict};
 use crate::case::{Capability, Failure};
@@ -208,6 +209,13 @@ pub fn render(r: &Report, verbose: bool) -> String {
         }
         if let Some(e) = &l.error {
             let _ = writeln!(out, "  error: {e}");
+        }
+        let _ = writeln!(out);
+    }
+    if let Some(c) = &r.concurrent {
+        let _ = writeln!(out, "Concurrent: {}", c.summary().trim_end());
+        if let Some(p) = &r.timeline {
+            let _ = writeln!(out, "timeline: {}", p.display());
         }
         let _ = writeln!(out);
     }

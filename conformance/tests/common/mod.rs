@@ -32,7 +32,8 @@ pub fn options(url: &str, only: &[&str], lockstep: Option<(u64, u32, u32)>) -> R
         target_label: url.to_string(),
         without: BTreeSet::new(),
         only: only.iter().map(|s| s.to_string()).collect(),
-        concurrency: 12,
+        jobs: 12,
+        concurrent: None,
         case_timeout_s: 60,
         lockstep: lockstep.map(|(seed, cases, steps)| LockstepOptions {
             seed,

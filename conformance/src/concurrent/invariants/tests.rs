@@ -1,0 +1,345 @@
+//! Each invariant on hand-built histories: one that breaks it and a clean one.
+
+use super::*;
+use crate::concurrent::drain::Drained;
+use crate::concurrent::history::{Answer, Op};
+use queen_reference::wire::{HttpRequest, QUEUE_MODE};
+use serde_json::json;
+
+const T: Millis = 1_700_000_000_000;
+const PART: &str = "0190f0d0-0000-7000-8000-0000000000aa";
+const L1: &str = "0190f0d0-0000-7000-8000-000000000001";
+const L2: &str = "0190f0d0-0000-7000-8000-000000000002";
+
+fn op(client: usize, request: HttpRequest, at: (Millis, Millis), answer: Answer) -> Op {
+    Op {
+        id: 0,
+        client,
+        key: "q".into(),
+        request,
+        invoke_ms: T + at.0,
+        complete_ms: T + at.1,
+        answer,
+    }
+}
+
+fn known(status: u16, body: Option<Value>) -> Answer {
+    Answer::Known(queen_reference::wire::HttpResponse { status, body })
+}
+
+fn unknown() -> Answer {
+    Answer::Unknown("no answer within 10 ms".into())
+}
+
+/// A push of `txns` to q/p, answered `queued` (or unknown with `queued == false`).
+fn push(txns: &[&str], at: (Millis, Millis), queued: bool) -> Op {
+    let items: Vec<Value> = txns
+        .iter()
+        .map(|t| json!({"queue": "q", "partition": "p", "transactionId": t, "payload": 1}))
+        .collect();
+    let answer = if queued {
+        let body: Vec<Value> = txns
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                json!({"index": i, "status": "queued", "queueName": "q",
+                    "transaction_id": t, "message_id": format!("0190f0d0-0000-7000-8000-00000000010{i}")})
+            })
+            .collect();
+        known(201, Some(json!(body)))
+    } else {
+        unknown()
+    };
+    op(
+        0,
+        HttpRequest::post("/api/v1/push", &json!({ "items": items })),
+        at,
+        answer,
+    )
+}
+
+/// A pop of group `g` (None: queue mode) with 1 s leases, delivering `txns` under `lease`
+/// (204 when empty).
+fn pop(client: usize, g: Option<&str>, at: (Millis, Millis), lease: &str, txns: &[&str]) -> Op {
+    let mut q = vec![("batch", "10"), ("leaseSeconds", "1")];
+    if let Some(g) = g {
+        q.push(("consumerGroup", g));
+    }
+    let req = HttpRequest::get("/api/v1/pop/queue/q", &q);
+    if txns.is_empty() {
+        return op(client, req, at, known(204, None));
+    }
+    let group = g.unwrap_or(QUEUE_MODE);
+    let msgs: Vec<Value> = txns
+        .iter()
+        .map(|t| {
+            json!({"id": "0190f0d0-0000-7000-8000-0000000000b1", "transactionId": t,
+                "partition": "p", "partitionId": PART, "leaseId": lease, "consumerGroup": group,
+                "data": 1, "createdAt": "2023-11-14T22:13:20.005Z", "producerSub": null,
+                "traceId": null})
+        })
+        .collect();
+    let body = json!({"success": true, "queue": "q", "partition": "p", "partitionId": PART,
+        "leaseId": lease, "consumerGroup": group, "partitionsClaimed": 1, "messages": msgs});
+    op(client, req, at, known(200, Some(body)))
+}
+
+/// An ack call of queue mode: (txn, status, lease) items, all answered `success`
+/// (or unknown with `answered == false`).
+fn ack(
+    client: usize,
+    at: (Millis, Millis),
+    items: &[(&str, &str, Option<&str>)],
+    answered: bool,
+) -> Op {
+    let acks: Vec<Value> = items
+        .iter()
+        .map(
+            |(t, s, l)| json!({"transactionId": t, "partitionId": PART, "status": s, "leaseId": l}),
+        )
+        .collect();
+    let req = HttpRequest::post("/api/v1/ack/batch", &json!({ "acknowledgments": acks }));
+    let answer = if answered {
+        let body: Vec<Value> = items
+            .iter()
+            .enumerate()
+            .map(|(i, (t, _, _))| {
+                json!({"index": i, "transactionId": t, "success": true, "error": null,
+                    "leaseReleased": i + 1 == items.len(), "dlq": false, "noop": false})
+            })
+            .collect();
+        known(200, Some(json!(body)))
+    } else {
+        unknown()
+    };
+    op(client, req, at, answer)
+}
+
+/// A drain that emptied queue mode on q (its calls are in the history already).
+fn drained() -> Drain {
+    Drain {
+        ops: vec![],
+        targets: vec![Drained {
+            queue: "q".into(),
+            group: QUEUE_MODE.into(),
+            emptied: true,
+        }],
+        elapsed_ms: 0.0,
+    }
+}
+
+fn run(ops: Vec<Op>) -> InvariantReport {
+    check(&History::new(ops), &drained())
+}
+
+fn count(r: &InvariantReport, kind: &str) -> Count {
+    r.counts()[kind]
+}
+
+#[test]
+fn a_queued_push_never_delivered_is_lost() {
+    let r = run(vec![
+        push(&["a", "b"], (0, 5), true),
+        pop(1, None, (10, 15), L1, &["a"]),
+    ]);
+    assert_eq!(count(&r, "lost"), Count { bad: 1, allowed: 0 });
+    assert!(!r.passed());
+    let clean = run(vec![
+        push(&["a", "b"], (0, 5), true),
+        pop(1, None, (10, 15), L1, &["a", "b"]),
+        ack(1, (20, 25), &[("b", "completed", Some(L1))], true),
+    ]);
+    assert!(clean.passed(), "{:?}", clean.anomalies);
+}
+
+#[test]
+fn a_push_with_unknown_outcome_may_be_absent_or_applied() {
+    let absent = run(vec![
+        push(&["a"], (0, 5), false),
+        pop(1, None, (10, 15), L1, &[]),
+    ]);
+    assert!(absent.passed(), "{:?}", absent.anomalies);
+    assert_eq!(count(&absent, "unknown-push"), Count { bad: 0, allowed: 1 });
+    let applied = run(vec![
+        push(&["a"], (0, 5), false),
+        pop(1, None, (10, 15), L1, &["a"]),
+    ]);
+    assert!(applied.passed(), "{:?}", applied.anomalies);
+    assert_eq!(applied.allowed_causes()["unknown-push/applied"], 1);
+}
+
+#[test]
+fn a_delivery_nobody_pushed_is_a_phantom() {
+    let r = run(vec![
+        push(&["a"], (0, 5), true),
+        pop(1, None, (10, 15), L1, &["a", "zz"]),
+    ]);
+    assert_eq!(count(&r, "phantom"), Count { bad: 1, allowed: 0 });
+}
+
+#[test]
+fn a_delivery_out_of_partition_order_is_bad() {
+    // b was pushed after a's push completed: a has the lower offset.
+    let swapped = run(vec![
+        push(&["a"], (0, 5), true),
+        push(&["b"], (6, 9), true),
+        pop(1, None, (10, 15), L1, &["b", "a"]),
+    ]);
+    assert!(count(&swapped, "order").bad >= 1, "{:?}", swapped.anomalies);
+    // Overlapping pushes may commit in either order: no claim about their order.
+    let overlapping = run(vec![
+        push(&["a"], (0, 8), true),
+        push(&["b"], (2, 9), true),
+        pop(1, None, (10, 15), L1, &["b", "a"]),
+    ]);
+    assert_eq!(
+        count(&overlapping, "order").bad,
+        0,
+        "{:?}",
+        overlapping.anomalies
+    );
+    // A later delivery bringing back what an earlier one skipped (the cursor was past it).
+    let skipped = run(vec![
+        push(&["a", "b"], (0, 5), true),
+        pop(1, None, (10, 15), L1, &["b"]),
+        pop(2, None, (3000, 3005), L2, &["a", "b"]),
+    ]);
+    assert!(count(&skipped, "order").bad >= 1, "{:?}", skipped.anomalies);
+}
+
+#[test]
+fn a_delivery_at_or_below_a_committed_cursor_is_bad() {
+    let base = || {
+        vec![
+            push(&["a", "b"], (0, 5), true),
+            pop(1, None, (10, 15), L1, &["a", "b"]),
+        ]
+    };
+    let mut bad = base();
+    bad.push(ack(1, (20, 25), &[("a", "completed", Some(L1))], true));
+    // Long after the lease expired: b may come back, a must not.
+    bad.push(pop(2, None, (3000, 3005), L2, &["a", "b"]));
+    let r = run(bad);
+    assert_eq!(
+        count(&r, "past-cursor"),
+        Count { bad: 1, allowed: 0 },
+        "{:?}",
+        r.anomalies
+    );
+    let mut ok = base();
+    ok.push(ack(1, (20, 25), &[("a", "completed", Some(L1))], true));
+    ok.push(pop(2, None, (3000, 3005), L2, &["b"]));
+    let r = run(ok);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    assert_eq!(r.allowed_causes()["duplicate/lease-expiry"], 1);
+    // The same ack with an unknown outcome may not have committed: no claim.
+    let mut unsure = base();
+    unsure.push(ack(1, (20, 25), &[("a", "completed", Some(L1))], false));
+    unsure.push(pop(2, None, (3000, 3005), L2, &["a", "b"]));
+    assert!(run(unsure).passed());
+}
+
+#[test]
+fn two_live_leases_on_one_partition_and_group_are_bad() {
+    let r = run(vec![
+        push(&["a"], (0, 5), true),
+        pop(1, None, (10, 15), L1, &["a"]),
+        pop(2, None, (20, 25), L2, &["a"]),
+    ]);
+    assert_eq!(count(&r, "double-lease"), Count { bad: 1, allowed: 0 });
+    assert_eq!(count(&r, "duplicate").bad, 1);
+    // Another group has its own cursor and lease.
+    let r = run(vec![
+        push(&["a"], (0, 5), true),
+        pop(1, None, (10, 15), L1, &["a"]),
+        pop(2, Some("g"), (20, 25), L2, &["a"]),
+    ]);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    // After the 1 s lease certainly expired: allowed.
+    let r = run(vec![
+        push(&["a"], (0, 5), true),
+        pop(1, None, (10, 15), L1, &["a"]),
+        pop(2, None, (1100, 1105), L2, &["a"]),
+    ]);
+    assert!(r.passed(), "{:?}", r.anomalies);
+}
+
+#[test]
+fn every_duplicate_needs_an_allowed_cause() {
+    let head = || {
+        vec![
+            push(&["a", "b"], (0, 5), true),
+            pop(1, None, (10, 15), L1, &["a", "b"]),
+        ]
+    };
+    // failed on a: both come back at once (ACK-6), b acked completed is the ACK-2 clamp.
+    let mut clamp = head();
+    clamp.push(ack(
+        1,
+        (20, 25),
+        &[("a", "failed", Some(L1)), ("b", "completed", Some(L1))],
+        true,
+    ));
+    clamp.push(pop(2, None, (30, 35), L2, &["a", "b"]));
+    let r = run(clamp);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    let causes = r.allowed_causes();
+    assert_eq!(causes["duplicate/failed-retry"], 1, "{causes:?}");
+    assert_eq!(causes["duplicate/ack2-clamp"], 1, "{causes:?}");
+    // retry with an unknown answer may have released the lease.
+    let mut retry = head();
+    retry.push(ack(1, (20, 25), &[("a", "retry", Some(L1))], false));
+    retry.push(pop(2, None, (30, 35), L2, &["a", "b"]));
+    assert!(run(retry).passed());
+    // An ack without lease can release a batch another worker holds (ACK-5).
+    let mut nolease = head();
+    nolease.push(ack(2, (20, 25), &[("a", "retry", None)], true));
+    nolease.push(pop(2, None, (30, 35), L2, &["a", "b"]));
+    assert!(run(nolease).passed());
+    // Nothing between the two deliveries: bad.
+    let mut bare = head();
+    bare.push(ack(1, (20, 25), &[("zz", "completed", Some(L2))], true));
+    bare.push(pop(2, None, (30, 35), L2, &["a", "b"]));
+    let r = run(bare);
+    assert_eq!(
+        count(&r, "duplicate"),
+        Count { bad: 2, allowed: 0 },
+        "{:?}",
+        r.anomalies
+    );
+    assert!(r.summary(&History::default(), 5).contains("BAD duplicate"));
+}
+
+#[test]
+fn overlapping_pops_may_have_claimed_in_either_order() {
+    // Client 2's pop (invoked second) claimed first and failed the message at once;
+    // client 1's slower pop got it back: allowed (failed-retry).
+    let r = run(vec![
+        push(&["a"], (0, 5), true),
+        pop(1, None, (10, 60), L1, &["a"]),
+        pop(2, None, (12, 20), L2, &["a"]),
+        ack(2, (25, 30), &[("a", "failed", Some(L2))], true),
+    ]);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    assert_eq!(r.allowed_causes()["duplicate/failed-retry"], 1);
+    // Without the failure, both leases would have been live at once.
+    let r = run(vec![
+        push(&["a"], (0, 5), true),
+        pop(1, None, (10, 60), L1, &["a"]),
+        pop(2, None, (12, 20), L2, &["a"]),
+    ]);
+    assert_eq!(count(&r, "duplicate").bad, 1, "{:?}", r.anomalies);
+}
+
+#[test]
+fn an_unfinished_drain_is_bad_and_checks_no_loss() {
+    let h = History::new(vec![push(&["a"], (0, 5), true)]);
+    let mut d = drained();
+    d.targets[0].emptied = false;
+    let r = check(&h, &d);
+    assert_eq!(count(&r, "drain-incomplete"), Count { bad: 1, allowed: 0 });
+    assert_eq!(count(&r, "lost").bad, 0);
+    let j = r.to_json();
+    assert_eq!(j["counts"]["drain-incomplete"]["bad"], 1);
+    assert_eq!(j["passed"], false);
+}
