@@ -76,6 +76,11 @@ async fn server_kill_and_restart_adopt_the_spool() {
     assert!(r.starts[0] >= 3, "server 0 restarted twice: {:?}", r.starts);
     assert_eq!(r.starts[1], 1, "server 1 kept running");
     assert!(r.unknown > 0, "calls to the killed server: {}", r.summary());
+    assert!(
+        r.adopted_logs > 0,
+        "the restarted process adopted the spool its predecessor died with: {}",
+        r.summary()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
