@@ -10,6 +10,8 @@
 //! same library code as `queen-server`): cargo builds it fresh for these tests, which it
 //! does not do for another package's binary. `QUEEN_SERVER_BIN` runs another build.
 
+#![cfg(feature = "embedded")]
+
 use queen_conformance::faults::deployment::ServerProgram;
 use queen_conformance::faults::{run, Fault, Options, Report};
 use std::path::Path;
