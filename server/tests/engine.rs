@@ -475,3 +475,71 @@ async fn txn_2_abort_releases_locks_before_answering() {
     server.stop().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// POP-12 under cancellation: clients that give up after a few milliseconds (hyper then
+/// drops their requests' futures) must not leave a transaction behind that the next
+/// request runs inside. Caught by the `client-timeouts` fault scenario as pushes whose
+/// `createdAt` preceded the push itself; here every stored message's `createdAt` must
+/// not precede the moment its push was handled (the time in its UUIDv7 message id,
+/// minted before the write). Without the fix this failed about one run in three (a
+/// message created 16 ms before its push was handled); it guards the contract rather
+/// than reproducing the race every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pop_12_abandoned_requests_leave_no_transaction_behind() {
+    let PgApp { server, _db, dir } = pg_app("cancel").await;
+    let base = server.url();
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(3))
+        .build()
+        .unwrap();
+    let patient = reqwest::Client::new();
+    let mut tasks = Vec::new();
+    for c in 0..3 {
+        let (base, impatient, patient) = (base.clone(), impatient.clone(), patient.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..150 {
+                let client = if c == 0 { &patient } else { &impatient };
+                let push = json!({"items": [{"queue": "cancel", "partition": format!("p{c}"),
+                    "transactionId": format!("c{c}m{i}"), "payload": i}]});
+                let _ = client
+                    .post(format!("{base}/api/v1/push"))
+                    .json(&push)
+                    .send()
+                    .await;
+                let group = ["g1", "g2"][i % 2];
+                let _ = client
+                    .get(format!(
+                        "{base}/api/v1/pop/queue/cancel?consumerGroup={group}&batch=3"
+                    ))
+                    .send()
+                    .await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pool = sqlx::PgPool::connect(_db.url()).await.unwrap();
+    let rows: Vec<(uuid::Uuid, i64)> = sqlx::query_as(
+        "SELECT id, (extract(epoch FROM created_at) * 1000)::bigint FROM queen_messages",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(rows.len() >= 60, "the patient client's pushes are stored");
+    let early: Vec<String> = rows
+        .iter()
+        .filter_map(|(id, created)| {
+            let (secs, nanos) = id.get_timestamp()?.to_unix();
+            let minted = secs as i64 * 1000 + i64::from(nanos / 1_000_000);
+            (*created + 1 < minted).then(|| format!("{id}: created {created}, handled {minted}"))
+        })
+        .collect();
+    assert!(
+        early.is_empty(),
+        "createdAt before the push was handled: {early:?}"
+    );
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
