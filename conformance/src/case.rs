@@ -9,6 +9,7 @@
 use crate::rules::Level;
 use crate::session::{Exchange, Session};
 use queen_reference::checker::Divergence;
+use queen_reference::project::ProjectDiff;
 use serde::Serialize;
 use std::future::Future;
 use std::pin::Pin;
@@ -99,6 +100,9 @@ pub enum Failure {
     Transport(String),
     /// The case did not finish in time.
     Timeout(u64),
+    /// Every answer was allowed, but only by departing from PROJECT decisions (the model
+    /// was not strict): the broker "differs on project-resolved points".
+    ProjectDiffers(Vec<ProjectDiff>),
 }
 
 impl Failure {
@@ -110,6 +114,7 @@ impl Failure {
             Failure::Assertion { .. } => "assertion",
             Failure::Transport(_) => "transport",
             Failure::Timeout(_) => "timeout",
+            Failure::ProjectDiffers(_) => "project-difference",
         }
     }
 
@@ -118,6 +123,12 @@ impl Failure {
         match self {
             Failure::Diverged { divergence, .. } => divergence.rules.clone(),
             Failure::Assertion { rules, .. } => rules.clone(),
+            Failure::ProjectDiffers(d) => {
+                let mut r: Vec<&'static str> = d.iter().map(|d| d.rule).collect();
+                r.sort();
+                r.dedup();
+                r
+            }
             _ => vec![],
         }
     }
@@ -151,13 +162,30 @@ impl Failure {
             Failure::Assertion { message, .. } => message.clone(),
             Failure::Transport(e) => format!("transport: {e}"),
             Failure::Timeout(s) => format!("did not finish within {s} s"),
+            Failure::ProjectDiffers(_) => format!(
+                "differs on project-resolved points: {}",
+                self.rules().join(", ")
+            ),
         }
+    }
+
+    /// Whether this is only a departure from PROJECT decisions (level PROJECT whatever
+    /// the case's own level).
+    pub fn is_project_only(&self) -> bool {
+        matches!(self, Failure::ProjectDiffers(_))
     }
 
     /// The full explanation (several lines).
     pub fn details(&self) -> String {
         match self {
             Failure::Diverged { divergence, .. } => divergence.to_string(),
+            Failure::ProjectDiffers(d) => {
+                let mut s = self.headline();
+                for x in d {
+                    s.push_str(&format!("\n  {x}"));
+                }
+                s
+            }
             other => other.headline(),
         }
     }

@@ -249,6 +249,9 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         skew_ms: args.skew_ms,
         default_timeout_ms: args.default_timeout_ms,
         body_limit: args.body_limit,
+        // Without --strict the model accepts departures from PROJECT decisions and the
+        // report lists them ("differs on project-resolved points").
+        strict_project: args.strict,
     };
     let (target, _url, label, server) = open_target(
         TargetChoice {
@@ -343,6 +346,9 @@ pub async fn concurrent(args: &ConcurrentArgs) -> Result<(String, bool), String>
         skew_ms: args.skew_ms,
         default_timeout_ms: args.default_timeout_ms,
         body_limit: args.body_limit,
+        // The linearizability check holds the broker to every PROJECT decision: its
+        // summary has no place to list departures (see the conformance README).
+        strict_project: true,
     };
     let (target, url, _label, server) = open_target(
         TargetChoice {

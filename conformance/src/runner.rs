@@ -78,8 +78,11 @@ async fn run_case(target: Target, case: Case, prefix: String, timeout_s: u64) ->
     let t0 = Instant::now();
     let mut s = Session::new(&target, prefix.clone());
     let result = tokio::time::timeout(Duration::from_secs(timeout_s), (case.run)(&mut s)).await;
+    let project = s.project_differences();
     let status = match result {
-        Ok(Ok(())) => Status::Passed,
+        Ok(Ok(())) if project.is_empty() => Status::Passed,
+        // Allowed only by departing from PROJECT decisions: level PROJECT.
+        Ok(Ok(())) => Status::Failed(Failure::ProjectDiffers(project)),
         Ok(Err(f)) => Status::Failed(f),
         Err(_) => Status::Failed(Failure::Timeout(timeout_s)),
     };

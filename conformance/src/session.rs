@@ -8,6 +8,7 @@
 
 use crate::case::Failure;
 use queen_reference::checker::{Checker, StepError};
+use queen_reference::project::ProjectDiff;
 use queen_reference::time::Millis;
 use queen_reference::wire::*;
 use serde_json::{json, Value};
@@ -22,6 +23,10 @@ pub struct CheckSettings {
     pub default_timeout_ms: u64,
     /// The broker's body limit in bytes (413 above it, PUSH-8).
     pub body_limit: usize,
+    /// Hold the broker to every PROJECT decision (`--strict`; our own tests). When
+    /// false the model accepts departures on PROJECT points and the session collects
+    /// them ([`Session::project_differences`]) for the report.
+    pub strict_project: bool,
 }
 
 impl Default for CheckSettings {
@@ -30,6 +35,7 @@ impl Default for CheckSettings {
             skew_ms: 5,
             default_timeout_ms: DEFAULT_POP_TIMEOUT_MS,
             body_limit: 16 << 20,
+            strict_project: true,
         }
     }
 }
@@ -154,6 +160,7 @@ impl Session {
         checker.skew_ms = target.settings.skew_ms;
         checker.default_timeout_ms = target.settings.default_timeout_ms;
         checker.body_limit = target.settings.body_limit;
+        checker.strict_project = target.settings.strict_project;
         Session {
             target: target.clone(),
             checker,
@@ -201,6 +208,12 @@ impl Session {
 
     pub fn checker(&self) -> &Checker {
         &self.checker
+    }
+
+    /// The PROJECT decisions the broker has certainly departed from so far (always
+    /// empty with `strict_project`, where a departure is a divergence).
+    pub fn project_differences(&self) -> Vec<ProjectDiff> {
+        self.checker.project_differences()
     }
 
     /// Sends a request and checks the answer against the model.

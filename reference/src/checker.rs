@@ -489,22 +489,27 @@ fn ensure(cond: bool, why: impl FnOnce() -> String) -> Check {
 }
 
 /// An answer-only PROJECT point: `ours` says whether the answer follows this project's
-/// decision. Strict: a departure fails the check; lax: it is recorded on `w` under `rule`.
+/// decision. Strict: a departure fails the check; lax: it is recorded on `w` under `rule`
+/// as `what` (one text per kind of departure) with `example` (this instance).
 fn project_point(
     w: &mut World,
     strict: bool,
     rule: &'static str,
     ours: bool,
-    why: impl FnOnce() -> String,
+    what: &str,
+    example: impl FnOnce() -> String,
 ) -> Check {
     if ours {
         return Ok(());
     }
-    let why = why();
+    let example = example();
     if strict {
-        Err(format!("{why} ({rule} [PROJECT])"))
+        Err(format!("{what}: {example} ({rule} [PROJECT])"))
     } else {
-        note(&mut w.project, ProjectDiff::new(rule, why));
+        note(
+            &mut w.project,
+            ProjectDiff::new(rule, what).example(example),
+        );
         Ok(())
     }
 }
@@ -516,6 +521,7 @@ fn project_part(
     w: &mut World,
     strict: bool,
     rule: &'static str,
+    what: &str,
     part: impl FnOnce(&mut World) -> Check,
 ) -> Check {
     let mut trial = w.clone();
@@ -524,7 +530,7 @@ fn project_part(
             *w = trial;
             Ok(())
         }
-        Err(why) => project_point(w, strict, rule, false, || why),
+        Err(why) => project_point(w, strict, rule, false, what, || why),
     }
 }
 
@@ -579,9 +585,14 @@ pub fn check_with(
                     actual.status
                 )
             })?;
-            project_point(w, strict, rule, actual.status == status, || {
-                format!("rejected bad input with {} (ours: {status})", actual.status)
-            })?;
+            project_point(
+                w,
+                strict,
+                rule,
+                actual.status == status,
+                "rejects bad input with another 4xx status",
+                || format!("{} where ours is {status}", actual.status),
+            )?;
         }
         let e = body.and_then(|b| b.get("error")).and_then(Value::as_str);
         if !strict {
@@ -589,21 +600,28 @@ pub fn check_with(
                 "a rejection must say what is wrong".into()
             })?;
         }
-        return project_point(w, strict, rule, e.is_some_and(|s| !s.is_empty()), || {
-            format!(
-                "rejection body {} where {{\"error\": \"...\"}} is ours",
-                body_text(&actual.body)
-            )
-        });
+        return project_point(
+            w,
+            strict,
+            rule,
+            e.is_some_and(|s| !s.is_empty()),
+            "a rejection without {\"error\": \"...\"}",
+            || body_text(&actual.body),
+        );
     }
     if let (Outcome::Delete(_), false) = (out, strict) {
         // DEL-1 [PROJECT] is the whole answer: any 2xx is accepted, its shape recorded.
         ensure((200..300).contains(&actual.status), || {
             format!("status {} where a 2xx is expected (DEL-1)", actual.status)
         })?;
-        project_point(w, strict, "DEL-1", actual.status == status, || {
-            format!("answered a delete with {} (ours: {status})", actual.status)
-        })?;
+        project_point(
+            w,
+            strict,
+            "DEL-1",
+            actual.status == status,
+            "answers a delete with another 2xx status",
+            || format!("{} where ours is {status}", actual.status),
+        )?;
     } else {
         ensure(actual.status == status, || {
             format!("status {} where {status} is expected", actual.status)
@@ -677,39 +695,49 @@ pub fn check_with(
                 format!("success must be {} (TXN-1, TXN-2)", t.success)
             })?;
             // TXN-3 [PROJECT]: the rest of the answer's shape.
-            project_part(w, strict, "TXN-3", |w| {
-                let id = b.get("transactionId").and_then(Value::as_str).unwrap_or("");
-                ensure(is_uuid(id), || {
-                    format!("transactionId {id:?} is not a UUID")
-                })?;
-                if !t.success {
-                    let e = b.get("error").and_then(Value::as_str);
-                    return ensure(e.is_some_and(|s| !s.is_empty()), || {
-                        "an aborted transaction must say why in \"error\"".into()
-                    });
-                }
-                let res = b
-                    .get("results")
-                    .and_then(Value::as_array)
-                    .ok_or("results must be an array")?;
-                ensure(res.len() == t.results.len(), || {
-                    format!(
-                        "{} results where {} are expected",
-                        res.len(),
-                        t.results.len()
-                    )
-                })?;
-                for (o, a) in t.results.iter().zip(res) {
-                    match o {
-                        TxnItemOut::Push(p) => check_push_item(p, a, w, true)?,
-                        TxnItemOut::Ack(x) => check_ack_item(x, a)?,
+            project_part(
+                w,
+                strict,
+                "TXN-3",
+                "the transaction answer's shape differs",
+                |w| {
+                    let id = b.get("transactionId").and_then(Value::as_str).unwrap_or("");
+                    ensure(is_uuid(id), || {
+                        format!("transactionId {id:?} is not a UUID")
+                    })?;
+                    if !t.success {
+                        let e = b.get("error").and_then(Value::as_str);
+                        return ensure(e.is_some_and(|s| !s.is_empty()), || {
+                            "an aborted transaction must say why in \"error\"".into()
+                        });
                     }
-                }
-                Ok(())
-            })
+                    let res = b
+                        .get("results")
+                        .and_then(Value::as_array)
+                        .ok_or("results must be an array")?;
+                    ensure(res.len() == t.results.len(), || {
+                        format!(
+                            "{} results where {} are expected",
+                            res.len(),
+                            t.results.len()
+                        )
+                    })?;
+                    for (o, a) in t.results.iter().zip(res) {
+                        match o {
+                            TxnItemOut::Push(p) => check_push_item(p, a, w, true)?,
+                            TxnItemOut::Ack(x) => check_ack_item(x, a)?,
+                        }
+                    }
+                    Ok(())
+                },
+            )
         }
         // DLQ-2 [PROJECT]: the listing's shape and content.
-        Outcome::Dlq(d) => project_part(w, strict, "DLQ-2", |w| check_dlq(d, body, w)),
+        Outcome::Dlq(d) => {
+            project_part(w, strict, "DLQ-2", "the dead-letter listing differs", |w| {
+                check_dlq(d, body, w)
+            })
+        }
         Outcome::Delete(_) | Outcome::Health => {
             let rule = if matches!(out, Outcome::Health) {
                 "HEALTH-1"
@@ -717,7 +745,9 @@ pub fn check_with(
                 "DEL-1"
             };
             let expected = describe(out, w).body.expect("these answers have bodies");
-            project_part(w, strict, rule, |_| subset(&expected, body, "body"))
+            project_part(w, strict, rule, "the answer's body differs", |_| {
+                subset(&expected, body, "body")
+            })
         }
         Outcome::Configure(_) | Outcome::Maintenance { .. } | Outcome::PopMaintenance { .. } => {
             let expected = describe(out, w).body.expect("these answers have bodies");
@@ -803,12 +833,19 @@ fn check_push_item(o: &PushOut, a: &Value, w: &mut World, strict: bool) -> Check
         Some(h) if !strict && r.status == PushStatus::Duplicate => {
             let original = w.ids.msgs.id(h).map(str::to_string);
             if let Some(id) = original {
-                project_point(w, strict, "PUSH-5", id == r.message_id, || {
-                    format!(
-                        "duplicate item {} carries message_id {} instead of the original's {id}",
-                        o.index, r.message_id
-                    )
-                })?;
+                project_point(
+                    w,
+                    strict,
+                    "PUSH-5",
+                    id == r.message_id,
+                    "a duplicate item carries another message_id than the original's",
+                    || {
+                        format!(
+                            "item {}: {} where the original is {id}",
+                            o.index, r.message_id
+                        )
+                    },
+                )?;
             }
         }
         Some(h) => w

@@ -15,8 +15,12 @@ pub struct ProjectDiff {
     /// section 4's ack evaluation [PROJECT] have no rule id of their own; they are
     /// named `ACK-STEP-<n>`.
     pub rule: &'static str,
-    /// What the broker did instead of the project's decision.
+    /// What the broker did instead of the project's decision (the same text for every
+    /// instance of one kind of departure).
     pub what: String,
+    /// The first instance seen (e.g. the answer's body), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub example: Option<String>,
 }
 
 impl ProjectDiff {
@@ -24,19 +28,30 @@ impl ProjectDiff {
         ProjectDiff {
             rule,
             what: what.into(),
+            example: None,
         }
+    }
+
+    /// With an instance of the departure.
+    pub fn example(mut self, e: impl Into<String>) -> ProjectDiff {
+        self.example = Some(e.into());
+        self
     }
 }
 
 impl std::fmt::Display for ProjectDiff {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.rule, self.what)
+        write!(f, "{}: {}", self.rule, self.what)?;
+        if let Some(e) = &self.example {
+            write!(f, " (e.g. {e})")?;
+        }
+        Ok(())
     }
 }
 
-/// Adds `d` to `into` unless an equal difference is there already.
+/// Adds `d` to `into` unless a difference of the same rule and kind is there already.
 pub fn note(into: &mut Vec<ProjectDiff>, d: ProjectDiff) {
-    if !into.contains(&d) {
+    if !into.iter().any(|x| x.rule == d.rule && x.what == d.what) {
         into.push(d);
     }
 }

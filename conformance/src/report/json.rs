@@ -1,7 +1,9 @@
 //! `--json PATH`: the whole run as one JSON document, for tools: every case with its
 //! verdict, rules, level and capability; failures with the divergence (request, actual
 //! answer, the model's allowed answers and why each differs), the transcript and a curl
-//! script; the lockstep run with its coverage and counterexample.
+//! script; the lockstep run with its coverage and counterexample. A PROJECT difference
+//! is a failure of kind `project-difference` with `projectDifferences: [{rule, what}]`
+//! (level PROJECT, `failsRun` only with `--strict`).
 
 use super::{Report, Verdict};
 use crate::case::Failure;
@@ -20,6 +22,9 @@ fn failure_json(f: &Failure) -> Value {
             .zip(&divergence.reasons)
             .map(|(e, why)| json!({"status": e.status, "body": e.body, "differs": why}))
             .collect();
+    }
+    if let Failure::ProjectDiffers(d) = f {
+        v["projectDifferences"] = json!(d);
     }
     v
 }
@@ -57,6 +62,7 @@ pub fn render(r: &Report) -> Value {
             "cases": l.cases,
             "maxSteps": l.steps,
             "sequences": l.sequences,
+            "projectDifferences": l.project,
             "exchanges": l.exchanges,
             "inconclusive": l.inconclusive,
             "durationMs": l.duration_ms,
