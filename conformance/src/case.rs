@@ -32,10 +32,13 @@ pub enum Capability {
     LeaseExtend,
     Delete,
     BadInput,
+    /// The suite can stop and start the broker's database (only when it started the
+    /// broker itself on its own PostgreSQL cluster; see `database.rs`).
+    DatabaseControl,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 13] = [
+    pub const ALL: [Capability; 14] = [
         Capability::Core,
         Capability::Configure,
         Capability::Dedup,
@@ -49,6 +52,7 @@ impl Capability {
         Capability::LeaseExtend,
         Capability::Delete,
         Capability::BadInput,
+        Capability::DatabaseControl,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +70,7 @@ impl Capability {
             Capability::LeaseExtend => "lease-extend",
             Capability::Delete => "delete",
             Capability::BadInput => "bad-input",
+            Capability::DatabaseControl => "database-control",
         }
     }
 

@@ -234,7 +234,12 @@ async fn open_target(
             );
         }
     };
-    let target = Target::new(&url, settings);
+    #[allow(unused_mut)]
+    let mut target = Target::new(&url, settings);
+    #[cfg(feature = "embedded")]
+    {
+        target.database = started.embedded.as_ref().and_then(|e| e.database());
+    }
     if let Err(e) = runner::reachable(&target).await {
         started.stop().await;
         return Err(e);

@@ -110,9 +110,17 @@ pub async fn run(opts: &RunOptions) -> RunResults {
             .capabilities()
             .filter(|c| opts.without.contains(c))
             .collect();
-        if !missing.is_empty() || !selected(case.id, &opts.only) {
-            let why = if missing.is_empty() {
+        let no_db = opts.target.database.is_none()
+            && case
+                .capabilities()
+                .any(|c| c == Capability::DatabaseControl);
+        if !missing.is_empty() || no_db || !selected(case.id, &opts.only) {
+            let why = if missing.is_empty() && !selected(case.id, &opts.only) {
                 "not selected (--only)".to_string()
+            } else if missing.is_empty() {
+                "needs database-control: only when queen-conformance starts the broker itself \
+                 on its own PostgreSQL cluster (no --target, no DATABASE_URL)"
+                    .to_string()
             } else {
                 format!(
                     "--without {}",

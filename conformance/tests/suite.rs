@@ -49,7 +49,13 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
     assert_eq!(json["passed"], true);
     let cases = json["cases"].as_array().unwrap();
     assert!(cases.len() > 80);
-    assert!(cases.iter().all(|c| c["verdict"] == "passed"));
+    // Every case passes but those needing database-control, which the memory engine
+    // (no PostgreSQL cluster to stop) cannot offer: skipped and listed.
+    for c in cases {
+        let db = c["capability"] == "database-control";
+        let want = if db { "skipped" } else { "passed" };
+        assert_eq!(c["verdict"], want, "{}", c["id"]);
+    }
     for r in RULES {
         assert!(
             cases
