@@ -92,13 +92,13 @@ pub fn render(r: &Report, verbose: bool) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<14} {:<8} {:>6} {:>6} {:>7} {:>8}",
+        "{:<16} {:<8} {:>6} {:>6} {:>7} {:>8}",
         "capability", "level", "passed", "failed", "skipped", "expected"
     );
     for ((cap, level), [p, f, s, x]) in &table {
         let _ = writeln!(
             out,
-            "{:<14} {:<8} {:>6} {:>6} {:>7} {:>8}",
+            "{:<16} {:<8} {:>6} {:>6} {:>7} {:>8}",
             cap.as_str(),
             level.as_str(),
             p,
