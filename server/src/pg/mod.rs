@@ -21,6 +21,7 @@ mod admin;
 mod group;
 mod lease;
 mod listen;
+mod minted;
 mod pop;
 pub(crate) mod push;
 mod txn;
