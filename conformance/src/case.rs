@@ -9,6 +9,7 @@
 use crate::rules::Level;
 use crate::session::{Exchange, Session};
 use queen_reference::checker::Divergence;
+use queen_reference::project::ProjectDiff;
 use serde::Serialize;
 use std::future::Future;
 use std::pin::Pin;
@@ -31,10 +32,13 @@ pub enum Capability {
     LeaseExtend,
     Delete,
     BadInput,
+    /// The suite can stop and start the broker's database (only when it started the
+    /// broker itself on its own PostgreSQL cluster; see `database.rs`).
+    DatabaseControl,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 13] = [
+    pub const ALL: [Capability; 14] = [
         Capability::Core,
         Capability::Configure,
         Capability::Dedup,
@@ -48,6 +52,7 @@ impl Capability {
         Capability::LeaseExtend,
         Capability::Delete,
         Capability::BadInput,
+        Capability::DatabaseControl,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -65,6 +70,7 @@ impl Capability {
             Capability::LeaseExtend => "lease-extend",
             Capability::Delete => "delete",
             Capability::BadInput => "bad-input",
+            Capability::DatabaseControl => "database-control",
         }
     }
 
@@ -99,6 +105,9 @@ pub enum Failure {
     Transport(String),
     /// The case did not finish in time.
     Timeout(u64),
+    /// Every answer was allowed, but only by departing from PROJECT decisions (the model
+    /// was not strict): the broker "differs on project-resolved points".
+    ProjectDiffers(Vec<ProjectDiff>),
 }
 
 impl Failure {
@@ -110,6 +119,7 @@ impl Failure {
             Failure::Assertion { .. } => "assertion",
             Failure::Transport(_) => "transport",
             Failure::Timeout(_) => "timeout",
+            Failure::ProjectDiffers(_) => "project-difference",
         }
     }
 
@@ -118,6 +128,12 @@ impl Failure {
         match self {
             Failure::Diverged { divergence, .. } => divergence.rules.clone(),
             Failure::Assertion { rules, .. } => rules.clone(),
+            Failure::ProjectDiffers(d) => {
+                let mut r: Vec<&'static str> = d.iter().map(|d| d.rule).collect();
+                r.sort();
+                r.dedup();
+                r
+            }
             _ => vec![],
         }
     }
@@ -151,13 +167,30 @@ impl Failure {
             Failure::Assertion { message, .. } => message.clone(),
             Failure::Transport(e) => format!("transport: {e}"),
             Failure::Timeout(s) => format!("did not finish within {s} s"),
+            Failure::ProjectDiffers(_) => format!(
+                "differs on project-resolved points: {}",
+                self.rules().join(", ")
+            ),
         }
+    }
+
+    /// Whether this is only a departure from PROJECT decisions (level PROJECT whatever
+    /// the case's own level).
+    pub fn is_project_only(&self) -> bool {
+        matches!(self, Failure::ProjectDiffers(_))
     }
 
     /// The full explanation (several lines).
     pub fn details(&self) -> String {
         match self {
             Failure::Diverged { divergence, .. } => divergence.to_string(),
+            Failure::ProjectDiffers(d) => {
+                let mut s = self.headline();
+                for x in d {
+                    s.push_str(&format!("\n  {x}"));
+                }
+                s
+            }
             other => other.headline(),
         }
     }

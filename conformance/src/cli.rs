@@ -273,7 +273,12 @@ async fn open_target(
             );
         }
     };
-    let target = Target::new(&url, settings);
+    #[allow(unused_mut)]
+    let mut target = Target::new(&url, settings);
+    #[cfg(feature = "embedded")]
+    {
+        target.database = started.embedded.as_ref().and_then(|e| e.database());
+    }
     if let Err(e) = runner::reachable(&target).await {
         started.stop().await;
         return Err(e);
@@ -291,6 +296,9 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         skew_ms: args.skew_ms,
         default_timeout_ms: args.default_timeout_ms,
         body_limit: args.body_limit,
+        // Without --strict the model accepts departures from PROJECT decisions and the
+        // report lists them ("differs on project-resolved points").
+        strict_project: args.strict,
     };
     let (target, _url, label, server) = open_target(
         TargetChoice {

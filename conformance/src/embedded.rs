@@ -2,13 +2,63 @@
 //! runs in this process on a free port, with the PostgreSQL engine (the default: on
 //! `DATABASE_URL` when set, else a fresh embedded cluster in a temporary directory) or
 //! with `--engine memory`, the reference model itself behind the same HTTP layer.
+//! When it runs its own cluster the target offers `database-control`: the suite may stop
+//! and restart that cluster ([`EmbeddedDb`]).
 
+use crate::database::{Database, DatabaseControl, DbFuture};
+use queen_pg::PersistentCluster;
 use queen_server::app::{spawn, Running};
 use queen_server::broker::Broker;
 use queen_server::config::Config;
 use queen_server::memory::MemoryBroker;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// The embedded server's own cluster: stopped and restarted on its data directory and
+/// port (the server's pool reconnects; its spool replays, PUSH-7).
+pub struct EmbeddedDb {
+    dir: PathBuf,
+    port: u16,
+    cluster: std::sync::Mutex<Option<PersistentCluster>>,
+}
+
+impl EmbeddedDb {
+    /// Stops the cluster for good (end of the run).
+    fn shut(&self) {
+        let c = self.cluster.lock().expect("cluster lock").take();
+        if let Some(c) = c {
+            let _ = c.shutdown();
+        }
+    }
+}
+
+impl DatabaseControl for EmbeddedDb {
+    fn stop(&self) -> DbFuture<'_> {
+        Box::pin(async move {
+            let c = self.cluster.lock().expect("cluster lock").take();
+            match c {
+                Some(c) => tokio::task::spawn_blocking(move || c.shutdown())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .map_err(|e| format!("stopping PostgreSQL: {e}")),
+                None => Ok(()),
+            }
+        })
+    }
+
+    fn start(&self) -> DbFuture<'_> {
+        Box::pin(async move {
+            if self.cluster.lock().expect("cluster lock").is_some() {
+                return Ok(());
+            }
+            let c = PersistentCluster::start(&self.dir, self.port)
+                .await
+                .map_err(|e| format!("starting PostgreSQL: {e}"))?;
+            *self.cluster.lock().expect("cluster lock") = Some(c);
+            Ok(())
+        })
+    }
+}
 
 /// Which engine the embedded server uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -28,7 +78,7 @@ pub struct Embedded {
     /// For reports: "embedded, memory engine", ...
     pub label: String,
     /// The embedded PostgreSQL cluster (stopped on drop).
-    cluster: Option<queen_pg::PersistentCluster>,
+    cluster: Option<Arc<EmbeddedDb>>,
     /// The temporary directory of the cluster and the spool (removed at the end).
     dir: Option<PathBuf>,
     pub config: Config,
@@ -39,12 +89,21 @@ impl Embedded {
         self.running.as_ref().map(Running::url).unwrap_or_default()
     }
 
+    /// The database the suite may stop and start: only our own cluster.
+    pub fn database(&self) -> Option<Database> {
+        self.cluster
+            .as_ref()
+            .map(|c| Database(c.clone() as Arc<dyn DatabaseControl>))
+    }
+
     /// Stops the server, then the database, then removes the temporary files.
     pub async fn stop(mut self) {
         if let Some(r) = self.running.take() {
             let _ = r.stop().await;
         }
-        drop(self.cluster.take());
+        if let Some(c) = self.cluster.take() {
+            c.shut();
+        }
         if let Some(d) = self.dir.take() {
             let _ = std::fs::remove_dir_all(d);
         }
@@ -53,7 +112,9 @@ impl Embedded {
 
 impl Drop for Embedded {
     fn drop(&mut self) {
-        drop(self.cluster.take());
+        if let Some(c) = self.cluster.take() {
+            c.shut();
+        }
         if let Some(d) = self.dir.take() {
             let _ = std::fs::remove_dir_all(d);
         }
@@ -91,7 +152,14 @@ pub async fn start(engine: Engine) -> Result<Embedded, String> {
                 .await
                 .map_err(|e| format!("cannot start the PostgreSQL engine: {e}"))?;
             let label = format!("embedded server, PostgreSQL engine ({})", pg.location);
-            (Arc::new(pg.broker), pg.cluster, label)
+            let db = pg.cluster.map(|c| {
+                Arc::new(EmbeddedDb {
+                    dir: c.data_dir().to_path_buf(),
+                    port: c.port(),
+                    cluster: std::sync::Mutex::new(Some(c)),
+                })
+            });
+            (Arc::new(pg.broker), db, label)
         }
     };
     let running = spawn(broker, &config, "127.0.0.1:0".parse().expect("an address"))

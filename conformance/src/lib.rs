@@ -16,6 +16,7 @@ pub mod case;
 pub mod catalog;
 pub mod cli;
 pub mod concurrent;
+pub mod database;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod expect;

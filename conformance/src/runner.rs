@@ -88,8 +88,11 @@ async fn run_case(target: Target, case: Case, prefix: String, timeout_s: u64) ->
     let t0 = Instant::now();
     let mut s = Session::new(&target, prefix.clone());
     let result = tokio::time::timeout(Duration::from_secs(timeout_s), (case.run)(&mut s)).await;
+    let project = s.project_differences();
     let status = match result {
-        Ok(Ok(())) => Status::Passed,
+        Ok(Ok(())) if project.is_empty() => Status::Passed,
+        // Allowed only by departing from PROJECT decisions: level PROJECT.
+        Ok(Ok(())) => Status::Failed(Failure::ProjectDiffers(project)),
         Ok(Err(f)) => Status::Failed(f),
         Err(_) => Status::Failed(Failure::Timeout(timeout_s)),
     };
@@ -117,9 +120,17 @@ pub async fn run(opts: &RunOptions) -> RunResults {
             .capabilities()
             .filter(|c| opts.without.contains(c))
             .collect();
-        if !missing.is_empty() || !selected(case.id, &opts.only) {
-            let why = if missing.is_empty() {
+        let no_db = opts.target.database.is_none()
+            && case
+                .capabilities()
+                .any(|c| c == Capability::DatabaseControl);
+        if !missing.is_empty() || no_db || !selected(case.id, &opts.only) {
+            let why = if missing.is_empty() && !selected(case.id, &opts.only) {
                 "not selected (--only)".to_string()
+            } else if missing.is_empty() {
+                "needs database-control: only when queen-conformance starts the broker itself \
+                 on its own PostgreSQL cluster (no --target, no DATABASE_URL)"
+                    .to_string()
             } else {
                 format!(
                     "--without {}",

@@ -7,7 +7,9 @@
 //! number) so that cases can share a broker and run concurrently.
 
 use crate::case::Failure;
+use crate::database::Database;
 use queen_reference::checker::{Checker, StepError};
+use queen_reference::project::ProjectDiff;
 use queen_reference::time::Millis;
 use queen_reference::wire::*;
 use serde_json::{json, Value};
@@ -22,6 +24,10 @@ pub struct CheckSettings {
     pub default_timeout_ms: u64,
     /// The broker's body limit in bytes (413 above it, PUSH-8).
     pub body_limit: usize,
+    /// Hold the broker to every PROJECT decision (`--strict`; our own tests). When
+    /// false the model accepts departures on PROJECT points and the session collects
+    /// them ([`Session::project_differences`]) for the report.
+    pub strict_project: bool,
 }
 
 impl Default for CheckSettings {
@@ -30,6 +36,7 @@ impl Default for CheckSettings {
             skew_ms: 5,
             default_timeout_ms: DEFAULT_POP_TIMEOUT_MS,
             body_limit: 16 << 20,
+            strict_project: true,
         }
     }
 }
@@ -40,6 +47,8 @@ pub struct Target {
     pub url: String,
     pub client: reqwest::Client,
     pub settings: CheckSettings,
+    /// The broker's database, when the suite may stop and start it (`database-control`).
+    pub database: Option<Database>,
 }
 
 impl Target {
@@ -53,6 +62,7 @@ impl Target {
             url: url.trim_end_matches('/').to_string(),
             client,
             settings,
+            database: None,
         }
     }
 }
@@ -166,6 +176,7 @@ impl Session {
         checker.skew_ms = target.settings.skew_ms;
         checker.default_timeout_ms = target.settings.default_timeout_ms;
         checker.body_limit = target.settings.body_limit;
+        checker.strict_project = target.settings.strict_project;
         Session {
             target: target.clone(),
             checker,
@@ -213,6 +224,63 @@ impl Session {
 
     pub fn checker(&self) -> &Checker {
         &self.checker
+    }
+
+    /// The PROJECT decisions the broker has certainly departed from so far (always
+    /// empty with `strict_project`, where a departure is a divergence).
+    pub fn project_differences(&self) -> Vec<ProjectDiff> {
+        self.checker.project_differences()
+    }
+
+    /// Sends a request whose answer the model cannot judge (the broker's database is
+    /// down: the model has no such input) and records it in the transcript unchecked;
+    /// the case asserts what the spec says about it.
+    pub async fn send_unchecked(&mut self, req: HttpRequest) -> Result<HttpResponse, Failure> {
+        let sent = now_ms();
+        let answer = transmit(&self.target, &req).await;
+        let received = now_ms();
+        let answer =
+            answer.map_err(|e| Failure::Transport(format!("{} {}: {e}", req.method, req.path)))?;
+        self.transcript.push(Exchange {
+            request: req,
+            response: answer.clone(),
+            sent_ms: sent,
+            received_ms: received,
+            worlds: self.worlds(),
+        });
+        Ok(answer)
+    }
+
+    /// Tells the model that `req` (sent at `sent`, answered unchecked) took effect at
+    /// some moment before `until`, with any outcome the model allows (a spooled push
+    /// replayed later, PUSH-7). Later answers are checked against that.
+    pub fn assume_applied(
+        &mut self,
+        req: &HttpRequest,
+        sent: Millis,
+        until: Millis,
+    ) -> Result<(), Failure> {
+        let step = self.transcript.len().saturating_sub(1);
+        self.checker
+            .step_unknown(req, sent, until)
+            .map(|_| ())
+            .map_err(|e| Failure::Inconclusive {
+                step,
+                why: match e {
+                    StepError::Inconclusive(why) => why,
+                    StepError::Diverged(d) => d.to_string(),
+                },
+            })
+    }
+
+    /// The target's database control (`database-control`).
+    pub fn database(&self) -> Result<Database, Failure> {
+        self.target.database.clone().ok_or_else(|| {
+            fail(
+                "this target offers no database control (capability database-control)",
+                &[],
+            )
+        })
     }
 
     /// Sends a request and checks the answer against the model.

@@ -1,6 +1,8 @@
 //! The suite catches broken brokers: test doubles wrap our memory engine and break one
 //! rule each; the catalog must fail the case about that rule, and the lockstep run must
-//! find a divergence and shrink it to a handful of steps naming the rule.
+//! find a divergence and shrink it to a handful of steps naming the rule. The runs use a
+//! model that is lax on PROJECT points (the CLI without `--strict`): these SEED breakages
+//! must still fail the run, never pass as project differences.
 
 mod common;
 
@@ -183,8 +185,11 @@ async fn skipped_ack_2_clamp_is_caught_and_shrunk_to_a_handful_of_steps() {
         .find(|e| e.id == "ack-2/failure-clamps-later-success")
         .unwrap();
     assert_eq!(case.verdict, Verdict::Failed, "the ACK-2 case catches it");
+    assert!(case.fails_run, "a SEED failure without --strict");
     let lock = report.entries.iter().find(|e| e.id == LOCKSTEP_ID).unwrap();
     assert_eq!(lock.verdict, Verdict::Failed);
+    assert!(lock.fails_run && lock.failure.as_ref().unwrap().kind() == "divergence");
+    assert!(!report.passed());
     let c = report
         .lockstep
         .as_ref()
@@ -226,6 +231,7 @@ async fn faked_acks_are_caught_by_the_ack_3_case() {
         .find(|e| e.id == "ack-3/no-faked-acks-below-the-cursor")
         .unwrap();
     assert_eq!(case.verdict, Verdict::Failed);
+    assert!(case.fails_run, "a SEED failure without --strict");
     let f = case.failure.as_ref().unwrap();
     assert!(f.rules().contains(&"ACK-3"), "{f}");
     assert!(

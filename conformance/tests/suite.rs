@@ -25,6 +25,8 @@ fn args(dir: &std::path::Path) -> RunArgs {
     a.no_progress = true;
     a.failures_dir = dir.join("failures");
     a.seed = Some(20_260_101);
+    // Our own server is held to every PROJECT decision.
+    a.strict = true;
     a
 }
 
@@ -50,7 +52,13 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
     assert_eq!(json["passed"], true);
     let cases = json["cases"].as_array().unwrap();
     assert!(cases.len() > 80);
-    assert!(cases.iter().all(|c| c["verdict"] == "passed"));
+    // Every case passes but those needing database-control, which the memory engine
+    // (no PostgreSQL cluster to stop) cannot offer: skipped and listed.
+    for c in cases {
+        let db = c["capability"] == "database-control";
+        let want = if db { "skipped" } else { "passed" };
+        assert_eq!(c["verdict"], want, "{}", c["id"]);
+    }
     for r in RULES {
         assert!(
             cases

@@ -9,11 +9,19 @@
 //! which ids and timestamps it mints), and keeps the outcomes whose answer matches.
 //! No world left is a divergence: the broker answered something no allowed behaviour
 //! produces. Nothing is ever decided by a guess about timing, so a check is never flaky.
+//!
+//! PROJECT points (rules this project resolved where the seeds are silent) are enforced
+//! only by a strict checker ([`Checker::strict_project`], the default: our own server is
+//! held to every decision). A lax checker accepts a broker that decides them otherwise
+//! and records each such departure on the world as a [`ProjectDiff`]: answer-only points
+//! (an answer's shape or content) are matched loosely, and PROJECT points that change
+//! state are explored as alternatives (see `Ctx::project`), like OPEN points.
 
-use crate::choice::{explore, TooManyBranches};
+use crate::choice::{explore_project, TooManyBranches};
 use crate::ids::IdBook;
 use crate::model::*;
 use crate::policy::Policy;
+use crate::project::{note, ProjectDiff};
 use crate::render::Renderer;
 use crate::time::{format_iso, is_iso_utc_z, parse_iso, Millis, Stamp};
 use crate::wire::*;
@@ -24,6 +32,25 @@ use serde_json::{json, Value};
 pub struct World {
     pub state: State,
     pub ids: IdBook,
+    /// The PROJECT decisions the broker departed from on the way to this state (empty
+    /// under a strict checker).
+    pub project: Vec<ProjectDiff>,
+}
+
+impl World {
+    fn same_state(&self, other: &World) -> bool {
+        self.state == other.state && self.ids == other.ids
+    }
+}
+
+/// Adds `w` to `worlds` unless a world with the same state is there; of two, the one
+/// with fewer project differences is kept (the broker may still follow ours).
+fn merge(worlds: &mut Vec<World>, w: World) {
+    match worlds.iter_mut().find(|x| x.same_state(&w)) {
+        Some(x) if w.project.len() < x.project.len() => *x = w,
+        Some(_) => {}
+        None => worlds.push(w),
+    }
 }
 
 /// A broker answer no allowed behaviour produces.
@@ -86,6 +113,10 @@ pub struct Checker {
     pub body_limit: usize,
     /// The most worlds kept before the check is inconclusive.
     pub max_worlds: usize,
+    /// Hold the broker to every PROJECT decision (true: a departure is a divergence).
+    /// False: accept departures on PROJECT points and record them on the worlds
+    /// ([`Checker::project_differences`]).
+    pub strict_project: bool,
 }
 
 impl Default for Checker {
@@ -102,7 +133,18 @@ impl Checker {
             default_timeout_ms: DEFAULT_POP_TIMEOUT_MS,
             body_limit: 16 << 20,
             max_worlds: 256,
+            strict_project: true,
         }
+    }
+
+    /// The PROJECT decisions the broker has certainly departed from so far: those of the
+    /// remaining world with the fewest (empty when some world follows every decision).
+    pub fn project_differences(&self) -> Vec<ProjectDiff> {
+        self.worlds
+            .iter()
+            .min_by_key(|w| w.project.len())
+            .map(|w| w.project.clone())
+            .unwrap_or_default()
     }
 
     /// The states still possible.
@@ -128,13 +170,14 @@ impl Checker {
         };
         let mut next: Vec<World> = Vec::new();
         let mut misses: Vec<(HttpResponse, String)> = Vec::new();
+        let strict = self.strict_project;
         for world in &self.worlds {
             let op = match &parsed {
                 Ok(r) => world.ids.resolve(r),
                 Err(op) => op.clone(),
             };
             for order in pop_orders(world, &op, actual) {
-                let branches = outcomes(world, &op, now, order.as_deref(), |i| {
+                let branches = outcomes(world, &op, now, order.as_deref(), !strict, |i| {
                     minted_txn(&op, actual, i)
                 })
                 .map_err(|TooManyBranches(n)| {
@@ -143,17 +186,17 @@ impl Checker {
                         req.method, req.path
                     ))
                 })?;
-                for (out, st) in branches {
+                for (out, st, taken) in branches {
                     let mut w = World {
                         state: st,
                         ids: world.ids.clone(),
+                        project: world.project.clone(),
                     };
-                    match check(&out, actual, &mut w) {
-                        Ok(()) => {
-                            if !next.contains(&w) {
-                                next.push(w);
-                            }
-                        }
+                    for d in taken {
+                        note(&mut w.project, d);
+                    }
+                    match check_with(&out, actual, &mut w, &req.path, strict) {
+                        Ok(()) => merge(&mut next, w),
                         Err(why) => {
                             if misses.len() < 8 {
                                 let shown = match out {
@@ -217,25 +260,27 @@ impl Checker {
         let mut next: Vec<World> = Vec::new();
         for world in &self.worlds {
             let op = world.ids.resolve(&parsed);
-            let branches = outcomes(world, &op, now, None, |i| format!("<lost {i}>")).map_err(
-                |TooManyBranches(n)| {
+            let allow = !self.strict_project;
+            let branches = outcomes(world, &op, now, None, allow, |i| format!("<lost {i}>"))
+                .map_err(|TooManyBranches(n)| {
                     StepError::Inconclusive(format!(
                         "more than {n} outcomes for {} {}",
                         req.method, req.path
                     ))
-                },
-            )?;
-            for (out, st) in branches {
+                })?;
+            for (out, st, taken) in branches {
                 if matches!(out, Outcome::PopIllegal(_)) {
                     continue;
                 }
-                let w = World {
+                let mut w = World {
                     state: st,
                     ids: world.ids.clone(),
+                    project: world.project.clone(),
                 };
-                if !next.contains(&w) {
-                    next.push(w);
+                for d in taken {
+                    note(&mut w.project, d);
                 }
+                merge(&mut next, w);
             }
             if next.len() > self.max_worlds {
                 return Err(StepError::Inconclusive(format!(
@@ -257,15 +302,19 @@ impl Checker {
 
 /// Every outcome the model allows for `op` in `world` at `now`, with the state each
 /// leads to. `order` is a pop's observed partition order (POP-4); `minter` names the
-/// transactionIds the broker minted.
+/// transactionIds the broker minted. With `allow_project`, PROJECT alternatives are
+/// explored too; each outcome comes with the ones it took.
+type Branch = (Outcome, State, Vec<ProjectDiff>);
+
 fn outcomes(
     world: &World,
     op: &Op,
     now: Stamp,
     order: Option<&[PartH]>,
+    allow_project: bool,
     minter: impl Fn(usize) -> String,
-) -> Result<Vec<(Outcome, State)>, TooManyBranches> {
-    explore(now, |ctx| {
+) -> Result<Vec<Branch>, TooManyBranches> {
+    explore_project(now, allow_project, |ctx| {
         let mut st = world.state.clone();
         let mut mint = |i: usize| minter(i);
         let out = apply(
@@ -279,18 +328,23 @@ fn outcomes(
         );
         (out, st)
     })
-    .map(|v| v.into_iter().map(|(x, _)| x).collect())
+    .map(|v| {
+        v.into_iter()
+            .map(|((out, st), _, taken)| (out, st, taken))
+            .collect()
+    })
 }
 
 /// The pop the model itself would answer (policy order), for a report.
 fn policy_pop(world: &World, op: &Op, now: Stamp) -> Option<(Outcome, World)> {
-    let branches = outcomes(world, op, now, None, |i| format!("<minted {i}>")).ok()?;
-    let (out, state) = branches.into_iter().next()?;
+    let branches = outcomes(world, op, now, None, false, |i| format!("<minted {i}>")).ok()?;
+    let (out, state, _) = branches.into_iter().next()?;
     Some((
         out,
         World {
             state,
             ids: world.ids.clone(),
+            project: world.project.clone(),
         },
     ))
 }
@@ -434,27 +488,150 @@ fn ensure(cond: bool, why: impl FnOnce() -> String) -> Check {
     }
 }
 
+/// An answer-only PROJECT point: `ours` says whether the answer follows this project's
+/// decision. Strict: a departure fails the check; lax: it is recorded on `w` under `rule`
+/// as `what` (one text per kind of departure) with `example` (this instance).
+fn project_point(
+    w: &mut World,
+    strict: bool,
+    rule: &'static str,
+    ours: bool,
+    what: &str,
+    example: impl FnOnce() -> String,
+) -> Check {
+    if ours {
+        return Ok(());
+    }
+    let example = example();
+    if strict {
+        Err(format!("{what}: {example} ({rule} [PROJECT])"))
+    } else {
+        note(
+            &mut w.project,
+            ProjectDiff::new(rule, what).example(example),
+        );
+        Ok(())
+    }
+}
+
+/// Runs an answer-only PROJECT check that may bind ids on a copy of `w`: kept when it
+/// passes; when it fails, strict fails and lax records the departure under `rule`
+/// (nothing learnt from that part of the answer).
+fn project_part(
+    w: &mut World,
+    strict: bool,
+    rule: &'static str,
+    what: &str,
+    part: impl FnOnce(&mut World) -> Check,
+) -> Check {
+    let mut trial = w.clone();
+    match part(&mut trial) {
+        Ok(()) => {
+            *w = trial;
+            Ok(())
+        }
+        Err(why) => project_point(w, strict, rule, false, what, || why),
+    }
+}
+
+/// The PROJECT rule that decides the answer to a rejected request on `path` (its status
+/// beyond "some 4xx" and its body shape).
+fn rejection_rule(path: &str) -> &'static str {
+    let route = path.strip_prefix("/api/v1/").unwrap_or(path);
+    match route.split('/').next().unwrap_or("") {
+        "ack" => "ACK-0",
+        "lease" => "LEASE-3",
+        "configure" => "CFG-3",
+        "transaction" => "TXN-3",
+        "dlq" => "DLQ-2",
+        "pop" => "POP-10",
+        _ => "PUSH-8",
+    }
+}
+
 /// Whether `actual` is an answer the model allows for `out`, learning ids and
-/// narrowing uncertain times and OPEN values in `w` as it goes.
+/// narrowing uncertain times and OPEN values in `w` as it goes. Strict on every
+/// PROJECT point; see [`check_with`].
 pub fn check(out: &Outcome, actual: &HttpResponse, w: &mut World) -> Check {
+    check_with(out, actual, w, "", true)
+}
+
+/// [`check`] for a request on `path`; unless `strict`, departures on answer-only
+/// PROJECT points are recorded on `w` instead of failing.
+pub fn check_with(
+    out: &Outcome,
+    actual: &HttpResponse,
+    w: &mut World,
+    path: &str,
+    strict: bool,
+) -> Check {
     let status = out.status();
     if let Outcome::PopIllegal(why) = out {
         return Err(why.clone());
     }
-    ensure(actual.status == status, || {
-        format!("status {} where {status} is expected", actual.status)
-    })?;
     let body = actual.body.as_ref();
+    if let Outcome::Rejected(_) = out {
+        // PUSH-8, ACK-0, LEASE-3, CFG-3, TXN-3 [PROJECT]: 400 `{"error": "..."}`. Lax: any
+        // 4xx with a body. A pop's unparseable parameter is 400 by the seeds (POP-10).
+        let rule = rejection_rule(path);
+        if rule == "POP-10" || strict {
+            ensure(actual.status == status, || {
+                format!("status {} where {status} is expected", actual.status)
+            })?;
+        } else {
+            ensure((400..500).contains(&actual.status), || {
+                format!(
+                    "status {} where a rejection (4xx, ours {status}) is expected",
+                    actual.status
+                )
+            })?;
+            project_point(
+                w,
+                strict,
+                rule,
+                actual.status == status,
+                "rejects bad input with another 4xx status",
+                || format!("{} where ours is {status}", actual.status),
+            )?;
+        }
+        let e = body.and_then(|b| b.get("error")).and_then(Value::as_str);
+        if !strict {
+            ensure(body.is_some_and(|b| !b.is_null()), || {
+                "a rejection must say what is wrong".into()
+            })?;
+        }
+        return project_point(
+            w,
+            strict,
+            rule,
+            e.is_some_and(|s| !s.is_empty()),
+            "a rejection without {\"error\": \"...\"}",
+            || body_text(&actual.body),
+        );
+    }
+    if let (Outcome::Delete(_), false) = (out, strict) {
+        // DEL-1 [PROJECT] is the whole answer: any 2xx is accepted, its shape recorded.
+        ensure((200..300).contains(&actual.status), || {
+            format!("status {} where a 2xx is expected (DEL-1)", actual.status)
+        })?;
+        project_point(
+            w,
+            strict,
+            "DEL-1",
+            actual.status == status,
+            "answers a delete with another 2xx status",
+            || format!("{} where ours is {status}", actual.status),
+        )?;
+    } else {
+        ensure(actual.status == status, || {
+            format!("status {} where {status} is expected", actual.status)
+        })?;
+    }
     match out {
         Outcome::PopEmpty => ensure(body.is_none(), || {
             "a 204 must have no body at all (POP-6)".into()
         }),
-        Outcome::Rejected(_) => {
-            let e = body.and_then(|b| b.get("error")).and_then(Value::as_str);
-            ensure(e.is_some_and(|s| !s.is_empty()), || {
-                "a rejection must carry {\"error\": \"...\"}".into()
-            })
-        }
+        Outcome::Rejected(_) => unreachable!("handled above"),
         Outcome::DiscoveryRejected => subset(&to_value(&DiscoveryError::new()), body, "body"),
         Outcome::Push(items) => {
             let arr = body
@@ -464,7 +641,7 @@ pub fn check(out: &Outcome, actual: &HttpResponse, w: &mut World) -> Check {
                 format!("{} results for {} items (PUSH-1)", arr.len(), items.len())
             })?;
             for (o, a) in items.iter().zip(arr) {
-                check_push_item(o, a, w)?;
+                check_push_item(o, a, w, strict)?;
             }
             Ok(())
         }
@@ -513,44 +690,66 @@ pub fn check(out: &Outcome, actual: &HttpResponse, w: &mut World) -> Check {
         }
         Outcome::Txn(t) => {
             let b = body.ok_or("transaction answer has no body")?;
-            let id = b.get("transactionId").and_then(Value::as_str).unwrap_or("");
-            ensure(is_uuid(id), || {
-                format!("transactionId {id:?} is not a UUID (TXN-3)")
-            })?;
+            // TXN-1 (all or nothing) is SEED: `success` must say which happened.
             ensure(b.get("success") == Some(&json!(t.success)), || {
                 format!("success must be {} (TXN-1, TXN-2)", t.success)
             })?;
-            if !t.success {
-                let e = b.get("error").and_then(Value::as_str);
-                return ensure(e.is_some_and(|s| !s.is_empty()), || {
-                    "an aborted transaction must say why".into()
-                });
-            }
-            let res = b
-                .get("results")
-                .and_then(Value::as_array)
-                .ok_or("results must be an array (TXN-3)")?;
-            ensure(res.len() == t.results.len(), || {
-                format!(
-                    "{} results where {} are expected (TXN-3)",
-                    res.len(),
-                    t.results.len()
-                )
-            })?;
-            for (o, a) in t.results.iter().zip(res) {
-                match o {
-                    TxnItemOut::Push(p) => check_push_item(p, a, w)?,
-                    TxnItemOut::Ack(x) => check_ack_item(x, a)?,
-                }
-            }
-            Ok(())
+            // TXN-3 [PROJECT]: the rest of the answer's shape.
+            project_part(
+                w,
+                strict,
+                "TXN-3",
+                "the transaction answer's shape differs",
+                |w| {
+                    let id = b.get("transactionId").and_then(Value::as_str).unwrap_or("");
+                    ensure(is_uuid(id), || {
+                        format!("transactionId {id:?} is not a UUID")
+                    })?;
+                    if !t.success {
+                        let e = b.get("error").and_then(Value::as_str);
+                        return ensure(e.is_some_and(|s| !s.is_empty()), || {
+                            "an aborted transaction must say why in \"error\"".into()
+                        });
+                    }
+                    let res = b
+                        .get("results")
+                        .and_then(Value::as_array)
+                        .ok_or("results must be an array")?;
+                    ensure(res.len() == t.results.len(), || {
+                        format!(
+                            "{} results where {} are expected",
+                            res.len(),
+                            t.results.len()
+                        )
+                    })?;
+                    for (o, a) in t.results.iter().zip(res) {
+                        match o {
+                            TxnItemOut::Push(p) => check_push_item(p, a, w, true)?,
+                            TxnItemOut::Ack(x) => check_ack_item(x, a)?,
+                        }
+                    }
+                    Ok(())
+                },
+            )
         }
-        Outcome::Dlq(d) => check_dlq(d, body, w),
-        Outcome::Configure(_)
-        | Outcome::Delete(_)
-        | Outcome::Maintenance { .. }
-        | Outcome::PopMaintenance { .. }
-        | Outcome::Health => {
+        // DLQ-2 [PROJECT]: the listing's shape and content.
+        Outcome::Dlq(d) => {
+            project_part(w, strict, "DLQ-2", "the dead-letter listing differs", |w| {
+                check_dlq(d, body, w)
+            })
+        }
+        Outcome::Delete(_) | Outcome::Health => {
+            let rule = if matches!(out, Outcome::Health) {
+                "HEALTH-1"
+            } else {
+                "DEL-1"
+            };
+            let expected = describe(out, w).body.expect("these answers have bodies");
+            project_part(w, strict, rule, "the answer's body differs", |_| {
+                subset(&expected, body, "body")
+            })
+        }
+        Outcome::Configure(_) | Outcome::Maintenance { .. } | Outcome::PopMaintenance { .. } => {
             let expected = describe(out, w).body.expect("these answers have bodies");
             subset(&expected, body, "body")
         }
@@ -597,7 +796,7 @@ fn check_time(actual: &str, s: Stamp, what: &str) -> Check {
     })
 }
 
-fn check_push_item(o: &PushOut, a: &Value, w: &mut World) -> Check {
+fn check_push_item(o: &PushOut, a: &Value, w: &mut World, strict: bool) -> Check {
     let r: PushResult = parse(Some(a), "push result (PUSH-1)")?;
     ensure(r.index == o.index, || {
         format!("index {} where {} is expected", r.index, o.index)
@@ -628,11 +827,33 @@ fn check_push_item(o: &PushOut, a: &Value, w: &mut World) -> Check {
     ensure(is_uuid_v7(&r.message_id), || {
         format!("message_id {} is not a UUIDv7", r.message_id)
     })?;
-    if let Some(h) = o.msg {
-        w.ids
+    match o.msg {
+        // PUSH-5 [PROJECT]: a duplicate carries the original message's id. Lax: another
+        // id is recorded; the original's id is then learnt from a later answer.
+        Some(h) if !strict && r.status == PushStatus::Duplicate => {
+            let original = w.ids.msgs.id(h).map(str::to_string);
+            if let Some(id) = original {
+                project_point(
+                    w,
+                    strict,
+                    "PUSH-5",
+                    id == r.message_id,
+                    "a duplicate item carries another message_id than the original's",
+                    || {
+                        format!(
+                            "item {}: {} where the original is {id}",
+                            o.index, r.message_id
+                        )
+                    },
+                )?;
+            }
+        }
+        Some(h) => w
+            .ids
             .msgs
             .bind("message", h, &r.message_id)
-            .map_err(|e| format!("{e} (PUSH-5: a duplicate carries the original id)"))?;
+            .map_err(|e| format!("{e} (PUSH-5: a duplicate carries the original id)"))?,
+        None => {}
     }
     Ok(())
 }

@@ -8,8 +8,14 @@
 //! outcome with the state it leads to. A comparison that is decided one way also
 //! narrows what is known about "now", so later deadlines in the same operation are
 //! derived from the narrowed interval.
+//!
+//! PROJECT points where another broker plausibly decides otherwise are asked through
+//! [`Ctx::project`]: a policy answers them like OPEN points; an exploration branches on
+//! them only when told to ([`explore_project`], a checker that is not strict), and each
+//! run reports which project alternatives it took as [`ProjectDiff`]s.
 
 use crate::policy::{ChoicePoint, Policy};
+use crate::project::{note, ProjectDiff};
 use crate::time::{Stamp, Tri};
 
 /// The limit on branches of one operation before [`explore`] gives up.
@@ -33,6 +39,10 @@ struct Script {
     picks: Vec<u32>,
     arities: Vec<u32>,
     pos: usize,
+    /// Whether PROJECT points branch (a checker that is not strict).
+    allow_project: bool,
+    /// The project alternatives taken in the current run.
+    taken: Vec<ProjectDiff>,
 }
 
 impl<'a> Ctx<'a> {
@@ -77,6 +87,26 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Whether to take the alternative to this project's decision at the PROJECT point
+    /// `point` (decided by `rule`; `what` says what the alternative does). A policy
+    /// answers it; an exploration branches only when project alternatives are allowed,
+    /// and records the difference on the branch that takes the alternative.
+    pub fn project(&mut self, point: ChoicePoint, rule: &'static str, what: &str) -> bool {
+        match &self.mode {
+            Mode::Policy(p) => p.pick(point) == 1,
+            Mode::Explore(s) if !s.allow_project => false,
+            Mode::Explore(_) => {
+                let alt = self.choose(point, 2) == 1;
+                if alt {
+                    if let Mode::Explore(s) = &mut self.mode {
+                        note(&mut s.taken, ProjectDiff::new(rule, what));
+                    }
+                }
+                alt
+            }
+        }
+    }
+
     /// Whether now is strictly before `t` (a deadline not reached yet).
     pub fn now_before(&mut self, t: Stamp) -> bool {
         match self.now.before(&t) {
@@ -110,12 +140,26 @@ pub struct TooManyBranches(pub usize);
 /// state each time it is called.
 pub fn explore<T>(
     now: Stamp,
-    mut op: impl FnMut(&mut Ctx) -> T,
+    op: impl FnMut(&mut Ctx) -> T,
 ) -> Result<Vec<(T, Stamp)>, TooManyBranches> {
-    let mut script = Script::default();
+    explore_project(now, false, op).map(|v| v.into_iter().map(|(r, n, _)| (r, n)).collect())
+}
+
+/// [`explore`], also branching on PROJECT points when `allow_project`: each result
+/// comes with the project alternatives its run took (empty: this project's decisions).
+pub fn explore_project<T>(
+    now: Stamp,
+    allow_project: bool,
+    mut op: impl FnMut(&mut Ctx) -> T,
+) -> Result<Vec<(T, Stamp, Vec<ProjectDiff>)>, TooManyBranches> {
+    let mut script = Script {
+        allow_project,
+        ..Script::default()
+    };
     let mut out = Vec::new();
     loop {
         script.pos = 0;
+        script.taken.clear();
         let (result, narrowed) = {
             let mut ctx = Ctx {
                 now,
@@ -124,7 +168,7 @@ pub fn explore<T>(
             let r = op(&mut ctx);
             (r, ctx.now)
         };
-        out.push((result, narrowed));
+        out.push((result, narrowed, std::mem::take(&mut script.taken)));
         if out.len() > MAX_BRANCHES {
             return Err(TooManyBranches(MAX_BRANCHES));
         }
@@ -180,5 +224,26 @@ mod tests {
         let policy = Policy::default();
         let mut ctx = Ctx::policy(Stamp::exact(150), &policy);
         assert!(!ctx.now_before(Stamp::exact(150)));
+    }
+
+    #[test]
+    fn project_points_branch_only_when_allowed_and_record_the_alternative() {
+        let run = |ctx: &mut Ctx| ctx.project(ChoicePoint::AckOutsideSpan, "ACK-5", "accepted");
+        let strict = explore_project(Stamp::exact(0), false, run).unwrap();
+        assert_eq!(strict.len(), 1);
+        assert!(!strict[0].0 && strict[0].2.is_empty());
+        let lax = explore_project(Stamp::exact(0), true, run).unwrap();
+        assert_eq!(lax.len(), 2);
+        assert!(!lax[0].0 && lax[0].2.is_empty());
+        assert!(lax[1].0);
+        assert_eq!(lax[1].2, vec![ProjectDiff::new("ACK-5", "accepted")]);
+        let mut p = Policy::default();
+        assert!(!Ctx::policy(Stamp::exact(0), &p).project(
+            ChoicePoint::AckOutsideSpan,
+            "ACK-5",
+            ""
+        ));
+        p.ack_outside_span = 1;
+        assert!(Ctx::policy(Stamp::exact(0), &p).project(ChoicePoint::AckOutsideSpan, "ACK-5", ""));
     }
 }

@@ -12,6 +12,7 @@ pub mod engine;
 pub mod ids;
 pub mod model;
 pub mod policy;
+pub mod project;
 pub mod render;
 pub mod time;
 pub mod wire;

@@ -20,6 +20,24 @@ pub enum ChoicePoint {
     /// POP-8 read for the partition route: a partition-route pop on an unknown queue.
     /// 0 = create the queue row, 1 = create nothing. [PROJECT decision: OPEN here]
     PartitionPopCreatesQueue,
+    // ---- PROJECT points another broker plausibly decides otherwise; 0 = ours. A
+    // checker explores the alternative only when not strict (see `Ctx::project`).
+    /// ACK-5 [PROJECT]: the live lease id with an offset outside its span.
+    /// 0 = `invalid or expired lease`, 1 = accepted as a valid ack.
+    AckOutsideSpan,
+    /// ACK step 3 [PROJECT]: 0 = at most one retry charged per call, 1 = every
+    /// failed offset of the call is charged one retry.
+    AckChargesEveryFailure,
+    /// ACK step 5 [PROJECT]: 0 = the lease is kept while part of its span stays
+    /// uncommitted and nothing comes back, 1 = any accepted ack releases it.
+    AckReleasesOnPartialCommit,
+    /// TXN-2 [PROJECT]: 0 = an ack answering `success:false` aborts the transaction,
+    /// 1 = the transaction commits and reports that ack's failure in its results.
+    TxnKeepsFailedAck,
+    /// POP-13 [PROJECT]: 0 = the first pop records the group's subscription (later
+    /// partitions start at their beginning), 1 = every pop seeds the partitions the
+    /// group has no cursor on yet with that pop's subscription parameters.
+    SubscriptionPerPartition,
 }
 
 /// How an absent `payload` is stored (PUSH-9).
@@ -78,6 +96,16 @@ pub struct Policy {
     pub ack_without_cursor: u32,
     /// Alternative index taken at [`ChoicePoint::PartitionPopCreatesQueue`].
     pub partition_pop_creates_queue: u32,
+    /// Alternative index taken at [`ChoicePoint::AckOutsideSpan`] (PROJECT; 0 = ours).
+    pub ack_outside_span: u32,
+    /// Alternative index taken at [`ChoicePoint::AckChargesEveryFailure`] (PROJECT).
+    pub ack_charges_every_failure: u32,
+    /// Alternative index taken at [`ChoicePoint::AckReleasesOnPartialCommit`] (PROJECT).
+    pub ack_releases_on_partial_commit: u32,
+    /// Alternative index taken at [`ChoicePoint::TxnKeepsFailedAck`] (PROJECT).
+    pub txn_keeps_failed_ack: u32,
+    /// Alternative index taken at [`ChoicePoint::SubscriptionPerPartition`] (PROJECT).
+    pub subscription_per_partition: u32,
 }
 
 impl Policy {
@@ -92,6 +120,21 @@ impl Policy {
             ack_without_cursor: 1,
             partition_pop_creates_queue: 1,
             pop_order: PopOrder::NewestPartitionFirst,
+            ..Policy::default()
+        }
+    }
+
+    /// The other alternative at every PROJECT point modelled as a choice: a broker
+    /// that differs from ours only on project-resolved points (a strict checker
+    /// rejects it; a lax one lists the differences).
+    pub fn project_alternative() -> Policy {
+        Policy {
+            ack_outside_span: 1,
+            ack_charges_every_failure: 1,
+            ack_releases_on_partial_commit: 1,
+            txn_keeps_failed_ack: 1,
+            subscription_per_partition: 1,
+            ..Policy::default()
         }
     }
 
@@ -102,6 +145,11 @@ impl Policy {
             ChoicePoint::AckBeyondDedupWindow => self.ack_beyond_dedup_window,
             ChoicePoint::AckWithoutCursor => self.ack_without_cursor,
             ChoicePoint::PartitionPopCreatesQueue => self.partition_pop_creates_queue,
+            ChoicePoint::AckOutsideSpan => self.ack_outside_span,
+            ChoicePoint::AckChargesEveryFailure => self.ack_charges_every_failure,
+            ChoicePoint::AckReleasesOnPartialCommit => self.ack_releases_on_partial_commit,
+            ChoicePoint::TxnKeepsFailedAck => self.txn_keeps_failed_ack,
+            ChoicePoint::SubscriptionPerPartition => self.subscription_per_partition,
         }
     }
 }

@@ -314,3 +314,83 @@ fn an_unanswered_push_may_have_taken_effect_and_a_cloned_checker_branches() {
     l.c.step_unknown(&push, l.now, l.now).unwrap();
     assert!(l.c.step(&pop_req, l.now, l.now, &popped).is_ok());
 }
+
+/// A broker that departs from a PROJECT decision that changes state (ACK-5: the live
+/// lease id acking an offset outside its span is accepted): a strict checker diverges,
+/// a lax one follows it and records the departure with its rule id.
+#[test]
+fn project_alternatives_diverge_strictly_and_are_recorded_laxly() {
+    let scenario = |strict: bool| -> (Result<usize, StepError>, Checker) {
+        let mut l = Lockstep::new(Policy {
+            ack_outside_span: 1,
+            ..Policy::default()
+        });
+        l.c.strict_project = strict;
+        l.push("q", "a", Some("t1"));
+        l.push("q", "a", Some("t2"));
+        let p = l.pop("q", &[("batch", "1")]);
+        let acks = acks_for(&p, "completed");
+        let mut outside = acks[0].clone();
+        outside["transactionId"] = json!("t2");
+        let req = HttpRequest::post("/api/v1/ack", &outside);
+        let r = l.e.handle(&req, l.now);
+        assert_eq!(r.body.as_ref().unwrap()[0]["success"], json!(true));
+        (l.feed(&req, &r), l.c)
+    };
+    let (strict, c) = scenario(true);
+    match strict {
+        Err(StepError::Diverged(d)) => assert!(d.rules.contains(&"ACK-5"), "{d}"),
+        other => panic!("a strict checker must diverge: {other:?}"),
+    }
+    assert!(c.project_differences().is_empty());
+    let (lax, c) = scenario(false);
+    assert!(lax.is_ok(), "{lax:?}");
+    let diffs = c.project_differences();
+    assert_eq!(diffs.len(), 1, "{diffs:?}");
+    assert_eq!(diffs[0].rule, "ACK-5");
+}
+
+/// Answer-only PROJECT points: a duplicate with a fresh message_id (PUSH-5) and a 400
+/// without `{"error"}` (PUSH-8) diverge strictly; laxly they are recorded, and a SEED
+/// departure in the same answers (a wrong status) still diverges.
+#[test]
+fn answer_only_project_points_are_relaxed_and_recorded_when_lax() {
+    for strict in [true, false] {
+        let mut l = Lockstep::new(Policy::default());
+        l.c.strict_project = strict;
+        l.push("q", "a", Some("t1"));
+        let req = HttpRequest::post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": "q", "partition": "a", "transactionId": "t1"}]}),
+        );
+        let mut r = l.e.handle(&req, l.now);
+        assert_eq!(r.body.as_ref().unwrap()[0]["status"], json!("duplicate"));
+        r.body.as_mut().unwrap()[0]["message_id"] = json!(uuid_v7_like());
+        assert_eq!(l.feed(&req, &r).is_ok(), !strict, "strict {strict}");
+        let bad = HttpRequest::post_raw("/api/v1/push", "not json");
+        let bad_answer = HttpResponse {
+            status: 400,
+            body: Some(json!({"message": "body is not JSON"})),
+        };
+        assert_eq!(l.feed(&bad, &bad_answer).is_ok(), !strict);
+        let wrong_status = HttpResponse {
+            status: 200,
+            body: Some(json!({"message": "fine"})),
+        };
+        assert!(
+            l.feed(&bad, &wrong_status).is_err(),
+            "a 200 to bad input is never accepted"
+        );
+        let rules: Vec<&str> = l.c.project_differences().iter().map(|d| d.rule).collect();
+        if strict {
+            assert!(rules.is_empty());
+        } else {
+            assert_eq!(rules, vec!["PUSH-5", "PUSH-8"]);
+        }
+    }
+}
+
+/// A UUIDv7 no engine minted.
+fn uuid_v7_like() -> String {
+    "01890a5d-ac96-774b-bcce-b302099a8057".to_string()
+}

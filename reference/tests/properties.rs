@@ -487,15 +487,27 @@ proptest! {
     fn checker_accepts_the_engine_under_any_policy_and_timing(
         steps in prop::collection::vec((step(), 0..400i64, 0..100u8), 1..40),
         alt in any::<bool>(),
+        project in any::<bool>(),
     ) {
-        let policy = if alt {
+        let mut policy = if alt {
             Policy::alternative()
         } else {
             Policy::default()
         };
+        if project {
+            // A broker that also departs from every PROJECT decision modelled as a
+            // choice: accepted by a lax checker (which records it), as ours is strictly.
+            let p = Policy::project_alternative();
+            policy.ack_outside_span = p.ack_outside_span;
+            policy.ack_charges_every_failure = p.ack_charges_every_failure;
+            policy.ack_releases_on_partial_commit = p.ack_releases_on_partial_commit;
+            policy.txn_keeps_failed_ack = p.txn_keeps_failed_ack;
+            policy.subscription_per_partition = p.subscription_per_partition;
+        }
         let mut e = Engine { policy, ..Engine::default() };
         let mut c = Checker::new();
         c.skew_ms = 0;
+        c.strict_project = !project;
         let mut now: Millis = 1_800_000_000_000;
         let mut delivered: Vec<(PopMessage, Option<&'static str>)> = Vec::new();
         for (s, took, at_pct) in &steps {
@@ -517,6 +529,10 @@ proptest! {
             if delivered.len() > 64 {
                 delivered.drain(..delivered.len() - 64);
             }
+        }
+        const PROJECT_POINTS: [&str; 5] = ["ACK-5", "ACK-STEP-3", "ACK-STEP-5", "TXN-2", "POP-13"];
+        for d in c.project_differences() {
+            prop_assert!(project && PROJECT_POINTS.contains(&d.rule), "{d}");
         }
     }
 }

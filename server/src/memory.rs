@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use queen_reference::choice::Ctx;
 use queen_reference::engine::{Engine, IdSource};
 use queen_reference::model::{Outcome, PopRequest};
+use queen_reference::policy::Policy;
 use queen_reference::time::Millis;
 use queen_reference::time::Stamp;
 use queen_reference::wire::{HttpResponse, PopQuery, PopRoute, Request};
@@ -54,6 +55,13 @@ impl MemoryBroker {
             engine: Mutex::new(engine),
             wakes: Wakes::new(),
         }
+    }
+
+    /// The same engine deciding OPEN (and modelled PROJECT) points by `policy` instead
+    /// of this project's choices: test doubles of other legal brokers.
+    pub fn with_policy(self, policy: Policy) -> MemoryBroker {
+        self.engine.lock().expect("engine lock").policy = policy;
+        self
     }
 }
 

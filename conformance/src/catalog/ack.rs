@@ -23,8 +23,9 @@ pub fn cases() -> Vec<Case> {
         statuses: "ack-6/completed-failed-retry-dlq", ["ACK-6", "DLQ-2"], Seed, Core, needs [Configure, DeadLetter];
         expiry_free: "ack-7/lease-expiry-never-spends-retry-budget", ["ACK-7", "DLQ-1"], Seed, DeadLetter, needs [Configure];
         newest: "ack-8/resolves-the-newest-message-with-that-transaction-id", ["ACK-8", "PUSH-5"], Project, Core, needs [Configure, Dedup];
-        one_retry_per_call: "ack-6/at-most-one-retry-charged-per-call", ["ACK-6", "DLQ-1"], Seed, DeadLetter, needs [Configure];
-        partial_keeps_lease: "ack-1/partial-ack-keeps-the-lease-on-the-rest", ["ACK-1", "ACK-4"], Seed, Core;
+        // Section 4's evaluation steps 3 and 5 are [PROJECT]: these two cases check them.
+        one_retry_per_call: "ack-6/at-most-one-retry-charged-per-call", ["ACK-6", "DLQ-1"], Project, DeadLetter, needs [Configure];
+        partial_keeps_lease: "ack-1/partial-ack-keeps-the-lease-on-the-rest", ["ACK-1", "ACK-4"], Project, Core;
         no_cursor_group: "ack-5/open-no-lease-ack-for-a-group-without-cursor", ["ACK-5", "ACK-3"], Open, Core;
     ]
 }

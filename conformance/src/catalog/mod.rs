@@ -12,6 +12,7 @@ mod bad_input;
 mod configure;
 mod dlq;
 mod lease;
+mod outage;
 mod pop;
 mod push;
 mod txn;
@@ -53,6 +54,7 @@ pub fn all() -> Vec<Case> {
     v.extend(configure::cases());
     v.extend(admin::cases());
     v.extend(bad_input::cases());
+    v.extend(outage::cases());
 
     v
 }

@@ -15,6 +15,7 @@ pub fn cases() -> Vec<Case> {
         atomic: "push-3/request-is-atomic", ["PUSH-3", "PUSH-8"], Project, Core, needs [BadInput];
         minted_txn: "push-4/missing-transaction-id-is-minted", ["PUSH-4"], Seed, Core;
         dedup_window: "push-5/duplicate-within-window", ["PUSH-5"], Seed, Dedup;
+        duplicate_id: "push-5/duplicate-carries-the-original-message-id", ["PUSH-5"], Project, Dedup;
         dedup_other_partition: "push-5/same-id-in-another-partition-is-new", ["PUSH-5"], Seed, Dedup;
         dedup_one_request: "push-5/same-id-twice-in-one-request", ["PUSH-5"], Seed, Dedup;
         dedup_expires: "push-5/window-expires", ["PUSH-5", "CFG-1"], Seed, Dedup, needs [Configure];
@@ -113,15 +114,29 @@ async fn dedup_window(s: &mut Session) -> CaseResult {
             vec!["PUSH-5"],
         )
     })?;
+    // Which message_id the duplicate carries is a PROJECT point: the next case.
+    let p = s.pop_some(&q, &[]).await?;
+    ensure(p.messages.len() == 1, || {
+        ("one message stored".into(), vec!["PUSH-5"])
+    })?;
+    ensure(p.messages[0].id == first.message_id, || {
+        (
+            "the stored message is the first push's".into(),
+            vec!["PUSH-5"],
+        )
+    })
+}
+
+/// PUSH-5 [PROJECT]: a `duplicate` item carries the original message's `message_id`.
+async fn duplicate_id(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let first = s.push1(&q, "p", "t").await?;
+    let again = s.push1(&q, "p", "t").await?;
     ensure(again.message_id == first.message_id, || {
         (
             "a duplicate carries the original message_id".into(),
             vec!["PUSH-5"],
         )
-    })?;
-    let p = s.pop_some(&q, &[]).await?;
-    ensure(p.messages.len() == 1, || {
-        ("one message stored".into(), vec!["PUSH-5"])
     })
 }
 

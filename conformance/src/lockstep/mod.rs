@@ -19,6 +19,7 @@ use crate::case::{Capability, Failure};
 use crate::session::{sleep_ms, CheckSettings, Exchange, Session, Target};
 use gen::{Delivered, Names};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+use queen_reference::project::ProjectDiff;
 use queen_reference::wire::PopResponse;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -71,11 +72,18 @@ pub struct LockstepOutcome {
     pub counterexample: Option<Counterexample>,
     pub error: Option<String>,
     pub duration_ms: u64,
+    /// PROJECT decisions the broker departed from in sequences that otherwise passed
+    /// (a lax model only; at most [`MAX_PROJECT_LISTED`] distinct ones are kept).
+    pub project: Vec<ProjectDiff>,
 }
+
+/// How many distinct project differences a lockstep run lists.
+pub const MAX_PROJECT_LISTED: usize = 32;
 
 /// How one sequence ended.
 pub enum SeqResult {
-    Pass,
+    /// Every answer allowed; with the PROJECT decisions departed from (lax model only).
+    Pass(Vec<ProjectDiff>),
     /// The model could not decide: the sequence is cut short, not failed.
     Inconclusive,
     Fail(Failure),
@@ -141,7 +149,8 @@ pub async fn run_sequence(
             Err(f) => return (SeqResult::Fail(f), s.into_transcript()),
         }
     }
-    (SeqResult::Pass, s.into_transcript())
+    let project = s.project_differences();
+    (SeqResult::Pass(project), s.into_transcript())
 }
 
 /// Replays a step list against a broker at `url` (default check settings): the entry
@@ -150,7 +159,7 @@ pub async fn replay(url: &str, steps: &[Step]) -> Result<(), String> {
     let target = Target::new(url, CheckSettings::default());
     let prefix = format!("rp{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
     match run_sequence(&target, prefix.clone(), steps, None).await {
-        (SeqResult::Pass, _) | (SeqResult::Inconclusive, _) => Ok(()),
+        (SeqResult::Pass(_), _) | (SeqResult::Inconclusive, _) => Ok(()),
         (SeqResult::Fail(f), t) => Err(format!(
             "{}\n{}",
             f.details(),
@@ -161,6 +170,7 @@ pub async fn replay(url: &str, steps: &[Step]) -> Result<(), String> {
 
 struct Shared {
     coverage: Mutex<Coverage>,
+    project: Mutex<Vec<ProjectDiff>>,
     counter: AtomicU64,
     sequences: AtomicU64,
     exchanges: AtomicU64,
@@ -197,6 +207,7 @@ pub async fn run(
     let workers = opts.workers.max(1).min(opts.cases.max(1) as usize);
     let shared = Arc::new(Shared {
         coverage: Mutex::new(Coverage::default()),
+        project: Mutex::new(Vec::new()),
         counter: AtomicU64::new(0),
         sequences: AtomicU64::new(0),
         exchanges: AtomicU64::new(0),
@@ -232,6 +243,8 @@ pub async fn run(
         }
     }
     out.coverage = shared.coverage.lock().expect("coverage").clone();
+    out.project = shared.project.lock().expect("project").clone();
+    out.project.sort();
     out.sequences = shared.sequences.load(Ordering::SeqCst);
     out.exchanges = shared.exchanges.load(Ordering::SeqCst);
     out.inconclusive = shared.inconclusive.load(Ordering::SeqCst);
@@ -299,7 +312,17 @@ fn worker(
             }
         }
         match res {
-            SeqResult::Pass => Ok(()),
+            SeqResult::Pass(project) => {
+                if !shrinking {
+                    let mut all = shared.project.lock().expect("project");
+                    for d in project {
+                        if all.len() < MAX_PROJECT_LISTED {
+                            queen_reference::project::note(&mut all, d);
+                        }
+                    }
+                }
+                Ok(())
+            }
             SeqResult::Inconclusive => {
                 shared.inconclusive.fetch_add(1, Ordering::SeqCst);
                 Ok(())

@@ -2,7 +2,9 @@
 //! verdict, rules, level and capability; failures with the divergence (request, actual
 //! answer, the model's allowed answers and why each differs), the transcript and a curl
 //! script; the lockstep run with its coverage and counterexample; the concurrent
-//! scenario with its linearizability verdict per queue and its anomaly counts.
+//! scenario with its linearizability verdict per queue and its anomaly counts. A PROJECT
+//! difference is a failure of kind `project-difference` with `projectDifferences: [{rule,
+//! what}]` (level PROJECT, `failsRun` only with `--strict`).
 
 use super::{Report, Verdict};
 use crate::case::Failure;
@@ -21,6 +23,9 @@ fn failure_json(f: &Failure) -> Value {
             .zip(&divergence.reasons)
             .map(|(e, why)| json!({"status": e.status, "body": e.body, "differs": why}))
             .collect();
+    }
+    if let Failure::ProjectDiffers(d) = f {
+        v["projectDifferences"] = json!(d);
     }
     v
 }
@@ -58,6 +63,7 @@ pub fn render(r: &Report) -> Value {
             "cases": l.cases,
             "maxSteps": l.steps,
             "sequences": l.sequences,
+            "projectDifferences": l.project,
             "exchanges": l.exchanges,
             "inconclusive": l.inconclusive,
             "durationMs": l.duration_ms,

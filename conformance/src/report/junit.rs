@@ -2,7 +2,10 @@
 //! `<testcase>` per case (and one for the lockstep run); a failure that fails the run is
 //! a `<failure>`, an excused one (PROJECT without `--strict`, OPEN, expected) is
 //! reported as `<skipped>` with the reason, so the CI's red/green matches the exit
-//! status. Rules and level are in each test case's `<properties>` and output.
+//! status. Rules and level are in each test case's `<properties>` and output. A case
+//! that differs only on project-resolved points is therefore a `<skipped message="differs
+//! on a PROJECT point ...">` with the rule ids and what differed in `<system-out>`
+//! without `--strict`, and a `<failure type="project-difference">` with it.
 
 use super::{Report, Verdict};
 use crate::case::Capability;

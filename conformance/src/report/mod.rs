@@ -1,6 +1,9 @@
 //! The verdict of a run and its reports. [`Report::build`] applies the rules of the
 //! exit status to the raw results: any SEED failure fails the run; PROJECT differences
 //! only with `--strict` (they are listed apart as "differs on project-resolved points");
+//! a case or lockstep run whose answers were all allowed, but only by departing from
+//! PROJECT decisions ([`Failure::ProjectDiffers`]), is such a PROJECT difference whatever
+//! its own level;
 //! OPEN cases never fail it; expected failures are excused and stale ones are failures;
 //! a run that executed no case fails.
 
@@ -149,10 +152,15 @@ impl Report {
             let curl = failure
                 .as_ref()
                 .map(|f| curl_script(&o.transcript, &o.prefix, Some(f)));
+            let level = if failure.as_ref().is_some_and(Failure::is_project_only) {
+                Level::Project
+            } else {
+                o.case.level
+            };
             entries.push(Entry {
                 id: o.case.id.to_string(),
                 rules: o.case.rules.iter().map(|r| r.to_string()).collect(),
-                level: o.case.level,
+                level,
                 capability: o.case.capability,
                 verdict,
                 skip_reason,
@@ -164,14 +172,25 @@ impl Report {
             });
         }
         if let Some(l) = &results.lockstep {
-            let failure = l.counterexample.as_ref().map(|c| c.failure.clone());
+            let failure = l
+                .counterexample
+                .as_ref()
+                .map(|c| c.failure.clone())
+                .or_else(|| {
+                    (l.error.is_none() && !l.project.is_empty())
+                        .then(|| Failure::ProjectDiffers(l.project.clone()))
+                });
             let rules: Vec<String> = failure
                 .as_ref()
                 .map(|f| f.rules().iter().map(|r| r.to_string()).collect())
                 .unwrap_or_default();
-            let level = failure
-                .as_ref()
-                .map_or(Level::Seed, |f| level_of(&f.rules()));
+            let level = failure.as_ref().map_or(Level::Seed, |f| {
+                if f.is_project_only() {
+                    Level::Project
+                } else {
+                    level_of(&f.rules())
+                }
+            });
             let (verdict, failure) = match (&l.error, failure) {
                 (_, Some(f)) => (Verdict::Failed, Some(f)),
                 (Some(e), None) => (Verdict::Failed, Some(Failure::Transport(e.clone()))),

@@ -34,8 +34,14 @@ fn failure_block(out: &mut String, e: &Entry, verbose: bool) {
     );
     if let Some(f) = &e.failure {
         let _ = writeln!(out, "       {}", clip(&f.headline(), 300));
-        if let Failure::Diverged { .. } = f {
-            out.push_str(&indent(&f.details(), "         "));
+        match f {
+            Failure::Diverged { .. } => out.push_str(&indent(&f.details(), "         ")),
+            Failure::ProjectDiffers(d) => {
+                for x in d {
+                    let _ = writeln!(out, "         {}", clip(&x.to_string(), 300));
+                }
+            }
+            _ => {}
         }
         if !f.rules().is_empty() {
             let _ = writeln!(out, "       rules: {}", f.rules().join(", "));
@@ -87,13 +93,13 @@ pub fn render(r: &Report, verbose: bool) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<14} {:<8} {:>6} {:>6} {:>7} {:>8}",
+        "{:<16} {:<8} {:>6} {:>6} {:>7} {:>8}",
         "capability", "level", "passed", "failed", "skipped", "expected"
     );
     for ((cap, level), [p, f, s, x]) in &table {
         let _ = writeln!(
             out,
-            "{:<14} {:<8} {:>6} {:>6} {:>7} {:>8}",
+            "{:<16} {:<8} {:>6} {:>6} {:>7} {:>8}",
             cap.as_str(),
             level.as_str(),
             p,
@@ -205,6 +211,20 @@ pub fn render(r: &Report, verbose: bool) -> String {
             if c.saved.is_empty() {
                 let _ = writeln!(out, "  curl script:");
                 out.push_str(&indent(&c.curl, "    "));
+            }
+        }
+        if !l.project.is_empty() {
+            let _ = writeln!(
+                out,
+                "  differs on project-resolved points ({}):",
+                if r.strict {
+                    "fails with --strict"
+                } else {
+                    "does not fail the run"
+                }
+            );
+            for d in &l.project {
+                let _ = writeln!(out, "    {}", clip(&d.to_string(), 300));
             }
         }
         if let Some(e) = &l.error {

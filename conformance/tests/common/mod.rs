@@ -26,9 +26,14 @@ pub async fn serve(broker: Arc<dyn Broker>) -> Running {
 }
 
 /// Options for a run against `url`: `only` filters cases, `lockstep` is (seed, cases, steps).
+/// The model is lax on PROJECT points, as the CLI without `--strict`.
 pub fn options(url: &str, only: &[&str], lockstep: Option<(u64, u32, u32)>) -> RunOptions {
+    let settings = CheckSettings {
+        strict_project: false,
+        ..CheckSettings::default()
+    };
     RunOptions {
-        target: Target::new(url, CheckSettings::default()),
+        target: Target::new(url, settings),
         target_label: url.to_string(),
         without: BTreeSet::new(),
         only: only.iter().map(|s| s.to_string()).collect(),
@@ -48,6 +53,15 @@ pub fn options(url: &str, only: &[&str], lockstep: Option<(u64, u32, u32)>) -> R
     }
 }
 
+/// Runs and judges as the CLI without `--strict`.
 pub async fn run(opts: &RunOptions) -> Report {
     Report::build(runner::run(opts).await, false, &BTreeSet::new())
+}
+
+/// Runs and judges as the CLI with `--strict`: the model holds the broker to every
+/// PROJECT decision and PROJECT differences fail the run.
+pub async fn run_strict(opts: &RunOptions) -> Report {
+    let mut opts = opts.clone();
+    opts.target.settings.strict_project = true;
+    Report::build(runner::run(&opts).await, true, &BTreeSet::new())
 }

@@ -136,9 +136,20 @@ fn step1(st: &mut State, i: usize, it: &AckIn, ctx: &mut Ctx) -> Step1 {
                 .filter(|l| l.id == h)
                 .map(|l| (l.deadline, l.end));
             match live {
-                // ACK-5 [PROJECT]: the offset must lie in the lease's span.
-                Some((deadline, end)) if offset <= end && ctx.now_before(deadline) => {
-                    Step1::Valid { part: ph, offset }
+                Some((deadline, end)) if ctx.now_before(deadline) => {
+                    // ACK-5 [PROJECT]: the offset must lie in the lease's span; another
+                    // broker may accept it (explored by a checker that is not strict).
+                    if offset <= end
+                        || ctx.project(
+                            ChoicePoint::AckOutsideSpan,
+                            "ACK-5",
+                            "accepted an ack carrying the live lease id for an offset outside the lease's span (ours: invalid or expired lease)",
+                        )
+                    {
+                        Step1::Valid { part: ph, offset }
+                    } else {
+                        Step1::Answered(answer(i, txn, false, Some(ERR_INVALID_LEASE), false))
+                    }
                 }
                 _ => Step1::Answered(answer(i, txn, false, Some(ERR_INVALID_LEASE), false)),
             }
@@ -166,6 +177,16 @@ pub struct ValidAck<'a> {
     pub error: Option<&'a str>,
 }
 
+/// Departures from this project's decisions in steps 3 and 5 [PROJECT] that another
+/// broker plausibly makes; all false is ours. Only a checker that is not strict uses them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepAlternatives {
+    /// Step 3: every failed offset with budget left is charged one retry.
+    pub charge_every_failure: bool,
+    /// Step 5: any accepted ack releases the lease, even a partial commit.
+    pub release_on_partial_commit: bool,
+}
+
 /// What steps 2–6 decide for one `(partition, group)`. Pure data: the model applies it
 /// to its state, the server applies it with SQL, so both follow the same rules.
 #[derive(Clone, Debug, PartialEq)]
@@ -173,6 +194,11 @@ pub struct Decision {
     pub new_cursor: u32,
     /// The offset charged one retry (at most one per call).
     pub charged: Option<u32>,
+    /// Further offsets charged one retry: only under
+    /// [`StepAlternatives::charge_every_failure`] (never by our server).
+    pub also_charged: Vec<u32>,
+    /// How many `failed` signals survived step 2 (whether step 3's one-retry rule mattered).
+    pub failed_signals: usize,
     /// Offsets filed as dead letters: (offset, error text, retries spent on it).
     pub dead: Vec<(u32, Option<String>, u32)>,
     /// A `failed` offset comes back: the span waits `retryDelay`.
@@ -187,6 +213,11 @@ pub struct Decision {
 
 /// Steps 2–6 of section 4 for one `(partition, group)`.
 pub fn decide(view: &PairView, valid: &[ValidAck]) -> Decision {
+    decide_with(view, valid, StepAlternatives::default())
+}
+
+/// [`decide`] with departures from the project's decisions in steps 3 and 5.
+pub fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -> Decision {
     let c = view.committed;
     // Step 2: the strongest signal per offset, and the error text that came with it.
     let mut signal: BTreeMap<u32, (AckStatus, Option<&str>)> = BTreeMap::new();
@@ -198,6 +229,7 @@ pub fn decide(view: &PairView, valid: &[ValidAck]) -> Decision {
     }
     // Step 3: walk failed offsets upward; charge at most one retry.
     let mut charged: Option<u32> = None;
+    let mut also_charged: Vec<u32> = Vec::new();
     let mut dead: Vec<(u32, Option<String>, u32)> = Vec::new();
     let mut first_back: Option<u32> = None;
     let mut failed_back = false;
@@ -205,9 +237,12 @@ pub fn decide(view: &PairView, valid: &[ValidAck]) -> Decision {
         let back = match status {
             AckStatus::Failed => {
                 let count = view.retries.get(&off).copied().unwrap_or(0);
-                if charged.is_some() {
+                if alt.charge_every_failure && charged.is_some() && count < view.retry_limit {
+                    also_charged.push(off);
                     true
-                } else if count < view.retry_limit {
+                } else if charged.is_some() && !alt.charge_every_failure {
+                    true
+                } else if count < view.retry_limit && charged.is_none() {
                     charged = Some(off);
                     true
                 } else {
@@ -243,9 +278,11 @@ pub fn decide(view: &PairView, valid: &[ValidAck]) -> Decision {
         None => c.max(highest_terminal),
     };
     // Step 5: release the lease when something comes back or the span is done.
-    let release = view
-        .lease
-        .is_some_and(|(end, _)| first_back.is_some() || new_cursor >= end);
+    let release = view.lease.is_some_and(|(end, _)| {
+        first_back.is_some()
+            || new_cursor >= end
+            || (alt.release_on_partial_commit && !valid.is_empty())
+    });
     let released_live = release && view.lease.is_some_and(|(_, live)| live);
     // Step 6: per item, whether it became a dead letter and whether it is a blocked completion.
     let items = valid
@@ -259,9 +296,15 @@ pub fn decide(view: &PairView, valid: &[ValidAck]) -> Decision {
             )
         })
         .collect();
+    let failed_signals = signal
+        .values()
+        .filter(|(s, _)| *s == AckStatus::Failed)
+        .count();
     Decision {
         new_cursor,
         charged,
+        also_charged,
+        failed_signals,
         dead,
         failed_back,
         release,
@@ -302,15 +345,40 @@ fn evaluate(
             error: items[i].error.as_deref(),
         })
         .collect();
-    let d = decide(&view, &valid);
+    let mut d = decide(&view, &valid);
+    // Steps 3 and 5 [PROJECT]: another broker may charge every failure, or release the
+    // lease on a partial commit. Asked only where the alternative changes something.
+    let mut alt = StepAlternatives::default();
+    if d.failed_signals > 1
+        && ctx.project(
+            ChoicePoint::AckChargesEveryFailure,
+            "ACK-STEP-3",
+            "charged a retry to every failed offset of one call (ours, section 4 step 3: at most one per call)",
+        )
+    {
+        alt.charge_every_failure = true;
+    }
+    if view.lease.is_some()
+        && !d.release
+        && ctx.project(
+            ChoicePoint::AckReleasesOnPartialCommit,
+            "ACK-STEP-5",
+            "released the lease on a partial commit (ours, section 4 step 5: kept until the span is committed or something comes back)",
+        )
+    {
+        alt.release_on_partial_commit = true;
+    }
+    if alt != StepAlternatives::default() {
+        d = decide_with(&view, &valid, alt);
+    }
 
     let now = ctx.now;
     if d.release {
         st.release_lease(ph, group);
     }
     let cur = st.cursor_mut(ph, group);
-    if let Some(off) = d.charged {
-        *cur.retries.entry(off).or_insert(0) += 1;
+    for off in d.charged.iter().chain(&d.also_charged) {
+        *cur.retries.entry(*off).or_insert(0) += 1;
     }
     cur.committed = d.new_cursor;
     cur.retries = cur.retries.split_off(&(d.new_cursor + 1));

@@ -273,15 +273,37 @@ fn check_order(
 
 /// POP-13: the first pop of a named group on a queue records its subscription and
 /// seeds a cursor on every partition that exists then. Queue mode is never seeded.
+///
+/// [PROJECT] alternative explored by a checker that is not strict: no recorded
+/// subscription; every pop seeds the partitions the group has no cursor on yet with
+/// that pop's parameters (asked only when that seeds something other than the start).
 fn subscribe(st: &mut State, queue: &str, q: &PopQuery, ctx: &mut Ctx) {
-    if q.consumer_group == QUEUE_MODE
-        || st.queues[queue]
-            .subscriptions
-            .contains_key(&q.consumer_group)
-    {
+    if q.consumer_group == QUEUE_MODE {
         return;
     }
     let parts: Vec<PartH> = st.queues[queue].partitions.values().copied().collect();
+    if st.queues[queue]
+        .subscriptions
+        .contains_key(&q.consumer_group)
+    {
+        let skips_backlog = q.subscription_mode == "new"
+            || q.subscription_from == "now"
+            || parse_iso(&q.subscription_from).is_some();
+        let unseeded = parts.iter().any(|ph| {
+            st.part(*ph)
+                .is_some_and(|p| p.end() > 0 && !p.cursors.contains_key(&q.consumer_group))
+        });
+        if !(skips_backlog
+            && unseeded
+            && ctx.project(
+                ChoicePoint::SubscriptionPerPartition,
+                "POP-13",
+                "seeded a partition created after the group's first pop with a later pop's subscription parameters (ours: it starts at its beginning)",
+            ))
+        {
+            return;
+        }
+    }
     for ph in parts {
         let p = st.part(ph).expect("listed partition exists");
         if p.cursors.contains_key(&q.consumer_group) {
@@ -301,14 +323,12 @@ fn subscribe(st: &mut State, queue: &str, q: &PopQuery, ctx: &mut Ctx) {
         .get_mut(queue)
         .expect("exists")
         .subscriptions
-        .insert(
-            q.consumer_group.clone(),
-            Subscription {
-                mode: q.subscription_mode.clone(),
-                from: q.subscription_from.clone(),
-                at,
-            },
-        );
+        .entry(q.consumer_group.clone())
+        .or_insert(Subscription {
+            mode: q.subscription_mode.clone(),
+            from: q.subscription_from.clone(),
+            at,
+        });
 }
 
 /// Where a new cursor starts (POP-13). `subscriptionFrom` wins when it is `now` or a

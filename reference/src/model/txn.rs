@@ -6,6 +6,7 @@ use super::outcome::{TxnItemOut, TxnOut};
 use super::push::{push, PushKind, TxnMinter};
 use super::state::State;
 use crate::choice::Ctx;
+use crate::policy::ChoicePoint;
 use crate::wire::PushItem;
 
 /// One operation with its ids resolved.
@@ -65,8 +66,15 @@ pub fn transaction(
             }
             TxnOpIn::Ack(item) => {
                 let mut out = ack(&mut work, std::slice::from_ref(item), ctx).remove(0);
-                // TXN-2: any ack that would answer success:false aborts everything.
-                if !out.result.success {
+                // TXN-2 [PROJECT]: any ack that would answer success:false aborts
+                // everything; another broker may commit and report the failed ack.
+                if !out.result.success
+                    && !ctx.project(
+                        ChoicePoint::TxnKeepsFailedAck,
+                        "TXN-2",
+                        "committed a transaction containing an ack that answered success:false (ours: it aborts)",
+                    )
+                {
                     let why = out.result.error.take().unwrap_or_default();
                     return abort(format!(
                         "operations[{i}]: ack of {} failed: {why}",
