@@ -34,6 +34,8 @@ pub async fn run(client: &Client, p: &ConsumeParams) -> Result<Outcome, String> 
         }
         pushed += n;
     }
+    // A marker for profilers (scripts/profile.sh starts recording here).
+    eprintln!("consume: pre-filled {pushed} messages, draining");
     let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
     let dups = Arc::new(Mutex::new(0u64));
     let started = Instant::now();

@@ -38,6 +38,60 @@ pub enum Command {
     },
     /// List the rule ids of PROTOCOL.md with their level and the cases that check them.
     Rules,
+    /// Fault scenarios: the concurrent workload against a PostgreSQL cluster and
+    /// queen-server processes this command starts, while PostgreSQL is paused or
+    /// killed, a server process is killed, ... (see `faults` in ARCHITECTURE.md).
+    #[cfg(feature = "embedded")]
+    Faults(Box<FaultsArgs>),
+    /// Runs our server in this process, as `queen-server` would (the fault scenarios
+    /// start it this way; arguments and environment are queen-server's).
+    #[cfg(feature = "embedded")]
+    #[command(hide = true)]
+    Serve {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+#[cfg(feature = "embedded")]
+#[derive(Debug, Args, Clone)]
+pub struct FaultsArgs {
+    /// Scenarios to run, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub faults: Vec<crate::faults::Fault>,
+    /// Seconds each scenario's fault phase lasts (faults repeat until it is over).
+    #[arg(long, default_value_t = 3)]
+    pub fault_duration: u64,
+    /// Milliseconds PostgreSQL stays paused or down per fault.
+    #[arg(long, default_value_t = 1500)]
+    pub outage_ms: u64,
+    /// Clients calling at once (spread over the server processes).
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Calls per client in one round of the workload.
+    #[arg(long, default_value_t = 15)]
+    pub ops: usize,
+    /// Queues each round spreads over (each checked on its own).
+    #[arg(long, default_value_t = 4)]
+    pub queues: usize,
+    /// Seed of the generated calls (default: random, printed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Client-side timeout of one call in ms.
+    #[arg(long, default_value_t = 1000)]
+    pub op_timeout_ms: u64,
+    /// The client-side timeout of the last client in client-timeouts, in ms.
+    #[arg(long, default_value_t = 12)]
+    pub short_timeout_ms: u64,
+    /// Model steps the linearizability search may take per queue before "unknown".
+    #[arg(long, default_value_t = crate::concurrent::linearize::DEFAULT_BUDGET)]
+    pub budget: u64,
+    /// Where the timeline (HTML) and history (JSON) of a failing round are written.
+    #[arg(long, default_value = "conformance-failures/faults")]
+    pub failures_dir: PathBuf,
+    /// Progress lines on stderr.
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -356,6 +410,46 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
     Ok(report)
 }
 
+/// `queen-conformance faults`: runs each scenario; returns the summaries and whether
+/// all passed.
+#[cfg(feature = "embedded")]
+pub async fn faults(args: &FaultsArgs) -> Result<(String, bool), String> {
+    use crate::faults::{deployment::ServerProgram, Fault, Options};
+    let program = ServerProgram::for_this_executable()?;
+    let seed = args
+        .seed
+        .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0 % 10_000_000_000);
+    let mut opts = Options::bounded(program.clone(), seed);
+    opts.duration = std::time::Duration::from_secs(args.fault_duration);
+    opts.outage = std::time::Duration::from_millis(args.outage_ms);
+    opts.clients = args.concurrency.max(1);
+    opts.ops_per_round = args.ops.max(1);
+    opts.queues = args.queues.max(1);
+    opts.op_timeout_ms = args.op_timeout_ms;
+    opts.short_timeout_ms = args.short_timeout_ms;
+    opts.budget = args.budget;
+    opts.verbose = args.verbose;
+    opts.failures_dir = Some(args.failures_dir.clone());
+    let list = if args.faults.is_empty() {
+        Fault::ALL.to_vec()
+    } else {
+        args.faults.clone()
+    };
+    let mut text = format!(
+        "queen-conformance faults: seed {seed}, server {}, {} clients x {} calls per round\n",
+        program.describe(),
+        opts.clients,
+        opts.ops_per_round
+    );
+    let mut passed = true;
+    for f in list {
+        let r = crate::faults::run(f, &opts).await;
+        passed &= r.passed();
+        text.push_str(&r.summary());
+    }
+    Ok((text, passed))
+}
+
 /// `queen-conformance list`.
 pub fn list(json: bool) -> String {
     let cases = catalog::all();
@@ -408,6 +502,19 @@ pub async fn main_with(cli: Cli) -> i32 {
             print!("{}", rules());
             0
         }
+        #[cfg(feature = "embedded")]
+        Command::Faults(args) => match faults(&args).await {
+            Ok((text, passed)) => {
+                print!("{text}");
+                i32::from(!passed)
+            }
+            Err(e) => {
+                eprintln!("queen-conformance: {e}");
+                2
+            }
+        },
+        #[cfg(feature = "embedded")]
+        Command::Serve { args } => crate::faults::serve::main(&args).await,
         Command::Run(args) => match run(&args).await {
             Ok(report) => {
                 print!("{}", report::terminal::render(&report, args.verbose));

@@ -9,6 +9,8 @@
 //! * [`runner`] — runs both against a target with bounded concurrency.
 //! * [`report`] — terminal summary, JUnit XML and JSON; [`expect`] — expected failures.
 //! * `embedded` (cargo feature `embedded`, default) — our own server in-process.
+//! * `faults` (feature `embedded`) — the concurrent workload while PostgreSQL or a
+//!   server process is paused or killed, on a deployment the harness starts.
 
 pub mod case;
 pub mod catalog;
@@ -17,6 +19,8 @@ pub mod concurrent;
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod expect;
+#[cfg(feature = "embedded")]
+pub mod faults;
 pub mod lockstep;
 pub mod progress;
 pub mod report;

@@ -107,6 +107,18 @@ pub struct Pending {
 }
 
 /// Sends one request; never panics on a broker's misbehaviour.
+/// An error with its causes ("error sending request ...: ...: Connection refused"):
+/// the cause tells a call that never reached the broker from one whose answer was lost.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    s
+}
+
 pub async fn transmit(target: &Target, req: &HttpRequest) -> Result<HttpResponse, String> {
     let mut url = reqwest::Url::parse(&format!("{}{}", target.url, req.path))
         .map_err(|e| format!("bad URL {}{}: {e}", target.url, req.path))?;
@@ -123,9 +135,9 @@ pub async fn transmit(target: &Target, req: &HttpRequest) -> Result<HttpResponse
             .header("content-type", "application/json")
             .body(req.body.clone());
     }
-    let resp = rb.send().await.map_err(|e| format!("{e}"))?;
+    let resp = rb.send().await.map_err(|e| error_chain(&e))?;
     let status = resp.status().as_u16();
-    let bytes = resp.bytes().await.map_err(|e| format!("{e}"))?;
+    let bytes = resp.bytes().await.map_err(|e| error_chain(&e))?;
     let body = if bytes.is_empty() {
         None
     } else {

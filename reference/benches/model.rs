@@ -6,8 +6,12 @@
 //! * `model/cycle_batch10`: the same with 10 messages per call.
 //! * `engine/http_cycle`: the same three requests as HTTP bodies through the engine
 //!   (parsing, id resolution and rendering included).
+//! * `checker/transcript`: the conformance checker (`Checker::step`) verifying a
+//!   recorded transcript of 1,000 such cycles (3,000 exchanges) from a fresh start:
+//!   what checking a broker's answers costs per exchange, learning every id.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use queen_reference::checker::Checker;
 use queen_reference::choice::Ctx;
 use queen_reference::engine::Engine;
 use queen_reference::model::*;
@@ -118,5 +122,53 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// A transcript of `cycles` push/pop/ack exchanges answered by the engine, with the
+/// time each was answered at.
+fn transcript(cycles: u64) -> Vec<(HttpRequest, HttpResponse, i64)> {
+    let mut e = Engine::default();
+    let mut now = 1_800_000_000_000i64;
+    let mut out = Vec::new();
+    for i in 0..cycles {
+        now += 1;
+        let push = HttpRequest::post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": "bench", "partition": format!("p{}", i % 16), "transactionId": format!("t{i}"), "payload": {"n": i}}]}),
+        );
+        let r = e.handle(&push, now);
+        out.push((push, r, now));
+        let pop = HttpRequest::get("/api/v1/pop/queue/bench", &[("batch", "1")]);
+        let r = e.handle(&pop, now);
+        let m = r.body.as_ref().unwrap()["messages"][0].clone();
+        out.push((pop, r, now));
+        let ack = HttpRequest::post(
+            "/api/v1/ack",
+            &json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"]}),
+        );
+        let r = e.handle(&ack, now);
+        out.push((ack, r, now));
+    }
+    out
+}
+
+fn bench_checker(c: &mut Criterion) {
+    let t = transcript(1000);
+    let mut g = c.benchmark_group("checker/transcript");
+    g.throughput(Throughput::Elements(t.len() as u64));
+    g.sample_size(10);
+    g.bench_function("push_pop_ack_1000_cycles", |b| {
+        b.iter(|| {
+            let mut checker = Checker::new();
+            for (req, resp, at) in &t {
+                let worlds = checker
+                    .step(req, *at, *at, resp)
+                    .expect("the engine's answers are allowed");
+                assert_eq!(worlds, 1, "every answer pins the state down");
+            }
+            black_box(checker.worlds().len())
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_checker);
 criterion_main!(benches);

@@ -46,6 +46,10 @@ pub struct Config {
     /// Database connections in the pool.
     #[arg(long, env = "DB_POOL_SIZE", default_value_t = 10)]
     pub pool_size: u32,
+    /// Group-commit writers for pushes (each holds a pool connection while writing);
+    /// default: half the pool.
+    #[arg(long, env = "PUSH_WRITERS")]
+    pub push_writers: Option<usize>,
     /// Largest request body in bytes (413 above).
     #[arg(long, env = "BODY_LIMIT", default_value_t = 16 * 1024 * 1024)]
     pub body_limit: usize,

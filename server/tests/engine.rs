@@ -427,3 +427,119 @@ async fn pop_5_data_keeps_its_key_order() {
     server.stop().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// TXN-2 and POP-2: an aborted transaction releases the (partition, group) lock its ack
+/// took before it answers, so a pop sent right after the answer finds the partition
+/// claimable. (sqlx rolls a dropped transaction back lazily, after the answer may
+/// have gone out; the lockstep run caught a pop answering 204 in that window under
+/// load. The window is narrow, so this test guards the contract over many rounds
+/// rather than reproducing the race every time.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn txn_2_abort_releases_locks_before_answering() {
+    let PgApp { server, _db, dir } = pg_app("abort").await;
+    let base = server.url();
+    let c = reqwest::Client::new();
+    let items = json!({"items": [{"queue": "abort", "partition": "p", "payload": 1},
+                                 {"queue": "abort", "partition": "p", "payload": 2}]});
+    let (s, pushed) = post(&c, &format!("{base}/api/v1/push"), &items).await;
+    assert_eq!(s, 201);
+    let first = pushed.unwrap()[0]["transaction_id"].clone();
+    let pop = format!("{base}/api/v1/pop/queue/abort?consumerGroup=g&batch=1");
+    let (s, b) = get(&c, &pop).await;
+    assert_eq!(s, 200);
+    let b = b.unwrap();
+    let partition = b["partitionId"].clone();
+    let ack = json!({"transactionId": first, "partitionId": partition, "consumerGroup": "g", "leaseId": b["leaseId"]});
+    let (s, _) = post(&c, &format!("{base}/api/v1/ack"), &ack).await;
+    assert_eq!(s, 200);
+    for round in 0..50 {
+        // A failure signal below the cursor: "already committed" aborts the transaction.
+        let txn = json!({"operations": [{"type": "ack", "transactionId": first, "partitionId": partition,
+                                         "consumerGroup": "g", "status": "failed"}]});
+        let (s, b) = post(&c, &format!("{base}/api/v1/transaction"), &txn).await;
+        assert_eq!(
+            (s, b.as_ref().unwrap()["success"].as_bool()),
+            (200, Some(false))
+        );
+        let (s, b) = get(&c, &pop).await;
+        assert_eq!(
+            s, 200,
+            "round {round}: the second message is claimable right after the abort"
+        );
+        let b = b.unwrap();
+        let back = json!({"transactionId": b["messages"][0]["transactionId"], "partitionId": partition,
+                          "consumerGroup": "g", "leaseId": b["leaseId"], "status": "retry"});
+        let (s, b) = post(&c, &format!("{base}/api/v1/ack"), &back).await;
+        assert_eq!((s, b.unwrap()[0]["success"].as_bool()), (200, Some(true)));
+    }
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// POP-12 under cancellation: clients that give up after a few milliseconds (hyper then
+/// drops their requests' futures) must not leave a transaction behind that the next
+/// request runs inside. Caught by the `client-timeouts` fault scenario as pushes whose
+/// `createdAt` preceded the push itself; here every stored message's `createdAt` must
+/// not precede the moment its push was handled (the time in its UUIDv7 message id,
+/// minted before the write). Without the fix this failed about one run in three (a
+/// message created 16 ms before its push was handled); it guards the contract rather
+/// than reproducing the race every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pop_12_abandoned_requests_leave_no_transaction_behind() {
+    let PgApp { server, _db, dir } = pg_app("cancel").await;
+    let base = server.url();
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(3))
+        .build()
+        .unwrap();
+    let patient = reqwest::Client::new();
+    let mut tasks = Vec::new();
+    for c in 0..3 {
+        let (base, impatient, patient) = (base.clone(), impatient.clone(), patient.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..150 {
+                let client = if c == 0 { &patient } else { &impatient };
+                let push = json!({"items": [{"queue": "cancel", "partition": format!("p{c}"),
+                    "transactionId": format!("c{c}m{i}"), "payload": i}]});
+                let _ = client
+                    .post(format!("{base}/api/v1/push"))
+                    .json(&push)
+                    .send()
+                    .await;
+                let group = ["g1", "g2"][i % 2];
+                let _ = client
+                    .get(format!(
+                        "{base}/api/v1/pop/queue/cancel?consumerGroup={group}&batch=3"
+                    ))
+                    .send()
+                    .await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pool = sqlx::PgPool::connect(_db.url()).await.unwrap();
+    let rows: Vec<(uuid::Uuid, i64)> = sqlx::query_as(
+        "SELECT id, (extract(epoch FROM created_at) * 1000)::bigint FROM queen_messages",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(rows.len() >= 60, "the patient client's pushes are stored");
+    let early: Vec<String> = rows
+        .iter()
+        .filter_map(|(id, created)| {
+            let (secs, nanos) = id.get_timestamp()?.to_unix();
+            let minted = secs as i64 * 1000 + i64::from(nanos / 1_000_000);
+            (*created + 1 < minted).then(|| format!("{id}: created {created}, handled {minted}"))
+        })
+        .collect();
+    assert!(
+        early.is_empty(),
+        "createdAt before the push was handled: {early:?}"
+    );
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

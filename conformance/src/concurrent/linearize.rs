@@ -122,11 +122,23 @@ pub fn fresh_checker(settings: &CheckSettings) -> Checker {
 
 /// Checks every key of `history`, each with `budget` model steps.
 pub fn check(history: &History, settings: &CheckSettings, budget: u64) -> Outcome {
+    check_until(history, settings, budget, None)
+}
+
+/// [`check`] that also gives up (verdict unknown) at `deadline`: a model step can be
+/// costly when many unknown calls keep many states possible, so a step budget alone
+/// does not bound the time.
+pub fn check_until(
+    history: &History,
+    settings: &CheckSettings,
+    budget: u64,
+    deadline: Option<Instant>,
+) -> Outcome {
     let t0 = Instant::now();
     let keys = history
         .partitions()
         .into_iter()
-        .map(|(key, ops)| check_key(&key, &ops, fresh_checker(settings), budget))
+        .map(|(key, ops)| check_key_until(&key, &ops, fresh_checker(settings), budget, deadline))
         .collect();
     Outcome {
         keys,
@@ -138,6 +150,17 @@ pub fn check(history: &History, settings: &CheckSettings, budget: u64) -> Outcom
 
 /// Checks the calls of one key (in invocation order) from the state `start`.
 pub fn check_key(key: &str, ops: &[Op], start: Checker, budget: u64) -> KeyResult {
+    check_key_until(key, ops, start, budget, None)
+}
+
+/// [`check_key`] that gives up at `deadline` too.
+pub fn check_key_until(
+    key: &str,
+    ops: &[Op],
+    start: Checker,
+    budget: u64,
+    deadline: Option<Instant>,
+) -> KeyResult {
     let t0 = Instant::now();
     let horizon = ops.iter().map(|o| o.complete_ms).max().unwrap_or(0);
     let mut s = Search {
@@ -146,6 +169,7 @@ pub fn check_key(key: &str, ops: &[Op], start: Checker, budget: u64) -> KeyResul
         memo: HashMap::new(),
         steps: 0,
         budget,
+        deadline,
         exhausted: false,
         inconclusive: None,
         order: Vec::new(),
@@ -158,6 +182,12 @@ pub fn check_key(key: &str, ops: &[Op], start: Checker, budget: u64) -> KeyResul
     let found = s.dfs(&mut placed, &start);
     let verdict = if found {
         Verdict::Linearizable(s.order.iter().map(|&i| ops[i].id).collect())
+    } else if s.exhausted && s.deadline.is_some_and(|d| Instant::now() >= d) {
+        Verdict::Unknown(format!(
+            "search time limit reached after {} model steps ({} calls)",
+            s.steps,
+            ops.len()
+        ))
     } else if s.exhausted {
         Verdict::Unknown(format!(
             "search budget of {budget} model steps exhausted ({} calls)",
@@ -191,6 +221,8 @@ struct Search<'a> {
     memo: HashMap<Vec<u64>, Vec<Vec<World>>>,
     steps: u64,
     budget: u64,
+    /// When to give up, whatever the steps left.
+    deadline: Option<Instant>,
     exhausted: bool,
     inconclusive: Option<String>,
     /// Indices placed so far, in order.
@@ -247,7 +279,9 @@ impl Search<'_> {
         });
         for i in cands {
             let o = &ops[i];
-            if self.steps >= self.budget {
+            let late =
+                self.steps.is_multiple_of(64) && self.deadline.is_some_and(|d| Instant::now() >= d);
+            if self.steps >= self.budget || late {
                 self.exhausted = true;
                 return false;
             }

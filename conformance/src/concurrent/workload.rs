@@ -90,10 +90,17 @@ struct Held {
 
 /// Runs the workload against `target` and returns the recorded history.
 pub async fn run_workload(target: &Target, w: &Workload) -> History {
+    run_workload_spread(std::slice::from_ref(target), w).await
+}
+
+/// Runs the workload with its clients spread over `targets` (client `c` calls
+/// `targets[c % n]`: several processes of one broker) and returns the history.
+pub async fn run_workload_spread(targets: &[Target], w: &Workload) -> History {
     let log: Arc<Mutex<Vec<Op>>> = Arc::new(Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for c in 0..w.clients.max(1) {
-        let (target, w, log) = (target.clone(), w.clone(), log.clone());
+        let target = targets[c % targets.len().max(1)].clone();
+        let (w, log) = (w.clone(), log.clone());
         tasks.push(tokio::spawn(
             async move { client(&target, &w, c, &log).await },
         ));

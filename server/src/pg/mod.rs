@@ -21,6 +21,7 @@ mod admin;
 mod group;
 mod lease;
 mod listen;
+mod minted;
 mod pop;
 pub(crate) mod push;
 mod txn;
@@ -100,11 +101,14 @@ impl PgBroker {
         MIGRATOR.run(&pool).await.map_err(StartError::Migrate)?;
         let spool = Spool::open(&config.spool_dir).map_err(StartError::Spool)?;
         let wakes = Arc::new(Wakes::new());
-        // Half the pool writes pushes; the rest serves pops, acks and the rest.
+        // By default half the pool writes pushes; the rest serves pops, acks and the rest.
         let (group, writers) = group::Group::spawn(
             pool.clone(),
             wakes.clone(),
-            (config.pool_size as usize / 2).max(1),
+            config
+                .push_writers
+                .unwrap_or(config.pool_size as usize / 2)
+                .max(1),
         );
         let broker = PgBroker {
             inner: Arc::new(Inner {
@@ -211,9 +215,10 @@ async fn replay_loop(weak: std::sync::Weak<Inner>) {
     }
 }
 
-#[async_trait]
-impl Broker for PgBroker {
-    async fn call(&self, req: Request) -> HttpResponse {
+impl PgBroker {
+    /// Answers one request in the current task: cancelling it (dropping the future)
+    /// mid-transaction is what [`Broker::call`] prevents.
+    async fn call_here(&self, req: Request) -> HttpResponse {
         let pool = &self.inner.pool;
         let result = match req {
             Request::Push(p) => return push::push_route(self, p).await,
@@ -239,6 +244,23 @@ impl Broker for PgBroker {
                 error_answer(500, format!("database error: {e}"))
             }
         })
+    }
+}
+
+#[async_trait]
+impl Broker for PgBroker {
+    /// Each request runs to its end in a task of its own, even when the client goes
+    /// away (hyper then drops the handler's future). Dropped mid-transaction, a
+    /// connection could go back to the pool still inside that transaction, and the next
+    /// request on it would run inside someone else's transaction: a push's `createdAt`
+    /// earlier than the push itself, or its "commit" undone by another request's
+    /// rollback. A client that gave up sees its call as maybe-applied anyway.
+    async fn call(&self, req: Request) -> HttpResponse {
+        let me = self.clone();
+        match tokio::spawn(async move { me.call_here(req).await }).await {
+            Ok(answer) => answer,
+            Err(e) => error_answer(500, format!("request task failed: {e}")),
+        }
     }
 
     fn wakes(&self) -> &Wakes {

@@ -12,6 +12,7 @@ use queen_reference::wire::{
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool, Row};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use uuid::Uuid;
 
 /// One item ready to be written: every id decided. The spool stores these as they are.
@@ -30,18 +31,18 @@ pub struct Prepared {
 impl Prepared {
     /// Decides the ids of a request item. `keep_trace`: a transaction keeps `traceId`; a
     /// plain push drops it (PUSH-9, as the seed `pop-routes.md` describes).
-    pub fn from_item(item: &queen_reference::wire::PushItem, keep_trace: bool) -> Prepared {
-        let (transaction_id, minted) = match &item.transaction_id {
-            Some(t) => (t.clone(), false),
+    pub fn from_item(item: queen_reference::wire::PushItem, keep_trace: bool) -> Prepared {
+        let (transaction_id, minted) = match item.transaction_id {
+            Some(t) => (t, false),
             None => (Uuid::now_v7().to_string(), true),
         };
         Prepared {
-            queue: item.queue.clone(),
-            partition: item.partition.clone(),
+            queue: item.queue,
+            partition: item.partition,
             // PUSH-9 [OPEN]: an absent payload is stored as null.
-            data: match &item.payload {
+            data: match item.payload {
                 Payload::Absent => Value::Null,
-                Payload::Given(v) => v.clone(),
+                Payload::Given(v) => v,
             },
             transaction_id,
             minted,
@@ -62,11 +63,12 @@ pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> HttpRespo
     if req.items.is_empty() {
         return json_answer(201, Value::Array(vec![]));
     }
-    let items: Vec<Prepared> = req
-        .items
-        .iter()
-        .map(|i| Prepared::from_item(i, false))
-        .collect();
+    let items: Arc<Vec<Prepared>> = Arc::new(
+        req.items
+            .into_iter()
+            .map(|i| Prepared::from_item(i, false))
+            .collect(),
+    );
     if broker.spool_first() {
         return spool(broker, &items).await;
     }
@@ -120,7 +122,7 @@ pub(crate) async fn replay(
     items: Vec<Prepared>,
 ) -> Result<Vec<String>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    write(&mut tx, &items).await?;
+    write(&mut tx, &items.iter().collect::<Vec<_>>()).await?;
     tx.commit().await?;
     let mut queues: Vec<String> = items.into_iter().map(|i| i.queue).collect();
     queues.sort();
@@ -131,7 +133,7 @@ pub(crate) async fn replay(
 /// Writes `items` atomically in the caller's transaction and answers them (PUSH-1).
 pub(crate) async fn write(
     conn: &mut PgConnection,
-    items: &[Prepared],
+    items: &[&Prepared],
 ) -> Result<Vec<PushResult>, sqlx::Error> {
     let now = db_now(conn).await?;
     write_at(conn, items, now).await
@@ -140,7 +142,7 @@ pub(crate) async fn write(
 /// [`write`] with the transaction's "now" already read.
 pub(crate) async fn write_at(
     conn: &mut PgConnection,
-    items: &[Prepared],
+    items: &[&Prepared],
     now: DateTime<Utc>,
 ) -> Result<Vec<PushResult>, sqlx::Error> {
     let (queue_ids, mut parts) = lock_partitions(conn, items).await?;
@@ -253,7 +255,7 @@ type Parts = BTreeMap<(String, String), (Uuid, i64)>;
 /// When they all exist (the usual case) this is one statement.
 async fn lock_partitions(
     conn: &mut PgConnection,
-    items: &[Prepared],
+    items: &[&Prepared],
 ) -> Result<(Queues, Parts), sqlx::Error> {
     let mut keys: Vec<(String, String)> = items
         .iter()
@@ -292,7 +294,7 @@ async fn lock_partitions(
 /// The slow path of [`lock_partitions`]: queues and partitions created if missing.
 async fn create_and_lock(
     conn: &mut PgConnection,
-    items: &[Prepared],
+    items: &[&Prepared],
 ) -> Result<(Queues, Parts), sqlx::Error> {
     // PUSH-2: queues first (implicit ones with leaseTime 60).
     let mut names: Vec<String> = items.iter().map(|i| i.queue.clone()).collect();

@@ -32,6 +32,7 @@ pub(crate) async fn transaction(
             .fetch_one(&mut *tx)
             .await?;
         if !live {
+            tx.rollback().await?;
             return Ok(abort(format!("required lease {l} is not held")));
         }
     }
@@ -43,9 +44,9 @@ pub(crate) async fn transaction(
                 // The traceId of a transaction's push is kept (PUSH-9, seed pop-routes.md).
                 let prepared: Vec<push::Prepared> = items
                     .iter()
-                    .map(|it| push::Prepared::from_item(it, true))
+                    .map(|it| push::Prepared::from_item(it.clone(), true))
                     .collect();
-                for mut r in push::write(&mut tx, &prepared).await? {
+                for mut r in push::write(&mut tx, &prepared.iter().collect::<Vec<_>>()).await? {
                     r.index = results.len();
                     results.push(TxnResult::Push(r));
                 }
@@ -55,7 +56,11 @@ pub(crate) async fn transaction(
                 let (mut r, touched) = super::ack::ack(&mut tx, std::slice::from_ref(item)).await?;
                 let mut r = r.remove(0);
                 if !r.success {
-                    // TXN-2: everything is rolled back (dropping `tx`).
+                    // TXN-2: everything is rolled back, and before answering: a dropped
+                    // transaction rolls back lazily, keeping the (partition, group) lock
+                    // this ack took, and a pop sent right after this answer would find
+                    // the partition locked and skip it.
+                    tx.rollback().await?;
                     let why = r.error.take().unwrap_or_default();
                     return Ok(abort(format!(
                         "operations[{i}]: ack of {} failed: {why}",

@@ -1,0 +1,442 @@
+//! A deployment the harness owns, so faults can be injected into it: a PostgreSQL
+//! cluster in a temporary directory ([`queen_pg::PersistentCluster`], local binaries)
+//! and one or more `queen-server` processes on it, all on loopback ports, sharing one
+//! spool directory (each process owns one spool file and adopts the files of dead
+//! processes at start, PUSH-7).
+//!
+//! Faults are plain signals: SIGSTOP/SIGCONT on every process of the cluster (the
+//! postmaster first, so it forks no new backend meanwhile), SIGKILL on all of them and a
+//! restart on the same data directory and port (crash recovery), SIGKILL on a server
+//! process and a restart on the same port and spool directory.
+//!
+//! The server program is `QUEEN_SERVER_BIN` when set (any build of `queen-server`),
+//! else this executable's hidden `serve` subcommand, which runs the same library code
+//! as `queen-server` (see [`crate::faults::serve`]); tests pass
+//! `env!("CARGO_BIN_EXE_queen-conformance")`, which cargo builds fresh for them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How to start one server process: a program and its leading arguments.
+#[derive(Clone, Debug)]
+pub struct ServerProgram {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl ServerProgram {
+    /// `QUEEN_SERVER_BIN`, else `exe serve` (`exe`: a `queen-conformance` binary).
+    pub fn locate(exe: &Path) -> ServerProgram {
+        match std::env::var_os("QUEEN_SERVER_BIN") {
+            Some(p) if !p.is_empty() => ServerProgram {
+                program: PathBuf::from(p),
+                args: vec![],
+            },
+            _ => ServerProgram {
+                program: exe.to_path_buf(),
+                args: vec!["serve".into()],
+            },
+        }
+    }
+
+    /// For the command line: relative to the running `queen-conformance`.
+    pub fn for_this_executable() -> Result<ServerProgram, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
+        Ok(ServerProgram::locate(&exe))
+    }
+
+    pub fn describe(&self) -> String {
+        let mut s = self.program.display().to_string();
+        for a in &self.args {
+            s.push(' ');
+            s.push_str(a);
+        }
+        s
+    }
+}
+
+/// One `queen-server` process of the deployment.
+struct Server {
+    port: u16,
+    child: Option<Child>,
+    /// Times this process was started (1 + restarts).
+    starts: u32,
+}
+
+/// The cluster, the server processes, and their directory (removed on drop).
+pub struct Deployment {
+    dir: PathBuf,
+    pg_port: u16,
+    cluster: Option<queen_pg::PersistentCluster>,
+    servers: Vec<Server>,
+    program: ServerProgram,
+    pool_size: u32,
+    http: reqwest::Client,
+}
+
+fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}
+
+fn signal(pid: i32, sig: i32) {
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// Processes whose parent is `pid` (from /proc).
+fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    // "pid (comm) state ppid ...": comm may hold spaces; skip past ')'.
+                    let rest = &s[s.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1)?.parse::<i32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// Whether `pid` is gone or a zombie.
+fn dead(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rfind(')')
+            .and_then(|i| s[i + 1..].split_whitespace().next().map(|st| st == "Z"))
+            .unwrap_or(true),
+    }
+}
+
+impl Deployment {
+    /// Starts a fresh cluster and `servers` server processes on it; returns once every
+    /// process answers `/health` with 200.
+    pub async fn start(
+        program: ServerProgram,
+        servers: usize,
+        pool_size: u32,
+    ) -> Result<Deployment, String> {
+        let dir = std::env::temp_dir().join(format!(
+            "queen-faults-{}-{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        ));
+        std::fs::create_dir_all(dir.join("spool"))
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let cluster = queen_pg::PersistentCluster::start(dir.join("pg"), 0)
+            .await
+            .map_err(|e| format!("cannot start PostgreSQL: {e}"))?;
+        let mut d = Deployment {
+            dir,
+            pg_port: cluster.port(),
+            cluster: Some(cluster),
+            servers: Vec::new(),
+            program,
+            pool_size,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .map_err(|e| e.to_string())?,
+        };
+        for _ in 0..servers.max(1) {
+            let port = free_port()?;
+            d.servers.push(Server {
+                port,
+                child: None,
+                starts: 0,
+            });
+        }
+        for i in 0..d.servers.len() {
+            d.spawn_server(i)?;
+        }
+        for i in 0..d.servers.len() {
+            d.wait_healthy(i, Duration::from_secs(60)).await?;
+        }
+        Ok(d)
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        (0..self.servers.len()).map(|i| self.url(i)).collect()
+    }
+
+    pub fn url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.servers[i].port)
+    }
+
+    pub fn servers(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// Times server `i` was started.
+    pub fn starts(&self, i: usize) -> u32 {
+        self.servers[i].starts
+    }
+
+    /// The directory holding the cluster, the spool and the server logs.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn spawn_server(&mut self, i: usize) -> Result<(), String> {
+        let port = self.servers[i].port;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("server-{i}.log")))
+            .map_err(|e| format!("server log: {e}"))?;
+        let mut cmd = Command::new(&self.program.program);
+        cmd.args(&self.program.args)
+            .current_dir(&self.dir)
+            .env("HOST", "127.0.0.1")
+            .env("PORT", port.to_string())
+            .env(
+                "DATABASE_URL",
+                format!("postgres://postgres@127.0.0.1:{}/postgres", self.pg_port),
+            )
+            .env("SPOOL_DIR", self.dir.join("spool"))
+            .env("DB_POOL_SIZE", self.pool_size.to_string())
+            .env(
+                "RUST_LOG",
+                std::env::var("QUEEN_FAULTS_LOG").unwrap_or_else(|_| "info,sqlx=warn".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log);
+        // The server dies with this process (tests that panic leave nothing behind).
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.program.describe()))?;
+        self.servers[i].child = Some(child);
+        self.servers[i].starts += 1;
+        Ok(())
+    }
+
+    /// Waits until server `i` answers `/health` with 200 (its database reachable).
+    pub async fn wait_healthy(&mut self, i: usize, within: Duration) -> Result<(), String> {
+        let until = Instant::now() + within;
+        let url = format!("{}/health", self.url(i));
+        loop {
+            if let Ok(r) = self.http.get(&url).send().await {
+                if r.status().as_u16() == 200 {
+                    return Ok(());
+                }
+            }
+            if let Some(c) = self.servers[i].child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    return Err(format!(
+                        "server {i} exited ({status}); see {}",
+                        self.dir.join(format!("server-{i}.log")).display()
+                    ));
+                }
+            }
+            if Instant::now() >= until {
+                return Err(format!("server {i} not healthy within {within:?}"));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Items server `i` still holds in its spool (`bufferedMessages`), if it answers.
+    pub async fn buffered(&self, i: usize) -> Option<u64> {
+        let r = self
+            .http
+            .get(format!("{}/api/v1/system/maintenance", self.url(i)))
+            .send()
+            .await
+            .ok()?;
+        let v: serde_json::Value = r.json().await.ok()?;
+        v["bufferedMessages"].as_u64()
+    }
+
+    /// Waits until every server is healthy and has replayed its spool.
+    pub async fn settle(&mut self, within: Duration) -> Result<(), String> {
+        let until = Instant::now() + within;
+        for i in 0..self.servers.len() {
+            self.wait_healthy(i, until.saturating_duration_since(Instant::now()))
+                .await?;
+            loop {
+                match self.buffered(i).await {
+                    Some(0) => break,
+                    left => {
+                        if Instant::now() >= until {
+                            return Err(format!(
+                                "server {i} still holds {left:?} spooled items after {within:?}"
+                            ));
+                        }
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Ok(())
+    }
+
+    fn postmaster_pid(&self) -> Result<i32, String> {
+        let dir = self
+            .cluster
+            .as_ref()
+            .ok_or("PostgreSQL is not running")?
+            .data_dir();
+        let text = std::fs::read_to_string(dir.join("postmaster.pid"))
+            .map_err(|e| format!("postmaster.pid: {e}"))?;
+        text.lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .ok_or_else(|| "postmaster.pid has no pid".to_string())
+    }
+
+    /// SIGSTOPs the postmaster, then every process it started; returns them all.
+    pub fn pause_pg(&self) -> Result<Vec<i32>, String> {
+        let pm = self.postmaster_pid()?;
+        signal(pm, libc::SIGSTOP);
+        let mut all = vec![pm];
+        // Stopped, the postmaster forks nothing more; a second pass catches a fork
+        // that was under way.
+        for _ in 0..2 {
+            for c in children_of(pm) {
+                if !all.contains(&c) {
+                    signal(c, libc::SIGSTOP);
+                    all.push(c);
+                }
+            }
+        }
+        Ok(all)
+    }
+
+    /// SIGCONTs what [`Deployment::pause_pg`] stopped (children first).
+    pub fn resume_pg(&self, pids: &[i32]) {
+        for &p in pids.iter().rev() {
+            signal(p, libc::SIGCONT);
+        }
+    }
+
+    /// SIGKILLs the postmaster and every backend (no shutdown, no checkpoint).
+    pub async fn kill_pg(&mut self) -> Result<usize, String> {
+        let pids = self.pause_pg()?;
+        for &p in &pids {
+            signal(p, libc::SIGKILL);
+        }
+        let until = Instant::now() + Duration::from_secs(10);
+        while pids.iter().any(|&p| !dead(p)) {
+            if Instant::now() >= until {
+                return Err("PostgreSQL processes survived SIGKILL for 10 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // Reaps the postmaster (our child); its stop finds it already dead.
+        drop(self.cluster.take());
+        Ok(pids.len())
+    }
+
+    /// Starts the cluster again on the same data directory and port (crash recovery).
+    pub async fn restart_pg(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        loop {
+            match queen_pg::PersistentCluster::start(self.dir.join("pg"), self.pg_port).await {
+                Ok(c) => {
+                    self.cluster = Some(c);
+                    return Ok(());
+                }
+                // The port may linger a moment after the kill.
+                Err(e) if started.elapsed() < Duration::from_secs(20) => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => return Err(format!("PostgreSQL does not restart: {e}")),
+            }
+        }
+    }
+
+    /// SIGKILLs server `i` and reaps it.
+    pub fn kill_server(&mut self, i: usize) -> Result<(), String> {
+        let mut c = self.servers[i]
+            .child
+            .take()
+            .ok_or_else(|| format!("server {i} is not running"))?;
+        signal(c.id() as i32, libc::SIGKILL);
+        c.wait().map_err(|e| format!("reaping server {i}: {e}"))?;
+        Ok(())
+    }
+
+    /// Starts server `i` again (same port, same spool directory) and waits for health.
+    pub async fn restart_server(&mut self, i: usize) -> Result<(), String> {
+        self.spawn_server(i)?;
+        self.wait_healthy(i, Duration::from_secs(60)).await
+    }
+
+    /// The last lines of server `i`'s log.
+    pub fn server_log_tail(&self, i: usize, lines: usize) -> String {
+        let text =
+            std::fs::read_to_string(self.dir.join(format!("server-{i}.log"))).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Lines of every server log that contain `needle`.
+    pub fn server_log_count(&self, needle: &str) -> usize {
+        (0..self.servers.len())
+            .map(|i| {
+                std::fs::read_to_string(self.dir.join(format!("server-{i}.log")))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.contains(needle))
+                    .count()
+            })
+            .sum()
+    }
+
+    /// Stops the servers (SIGTERM, then SIGKILL after 10 s) and the cluster.
+    pub async fn stop(mut self) {
+        self.stop_all().await;
+    }
+
+    async fn stop_all(&mut self) {
+        for s in &mut self.servers {
+            if let Some(mut c) = s.child.take() {
+                signal(c.id() as i32, libc::SIGTERM);
+                let until = Instant::now() + Duration::from_secs(10);
+                while Instant::now() < until {
+                    if let Ok(Some(_)) = c.try_wait() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        drop(self.cluster.take());
+    }
+}
+
+impl Drop for Deployment {
+    fn drop(&mut self) {
+        for s in &mut self.servers {
+            if let Some(mut c) = s.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        drop(self.cluster.take());
+        if std::env::var_os("QUEEN_FAULTS_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! The fault scenarios in their bounded form (a few seconds of faults each): the
+//! concurrent workload against a PostgreSQL cluster and `queen-server` processes the
+//! harness owns, while PostgreSQL is paused or killed, a server process is killed, two
+//! processes share the database, or clients give up early. Each must end with zero bad
+//! anomalies: every round linearizable (PUSH-7 `buffered` answers as maybe-applied),
+//! nothing acknowledged lost (PUSH-7), nothing stored twice or never pushed; and each
+//! must show that its fault really happened.
+//!
+//! The server processes are this package's own binary, `queen-conformance serve` (the
+//! same library code as `queen-server`): cargo builds it fresh for these tests, which it
+//! does not do for another package's binary. `QUEEN_SERVER_BIN` runs another build.
+
+#![cfg(feature = "embedded")]
+
+use queen_conformance::faults::deployment::ServerProgram;
+use queen_conformance::faults::{run, Fault, Options, Report};
+use std::path::Path;
+
+fn options(seed: u64) -> Options {
+    let program = ServerProgram::locate(Path::new(env!("CARGO_BIN_EXE_queen-conformance")));
+    let mut o = Options::bounded(program, seed);
+    o.failures_dir = Some(std::env::temp_dir().join("queen-faults-failures"));
+    o
+}
+
+/// One scenario at a time: on two cores, parallel scenarios slow each other's
+/// linearizability searches into their time limit.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn scenario(fault: Fault, opts: &Options) -> Report {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let r = run(fault, opts).await;
+    eprintln!("{}", r.summary());
+    assert!(r.passed(), "{}", r.summary());
+    assert!(r.rounds >= 2, "rounds ran during and after the fault");
+    assert!(r.audit.acknowledged > 0, "{}", r.summary());
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_pause_loses_nothing_and_stays_linearizable() {
+    let r = scenario(Fault::PgPause, &options(101)).await;
+    assert!(
+        r.events.iter().any(|e| e.contains("paused")),
+        "{:?}",
+        r.events
+    );
+    assert!(
+        r.events.iter().any(|e| e.contains("resumed")),
+        "{:?}",
+        r.events
+    );
+    assert!(
+        r.unknown > 0,
+        "calls during the pause outlive their timeout: {}",
+        r.summary()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_kill_and_crash_recovery_keep_every_acknowledged_push() {
+    let r = scenario(Fault::PgKill, &options(202)).await;
+    assert!(
+        r.events.iter().any(|e| e.contains("restarted")),
+        "{:?}",
+        r.events
+    );
+    assert!(
+        r.unknown > 0 || r.audit.buffered > 0,
+        "calls met the dead database: {}",
+        r.summary()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_kill_and_restart_adopt_the_spool() {
+    let r = scenario(Fault::ServerKill, &options(303)).await;
+    assert!(r.starts[0] >= 3, "server 0 restarted twice: {:?}", r.starts);
+    assert_eq!(r.starts[1], 1, "server 1 kept running");
+    assert!(r.unknown > 0, "calls to the killed server: {}", r.summary());
+    assert!(
+        r.adopted_logs > 0,
+        "the restarted process adopted the spool its predecessor died with: {}",
+        r.summary()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_database_are_linearizable() {
+    let r = scenario(Fault::TwoServers, &options(404)).await;
+    assert_eq!(r.starts, vec![1, 1]);
+    assert_eq!(r.unknown, 0, "{}", r.summary());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_timeouts_shorter_than_the_work_stay_linearizable() {
+    let mut o = options(505);
+    // Three clients, the last one impatient: enough unknown answers to matter, few
+    // enough for the search to decide.
+    o.clients = 3;
+    o.ops_per_round = 10;
+    o.short_timeout_ms = 12;
+    let r = scenario(Fault::ClientTimeouts, &o).await;
+    assert!(r.unknown > 0, "{}", r.summary());
+}
