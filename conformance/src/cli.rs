@@ -396,6 +396,16 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         .map_err(|e| format!("cannot write {}: {e}", args.timeline.display()))?;
         report.timeline = Some(args.timeline.clone());
     }
+    if let Some(c) = report.concurrent.as_ref().filter(|c| !c.passed()) {
+        // The whole history (workload and drain) for a failing scenario, beside the timeline.
+        let p = args.timeline.with_file_name("concurrent-history.json");
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let merged = crate::concurrent::invariants::merged(&c.history, &c.drain);
+        let text = serde_json::to_string_pretty(&merged.to_json()).expect("JSON serializes");
+        std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
     if let Some(p) = &args.junit {
         std::fs::write(p, report::junit::render(&report))
             .map_err(|e| format!("cannot write {}: {e}", p.display()))?;

@@ -401,8 +401,9 @@ fn maybe_expired(d1: &Delivery, d2: &Delivery, skew: Millis) -> bool {
     }
 }
 
-/// At most one live lease per (partition, group): a pop that claimed the partition while
-/// an earlier lease was certainly granted, unexpired and unreleased is bad (ACK-4).
+/// At most one live lease per (partition, group): a pop that claimed a message of an
+/// earlier lease's span while that lease was certainly granted, unexpired and unreleased
+/// is bad (ACK-4).
 fn double_lease(f: &Facts, opts: &Options, out: &mut InvariantReport) {
     for list in by_cursor(f).values() {
         for (i, d1) in list.iter().enumerate() {
@@ -410,7 +411,12 @@ fn double_lease(f: &Facts, opts: &Options, out: &mut InvariantReport) {
                 continue;
             }
             for d2 in &list[i + 1..] {
-                if d2.invoke_ms <= d1.complete_ms || d2.op == d1.op {
+                // Only a second claim of the same span counts: a later span means the
+                // cursor moved, which only an ack (a release) can do.
+                if d2.invoke_ms <= d1.complete_ms
+                    || d2.op == d1.op
+                    || !d2.msgs.iter().any(|m| d1.msgs.contains(m))
+                {
                     continue;
                 }
                 if !maybe_expired(d1, d2, opts.skew_ms) && !maybe_released(f, d1, d2.complete_ms) {
