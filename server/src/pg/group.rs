@@ -2,8 +2,9 @@
 //!
 //! A push answers 201 only after its transaction commits, and a commit costs a WAL
 //! flush; with many small pushes in flight that flush, not the SQL, bounds throughput.
-//! Requests go into a queue; a few workers each take whatever has accumulated (up to
-//! [`MAX_ITEMS`] items), write it in one transaction and answer every request from it.
+//! Each request goes to the writer its first queue hashes to (see [`Group`]); a writer
+//! takes whatever has accumulated (up to [`MAX_ITEMS`] items), writes it in one
+//! transaction and answers every request from it.
 //! A lone request is written at once, so coalescing only happens under load. Requests
 //! keep their arrival order inside a transaction, so dedup and offsets behave as if
 //! they had been committed one after the other (PUSH-5, PUSH-6). If a shared
@@ -18,7 +19,7 @@ use chrono::{DateTime, Utc};
 use queen_reference::wire::{PushResult, PushStatus};
 use sqlx::PgPool;
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot, Mutex};
+use tokio::sync::{mpsc, oneshot};
 
 /// The most items written by one shared transaction.
 pub const MAX_ITEMS: usize = 2000;
@@ -57,9 +58,16 @@ struct Job {
     reply: oneshot::Sender<Reply>,
 }
 
-/// The handle push routes submit to.
+/// The handle push routes submit to: one queue of requests per writer.
+///
+/// A request goes to the writer its first queue hashes to. Pushes to one queue lock the
+/// same partition rows, so two writers working on them would only wait on each other;
+/// one writer takes them all, in bigger shared transactions, while other queues'
+/// pushes are written in parallel by the other writers. (Measured with 16 producers
+/// on 16 partitions of one queue, five writers sharing one request queue reached 28 K
+/// msgs/s at batch 100 and 3.2 K at batch 1; one writer per queue, 34 K and 5.4 K.)
 pub(crate) struct Group {
-    tx: mpsc::Sender<Job>,
+    writers: Vec<mpsc::Sender<Job>>,
 }
 
 impl Group {
@@ -69,18 +77,24 @@ impl Group {
         wakes: Arc<Wakes>,
         workers: usize,
     ) -> (Group, Vec<tokio::task::JoinHandle<()>>) {
-        let (tx, rx) = mpsc::channel::<Job>(8192);
-        let rx = Arc::new(Mutex::new(rx));
-        let tasks = (0..workers.max(1))
-            .map(|_| tokio::spawn(worker(pool.clone(), wakes.clone(), rx.clone())))
-            .collect();
-        (Group { tx }, tasks)
+        let mut writers = Vec::new();
+        let mut tasks = Vec::new();
+        for _ in 0..workers.max(1) {
+            let (tx, rx) = mpsc::channel::<Job>(8192);
+            writers.push(tx);
+            tasks.push(tokio::spawn(worker(pool.clone(), wakes.clone(), rx)));
+        }
+        (Group { writers }, tasks)
     }
 
     /// Writes one request's items (in a transaction shared with others under load).
     pub async fn write(&self, items: Arc<Vec<Prepared>>) -> Reply {
         let (reply, answer) = oneshot::channel();
-        if self.tx.send(Job { items, reply }).await.is_err() {
+        let queue = items.first().map_or("", |i| i.queue.as_str());
+        let mut h = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(queue, &mut h);
+        let writer = &self.writers[(std::hash::Hasher::finish(&h) as usize) % self.writers.len()];
+        if writer.send(Job { items, reply }).await.is_err() {
             return Err(WriteError::Other("the push writers stopped".into()));
         }
         answer
@@ -89,10 +103,9 @@ impl Group {
     }
 }
 
-async fn worker(pool: PgPool, wakes: Arc<Wakes>, rx: Arc<Mutex<mpsc::Receiver<Job>>>) {
+async fn worker(pool: PgPool, wakes: Arc<Wakes>, mut rx: mpsc::Receiver<Job>) {
     loop {
         let jobs = {
-            let mut rx = rx.lock().await;
             let Some(first) = rx.recv().await else { return };
             let mut n = first.items.len();
             let mut jobs = vec![first];
