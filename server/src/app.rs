@@ -164,3 +164,35 @@ pub async fn spawn(
         task: Some(task),
     })
 }
+
+/// What `queen-server` does after reading its configuration: opens the engine
+/// (PostgreSQL from `DATABASE_URL` or the embedded cluster, or the in-memory model),
+/// says where the data lives, and serves on `config.host:config.port` until SIGTERM or
+/// ctrl-c. The fault scenarios run the same function in their server processes.
+pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // The embedded cluster, if any, lives until the server has shut down.
+    let mut _cluster: Option<queen_pg::PersistentCluster> = None;
+    let broker: Arc<dyn Broker> = match config.engine {
+        crate::config::EngineKind::Memory => {
+            tracing::info!("engine: the reference model in memory; nothing is persisted");
+            Arc::new(crate::memory::MemoryBroker::new(
+                config.pop_timeout_ms(),
+                config.body_limit,
+            ))
+        }
+        crate::config::EngineKind::Pg => {
+            let engine = crate::embedded::open(&config).await?;
+            tracing::info!(
+                "engine: {}; spool in {}",
+                engine.location,
+                config.spool_dir.display()
+            );
+            _cluster = engine.cluster;
+            Arc::new(engine.broker)
+        }
+    };
+    let listener = TcpListener::bind((config.host.as_str(), config.port)).await?;
+    tracing::info!("listening on http://{}", listener.local_addr()?);
+    serve(listener, broker, &config, shutdown_signal()).await?;
+    Ok(())
+}

@@ -6,11 +6,8 @@
 //! (`CARGO_BIN_EXE_queen-conformance`), which it does not do for another package's.
 
 use clap::Parser;
-use queen_server::app::{serve, shutdown_signal};
-use queen_server::broker::Broker;
-use queen_server::config::{Config, EngineKind};
-use queen_server::memory::MemoryBroker;
-use std::sync::Arc;
+use queen_server::app::run;
+use queen_server::config::Config;
 
 /// Runs the server with `args` (queen-server's flags) until SIGTERM; returns the exit code.
 pub async fn main(args: &[String]) -> i32 {
@@ -37,28 +34,4 @@ pub async fn main(args: &[String]) -> i32 {
             1
         }
     }
-}
-
-async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let mut _cluster: Option<queen_pg::PersistentCluster> = None;
-    let broker: Arc<dyn Broker> = match config.engine {
-        EngineKind::Memory => Arc::new(MemoryBroker::new(
-            config.pop_timeout_ms(),
-            config.body_limit,
-        )),
-        EngineKind::Pg => {
-            let engine = queen_server::embedded::open(&config).await?;
-            tracing::info!(
-                "engine: {}; spool in {}",
-                engine.location,
-                config.spool_dir.display()
-            );
-            _cluster = engine.cluster;
-            Arc::new(engine.broker)
-        }
-    };
-    let listener = tokio::net::TcpListener::bind((config.host.as_str(), config.port)).await?;
-    tracing::info!("listening on http://{}", listener.local_addr()?);
-    serve(listener, broker, &config, shutdown_signal()).await?;
-    Ok(())
 }

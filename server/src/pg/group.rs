@@ -12,7 +12,7 @@
 //! retried on its own, so one bad request cannot fail its neighbours.
 
 use super::minted::{self, Minted};
-use super::push::{write_at, Prepared};
+use super::push::{answers, write_at, Prepared};
 use super::unreachable;
 use crate::wakes::Wakes;
 use chrono::{DateTime, Utc};
@@ -143,7 +143,8 @@ async fn write_all(
 ) -> Result<Option<Vec<PushResult>>, WriteError> {
     if minted::applies(items.iter().copied()) {
         match minted::write(pool, items).await? {
-            Minted::Written => return Ok(Some(queued(items))),
+            // Minted ids cannot be duplicates (PUSH-5): every item is new.
+            Minted::Written => return Ok(Some(answers(items.iter().copied(), PushStatus::Queued))),
             Minted::Maintenance => return Ok(None),
             // A queue or partition to create: the general path does it.
             Minted::Missing => {}
@@ -161,21 +162,6 @@ async fn write_all(
     let out = write_at(&mut tx, items, now).await?;
     tx.commit().await?;
     Ok(Some(out))
-}
-
-/// Every item written as new (PUSH-1): minted ids cannot be duplicates (PUSH-5).
-fn queued(items: &[&Prepared]) -> Vec<PushResult> {
-    items
-        .iter()
-        .enumerate()
-        .map(|(index, i)| PushResult {
-            index,
-            message_id: i.message_id.to_string(),
-            transaction_id: i.transaction_id.clone(),
-            queue_name: i.queue.clone(),
-            status: PushStatus::Queued,
-        })
-        .collect()
 }
 
 /// Splits a shared answer back into each request's own (indexes from 0) and rings the

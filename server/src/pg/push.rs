@@ -101,18 +101,25 @@ async fn spool(broker: &PgBroker, items: &[Prepared]) -> HttpResponse {
         tracing::error!("cannot write the spool: {e}");
         return error_answer(500, format!("cannot write the spool: {e}"));
     }
-    let out: Vec<PushResult> = items
-        .iter()
+    let out = answers(items.iter(), PushStatus::Buffered);
+    json_answer(201, serde_json::to_value(out).expect("serializes"))
+}
+
+/// One answer per item, in request order, all with `status` (PUSH-1).
+pub(crate) fn answers<'a>(
+    items: impl Iterator<Item = &'a Prepared>,
+    status: PushStatus,
+) -> Vec<PushResult> {
+    items
         .enumerate()
         .map(|(index, i)| PushResult {
             index,
             message_id: i.message_id.to_string(),
             transaction_id: i.transaction_id.clone(),
             queue_name: i.queue.clone(),
-            status: PushStatus::Buffered,
+            status,
         })
-        .collect();
-    json_answer(201, serde_json::to_value(out).expect("serializes"))
+        .collect()
 }
 
 /// Writes spooled items in order, subject to dedup, in one transaction. Returns the
