@@ -142,3 +142,51 @@ impl Spool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pg::push::Prepared;
+
+    fn item(n: usize) -> Prepared {
+        Prepared {
+            queue: "q".into(),
+            partition: "Default".into(),
+            data: serde_json::json!({ "n": n }),
+            transaction_id: format!("t{n}"),
+            minted: false,
+            trace_id: None,
+            message_id: Uuid::now_v7(),
+        }
+    }
+
+    /// PUSH-7: a process that dies with pushes in its spool leaves a file whose lock
+    /// died with it; the next process to open the directory adopts it, in order, and
+    /// removes it. A file a live process holds is left alone.
+    #[tokio::test]
+    async fn push_7_a_dead_process_spool_is_adopted_in_order() {
+        let dir = std::env::temp_dir().join(format!("queen-spool-test-{}", Uuid::new_v4()));
+        let live = Spool::open(&dir).unwrap();
+        live.append(&[item(9)]).await.unwrap();
+        let dead = Spool::open(&dir).unwrap();
+        dead.append(&[item(1), item(2)]).await.unwrap();
+        dead.append(&[item(3)]).await.unwrap();
+        let dead_path = dead.path.clone();
+        drop(dead); // its lock goes with its file handle, as on SIGKILL
+        let next = Spool::open(&dir).unwrap();
+        assert_eq!(
+            next.pending(),
+            3,
+            "the dead process's three items, not the live one's"
+        );
+        assert!(!dead_path.exists(), "the adopted file is removed");
+        let got = next
+            .replay(|items| async move { Ok::<_, sqlx::Error>(items) })
+            .await
+            .unwrap();
+        let ids: Vec<&str> = got.iter().map(|i| i.transaction_id.as_str()).collect();
+        assert_eq!(ids, ["t1", "t2", "t3"]);
+        assert_eq!(live.pending(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
