@@ -180,12 +180,7 @@ impl Checker {
                 let branches = outcomes(world, &op, now, order.as_deref(), !strict, |i| {
                     minted_txn(&op, actual, i)
                 })
-                .map_err(|TooManyBranches(n)| {
-                    StepError::Inconclusive(format!(
-                        "more than {n} outcomes for {} {}",
-                        req.method, req.path
-                    ))
-                })?;
+                .map_err(too_many(req))?;
                 for (out, st, taken) in branches {
                     let mut w = World {
                         state: st,
@@ -262,12 +257,7 @@ impl Checker {
             let op = world.ids.resolve(&parsed);
             let allow = !self.strict_project;
             let branches = outcomes(world, &op, now, None, allow, |i| format!("<lost {i}>"))
-                .map_err(|TooManyBranches(n)| {
-                    StepError::Inconclusive(format!(
-                        "more than {n} outcomes for {} {}",
-                        req.method, req.path
-                    ))
-                })?;
+                .map_err(too_many(req))?;
             for (out, st, taken) in branches {
                 if matches!(out, Outcome::PopIllegal(_)) {
                     continue;
@@ -333,6 +323,16 @@ fn outcomes(
             .map(|((out, st), _, taken)| (out, st, taken))
             .collect()
     })
+}
+
+/// The error of a request with more outcomes than the model explores.
+fn too_many(req: &HttpRequest) -> impl FnOnce(TooManyBranches) -> StepError + '_ {
+    move |TooManyBranches(n)| {
+        StepError::Inconclusive(format!(
+            "more than {n} outcomes for {} {}",
+            req.method, req.path
+        ))
+    }
 }
 
 /// The pop the model itself would answer (policy order), for a report.
