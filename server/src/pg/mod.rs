@@ -88,6 +88,9 @@ impl Drop for Inner {
 /// The lock key of one `(partition, group)`: see the module documentation.
 pub(crate) const PAIR_KEY_SQL: &str = "hashtextextended($1::text || '/' || $2, 0)";
 
+/// A pooled connection idle this long is pinged before it is used again.
+const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
+
 impl PgBroker {
     /// Connects, applies the migrations, starts listening for other processes' pushes and
     /// replays any spool left behind.
@@ -95,6 +98,19 @@ impl PgBroker {
         let pool = PgPoolOptions::new()
             .max_connections(config.pool_size.max(2))
             .acquire_timeout(Duration::from_secs(3))
+            // sqlx pings every connection it hands out by default: a round trip before
+            // each push, pop and ack, as long as the one statement of a push. Only a
+            // connection idle for a while can have died unnoticed (a database restart),
+            // so only such a one is pinged; a busy pool skips the ping.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= PING_AFTER_IDLE {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect(url)
             .await
             .map_err(StartError::Connect)?;

@@ -10,35 +10,53 @@ use queen_reference::wire::{
     HttpResponse, PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, QUEUE_MODE,
 };
 use sqlx::{PgConnection, PgPool, Row};
+use std::sync::LazyLock;
 use uuid::Uuid;
 
-/// Reads the claimable span of a partition ($1) past the cursor ($2), visible before $3,
-/// at most $4 messages, and leases it for group $5 with lease $6 until $7 ($8 ms).
-const CLAIM_LEASE: &str = "WITH m AS (
-    SELECT \"offset\", id, transaction_id, trace_id, data, created_at FROM queen_messages
-    WHERE partition_id = $1 AND \"offset\" > $2 AND ($3::timestamptz IS NULL OR created_at <= $3)
-    ORDER BY \"offset\" LIMIT $4),
+/// The cursor of partition $1 for group $5, read under the pair's lock (taken by the
+/// previous statement, so this statement's snapshot sees every commit made under it):
+/// one row with the committed offset, or none while the pair is leased (ACK-4) or waits
+/// out a `retryDelay` (ACK-6) at $2 ("now").
+const FREE_CURSOR: &str = "cur AS (
+    SELECT committed, lease_deadline, not_before FROM queen_cursors WHERE partition_id = $1 AND consumer_group = $5),
+  free AS (
+    SELECT COALESCE((SELECT committed FROM cur), 0) AS committed
+    WHERE NOT EXISTS (SELECT 1 FROM cur WHERE lease_deadline > $2 OR not_before > $2)),
+  m AS (
+    SELECT \"offset\", id, transaction_id, trace_id, data, created_at FROM queen_messages, free
+    WHERE partition_id = $1 AND \"offset\" > free.committed AND ($3::timestamptz IS NULL OR created_at <= $3)
+    ORDER BY \"offset\" LIMIT $4)";
+
+/// Reads the claimable span of partition $1 past its free cursor (see [`FREE_CURSOR`]),
+/// visible before $3, at most $4 messages, and leases it for group $5 with lease $6 until
+/// $7 ($8 ms).
+static CLAIM_LEASE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH {FREE_CURSOR},
   claim AS (
     INSERT INTO queen_cursors (partition_id, consumer_group, lease_id, lease_end, lease_deadline, lease_duration_ms)
     SELECT $1, $5, $6, max(\"offset\"), $7, $8 FROM m HAVING count(*) > 0
     ON CONFLICT (partition_id, consumer_group) DO UPDATE SET lease_id = EXCLUDED.lease_id, lease_end = EXCLUDED.lease_end,
       lease_deadline = EXCLUDED.lease_deadline, lease_duration_ms = EXCLUDED.lease_duration_ms, not_before = NULL)
-  SELECT * FROM m ORDER BY \"offset\"";
+  SELECT * FROM m ORDER BY \"offset\""
+    )
+});
 
 /// The same span, committed at once (autoAck): no lease, and retries at or below the new
 /// cursor forgotten.
-const CLAIM_AUTO_ACK: &str = "WITH m AS (
-    SELECT \"offset\", id, transaction_id, trace_id, data, created_at FROM queen_messages
-    WHERE partition_id = $1 AND \"offset\" > $2 AND ($3::timestamptz IS NULL OR created_at <= $3)
-    ORDER BY \"offset\" LIMIT $4),
+static CLAIM_AUTO_ACK: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH {FREE_CURSOR},
   claim AS (
     INSERT INTO queen_cursors (partition_id, consumer_group, committed)
     SELECT $1, $5, max(\"offset\") FROM m HAVING count(*) > 0
     ON CONFLICT (partition_id, consumer_group) DO UPDATE SET committed = EXCLUDED.committed, lease_id = NULL, lease_end = NULL,
       lease_deadline = NULL, lease_duration_ms = NULL, not_before = NULL,
       retries = COALESCE((SELECT jsonb_object_agg(k, v) FROM jsonb_each(queen_cursors.retries) AS e(k, v)
-                          WHERE k::bigint > EXCLUDED.committed), '{}'))
-  SELECT * FROM m ORDER BY \"offset\"";
+                          WHERE k::bigint > EXCLUDED.committed), '{{}}'))
+  SELECT * FROM m ORDER BY \"offset\""
+    )
+});
 
 /// A partition that may be claimable (checked again under its lock).
 struct Candidate {
@@ -158,45 +176,29 @@ pub(crate) async fn pop(
         if !got {
             continue; // POP-2: another pop or ack holds this pair right now
         }
-        // Under the lock, read the cursor again: it may have moved since the scan.
-        let cur = sqlx::query("SELECT committed, lease_deadline, not_before FROM queen_cursors WHERE partition_id = $1 AND consumer_group = $2")
-            .bind(c.id)
-            .bind(group)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let committed: i64 = match &cur {
-            Some(r) => {
-                let deadline: Option<DateTime<Utc>> = r.get(1);
-                let not_before: Option<DateTime<Utc>> = r.get(2);
-                if deadline.is_some_and(|d| d > now) || not_before.is_some_and(|t| t > now) {
-                    continue; // ACK-4: leased; ACK-6: waiting out retryDelay
-                }
-                r.get(0)
-            }
-            None => 0,
-        };
         // POP-14: delayedProcessing delivers only messages old enough.
         let visible_before = (c.options.delayed_processing > 0)
             .then(|| now - Duration::seconds(c.options.delayed_processing as i64));
-        // One statement reads the span and claims it: the lease (POP-9: leaseSeconds if
-        // given, else the queue's leaseTime) or, with autoAck, the commit (POP-7). Offsets
-        // are contiguous (pushes assign them under the partition lock), so the span ends
-        // at the highest offset read.
+        // One statement reads the cursor again under the lock (it may have moved since
+        // the scan), reads the span past it and claims it: the lease (POP-9: leaseSeconds
+        // if given, else the queue's leaseTime) or, with autoAck, the commit (POP-7).
+        // Offsets are contiguous (pushes assign them under the partition lock), so the
+        // span ends at the highest offset read. No rows: leased, waiting, or nothing new.
         let secs = q.lease_seconds.unwrap_or(c.options.lease_time) as i64;
         let span = |sql| {
             sqlx::query(sql)
                 .bind(c.id)
-                .bind(committed)
+                .bind(now)
                 .bind(visible_before)
                 .bind(budget)
                 .bind(group)
         };
         let claim = match lease_id {
-            Some(l) => span(CLAIM_LEASE)
+            Some(l) => span(&CLAIM_LEASE)
                 .bind(l)
                 .bind(now + Duration::seconds(secs))
                 .bind(secs * 1000),
-            None => span(CLAIM_AUTO_ACK),
+            None => span(&CLAIM_AUTO_ACK),
         };
         let rows = claim.fetch_all(&mut *tx).await?;
         if rows.is_empty() {
