@@ -58,6 +58,48 @@ static CLAIM_AUTO_ACK: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// The partitions of queues $1 with something past group $2's cursor, not leased or
+/// waiting at $4, optionally only partition $3: the candidates of a pop (checked again
+/// under their lock). Columns from [`CAND`] on.
+const CANDIDATE_SELECT: &str = "SELECT p.id, p.name, q.options, p.last_write_at, p.seq,
+                (SELECT m.created_at FROM queen_messages m WHERE m.partition_id = p.id AND m.\"offset\" = COALESCE(c.committed, 0) + 1)
+         FROM queen_partitions p
+         JOIN queen_queues q ON q.id = p.queue_id
+         LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = $2
+         WHERE p.queue_id = ANY($1) AND ($3::text IS NULL OR p.name = $3)
+           AND p.last_offset > COALESCE(c.committed, 0)
+           AND (c.lease_deadline IS NULL OR c.lease_deadline <= $4)
+           AND (c.not_before IS NULL OR c.not_before <= $4)";
+
+/// Where a candidate's columns start in a row of either query.
+const CAND: usize = 5;
+
+/// The candidates alone, after setting up (creating the queue, subscribing).
+static CANDIDATES: LazyLock<String> = LazyLock::new(|| {
+    // Five placeholder columns, so both queries put the candidate at [`CAND`].
+    CANDIDATE_SELECT.replacen("SELECT ", "SELECT NULL, NULL, NULL, NULL, NULL, ", 1)
+});
+
+/// One row of the head (pop maintenance, "now", the queue $1's id, whether group $2 is
+/// subscribed there, and `ready`: nothing to set up first) joined with the candidates
+/// when `ready` ($4 is the queue-mode group, which needs no subscription); the head's
+/// columns repeat on every candidate row, and a head without candidates has NULLs.
+static HEAD_AND_CANDIDATES: LazyLock<String> = LazyLock::new(|| {
+    let cands = CANDIDATE_SELECT
+        .replace("ANY($1)", "ANY(ARRAY[h.qid])")
+        .replace("$4", "h.now");
+    format!(
+        "WITH h0 AS (
+           SELECT (SELECT enabled FROM queen_switches WHERE name = 'pop_maintenance') AS paused, now() AS now,
+                  (SELECT id FROM queen_queues WHERE name = $1) AS qid,
+                  EXISTS (SELECT 1 FROM queen_subscriptions s JOIN queen_queues qq ON qq.id = s.queue_id
+                          WHERE qq.name = $1 AND s.consumer_group = $2) AS subscribed),
+         h AS (SELECT h0.*, (h0.qid IS NOT NULL AND ($2 = $4 OR h0.subscribed)) AS ready FROM h0)
+         SELECT h.paused, h.now, h.qid, h.subscribed, h.ready, c.*
+         FROM h LEFT JOIN LATERAL ({cands}) c ON h.ready AND NOT coalesce(h.paused, false)"
+    )
+});
+
 /// A partition that may be claimable (checked again under its lock).
 struct Candidate {
     id: Uuid,
@@ -76,74 +118,83 @@ pub(crate) async fn pop(
     let mut tx = pool.begin().await?;
     let group = q.consumer_group.as_str();
     // One round trip for the maintenance switch, "now", the queue of a queue-scoped
-    // route and whether the group already has its subscription there.
+    // route, whether the group already has its subscription there and, when nothing is
+    // left to set up (the queue exists, the group needs no subscription), the candidate
+    // partitions too: a parked pop woken by a push claims in as few round trips as can be.
     let scoped = match route {
         PopRoute::Queue(name) | PopRoute::Partition(name, _) => Some(name.as_str()),
         PopRoute::Discovery { .. } => None,
     };
-    let (paused, now, queue_id, subscribed): (bool, DateTime<Utc>, Option<i64>, bool) = sqlx::query_as(
-        "SELECT (SELECT enabled FROM queen_switches WHERE name = 'pop_maintenance'), now(),
-                (SELECT id FROM queen_queues WHERE name = $1),
-                EXISTS (SELECT 1 FROM queen_subscriptions s JOIN queen_queues qq ON qq.id = s.queue_id
-                        WHERE qq.name = $1 AND s.consumer_group = $2)",
-    )
-    .bind(scoped)
-    .bind(group)
-    .fetch_one(&mut *tx)
-    .await?;
-    // MAINT-2 / POP-6: a bare 204 while pop maintenance is on.
-    if paused {
-        return Ok(no_content());
-    }
-    let queues: Vec<i64> = match (route, queue_id) {
-        (PopRoute::Queue(_) | PopRoute::Partition(..), Some(id)) => vec![id],
-        (PopRoute::Queue(name) | PopRoute::Partition(name, _), None) => {
-            // POP-8: a queue-scoped pop on an unknown queue creates its configuration row.
-            vec![ensure_queue(&mut tx, name, QueueOptions::implicit()).await?.0]
-        }
-        (PopRoute::Discovery { namespace, task }, _) => {
-            sqlx::query_scalar("SELECT id FROM queen_queues WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR task = $2) ORDER BY id")
-                .bind(namespace)
-                .bind(task)
-                .fetch_all(&mut *tx)
-                .await?
-        }
-    };
-    if group != QUEUE_MODE && !(scoped.is_some() && subscribed) {
-        for qid in &queues {
-            subscribe(&mut tx, *qid, q, now).await?;
-        }
-    }
     let only = match route {
         PopRoute::Partition(_, p) => Some(p.as_str()),
         _ => None,
     };
-    let rows = sqlx::query(
-        "SELECT p.id, p.name, q.options, p.last_write_at, p.seq,
-                (SELECT m.created_at FROM queen_messages m WHERE m.partition_id = p.id AND m.\"offset\" = COALESCE(c.committed, 0) + 1)
-         FROM queen_partitions p
-         JOIN queen_queues q ON q.id = p.queue_id
-         LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = $2
-         WHERE p.queue_id = ANY($1) AND ($3::text IS NULL OR p.name = $3)
-           AND p.last_offset > COALESCE(c.committed, 0)
-           AND (c.lease_deadline IS NULL OR c.lease_deadline <= $4)
-           AND (c.not_before IS NULL OR c.not_before <= $4)",
-    )
-    .bind(&queues)
-    .bind(group)
-    .bind(only)
-    .bind(now)
-    .fetch_all(&mut *tx)
-    .await?;
+    let head = sqlx::query(&HEAD_AND_CANDIDATES)
+        .bind(scoped)
+        .bind(group)
+        .bind(only)
+        .bind(QUEUE_MODE)
+        .fetch_all(&mut *tx)
+        .await?;
+    let first = head.first().ok_or(sqlx::Error::RowNotFound)?;
+    let (paused, now, queue_id, subscribed, ready): (
+        Option<bool>,
+        DateTime<Utc>,
+        Option<i64>,
+        bool,
+        bool,
+    ) = (
+        first.get(0),
+        first.get(1),
+        first.get(2),
+        first.get(3),
+        first.get(4),
+    );
+    // MAINT-2 / POP-6: a bare 204 while pop maintenance is on.
+    if paused == Some(true) {
+        return Ok(no_content());
+    }
+    let rows = if ready {
+        head
+    } else {
+        let queues: Vec<i64> = match (route, queue_id) {
+            (PopRoute::Queue(_) | PopRoute::Partition(..), Some(id)) => vec![id],
+            (PopRoute::Queue(name) | PopRoute::Partition(name, _), None) => {
+                // POP-8: a queue-scoped pop on an unknown queue creates its configuration row.
+                vec![ensure_queue(&mut tx, name, QueueOptions::implicit()).await?.0]
+            }
+            (PopRoute::Discovery { namespace, task }, _) => {
+                sqlx::query_scalar("SELECT id FROM queen_queues WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR task = $2) ORDER BY id")
+                    .bind(namespace)
+                    .bind(task)
+                    .fetch_all(&mut *tx)
+                    .await?
+            }
+        };
+        if group != QUEUE_MODE && !(scoped.is_some() && subscribed) {
+            for qid in &queues {
+                subscribe(&mut tx, *qid, q, now).await?;
+            }
+        }
+        sqlx::query(&CANDIDATES)
+            .bind(&queues)
+            .bind(group)
+            .bind(only)
+            .bind(now)
+            .fetch_all(&mut *tx)
+            .await?
+    };
     let mut cands: Vec<Candidate> = rows
         .into_iter()
+        // The head's row without a candidate (nothing claimable, or not `ready`).
+        .filter(|r| r.get::<Option<Uuid>, _>(CAND).is_some())
         .map(|r| Candidate {
-            id: r.get(0),
-            name: r.get(1),
-            options: super::options_of(r.get(2)),
-            last_write_at: r.get(3),
-            seq: r.get(4),
-            oldest: r.get(5),
+            id: r.get(CAND),
+            name: r.get(CAND + 1),
+            options: super::options_of(r.get(CAND + 2)),
+            last_write_at: r.get(CAND + 3),
+            seq: r.get(CAND + 4),
+            oldest: r.get(CAND + 5),
         })
         // POP-14: windowBuffer holds back a partition written to within the window.
         .filter(|c| {
