@@ -50,6 +50,10 @@ pub struct Config {
     /// default: half the pool.
     #[arg(long, env = "PUSH_WRITERS")]
     pub push_writers: Option<usize>,
+    /// The most items one group-commit write takes (see `pg/group.rs`): small enough that
+    /// producers answered by one write send their next requests while the next is written.
+    #[arg(long, env = "PUSH_BATCH_ITEMS", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub push_batch_items: u32,
     /// Largest request body in bytes (413 above).
     #[arg(long, env = "BODY_LIMIT", default_value_t = 16 * 1024 * 1024)]
     pub body_limit: usize,
@@ -122,5 +126,14 @@ mod tests {
         c.default_timeout = Some(7);
         assert_eq!(c.pop_timeout_ms(), 7, "DEFAULT_TIMEOUT wins");
         assert_eq!(c.port, 6632);
+    }
+
+    #[test]
+    fn a_push_batch_of_no_items_is_refused_at_start_up() {
+        let refused = Config::try_parse_from(["queen-server", "--push-batch-items", "0"]);
+        assert!(refused.is_err(), "0 items per write would never write");
+        let c = Config::try_parse_from(["queen-server", "--push-batch-items", "1"]).unwrap();
+        assert_eq!(c.push_batch_items, 1);
+        assert_eq!(Config::defaults().push_batch_items, 1000);
     }
 }

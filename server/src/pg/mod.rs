@@ -125,6 +125,7 @@ impl PgBroker {
                 .push_writers
                 .unwrap_or(config.pool_size as usize / 2)
                 .max(1),
+            config.push_batch_items as usize,
         );
         let broker = PgBroker {
             inner: Arc::new(Inner {
