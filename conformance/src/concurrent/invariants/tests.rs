@@ -343,3 +343,30 @@ fn an_unfinished_drain_is_bad_and_checks_no_loss() {
     assert_eq!(j["counts"]["drain-incomplete"]["bad"], 1);
     assert_eq!(j["passed"], false);
 }
+
+#[test]
+fn a_fresh_drain_group_finds_a_message_lost_after_every_client_group_saw_it() {
+    // PUSH-7 (nothing acknowledged with 201 is lost): `a` was delivered to queue mode and
+    // acked, so queue mode alone proves nothing more; the drain's fresh group, subscribed
+    // from the oldest message (POP-13 `all`), emptied the queue without ever seeing it.
+    let ops = vec![
+        push(&["a"], (0, 5), true),
+        pop(1, None, (10, 15), L1, &["a"]),
+        ack(1, (20, 25), &[("a", "completed", Some(L1))], true),
+    ];
+    let mut d = drained();
+    let r = check(&History::new(ops.clone()), &d);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    d.targets.push(Drained {
+        queue: "q".into(),
+        group: "audit1".into(),
+        emptied: true,
+    });
+    let r = check(&History::new(ops), &d);
+    assert_eq!(count(&r, "lost"), Count { bad: 1, allowed: 0 });
+    assert!(
+        r.anomalies[0].cause.contains("group audit1"),
+        "{:?}",
+        r.anomalies
+    );
+}
