@@ -53,7 +53,7 @@ impl DrainOptions {
             max_ms: lease_ms + 30_000,
             op_timeout_ms: 10_000,
             batch: 100,
-            parallel: 8,
+            parallel: 16,
             fresh_group: None,
         }
     }
