@@ -89,6 +89,9 @@ pub struct FaultsArgs {
     /// Where the timeline (HTML) and history (JSON) of a failing round are written.
     #[arg(long, default_value = "conformance-failures/faults")]
     pub failures_dir: PathBuf,
+    /// Also write the scenarios' reports (verdicts, drain, anomaly counts) here as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
     /// Progress lines on stderr.
     #[arg(long, short)]
     pub verbose: bool,
@@ -450,10 +453,21 @@ pub async fn faults(args: &FaultsArgs) -> Result<(String, bool), String> {
         opts.ops_per_round
     );
     let mut passed = true;
+    let mut reports = Vec::new();
     for f in list {
         let r = crate::faults::run(f, &opts).await;
         passed &= r.passed();
         text.push_str(&r.summary());
+        reports.push(r.to_json());
+    }
+    if let Some(p) = &args.json {
+        let v =
+            serde_json::json!({"seed": seed.to_string(), "passed": passed, "scenarios": reports});
+        std::fs::write(
+            p,
+            serde_json::to_string_pretty(&v).expect("JSON serializes"),
+        )
+        .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }
     Ok((text, passed))
 }

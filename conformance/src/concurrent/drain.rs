@@ -3,7 +3,11 @@
 //! with its lease, until the broker answers 204 at a moment when every lease the clients
 //! may still hold has expired and every retry delay has passed. Its calls are recorded
 //! like the workload's, so [`super::invariants`] checks them together: what the drain
-//! does not find was lost.
+//! does not find was lost. Optionally the drain also reads every queue with a group no
+//! client used ([`DrainOptions::fresh_group`], subscribed from the oldest message,
+//! POP-13): it must receive every message answered 201, so a message that disappeared
+//! after every client group had already seen it (a write acknowledged before it was
+//! durable, then lost in a crash) is found too.
 
 use super::history::{Answer, History, Op};
 use crate::session::{now_ms, transmit, Target};
@@ -29,6 +33,14 @@ pub struct DrainOptions {
     pub op_timeout_ms: u64,
     /// `batch` of the drain's pops.
     pub batch: u32,
+    /// `(queue, group)` pairs drained at once. Each holds its turn from its first pop to
+    /// its 204, so that its acks follow its pops closely: with too many at once, the
+    /// broker's connection pool queues an ack past its pop's lease (`leaseSeconds`),
+    /// and every such span is delivered again.
+    pub parallel: usize,
+    /// A consumer group no client used, drained on every queue as well (`None`: only
+    /// the groups of the history).
+    pub fresh_group: Option<String>,
 }
 
 impl DrainOptions {
@@ -41,6 +53,8 @@ impl DrainOptions {
             max_ms: lease_ms + 30_000,
             op_timeout_ms: 10_000,
             batch: 100,
+            parallel: 16,
+            fresh_group: None,
         }
     }
 }
@@ -118,15 +132,23 @@ pub async fn drain(target: &Target, history: &History, opts: &DrainOptions) -> D
     let quiet_at = last.max(now_ms()) + opts.settle_ms;
     let deadline = now_ms() + opts.max_ms;
     let first_client = history.ops.iter().map(|o| o.client + 1).max().unwrap_or(0);
-    let plan = queues_and_groups(history);
+    let mut plan = queues_and_groups(history);
+    if let Some(g) = &opts.fresh_group {
+        plan.values_mut().for_each(|gs| {
+            gs.insert(g.clone());
+        });
+    }
+    let turns = std::sync::Arc::new(tokio::sync::Semaphore::new(opts.parallel.max(1)));
     let mut tasks = Vec::new();
     let mut client = first_client;
     for (queue, groups) in &plan {
         for g in groups {
             let (target, opts, queue, g) = (target.clone(), opts.clone(), queue.clone(), g.clone());
+            let turns = turns.clone();
             let c = client;
             client += 1;
             tasks.push(tokio::spawn(async move {
+                let _turn = turns.acquire_owned().await.expect("never closed");
                 drain_one(&target, &opts, c, &queue, &g, quiet_at, deadline).await
             }));
         }

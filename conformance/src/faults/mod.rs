@@ -13,20 +13,26 @@
 //! * `client-timeouts` — client timeouts shorter than the server's work, so many
 //!   answers are unknown (the server still finishes, or cancels, the work).
 //!
-//! The workload runs in rounds (each on queues of its own) until the fault phase is
-//! over, then one more round on the recovered deployment. Afterwards every server must
-//! be healthy with its spool replayed; each round's history must be linearizable
-//! (within the budget: undecided is not a pass), with `buffered` answers handed to the
-//! search as unknown; and the [`audit`] must find nothing acknowledged lost, nothing
-//! stored twice, nothing stored that was never pushed. Any of these is a bad anomaly;
-//! a scenario passes only with none, and only if its fault visibly happened.
+//! The workload runs in rounds (each on queues of its own, 1 s leases) until the fault
+//! phase is over, then one more round on the recovered deployment. Afterwards every
+//! server must be healthy with its spool replayed; each round's history must be
+//! linearizable (within the budget: undecided is not a pass), with `buffered` answers
+//! handed to the search as unknown ([`audit::for_search`]); and then, as after
+//! `run --concurrency`, every queue of every round is drained with every group the
+//! clients used plus a fresh one ([`crate::concurrent::drain`]) and the invariants are
+//! checked over all rounds and the drain together ([`crate::concurrent::invariants`]:
+//! nothing answered 201 `queued` or `buffered` lost, PUSH-7; no delivery past a
+//! committed cursor; partition order; one live lease per `(partition, group)`, ACK-4;
+//! every duplicate explained), counted by kind, bad and allowed. A violation or a bad
+//! anomaly fails the scenario, and so does a fault that did not visibly happen.
 
 pub mod audit;
 pub mod deployment;
 pub mod serve;
 
+use crate::concurrent::invariants::{self, facts::Facts, InvariantReport};
 use crate::concurrent::linearize::check_until;
-use crate::concurrent::{History, Outcome, Workload};
+use crate::concurrent::{drain, History, Outcome, Workload};
 use crate::session::{CheckSettings, Target};
 use deployment::{Deployment, ServerProgram};
 use std::time::{Duration, Instant};
@@ -89,7 +95,10 @@ pub struct Options {
     pub outage: Duration,
     /// Wall-clock limit of the search per round (past it: undecided, not a pass).
     pub search_limit: Duration,
-    /// Where the timeline and history (JSON) of a round that fails the search go.
+    /// `leaseSeconds` of the workload's pops: the drain waits the longest lease out.
+    pub lease_seconds: u32,
+    /// Where the timeline and history (JSON) of a round that fails the search go, and
+    /// the whole history (all rounds and the drain) when an invariant fails.
     pub failures_dir: Option<std::path::PathBuf>,
     /// Progress lines on stderr.
     pub verbose: bool,
@@ -112,6 +121,7 @@ impl Options {
             budget: 200_000,
             outage: Duration::from_millis(1500),
             search_limit: Duration::from_secs(60),
+            lease_seconds: 1,
             failures_dir: None,
             verbose: false,
         }
@@ -131,7 +141,13 @@ pub struct Report {
     pub verdicts: Vec<&'static str>,
     /// Text of the rounds that did not pass the search.
     pub failures: Vec<String>,
-    pub audit: audit::Audit,
+    /// Pushed items by answer.
+    pub pushes: audit::PushTally,
+    /// The invariants over every round and the final drain.
+    pub invariants: InvariantReport,
+    /// The drain's calls and how long it took.
+    pub drain_calls: usize,
+    pub drain_ms: f64,
     /// Starts of each server process (1 + restarts).
     pub starts: Vec<u32>,
     /// Spooled pushes adopted from dead processes, per the servers' logs.
@@ -141,6 +157,9 @@ pub struct Report {
     /// Rounds whose linearizability search ran out of budget or time ("unknown").
     pub undecided: Vec<String>,
     pub elapsed: Duration,
+    /// Every round's calls and the drain's, as the invariants read them (ids as in
+    /// their anomalies).
+    pub merged: History,
 }
 
 impl Report {
@@ -158,7 +177,7 @@ impl Report {
 
     pub fn summary(&self) -> String {
         let mut s = format!(
-            "fault scenario {}: {} in {:.1} s\n  {} rounds, {} calls ({} unknown), verdicts {:?}; server starts {:?}, spool adoptions logged {}\n  {}\n",
+            "fault scenario {}: {} in {:.1} s\n  {} rounds, {} calls ({} unknown), verdicts {:?}; server starts {:?}, spool adoptions logged {}\n  {}\n  drain: {} calls in {:.1} s\n  {}",
             self.fault.name(),
             if self.passed() { "passed" } else { "FAILED" },
             self.elapsed.as_secs_f64(),
@@ -168,7 +187,10 @@ impl Report {
             self.verdicts,
             self.starts,
             self.adopted_logs,
-            self.audit.summary().replace('\n', "\n  ")
+            self.pushes.summary(),
+            self.drain_calls,
+            self.drain_ms / 1000.0,
+            self.invariant_lines()
         );
         for e in &self.events {
             s.push_str(&format!("  event: {e}\n"));
@@ -183,6 +205,43 @@ impl Report {
             s.push_str(&format!("  {}\n", f.replace('\n', "\n  ")));
         }
         s
+    }
+
+    /// The invariants' counts (and first bad anomalies), indented.
+    fn invariant_lines(&self) -> String {
+        let text = self.invariants.summary(&self.merged, 10);
+        let mut out = String::new();
+        for line in text.lines() {
+            out.push_str(&format!("  {line}\n"));
+        }
+        out.trim_start().to_string()
+    }
+
+    /// For `faults --json`: what ran, the verdicts, the drain and the anomaly counts.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "scenario": self.fault.name(),
+            "passed": self.passed(),
+            "noBadAnomalies": self.no_bad_anomalies(),
+            "elapsedMs": self.elapsed.as_millis() as u64,
+            "events": self.events,
+            "rounds": self.rounds,
+            "calls": self.calls,
+            "unknownCalls": self.unknown,
+            "verdicts": self.verdicts,
+            "undecided": self.undecided,
+            "problems": self.problems,
+            "serverStarts": self.starts,
+            "spoolAdoptionsLogged": self.adopted_logs,
+            "pushes": {
+                "acknowledged": self.pushes.acknowledged,
+                "buffered": self.pushes.buffered,
+                "duplicate": self.pushes.duplicate,
+                "unknown": self.pushes.unknown,
+            },
+            "drain": {"calls": self.drain_calls, "ms": self.drain_ms},
+            "invariants": self.invariants.to_json(),
+        })
     }
 }
 
@@ -276,7 +335,11 @@ pub async fn run(fault: Fault, opts: &Options) -> Report {
         unknown: 0,
         verdicts: vec![],
         failures: vec![],
-        audit: audit::Audit::default(),
+        pushes: audit::PushTally::default(),
+        invariants: InvariantReport::default(),
+        drain_calls: 0,
+        drain_ms: 0.0,
+        merged: History::default(),
         starts: vec![],
         adopted_logs: 0,
         problems: vec![],
@@ -313,7 +376,7 @@ pub async fn run(fault: Fault, opts: &Options) -> Report {
             .expect("an HTTP client builds");
         targets.push(impatient);
     }
-    let audit_url = d.url(0);
+    let drain_target = Target::new(&d.url(0), settings.clone());
     let op_timeout_ms = opts.op_timeout_ms;
     let injector = tokio::spawn(inject(d, fault, opts.clone(), Instant::now()));
     let mut histories: Vec<History> = Vec::new();
@@ -329,8 +392,8 @@ pub async fn run(fault: Fault, opts: &Options) -> Report {
             queues: opts.queues,
             seed: opts.seed.wrapping_add(histories.len() as u64),
             op_timeout_ms,
-            // The queues' own lease time: the read-back audit needs no lease to expire.
-            lease_seconds: None,
+            // Short leases: the final drain waits the longest one out.
+            lease_seconds: Some(opts.lease_seconds),
             prefix: format!(
                 "f{}r{}",
                 &uuid::Uuid::new_v4().simple().to_string()[..8],
@@ -410,10 +473,44 @@ pub async fn run(fault: Fault, opts: &Options) -> Report {
             }
         }
     }
-    let all = History::new(histories.into_iter().flat_map(|h| h.ops).collect());
-    report.audit = audit::audit(&all, &audit_url).await;
-    if report.audit.bad() > 0 {
-        report.problems.push(report.audit.summary());
+    // Every round's calls that reached a broker, then the drain of every queue with
+    // every group (and a fresh one) through server 0, and the invariants over it all.
+    let all = audit::reached(&History::new(
+        histories.into_iter().flat_map(|h| h.ops).collect(),
+    ));
+    let mut dopts = drain::DrainOptions::after_leases(i64::from(opts.lease_seconds) * 1000);
+    dopts.fresh_group = Some(format!(
+        "audit{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..10]
+    ));
+    let drained = drain::drain(&drain_target, &all, &dopts).await;
+    report.drain_calls = drained.ops.len();
+    report.drain_ms = drained.elapsed_ms;
+    report.invariants = invariants::check_with(
+        &all,
+        &drained,
+        &invariants::Options {
+            skew_ms: settings.skew_ms,
+        },
+    );
+    report.merged = invariants::merged(&all, &drained);
+    report.pushes = audit::PushTally::of(&Facts::read(&report.merged));
+    if !report.invariants.passed() {
+        report.problems.push(format!(
+            "{} bad anomalies after the drain (see the counts)",
+            report.invariants.bad()
+        ));
+        if let Some(dir) = &opts.failures_dir {
+            let p = dir.join(format!("{}-history.json", fault.name()));
+            let _ = std::fs::create_dir_all(dir);
+            let json = serde_json::to_string_pretty(&report.merged.to_json()).expect("serializes");
+            if std::fs::write(&p, json).is_ok() {
+                report.failures.push(format!(
+                    "history (all rounds and the drain): {}",
+                    p.display()
+                ));
+            }
+        }
     }
     report.starts = (0..d.servers()).map(|i| d.starts(i)).collect();
     report.adopted_logs = d.server_log_count("adopted");

@@ -379,14 +379,20 @@ fn past_cursor(f: &Facts, out: &mut InvariantReport) {
 
 /// Whether a call other than the pops may have released `d1`'s lease before `until`:
 /// an ack of that (partition, group) carrying its lease or none, a transaction, a delete.
+///
+/// Times are whole milliseconds (truncated), so a call invoked in the very millisecond
+/// `until` names may still have acted before it: `<=`, not `<`. (With `<`, an ack
+/// releasing d1's lease invoked in the millisecond the next pop completed was missed,
+/// and a clean memory-engine run reported `double-lease`; that is why the check once
+/// only counted second claims of the same span.)
 fn maybe_released(f: &Facts, d1: &Delivery, until: Millis) -> bool {
     f.acks.iter().any(|a| {
         a.partition_id == d1.partition_id
             && a.group == d1.group
-            && a.invoke_ms < until
+            && a.invoke_ms <= until
             && a.lease.as_ref().is_none_or(|l| *l == d1.lease)
     }) || f.other_writers.iter().any(|(_, q, at)| {
-        *at < until
+        *at <= until
             && q.as_ref()
                 .is_none_or(|q| d1.msgs.iter().any(|m| m.queue == *q))
     })
@@ -401,9 +407,9 @@ fn maybe_expired(d1: &Delivery, d2: &Delivery, skew: Millis) -> bool {
     }
 }
 
-/// At most one live lease per (partition, group): a pop that claimed a message of an
-/// earlier lease's span while that lease was certainly granted, unexpired and unreleased
-/// is bad (ACK-4).
+/// At most one live lease per (partition, group): a pop that claimed the partition for
+/// the group while an earlier lease on it was certainly granted, unexpired and
+/// unreleased is bad (ACK-4), whichever messages it got.
 fn double_lease(f: &Facts, opts: &Options, out: &mut InvariantReport) {
     for list in by_cursor(f).values() {
         for (i, d1) in list.iter().enumerate() {
@@ -411,12 +417,11 @@ fn double_lease(f: &Facts, opts: &Options, out: &mut InvariantReport) {
                 continue;
             }
             for d2 in &list[i + 1..] {
-                // Only a second claim of the same span counts: a later span means the
-                // cursor moved, which only an ack (a release) can do.
-                if d2.invoke_ms <= d1.complete_ms
-                    || d2.op == d1.op
-                    || !d2.msgs.iter().any(|m| d1.msgs.contains(m))
-                {
+                // d2 claimed the same (partition, group) after d1's lease was granted:
+                // whatever span it got, d1's lease must have expired or been released
+                // by then (a later span too: only a release moves the cursor past a
+                // live lease's span, ACK-1, ACK-4).
+                if d2.invoke_ms <= d1.complete_ms || d2.op == d1.op {
                     continue;
                 }
                 if !maybe_expired(d1, d2, opts.skew_ms) && !maybe_released(f, d1, d2.complete_ms) {
@@ -482,15 +487,16 @@ fn duplicate_cause(
     if d1.auto_ack {
         return None;
     }
-    // Acks of this (partition, group) that may have acted between the two deliveries.
+    // Acks of this (partition, group) that may have acted between the two deliveries
+    // (whole milliseconds: a call sharing a millisecond with a bound may lie either side).
     let between: Vec<&facts::Acked> = f
         .acks
         .iter()
         .filter(|a| {
             a.partition_id == d1.partition_id
                 && a.group == d1.group
-                && a.invoke_ms < d2.complete_ms
-                && a.complete_ms > d1.invoke_ms
+                && a.invoke_ms <= d2.complete_ms
+                && a.complete_ms >= d1.invoke_ms
         })
         .collect();
     // A failure at or below x (not certainly above it) makes x come back.
