@@ -318,17 +318,21 @@ fn subscribe(st: &mut State, queue: &str, q: &PopQuery, ctx: &mut Ctx) {
             },
         );
     }
-    let at = ctx.now;
-    st.queues
-        .get_mut(queue)
-        .expect("exists")
+    if st.queues[queue]
         .subscriptions
-        .entry(q.consumer_group.clone())
-        .or_insert(Subscription {
+        .contains_key(&q.consumer_group)
+    {
+        return;
+    }
+    let at = ctx.now;
+    st.queue_mut(queue).expect("exists").subscriptions.insert(
+        q.consumer_group.clone(),
+        Subscription {
             mode: q.subscription_mode.clone(),
             from: q.subscription_from.clone(),
             at,
-        });
+        },
+    );
 }
 
 /// Where a new cursor starts (POP-13). `subscriptionFrom` wins when it is `now` or a
