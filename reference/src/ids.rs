@@ -39,6 +39,15 @@ impl<H: std::hash::Hash + Ord + Copy> PartialEq for Bimap<H> {
 }
 
 impl<H: std::hash::Hash + Ord + Copy + std::fmt::Debug> Bimap<H> {
+    /// How many handles have an id.
+    pub fn len(&self) -> usize {
+        self.by_handle.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_handle.is_empty()
+    }
+
     pub fn id(&self, h: H) -> Option<&str> {
         self.by_handle.get(&h).map(String::as_str)
     }

@@ -188,13 +188,19 @@ fn claimable(
         }
     }
     let delay_ms = opts.delayed_processing as i64 * 1000;
-    let mut available = 0;
-    for off in committed + 1..=p.end() {
-        if delay_ms > 0 && ctx.now_before(st.created(p.at(off)).plus(delay_ms)) {
-            break;
+    let available = if delay_ms > 0 {
+        let mut n = 0;
+        for off in committed + 1..=p.end() {
+            if ctx.now_before(st.created(p.at(off)).plus(delay_ms)) {
+                break;
+            }
+            n += 1;
         }
-        available += 1;
-    }
+        n
+    } else {
+        // Without a delay every message above the cursor is available.
+        p.end() - committed
+    };
     (available > 0).then(|| Claimable {
         part: ph,
         committed,

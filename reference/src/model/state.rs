@@ -260,6 +260,38 @@ impl State {
         Arc::make_mut(&mut self.queues).get_mut(name)
     }
 
+    /// A digest for finding states that may be equal without comparing them: equal
+    /// states have equal fingerprints (it reads only what `==` compares), and states that
+    /// differ usually differ here too (counts, cursors, leases). It costs the partitions
+    /// and their cursors, not the history.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        (
+            self.next_msg,
+            self.next_lease,
+            self.writes.len(),
+            self.dead_letters.len(),
+            self.spool.len(),
+            self.push_maintenance,
+            self.pop_maintenance,
+            self.queues.len(),
+            self.partitions.len(),
+        )
+            .hash(&mut h);
+        for p in self.live_partitions() {
+            (p.handle, p.messages.len(), p.last_write).hash(&mut h);
+            for (g, c) in &p.cursors {
+                (g, c.committed, c.not_before, &c.retries).hash(&mut h);
+                c.lease
+                    .as_ref()
+                    .map(|l| (l.id, l.end, l.deadline, l.duration_ms))
+                    .hash(&mut h);
+            }
+        }
+        h.finish()
+    }
+
     /// Every live partition, by handle.
     pub fn live_partitions(&self) -> impl Iterator<Item = &Partition> {
         self.partitions.iter().flatten().map(|p| &**p)
