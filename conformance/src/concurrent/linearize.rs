@@ -7,7 +7,8 @@
 //! never placed, and its interval is open-ended.
 //!
 //! Visited (set of placed calls, model states) pairs are remembered, so a search never
-//! explores the same situation twice. The search has a budget of model steps: when it
+//! explores the same situation twice; states are filed by fingerprint
+//! (`World::fingerprint`), so only those that may be equal are compared. The search has a budget of model steps: when it
 //! runs out the verdict is "unknown", never a pass. Histories are checked per key (per
 //! queue), each independently.
 //!

@@ -390,3 +390,30 @@ impl State {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn built() -> State {
+        let mut st = State::new();
+        st.ensure_queue("q", QueueOptions::implicit());
+        let h = st.ensure_partition("q", "p");
+        st.cursor_mut(h, "g").committed = 0;
+        st
+    }
+
+    #[test]
+    fn equal_states_have_equal_fingerprints_and_a_copy_changes_alone() {
+        let (a, b) = (built(), built());
+        assert_eq!(a, b);
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        let mut c = a.clone();
+        c.cursor_mut(PartH(0), "g").committed = 1;
+        assert_ne!(a, c);
+        assert_ne!(a.fingerprint(), c.fingerprint());
+        assert_eq!(a.part(PartH(0)).unwrap().cursors["g"].committed, 0);
+        c.cursor_mut(PartH(0), "g").committed = 0;
+        assert_eq!(a, c);
+    }
+}
