@@ -25,6 +25,7 @@ use crate::project::{note, ProjectDiff};
 use crate::render::Renderer;
 use crate::time::{format_iso, is_iso_utc_z, parse_iso, Millis, Stamp};
 use crate::wire::*;
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 /// One possible state of the broker, with the ids learnt in it.
@@ -41,15 +42,49 @@ impl World {
     fn same_state(&self, other: &World) -> bool {
         self.state == other.state && self.ids == other.ids
     }
+
+    /// A digest of the state and ids ([`State::fingerprint`] and how many ids are
+    /// known): worlds with the same state have the same fingerprint, so only those are
+    /// compared when looking for duplicates.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        (
+            self.state.fingerprint(),
+            self.ids.msgs.len(),
+            self.ids.parts.len(),
+            self.ids.leases.len(),
+        )
+            .hash(&mut h);
+        h.finish()
+    }
 }
 
-/// Adds `w` to `worlds` unless a world with the same state is there; of two, the one
-/// with fewer project differences is kept (the broker may still follow ours).
-fn merge(worlds: &mut Vec<World>, w: World) {
-    match worlds.iter_mut().find(|x| x.same_state(&w)) {
-        Some(x) if w.project.len() < x.project.len() => *x = w,
-        Some(_) => {}
-        None => worlds.push(w),
+/// Worlds being collected, each with its fingerprint.
+#[derive(Default)]
+struct Next {
+    worlds: Vec<World>,
+    prints: Vec<u64>,
+}
+
+impl Next {
+    /// Adds `w` unless a world with the same state is there; of two, the one with fewer
+    /// project differences is kept (the broker may still follow ours).
+    fn merge(&mut self, w: World) {
+        let fp = w.fingerprint();
+        let twin = self
+            .prints
+            .iter()
+            .zip(self.worlds.iter_mut())
+            .find(|(p, x)| **p == fp && x.same_state(&w));
+        match twin {
+            Some((_, x)) if w.project.len() < x.project.len() => *x = w,
+            Some(_) => {}
+            None => {
+                self.worlds.push(w);
+                self.prints.push(fp);
+            }
+        }
     }
 }
 
@@ -168,15 +203,23 @@ impl Checker {
             Err(Rejection::DiscoveryScope) => Err(Op::DiscoveryRejected),
             Ok(r) => Ok(r),
         };
-        let mut next: Vec<World> = Vec::new();
+        let mut next = Next::default();
         let mut misses: Vec<(HttpResponse, String)> = Vec::new();
         let strict = self.strict_project;
+        // A pop answer is read once, not once per world.
+        let popped = match &parsed {
+            Ok(Request::Pop { .. }) if actual.status != 204 => actual
+                .body
+                .as_ref()
+                .and_then(|b| PopResponse::deserialize(b).ok()),
+            _ => None,
+        };
         for world in &self.worlds {
             let op = match &parsed {
                 Ok(r) => world.ids.resolve(r),
                 Err(op) => op.clone(),
             };
-            for order in pop_orders(world, &op, actual) {
+            for order in pop_orders(world, &op, actual.status, popped.as_ref()) {
                 let branches = outcomes(world, &op, now, order.as_deref(), !strict, |i| {
                     minted_txn(&op, actual, i)
                 })
@@ -191,7 +234,7 @@ impl Checker {
                         note(&mut w.project, d);
                     }
                     match check_with(&out, actual, &mut w, &req.path, strict) {
-                        Ok(()) => merge(&mut next, w),
+                        Ok(()) => next.merge(w),
                         Err(why) => {
                             if misses.len() < 8 {
                                 let shown = match out {
@@ -207,14 +250,14 @@ impl Checker {
                     }
                 }
             }
-            if next.len() > self.max_worlds {
+            if next.worlds.len() > self.max_worlds {
                 return Err(StepError::Inconclusive(format!(
                     "more than {} possible states",
                     self.max_worlds
                 )));
             }
         }
-        if next.is_empty() {
+        if next.worlds.is_empty() {
             let op = match &parsed {
                 Ok(r) => self.worlds[0].ids.resolve(r),
                 Err(op) => op.clone(),
@@ -228,7 +271,7 @@ impl Checker {
                 rules: rules_for(&op),
             })));
         }
-        self.worlds = next;
+        self.worlds = next.worlds;
         Ok(self.worlds.len())
     }
 }
@@ -252,7 +295,7 @@ impl Checker {
             // Rejections and unknown routes change nothing.
             Err(_) => return Ok(self.worlds.len()),
         };
-        let mut next: Vec<World> = Vec::new();
+        let mut next = Next::default();
         for world in &self.worlds {
             let op = world.ids.resolve(&parsed);
             let allow = !self.strict_project;
@@ -270,22 +313,22 @@ impl Checker {
                 for d in taken {
                     note(&mut w.project, d);
                 }
-                merge(&mut next, w);
+                next.merge(w);
             }
-            if next.len() > self.max_worlds {
+            if next.worlds.len() > self.max_worlds {
                 return Err(StepError::Inconclusive(format!(
                     "more than {} possible states",
                     self.max_worlds
                 )));
             }
         }
-        if next.is_empty() {
+        if next.worlds.is_empty() {
             return Err(StepError::Inconclusive(format!(
                 "no outcome for the unanswered {} {}",
                 req.method, req.path
             )));
         }
-        self.worlds = next;
+        self.worlds = next.worlds;
         Ok(self.worlds.len())
     }
 }
@@ -394,19 +437,21 @@ fn minted_txn(op: &Op, actual: &HttpResponse, i: usize) -> String {
         .map_or_else(|| format!("<minted {i}>"), str::to_string)
 }
 
-/// The partition orders a pop answer may stand for: its partitionIds in order of
-/// first appearance, each mapped to a model partition (bound, or by name when the id
-/// is new; several candidates when the name is ambiguous across queues).
-fn pop_orders(world: &World, op: &Op, actual: &HttpResponse) -> Vec<Option<Vec<PartH>>> {
+/// The partition orders a pop answer (`status`, and its body when it parses) may stand
+/// for: its partitionIds in order of first appearance, each mapped to a model partition
+/// (bound, or by name when the id is new; several candidates when the name is ambiguous
+/// across queues).
+fn pop_orders(
+    world: &World,
+    op: &Op,
+    status: u16,
+    resp: Option<&PopResponse>,
+) -> Vec<Option<Vec<PartH>>> {
     let Op::Pop(req) = op else { return vec![None] };
-    if actual.status == 204 {
+    if status == 204 {
         return vec![Some(vec![])];
     }
-    let Some(resp) = actual
-        .body
-        .as_ref()
-        .and_then(|b| serde_json::from_value::<PopResponse>(b.clone()).ok())
-    else {
+    let Some(resp) = resp else {
         return vec![None];
     };
     let mut seen: Vec<(&str, &str)> = Vec::new();
@@ -763,7 +808,7 @@ fn to_value<T: serde::Serialize>(t: &T) -> Value {
 
 fn parse<T: serde::de::DeserializeOwned>(body: Option<&Value>, what: &str) -> Result<T, String> {
     let b = body.ok_or_else(|| format!("{what}: no body"))?;
-    serde_json::from_value(b.clone()).map_err(|e| format!("{what}: {e}"))
+    T::deserialize(b).map_err(|e| format!("{what}: {e}"))
 }
 
 /// Every key of `expected` is in `actual` with an equal value (extra keys allowed).

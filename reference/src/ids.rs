@@ -6,27 +6,48 @@
 //! engine fills its book by minting; a checker fills it by learning from answers,
 //! and a contradiction is a finding (e.g. a lease id reused, a message whose id changed).
 
+//!
+//! The maps are persistent ([`crate::shared`]): a checker copies a book with every state
+//! it explores, and the book grows with every id learnt.
+
 use crate::model::{AckIn, LeaseH, LeaseRef, MsgH, Op, PartH, PopRequest, TxnOpIn};
+use crate::shared::{same_ord, HashMap, OrdMap};
 use crate::wire::{AckItem, Request, TxnOp};
-use rustc_hash::FxHashMap as HashMap;
 
 /// A two-way map between handles of one kind and the ids a broker gave them.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Bimap<H: std::hash::Hash + Eq + Copy> {
-    by_handle: HashMap<H, String>,
+#[derive(Clone, Debug)]
+pub struct Bimap<H: std::hash::Hash + Ord + Copy> {
+    by_handle: OrdMap<H, String>,
     by_id: HashMap<String, H>,
 }
 
-impl<H: std::hash::Hash + Eq + Copy> Default for Bimap<H> {
+impl<H: std::hash::Hash + Ord + Copy> Default for Bimap<H> {
     fn default() -> Self {
         Bimap {
-            by_handle: HashMap::default(),
+            by_handle: OrdMap::default(),
             by_id: HashMap::default(),
         }
     }
 }
 
-impl<H: std::hash::Hash + Eq + Copy + std::fmt::Debug> Bimap<H> {
+/// Two books are equal when they tie the same handles to the same ids: `by_id` is the
+/// inverse of `by_handle` (they are only ever extended together), so it is not compared.
+impl<H: std::hash::Hash + Ord + Copy> PartialEq for Bimap<H> {
+    fn eq(&self, other: &Self) -> bool {
+        same_ord(&self.by_handle, &other.by_handle)
+    }
+}
+
+impl<H: std::hash::Hash + Ord + Copy + std::fmt::Debug> Bimap<H> {
+    /// How many handles have an id.
+    pub fn len(&self) -> usize {
+        self.by_handle.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_handle.is_empty()
+    }
+
     pub fn id(&self, h: H) -> Option<&str> {
         self.by_handle.get(&h).map(String::as_str)
     }

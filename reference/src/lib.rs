@@ -14,5 +14,6 @@ pub mod model;
 pub mod policy;
 pub mod project;
 pub mod render;
+pub mod shared;
 pub mod time;
 pub mod wire;

@@ -227,8 +227,10 @@ fn run_invariants(steps: &[Step], checks: u8) -> Result<(), TestCaseError> {
             );
         }
         // A dead letter only through dlq, or a failed ack on an exhausted offset.
-        for d in after.dead_letters[before.dead_letters.len()..]
+        for d in after
+            .dead_letters
             .iter()
+            .skip(before.dead_letters.len())
             .filter(|_| on(DEAD_LETTERS))
         {
             let Step::Ack { .. } = s else {

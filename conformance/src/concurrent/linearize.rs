@@ -7,7 +7,8 @@
 //! never placed, and its interval is open-ended.
 //!
 //! Visited (set of placed calls, model states) pairs are remembered, so a search never
-//! explores the same situation twice. The search has a budget of model steps: when it
+//! explores the same situation twice; states are filed by fingerprint
+//! (`World::fingerprint`), so only those that may be equal are compared. The search has a budget of model steps: when it
 //! runs out the verdict is "unknown", never a pass. Histories are checked per key (per
 //! queue), each independently.
 //!
@@ -217,8 +218,10 @@ pub fn check_key_until(
 struct Search<'a> {
     ops: &'a [Op],
     horizon: Millis,
-    /// Placed-set to the model states it was reached with.
-    memo: HashMap<Vec<u64>, Vec<Vec<World>>>,
+    /// Placed-set and fingerprint of the model states to the model states it was
+    /// reached with (only states with one fingerprint can be equal, so only those are
+    /// compared).
+    memo: HashMap<(Vec<u64>, u64), Vec<Vec<World>>>,
     steps: u64,
     budget: u64,
     /// When to give up, whatever the steps left.
@@ -253,7 +256,11 @@ impl Search<'_> {
         if all_known_placed {
             return true;
         }
-        let seen = self.memo.entry(placed.clone()).or_default();
+        let print = model
+            .worlds()
+            .iter()
+            .fold(0u64, |h, w| h.rotate_left(5) ^ w.fingerprint());
+        let seen = self.memo.entry((placed.clone(), print)).or_default();
         if seen.iter().any(|w| w.as_slice() == model.worlds()) {
             return false;
         }

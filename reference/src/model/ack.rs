@@ -391,7 +391,7 @@ fn evaluate(
             .iter()
             .any(|x| x.part == ph && x.offset == *off && x.group == group);
         if !filed {
-            st.dead_letters.push(DeadLetterRec {
+            st.dead_letters.push_back(DeadLetterRec {
                 part: ph,
                 offset: *off,
                 group: group.to_string(),

@@ -6,10 +6,12 @@ use super::push::replay_spool;
 use super::state::State;
 use crate::choice::Ctx;
 use crate::wire::{ConfigureRequest, ConfigureResponse, DeleteResponse, DlqQuery, QueueOptions};
+use std::sync::Arc;
 
 /// CFG-1: full replace of the options (and namespace/task); creates the queue if needed.
 pub fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
-    let q = st.ensure_queue(&req.queue, QueueOptions::default());
+    st.ensure_queue(&req.queue, QueueOptions::default());
+    let q = st.queue_mut(&req.queue).expect("ensured");
     q.options = req.options;
     q.namespace = req.namespace.clone();
     q.task = req.task.clone();
@@ -25,11 +27,17 @@ pub fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
 /// DEL-1: removes the queue with its partitions, messages, cursors, leases and dead
 /// letters. Spooled pushes to it stay spooled (they were acknowledged, PUSH-7).
 pub fn delete_queue(st: &mut State, name: &str) -> DeleteResponse {
-    let existed = match st.queues.remove(name) {
+    // Only a queue that exists is removed: a copy-on-write map is not copied for nothing.
+    let removed = st
+        .queues
+        .contains_key(name)
+        .then(|| Arc::make_mut(&mut st.queues).remove(name))
+        .flatten();
+    let existed = match removed {
         None => false,
         Some(q) => {
             for ph in q.partitions.values() {
-                st.partitions[ph.0 as usize] = None;
+                Arc::make_mut(&mut st.partitions)[ph.0 as usize] = None;
             }
             st.dead_letters
                 .retain(|d| st.partitions[d.part.0 as usize].is_some());

@@ -188,13 +188,19 @@ fn claimable(
         }
     }
     let delay_ms = opts.delayed_processing as i64 * 1000;
-    let mut available = 0;
-    for off in committed + 1..=p.end() {
-        if delay_ms > 0 && ctx.now_before(st.created(p.at(off)).plus(delay_ms)) {
-            break;
+    let available = if delay_ms > 0 {
+        let mut n = 0;
+        for off in committed + 1..=p.end() {
+            if ctx.now_before(st.created(p.at(off)).plus(delay_ms)) {
+                break;
+            }
+            n += 1;
         }
-        available += 1;
-    }
+        n
+    } else {
+        // Without a delay every message above the cursor is available.
+        p.end() - committed
+    };
     (available > 0).then(|| Claimable {
         part: ph,
         committed,
@@ -318,17 +324,21 @@ fn subscribe(st: &mut State, queue: &str, q: &PopQuery, ctx: &mut Ctx) {
             },
         );
     }
-    let at = ctx.now;
-    st.queues
-        .get_mut(queue)
-        .expect("exists")
+    if st.queues[queue]
         .subscriptions
-        .entry(q.consumer_group.clone())
-        .or_insert(Subscription {
+        .contains_key(&q.consumer_group)
+    {
+        return;
+    }
+    let at = ctx.now;
+    st.queue_mut(queue).expect("exists").subscriptions.insert(
+        q.consumer_group.clone(),
+        Subscription {
             mode: q.subscription_mode.clone(),
             from: q.subscription_from.clone(),
             at,
-        });
+        },
+    );
 }
 
 /// Where a new cursor starts (POP-13). `subscriptionFrom` wins when it is `now` or a

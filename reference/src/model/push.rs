@@ -45,7 +45,7 @@ pub fn push(
             .enumerate()
             .map(|(index, item)| {
                 let (transaction_id, minted_txn) = txn_of(item, index, minter);
-                st.spool.push(SpooledItem {
+                st.spool.push_back(SpooledItem {
                     item: item.clone(),
                     transaction_id: transaction_id.clone(),
                     minted_txn,
@@ -62,7 +62,7 @@ pub fn push(
             .collect();
     }
     let write = st.writes.len() as u32;
-    st.writes.push(ctx.now);
+    st.writes.push_back(ctx.now);
     items
         .iter()
         .enumerate()
@@ -89,7 +89,7 @@ pub fn replay_spool(st: &mut State, ctx: &mut Ctx) {
         return;
     }
     let write = st.writes.len() as u32;
-    st.writes.push(ctx.now);
+    st.writes.push_back(ctx.now);
     for (index, s) in spooled.into_iter().enumerate() {
         write_one(
             st,
@@ -158,7 +158,7 @@ fn write_one(
         Payload::Given(v) => Data::Value(Arc::new(v.clone())),
     };
     let part = st.part_mut(ph).expect("just ensured");
-    part.messages.push(Message {
+    part.messages.push_back(Message {
         msg,
         transaction_id: transaction_id.clone(),
         minted_txn,

@@ -5,10 +5,16 @@
 //! handles the model mints itself ([`MsgH`], [`PartH`], [`LeaseH`]); which real UUID a
 //! broker gave each one is not state but knowledge, kept in an [`crate::ids::IdBook`].
 //! Times are [`Stamp`]s: exact for an engine, intervals for a checker.
+//!
+//! A checker copies a state for every branch it explores, and a copy must not cost the
+//! history. What grows with it (each partition's messages and transactionId index, the
+//! writes, dead letters and the spool) is held in persistent containers
+//! ([`crate::shared`]); the queues, the list of partitions and each partition sit behind
+//! an [`Arc`] copied on write (they are few, and read far more often than changed).
 
+use crate::shared::{same_arc, same_log, same_map, HashMap, Log};
 use crate::time::Stamp;
 use crate::wire::QueueOptions;
-use rustc_hash::FxHashMap as HashMap;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,27 +29,65 @@ pub struct PartH(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct LeaseH(pub u32);
 
-/// The whole broker as the model sees it.
-#[derive(Clone, Debug, PartialEq, Default)]
+/// The whole broker as the model sees it. A clone shares everything with the original
+/// (O(1)); changes copy only what they touch.
+#[derive(Clone, Debug, Default)]
 pub struct State {
-    /// Queues by name.
-    pub queues: BTreeMap<String, Queue>,
+    /// Queues by name (change them through [`State::queue_mut`]).
+    pub queues: Arc<BTreeMap<String, Queue>>,
     /// Partitions by handle; `None` once its queue was deleted (handles are never reused).
-    pub partitions: Vec<Option<Partition>>,
+    /// Each is shared between copies of the state until one of them changes it
+    /// ([`State::part_mut`]).
+    pub partitions: Arc<Vec<Option<Arc<Partition>>>>,
     /// The `createdAt` of each write, by write number: messages of one push call share it (POP-12).
-    pub writes: Vec<Stamp>,
+    pub writes: Log<Stamp>,
     /// The next message handle to mint.
     pub next_msg: u32,
     /// The next lease handle to mint.
     pub next_lease: u32,
     /// Dead letters in filing order (DLQ-2).
-    pub dead_letters: Vec<DeadLetterRec>,
+    pub dead_letters: Log<DeadLetterRec>,
     /// Pushes accepted as `buffered`, waiting for replay (PUSH-7).
-    pub spool: Vec<SpooledItem>,
+    pub spool: Log<SpooledItem>,
     /// Push maintenance (MAINT-1).
     pub push_maintenance: bool,
     /// Pop maintenance (MAINT-2).
     pub pop_maintenance: bool,
+}
+
+/// Equality by content, skipping whatever two states share (a checker compares the
+/// states it keeps, and they mostly descend from one another).
+impl PartialEq for State {
+    fn eq(&self, other: &State) -> bool {
+        let State {
+            queues,
+            partitions,
+            writes,
+            next_msg,
+            next_lease,
+            dead_letters,
+            spool,
+            push_maintenance,
+            pop_maintenance,
+        } = self;
+        *next_msg == other.next_msg
+            && *next_lease == other.next_lease
+            && *push_maintenance == other.push_maintenance
+            && *pop_maintenance == other.pop_maintenance
+            && same_log(writes, &other.writes, PartialEq::eq)
+            && (Arc::ptr_eq(partitions, &other.partitions)
+                || partitions.len() == other.partitions.len()
+                    && partitions
+                        .iter()
+                        .zip(other.partitions.iter())
+                        .all(|(a, b)| match (a, b) {
+                            (Some(a), Some(b)) => same_arc(a, b),
+                            (a, b) => a.is_none() && b.is_none(),
+                        }))
+            && same_log(dead_letters, &other.dead_letters, PartialEq::eq)
+            && same_log(spool, &other.spool, PartialEq::eq)
+            && same_arc(queues, &other.queues)
+    }
 }
 
 /// One queue's configuration row and its partitions.
@@ -68,19 +112,41 @@ pub struct Subscription {
 }
 
 /// An ordered, append-only log with a cursor per group.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Partition {
     pub handle: PartH,
     pub queue: String,
     pub name: String,
     /// The message at offset `n` is `messages[n - 1]`.
-    pub messages: Vec<Message>,
+    pub messages: Log<Message>,
     /// transactionId -> newest offset with it (PUSH-5, ACK-8).
     pub txn_index: HashMap<String, u32>,
     /// Cursors by group name.
     pub cursors: BTreeMap<String, Cursor>,
     /// The write that last added a message here (POP-14 `windowBuffer`).
     pub last_write: Option<u32>,
+}
+
+/// Equality by content, skipping the messages two copies share.
+impl PartialEq for Partition {
+    fn eq(&self, other: &Partition) -> bool {
+        let Partition {
+            handle,
+            queue,
+            name,
+            messages,
+            txn_index,
+            cursors,
+            last_write,
+        } = self;
+        *handle == other.handle
+            && *last_write == other.last_write
+            && *queue == other.queue
+            && *name == other.name
+            && *cursors == other.cursors
+            && same_log(messages, &other.messages, PartialEq::eq)
+            && same_map(txn_index, &other.txn_index)
+    }
 }
 
 impl Partition {
@@ -174,13 +240,61 @@ impl State {
     }
 
     pub fn part(&self, h: PartH) -> Option<&Partition> {
-        self.partitions.get(h.0 as usize).and_then(|p| p.as_ref())
+        self.partitions.get(h.0 as usize).and_then(|p| p.as_deref())
     }
 
+    /// The partition to change: copied first when another state shares it.
     pub fn part_mut(&mut self, h: PartH) -> Option<&mut Partition> {
-        self.partitions
-            .get_mut(h.0 as usize)
-            .and_then(|p| p.as_mut())
+        let live = self.part(h).is_some();
+        live.then(|| {
+            let slot = &mut Arc::make_mut(&mut self.partitions)[h.0 as usize];
+            Arc::make_mut(slot.as_mut().expect("live"))
+        })
+    }
+
+    /// The queue to change: the queues are copied first when another state shares them.
+    pub fn queue_mut(&mut self, name: &str) -> Option<&mut Queue> {
+        if !self.queues.contains_key(name) {
+            return None;
+        }
+        Arc::make_mut(&mut self.queues).get_mut(name)
+    }
+
+    /// A digest for finding states that may be equal without comparing them: equal
+    /// states have equal fingerprints (it reads only what `==` compares), and states that
+    /// differ usually differ here too (counts, cursors, leases). It costs the partitions
+    /// and their cursors, not the history.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        (
+            self.next_msg,
+            self.next_lease,
+            self.writes.len(),
+            self.dead_letters.len(),
+            self.spool.len(),
+            self.push_maintenance,
+            self.pop_maintenance,
+            self.queues.len(),
+            self.partitions.len(),
+        )
+            .hash(&mut h);
+        for p in self.live_partitions() {
+            (p.handle, p.messages.len(), p.last_write).hash(&mut h);
+            for (g, c) in &p.cursors {
+                (g, c.committed, c.not_before, &c.retries).hash(&mut h);
+                c.lease
+                    .as_ref()
+                    .map(|l| (l.id, l.end, l.deadline, l.duration_ms))
+                    .hash(&mut h);
+            }
+        }
+        h.finish()
+    }
+
+    /// Every live partition, by handle.
+    pub fn live_partitions(&self) -> impl Iterator<Item = &Partition> {
+        self.partitions.iter().flatten().map(|p| &**p)
     }
 
     /// The `createdAt` of a message.
@@ -189,7 +303,7 @@ impl State {
     }
 
     /// The queue, created with `options` and a derived namespace/task when missing.
-    pub fn ensure_queue(&mut self, name: &str, options: QueueOptions) -> &mut Queue {
+    pub fn ensure_queue(&mut self, name: &str, options: QueueOptions) -> &Queue {
         if !self.queues.contains_key(name) {
             let (namespace, task) = crate::wire::derive_namespace_task(name);
             let q = Queue {
@@ -200,9 +314,9 @@ impl State {
                 partitions: BTreeMap::new(),
                 subscriptions: BTreeMap::new(),
             };
-            self.queues.insert(name.to_string(), q);
+            Arc::make_mut(&mut self.queues).insert(name.to_string(), q);
         }
-        self.queues.get_mut(name).expect("inserted above")
+        &self.queues[name]
     }
 
     /// The partition `name` of an existing queue, created when missing (PUSH-3).
@@ -211,17 +325,16 @@ impl State {
             return *h;
         }
         let h = PartH(self.partitions.len() as u32);
-        self.partitions.push(Some(Partition {
+        Arc::make_mut(&mut self.partitions).push(Some(Arc::new(Partition {
             handle: h,
             queue: queue.to_string(),
             name: name.to_string(),
-            messages: Vec::new(),
+            messages: Log::new(),
             txn_index: HashMap::default(),
             cursors: BTreeMap::new(),
             last_write: None,
-        }));
-        self.queues
-            .get_mut(queue)
+        })));
+        self.queue_mut(queue)
             .expect("queue exists before its partitions")
             .partitions
             .insert(name.to_string(), h);
@@ -257,9 +370,7 @@ impl State {
     /// Where lease `h` is held: every `(partition, group)` whose cursor carries it. A
     /// scan, as extends and transactions are rare next to pops and acks.
     pub fn holders_of(&self, h: LeaseH) -> Vec<(PartH, String)> {
-        self.partitions
-            .iter()
-            .flatten()
+        self.live_partitions()
             .flat_map(|p| {
                 p.cursors
                     .iter()
@@ -271,11 +382,38 @@ impl State {
 
     /// Every message ever written and not deleted, with its partition and offset.
     pub fn all_messages(&self) -> impl Iterator<Item = (&Partition, u32, &Message)> {
-        self.partitions.iter().flatten().flat_map(|p| {
+        self.live_partitions().flat_map(|p| {
             p.messages
                 .iter()
                 .enumerate()
                 .map(move |(i, m)| (p, i as u32 + 1, m))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn built() -> State {
+        let mut st = State::new();
+        st.ensure_queue("q", QueueOptions::implicit());
+        let h = st.ensure_partition("q", "p");
+        st.cursor_mut(h, "g").committed = 0;
+        st
+    }
+
+    #[test]
+    fn equal_states_have_equal_fingerprints_and_a_copy_changes_alone() {
+        let (a, b) = (built(), built());
+        assert_eq!(a, b);
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        let mut c = a.clone();
+        c.cursor_mut(PartH(0), "g").committed = 1;
+        assert_ne!(a, c);
+        assert_ne!(a.fingerprint(), c.fingerprint());
+        assert_eq!(a.part(PartH(0)).unwrap().cursors["g"].committed, 0);
+        c.cursor_mut(PartH(0), "g").committed = 0;
+        assert_eq!(a, c);
     }
 }
