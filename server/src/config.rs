@@ -50,9 +50,8 @@ pub struct Config {
     /// default: half the pool.
     #[arg(long, env = "PUSH_WRITERS")]
     pub push_writers: Option<usize>,
-    /// The most items one group-commit write takes (see `pg/group.rs`): small enough that
-    /// producers answered by one write send their next requests while the next is written.
-    #[arg(long, env = "PUSH_BATCH_ITEMS", default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    /// The most items one group-commit write takes (see `pg/group.rs`).
+    #[arg(long, env = "PUSH_BATCH_ITEMS", default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
     pub push_batch_items: u32,
     /// Largest request body in bytes (413 above).
     #[arg(long, env = "BODY_LIMIT", default_value_t = 16 * 1024 * 1024)]
@@ -134,6 +133,6 @@ mod tests {
         assert!(refused.is_err(), "0 items per write would never write");
         let c = Config::try_parse_from(["queen-server", "--push-batch-items", "1"]).unwrap();
         assert_eq!(c.push_batch_items, 1);
-        assert_eq!(Config::defaults().push_batch_items, 1000);
+        assert_eq!(Config::defaults().push_batch_items, 2000);
     }
 }

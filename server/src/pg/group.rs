@@ -4,11 +4,9 @@
 //! flush; with many small pushes in flight that flush, not the SQL, bounds throughput.
 //! Each request goes to the writer its first queue hashes to (see [`Group`]); a writer
 //! takes whatever has accumulated (up to `PUSH_BATCH_ITEMS` items), writes it in one
-//! transaction and answers every request from it. The cap is what keeps the database
-//! busy: while one write runs, the producers answered by the previous one send their
-//! next requests, so the next write is ready when this one ends. (Measured with 16
-//! producers of 100-item batches, which keep at most 1,600 items outstanding: a cap of
-//! 2,000 took them all in one write and left the database idle while they came back.)
+//! transaction and answers every request from it. (Measured with 16 producers of
+//! 100-item batches on a quiet machine: caps of 600, 1,000 and 2,000 items gave the same
+//! throughput within noise, 41–44 K msgs/s.)
 //! A lone request is written at once, so coalescing only happens under load. Requests
 //! keep their arrival order inside a transaction, so dedup and offsets behave as if
 //! they had been committed one after the other (PUSH-5, PUSH-6). If a shared
