@@ -38,6 +38,9 @@ pub async fn run(
 
     let mut lat = Latencies::default();
     let mut push_lat = Latencies::default();
+    // From the push's answer to the pop's: the wake-up itself, without the push.
+    let mut after_push = Latencies::default();
+    let mut worst = (Duration::ZERO, 0usize);
     for round in 0..rounds {
         let c = client.clone();
         let path = pop_path.clone();
@@ -48,7 +51,8 @@ pub async fn run(
         tokio::time::sleep(park).await;
         let pushed = Instant::now();
         push(client, &queue, round as i64).await?;
-        push_lat.record(pushed.elapsed());
+        let answered = Instant::now();
+        push_lat.record(answered - pushed);
         let (r, at) = parked.await.map_err(|e| e.to_string())?;
         let payload = r?;
         if payload != json!(round) {
@@ -56,7 +60,12 @@ pub async fn run(
                 "round {round}: the parked pop returned {payload}, not the pushed message"
             ));
         }
-        lat.record(at.saturating_duration_since(pushed));
+        let took = at.saturating_duration_since(pushed);
+        lat.record(took);
+        after_push.record(at.saturating_duration_since(answered));
+        if took > worst.0 {
+            worst = (took, round);
+        }
     }
     Ok(Outcome {
         workload: format!("wake-latency-{}ms", park.as_millis()),
@@ -65,7 +74,10 @@ pub async fn run(
         details: json!({"rounds": rounds, "warm_up": WARM_UP, "park_ms": park.as_millis() as u64,
                         "p50_ms": lat.percentile_ms(50.0), "p99_ms": lat.percentile_ms(99.0),
                         "push_p50_ms": push_lat.percentile_ms(50.0),
-                        "push_p99_ms": push_lat.percentile_ms(99.0)}),
+                        "push_p99_ms": push_lat.percentile_ms(99.0),
+                        "after_push_p50_ms": after_push.percentile_ms(50.0),
+                        "after_push_p99_ms": after_push.percentile_ms(99.0),
+                        "worst_round": worst.1}),
     })
 }
 
