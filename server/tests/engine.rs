@@ -543,3 +543,58 @@ async fn pop_12_abandoned_requests_leave_no_transaction_behind() {
     server.stop().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// DLQ-2 [PROJECT]: dead letters are listed in filing order, and one batch ack files
+/// them in the order it names them, whichever partition ids sort first. The server
+/// locks (partition, group) pairs in id order; it used to file in that order too, and
+/// a lockstep run (seed 9622367076) caught the listing differing from the model's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dlq_2_one_batch_ack_files_dead_letters_in_the_order_it_names_them() {
+    let PgApp { server, _db, dir } = pg_app("dlqorder").await;
+    let base = server.url();
+    let c = reqwest::Client::new();
+    // Partition "a" is created first, so its id (a UUIDv7) sorts before "b"'s.
+    for p in ["a", "b"] {
+        let items = json!({"items": [{"queue": "dlqorder", "partition": p, "payload": p}]});
+        let (s, _) = post(&c, &format!("{base}/api/v1/push"), &items).await;
+        assert_eq!(s, 201);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let pop = format!("{base}/api/v1/pop/queue/dlqorder?batch=2&partitions=2");
+    let (s, b) = get(&c, &pop).await;
+    assert_eq!(s, 200);
+    let msgs = b.unwrap()["messages"].as_array().unwrap().clone();
+    assert_eq!(msgs.len(), 2, "one message from each partition");
+    // Name "b"'s message first, then "a"'s: the reverse of the id order.
+    let mut named: Vec<&serde_json::Value> = msgs.iter().collect();
+    named.sort_by_key(|m| std::cmp::Reverse(m["partition"].as_str().unwrap().to_string()));
+    let acks: Vec<serde_json::Value> = named
+        .iter()
+        .map(|m| {
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                        "leaseId": m["leaseId"], "status": "dlq"})
+        })
+        .collect();
+    let (s, _) = post(
+        &c,
+        &format!("{base}/api/v1/ack/batch"),
+        &json!({"acknowledgments": acks}),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let (s, d) = get(&c, &format!("{base}/api/v1/dlq?queue=dlqorder")).await;
+    assert_eq!(s, 200);
+    let listed: Vec<String> = d.unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["partition"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        listed,
+        ["b", "a"],
+        "filing order is the ack's order (DLQ-2)"
+    );
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -120,6 +120,9 @@ pub(crate) async fn ack(
     let mut order: Vec<usize> = (0..pairs.len()).collect();
     order.sort_by(|a, b| pairs[*a].0.cmp(&pairs[*b].0));
     let mut touched = Vec::new();
+    // Dead letters, filed after the loop in the order the call first names each pair
+    // (DLQ-2's filing order, as the model files them), not in the locking order.
+    let mut dead = Vec::new();
     for pi in order {
         let ((pid, group), list) = &pairs[pi];
         sqlx::query(&format!("SELECT pg_advisory_xact_lock({PAIR_KEY_SQL})"))
@@ -220,18 +223,7 @@ pub(crate) async fn ack(
         .execute(&mut *conn)
         .await?;
         for (off, error, retry_count) in &d.dead {
-            sqlx::query(
-                "INSERT INTO queen_dead_letters (partition_id, \"offset\", consumer_group, error_message, retry_count, failed_at)
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-            )
-            .bind(pid)
-            .bind(*off as i64)
-            .bind(group)
-            .bind(error)
-            .bind(*retry_count as i32)
-            .bind(now)
-            .execute(&mut *conn)
-            .await?;
+            dead.push((pi, *pid, group.clone(), *off, error.clone(), *retry_count));
         }
         if d.release {
             touched.push(queue.clone());
@@ -247,6 +239,21 @@ pub(crate) async fn ack(
             r.dlq = dlq;
             out[i] = Some(r);
         }
+    }
+    dead.sort_by_key(|d| d.0);
+    for (_, pid, group, off, error, retry_count) in dead {
+        sqlx::query(
+            "INSERT INTO queen_dead_letters (partition_id, \"offset\", consumer_group, error_message, retry_count, failed_at)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
+        )
+        .bind(pid)
+        .bind(off as i64)
+        .bind(group)
+        .bind(error)
+        .bind(retry_count as i32)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
     }
     Ok((
         out.into_iter()
