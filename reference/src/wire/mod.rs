@@ -57,6 +57,12 @@ impl WireError {
             message: message.into(),
         }
     }
+
+    /// The same error with `ctx` (such as `items[3].`) in front of its message.
+    pub fn in_context(mut self, ctx: &str) -> WireError {
+        self.message.insert_str(0, ctx);
+        self
+    }
 }
 
 /// The body of every 400/413/500 answer: `{"error": "..."}`.

@@ -1,6 +1,6 @@
 //! `POST /api/v1/push` (PROTOCOL.md section 2): request parsing and the 201 answer.
 
-use super::{as_object, check_name, check_uuid, opt_str, req_str, WireError, DEFAULT_PARTITION};
+use super::{check_name, check_uuid, WireError, DEFAULT_PARTITION};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -49,54 +49,71 @@ pub struct PushResult {
     pub status: PushStatus,
 }
 
-/// Parses a push body (PUSH-8): `{"items":[...]}`.
-pub fn parse_push(body: &Value) -> Result<PushRequest, WireError> {
-    let obj = as_object(body, "push body")?;
-    let items = match obj.get("items") {
+/// Parses a push body (PUSH-8): `{"items":[...]}`. Takes the body by value, so that
+/// payloads are moved into the items, not copied (a push is the hottest request).
+pub fn parse_push(body: Value) -> Result<PushRequest, WireError> {
+    let Value::Object(mut obj) = body else {
+        return Err(WireError::bad("push body must be a JSON object"));
+    };
+    let items = match obj.remove("items") {
         Some(Value::Array(a)) => a,
         Some(_) => return Err(WireError::bad("items must be an array")),
         None => return Err(WireError::bad("items is required")),
     };
     let items = items
-        .iter()
+        .into_iter()
         .enumerate()
-        .map(|(i, v)| parse_push_item(v, &format!("items[{i}].")))
+        .map(|(i, v)| parse_push_item(v, || format!("items[{i}].")))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(PushRequest { items })
 }
 
-/// Parses one push item; `ctx` prefixes error messages (`items[3].`).
-pub fn parse_push_item(v: &Value, ctx: &str) -> Result<PushItem, WireError> {
-    let obj = as_object(v, ctx.trim_end_matches('.'))?;
-    let queue = req_str(obj, "queue", ctx)?;
-    check_name(&format!("{ctx}queue"), &queue)?;
-    let partition = match opt_str(obj, "partition", ctx)? {
+/// Parses one push item; `ctx` says where it is (`items[3].`), for error messages only,
+/// so a valid item costs no formatting.
+pub fn parse_push_item(v: Value, ctx: impl Fn() -> String) -> Result<PushItem, WireError> {
+    match v {
+        Value::Object(obj) => item_fields(obj).map_err(|e| e.in_context(&ctx())),
+        _ => Err(WireError::bad(format!(
+            "{} must be a JSON object",
+            ctx().trim_end_matches('.')
+        ))),
+    }
+}
+
+/// [`parse_push_item`]'s fields, moved out of the item; messages start at the field.
+fn item_fields(mut obj: serde_json::Map<String, Value>) -> Result<PushItem, WireError> {
+    let mut take_str = |key: &str| match obj.remove(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(WireError::bad(format!("{key} must be a string"))),
+    };
+    let queue = match take_str("queue")? {
+        Some(q) if !q.is_empty() => q,
+        Some(_) => return Err(WireError::bad("queue must not be empty")),
+        None => return Err(WireError::bad("queue is required")),
+    };
+    check_name("queue", &queue)?;
+    let partition = match take_str("partition")? {
         None => DEFAULT_PARTITION.to_string(),
         Some(p) => {
-            check_name(&format!("{ctx}partition"), &p)?;
+            check_name("partition", &p)?;
             p
         }
     };
-    let transaction_id = match opt_str(obj, "transactionId", ctx)? {
-        Some(t) if t.is_empty() => {
-            return Err(WireError::bad(format!(
-                "{ctx}transactionId must not be empty"
-            )))
-        }
+    let transaction_id = match take_str("transactionId")? {
+        Some(t) if t.is_empty() => return Err(WireError::bad("transactionId must not be empty")),
         Some(t) if t.len() > 1024 => {
-            return Err(WireError::bad(format!(
-                "{ctx}transactionId is longer than 1024 bytes"
-            )))
+            return Err(WireError::bad("transactionId is longer than 1024 bytes"))
         }
         t => t,
     };
-    let trace_id = opt_str(obj, "traceId", ctx)?;
+    let trace_id = take_str("traceId")?;
     if let Some(t) = &trace_id {
-        check_uuid(&format!("{ctx}traceId"), t)?;
+        check_uuid("traceId", t)?;
     }
-    let payload = match obj.get("payload") {
+    let payload = match obj.remove("payload") {
         None => Payload::Absent,
-        Some(v) => Payload::Given(v.clone()),
+        Some(v) => Payload::Given(v),
     };
     Ok(PushItem {
         queue,
@@ -138,15 +155,53 @@ mod tests {
             json!({"items": [{"queue": "ok"}, {"queue": null}]}),
         ];
         for b in bad {
-            let err = parse_push(&b).unwrap_err();
+            let err = parse_push(b.clone()).unwrap_err();
             assert_eq!(err.status, 400, "{b}");
             assert!(!err.message.is_empty());
         }
     }
 
     #[test]
+    fn push_8_messages_say_which_item_and_field() {
+        let cases = [
+            (json!({"items": [1]}), "items[0] must be a JSON object"),
+            (
+                json!({"items": [{"queue": "ok"}, {"queue": null}]}),
+                "items[1].queue is required",
+            ),
+            (
+                json!({"items": [{"queue": ""}]}),
+                "items[0].queue must not be empty",
+            ),
+            (
+                json!({"items": [{"queue": "q", "partition": 7}]}),
+                "items[0].partition must be a string",
+            ),
+            (
+                json!({"items": [{"queue": "q", "transactionId": ""}]}),
+                "items[0].transactionId must not be empty",
+            ),
+            (
+                json!({"items": [{"queue": "q", "traceId": "abc"}]}),
+                "items[0].traceId must be a UUID, got \"abc\"",
+            ),
+            (
+                json!({"items": [{"queue": "q".repeat(256)}]}),
+                "items[0].queue is 256 bytes long; at most 255 are allowed",
+            ),
+        ];
+        for (body, message) in cases {
+            assert_eq!(
+                parse_push(body.clone()).unwrap_err().message,
+                message,
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
     fn push_3_defaults_and_nulls() {
-        let r = parse_push(&json!({"items": [
+        let r = parse_push(json!({"items": [
             {"queue": "q", "partition": null, "transactionId": null, "traceId": null, "extra": 1},
             {"queue": "q", "payload": null},
         ]}))
@@ -154,6 +209,6 @@ mod tests {
         assert_eq!(r.items[0].partition, "Default");
         assert_eq!(r.items[0].payload, Payload::Absent);
         assert_eq!(r.items[1].payload, Payload::Given(Value::Null));
-        assert!(parse_push(&json!({"items": []})).unwrap().items.is_empty());
+        assert!(parse_push(json!({"items": []})).unwrap().items.is_empty());
     }
 }

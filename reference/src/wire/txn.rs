@@ -67,7 +67,7 @@ pub fn parse_transaction(body: &Value) -> Result<TxnRequest, WireError> {
                 let items = items
                     .iter()
                     .enumerate()
-                    .map(|(j, v)| parse_push_item(v, &format!("{ctx}items[{j}].")))
+                    .map(|(j, v)| parse_push_item(v.clone(), || format!("{ctx}items[{j}].")))
                     .collect::<Result<Vec<_>, _>>()?;
                 operations.push(TxnOp::Push(items));
             }
