@@ -37,10 +37,10 @@ struct Args {
     /// The target's database, for the raw ceiling and connection counts (with --target).
     #[arg(long)]
     database_url: Option<String>,
-    /// Comma-separated: push-batch, push-single, consume, wake-latency, parked-polls, pg-ceiling.
+    /// Comma-separated: push-batch, push-batch-spread, push-single, consume, wake-latency, parked-polls, pg-ceiling.
     #[arg(
         long,
-        default_value = "pg-ceiling,push-batch,push-single,consume,wake-latency,parked-polls"
+        default_value = "pg-ceiling,push-batch,push-batch-spread,push-single,consume,wake-latency,parked-polls"
     )]
     workloads: String,
     /// Concurrent connections for the push workloads and the ceiling.
@@ -105,14 +105,15 @@ async fn run(a: Args) -> Result<(), String> {
                 Some(url) => outcomes.extend(ceiling::run(url, a.connections, duration).await?),
                 None => eprintln!("pg-ceiling skipped: no --database-url for this target"),
             },
-            "push-batch" | "push-single" => {
-                let batch = if w == "push-batch" { a.batch } else { 1 };
+            "push-batch" | "push-batch-spread" | "push-single" => {
+                let batch = if w == "push-single" { 1 } else { a.batch };
                 let p = push::PushParams {
                     connections: a.connections,
                     batch,
                     partitions: a.partitions,
                     duration,
                     queue: format!("bench-{w}-{run_id}"),
+                    spread: w == "push-batch-spread",
                 };
                 outcomes.push(push::run(&client, &p, w).await?);
             }

@@ -1,5 +1,12 @@
 //! push-batch and push-single: C producers, batches of B, over P partitions, for a
 //! fixed duration. Every answer is checked to be a 201 with one `queued` per item.
+//!
+//! Producer `w` writes partition `w mod P`, one partition per request, as each of the
+//! raw ceiling's connections writes its own partition: the same shape as the database
+//! figure it is compared with. `push-batch-spread` instead spreads every request's items
+//! over all P partitions, so that every request touches every partition: the worst case
+//! for a broker whose offsets follow commit order (PUSH-6), as writes to one partition
+//! must then wait for each other.
 
 use crate::client::Client;
 use crate::report::Outcome;
@@ -13,6 +20,9 @@ pub struct PushParams {
     pub partitions: usize,
     pub duration: Duration,
     pub queue: String,
+    /// Every request's items over all partitions (`push-batch-spread`), instead of one
+    /// partition per producer.
+    pub spread: bool,
 }
 
 pub async fn run(client: &Client, p: &PushParams, name: &str) -> Result<Outcome, String> {
@@ -21,7 +31,7 @@ pub async fn run(client: &Client, p: &PushParams, name: &str) -> Result<Outcome,
     let mut tasks = Vec::new();
     for worker in 0..p.connections {
         let client = client.clone();
-        let (queue, batch, partitions) = (p.queue.clone(), p.batch, p.partitions);
+        let (queue, batch, partitions, spread) = (p.queue.clone(), p.batch, p.partitions, p.spread);
         tasks.push(tokio::spawn(async move {
             let mut lat = Latencies::default();
             let mut sent = 0u64;
@@ -29,7 +39,7 @@ pub async fn run(client: &Client, p: &PushParams, name: &str) -> Result<Outcome,
             while Instant::now() < deadline {
                 let items: Vec<Value> = (0..batch)
                     .map(|i| {
-                        json!({"queue": queue, "partition": format!("p{}", (worker + i + n as usize) % partitions),
+                        json!({"queue": queue, "partition": format!("p{}", if spread { worker + i + n as usize } else { worker } % partitions),
                                "payload": {"worker": worker, "n": n, "i": i, "pad": "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}})
                     })
                     .collect();
@@ -60,7 +70,7 @@ pub async fn run(client: &Client, p: &PushParams, name: &str) -> Result<Outcome,
         unit: "msgs/s".into(),
         details: json!({
             "messages": total, "seconds": secs, "connections": p.connections, "batch": p.batch, "partitions": p.partitions,
-            "requests": lat.len(), "p50_ms": lat.percentile_ms(50.0), "p99_ms": lat.percentile_ms(99.0),
+            "spread": p.spread, "requests": lat.len(), "p50_ms": lat.percentile_ms(50.0), "p99_ms": lat.percentile_ms(99.0),
         }),
     })
 }
