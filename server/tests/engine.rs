@@ -598,3 +598,63 @@ async fn dlq_2_one_batch_ack_files_dead_letters_in_the_order_it_names_them() {
     server.stop().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// PUSH-6: one push of broker-minted ids over interleaved partitions (the one-statement
+/// path, `pg/minted.rs`) numbers each partition's messages in request order, right after
+/// what the partition already held, and a pop returns them in that order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_6_a_minted_push_over_interleaved_partitions_keeps_request_order() {
+    let PgApp { server, _db, dir } = pg_app("interleave").await;
+    let base = server.url();
+    let c = reqwest::Client::new();
+    let push = |items: serde_json::Value| {
+        let (c, url) = (c.clone(), format!("{base}/api/v1/push"));
+        async move {
+            let (s, b) = post(&c, &url, &json!({ "items": items })).await;
+            assert_eq!(s, 201, "{b:?}");
+        }
+    };
+    // Creates both partitions (the general path); the pushes after it take the
+    // one-statement path, which needs them to exist.
+    push(json!([
+        {"queue": "il", "partition": "a", "payload": "a0"},
+        {"queue": "il", "partition": "b", "payload": "b0"},
+    ]))
+    .await;
+    push(json!([
+        {"queue": "il", "partition": "b", "payload": "b1"},
+        {"queue": "il", "partition": "a", "payload": "a1"},
+        {"queue": "il", "partition": "b", "payload": "b2"},
+        {"queue": "il", "partition": "a", "payload": "a2"},
+        {"queue": "il", "partition": "a", "payload": "a3"},
+    ]))
+    .await;
+    push(json!([{"queue": "il", "partition": "b", "payload": "b3"}])).await;
+    // Numbered right after the interleaved ones: a gap or an overlap (a rank or a
+    // partition's count off by some) would lose or refuse these.
+    push(json!([
+        {"queue": "il", "partition": "a", "payload": "a4"},
+        {"queue": "il", "partition": "b", "payload": "b4"},
+    ]))
+    .await;
+    for (p, want) in [
+        ("a", json!(["a0", "a1", "a2", "a3", "a4"])),
+        ("b", json!(["b0", "b1", "b2", "b3", "b4"])),
+    ] {
+        let (s, b) = get(
+            &c,
+            &format!("{base}/api/v1/pop/queue/il/partition/{p}?batch=10"),
+        )
+        .await;
+        assert_eq!(s, 200);
+        let got: Vec<_> = b.unwrap()["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["data"].clone())
+            .collect();
+        assert_eq!(json!(got), want, "partition {p}");
+    }
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
