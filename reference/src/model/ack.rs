@@ -95,7 +95,7 @@ fn step1(st: &mut State, i: usize, it: &AckIn, ctx: &mut Ctx) -> Step1 {
     let Some(p) = st.part(ph) else {
         return unresolvable();
     };
-    let Some(&offset) = p.txn_index.get(txn) else {
+    let Some(offset) = p.txn_offset(txn) else {
         return unresolvable();
     };
     // ACK-8 [OPEN]: a message older than the dedup window may be unresolvable.

@@ -132,7 +132,7 @@ fn write_one(
     // PUSH-5: the same transactionId in the same partition within the window.
     if !minted_txn && window_ms > 0 {
         let part = st.part(ph).expect("just ensured");
-        if let Some(&off) = part.txn_index.get(&transaction_id) {
+        if let Some(off) = part.txn_offset(&transaction_id) {
             let orig = part.at(off);
             let (orig_msg, created) = (orig.msg, st.created(orig));
             if ctx.now_before(created.plus(window_ms)) {
@@ -167,7 +167,7 @@ fn write_one(
         write,
     });
     let off = part.end();
-    part.txn_index.insert(transaction_id.clone(), off);
+    part.txn_index.insert(&transaction_id, off, &part.messages);
     part.last_write = Some(write);
     PushOut {
         index,

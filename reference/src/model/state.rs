@@ -12,7 +12,8 @@
 //! ([`crate::shared`]); the queues, the list of partitions and each partition sit behind
 //! an [`Arc`] copied on write (they are few, and read far more often than changed).
 
-use crate::shared::{same_arc, same_log, same_map, HashMap, Log};
+use super::txn_index::TxnIndex;
+use crate::shared::{same_arc, same_log, Log};
 use crate::time::Stamp;
 use crate::wire::QueueOptions;
 use serde_json::Value;
@@ -119,8 +120,9 @@ pub struct Partition {
     pub name: String,
     /// The message at offset `n` is `messages[n - 1]`.
     pub messages: Log<Message>,
-    /// transactionId -> newest offset with it (PUSH-5, ACK-8).
-    pub txn_index: HashMap<String, u32>,
+    /// transactionId -> newest offset with it (PUSH-5, ACK-8); read it through
+    /// [`Partition::txn_offset`].
+    pub txn_index: TxnIndex,
     /// Cursors by group name.
     pub cursors: BTreeMap<String, Cursor>,
     /// The write that last added a message here (POP-14 `windowBuffer`).
@@ -145,7 +147,7 @@ impl PartialEq for Partition {
             && *name == other.name
             && *cursors == other.cursors
             && same_log(messages, &other.messages, PartialEq::eq)
-            && same_map(txn_index, &other.txn_index)
+            && *txn_index == other.txn_index
     }
 }
 
@@ -158,6 +160,11 @@ impl Partition {
     /// The message at `offset` (1-based).
     pub fn at(&self, offset: u32) -> &Message {
         &self.messages[offset as usize - 1]
+    }
+
+    /// The newest offset written with transactionId `txn` (PUSH-5, ACK-8).
+    pub fn txn_offset(&self, txn: &str) -> Option<u32> {
+        self.txn_index.get(txn, &self.messages)
     }
 }
 
@@ -330,7 +337,7 @@ impl State {
             queue: queue.to_string(),
             name: name.to_string(),
             messages: Log::new(),
-            txn_index: HashMap::default(),
+            txn_index: TxnIndex::default(),
             cursors: BTreeMap::new(),
             last_write: None,
         })));
