@@ -25,7 +25,7 @@ fn item(i: u64) -> PushItem {
     PushItem {
         queue: "bench".into(),
         partition: format!("p{}", i % 16),
-        payload: Payload::Given(json!({"n": i})),
+        payload: Payload::Given(json!({"n": i}).into()),
         transaction_id: Some(format!("t{i}")),
         trace_id: None,
     }

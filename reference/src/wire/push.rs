@@ -3,12 +3,14 @@
 use super::{as_object, check_name, check_uuid, opt_str, req_str, WireError, DEFAULT_PARTITION};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// A payload as sent: absent is not the same as `null` (PUSH-9 leaves absent open).
+/// Shared, so the model stores it without copying the document.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Payload {
     Absent,
-    Given(Value),
+    Given(Arc<Value>),
 }
 
 /// One validated push item.
@@ -96,7 +98,7 @@ pub fn parse_push_item(v: &Value, ctx: &str) -> Result<PushItem, WireError> {
     }
     let payload = match obj.get("payload") {
         None => Payload::Absent,
-        Some(v) => Payload::Given(v.clone()),
+        Some(v) => Payload::Given(Arc::new(v.clone())),
     };
     Ok(PushItem {
         queue,
@@ -153,7 +155,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.items[0].partition, "Default");
         assert_eq!(r.items[0].payload, Payload::Absent);
-        assert_eq!(r.items[1].payload, Payload::Given(Value::Null));
+        assert_eq!(r.items[1].payload, Payload::Given(Arc::new(Value::Null)));
         assert!(parse_push(&json!({"items": []})).unwrap().items.is_empty());
     }
 }
