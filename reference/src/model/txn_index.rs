@@ -2,17 +2,27 @@
 //! (PUSH-5 dedup, ACK-8 ack resolution).
 //!
 //! Every push writes it and every ack reads it, so it is on the model's hot path, and
-//! like the rest of the state it must copy in O(1) ([`crate::shared`]). Keyed by the
-//! transactionId itself, each write cost a copy of the string and each probe string
-//! hashing and comparison inside a persistent map whose leaves were three times larger.
-//! It is keyed instead by a 64-bit hash of the transactionId, and a hit is confirmed
-//! against the message's own transactionId in the partition's log. A different
-//! transactionId whose hash is already taken (practically never) goes to a small
-//! second map keyed by the string, so answers are exactly those of a map by string.
+//! like the rest of the state it must copy in O(1) ([`crate::shared`]).
+//!
+//! * It is keyed by a 64-bit hash of the transactionId, and a hit is confirmed against
+//!   the message's own transactionId in the partition's log: writes copy no string and
+//!   probes compare none. A different transactionId whose hash is already taken
+//!   (practically never) goes to a small second map keyed by the string, so answers are
+//!   exactly those of a map by string.
+//! * Entries live in two layers. New ones go to a small persistent map (`recent`, a HAMT:
+//!   a write to a shared copy copies only its path). When it outgrows a fraction of the
+//!   rest it is merged into `settled`, a plain hash table behind an [`Arc`] (copied
+//!   whole only when a shared copy merges, which the size ratio makes rare: O(1)
+//!   amortized per write). A lookup in a large HAMT walks several scattered nodes,
+//!   nearly all cache misses on a long history; the plain table costs one or two.
+//!
+//! The index is a function of the log (each written offset is recorded once, in order),
+//! and so is its split into layers: partitions with equal logs have equal layers.
 
 use super::state::Message;
 use crate::shared::{same_map, HashMap, Log};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 /// Hashes `u64` keys that are already hashes: the key is its own hash.
 #[derive(Clone, Copy, Debug, Default)]
@@ -35,21 +45,29 @@ impl Hasher for PreHashed {
     }
 }
 
-type ByHash = imbl::GenericHashMap<
+type Recent = imbl::GenericHashMap<
     u64,
     u32,
     BuildHasherDefault<PreHashed>,
     imbl::shared_ptr::DefaultSharedPtr,
 >;
+type Settled = std::collections::HashMap<u64, u32, BuildHasherDefault<PreHashed>>;
+
+/// `recent` is merged into `settled` once it holds more than this many entries and
+/// more than `settled.len() / SETTLED_RATIO`.
+const MIN_RECENT: usize = 256;
+const SETTLED_RATIO: usize = 64;
 
 /// transactionId -> newest offset, for one partition. Every method takes that
 /// partition's message log, which the offsets point into.
 #[derive(Clone, Debug, Default)]
 pub struct TxnIndex {
     /// Hash of a transactionId -> newest offset of the first transactionId indexed with
-    /// that hash.
-    by_hash: ByHash,
-    /// Newest offset of each transactionId whose hash another one holds in `by_hash`.
+    /// that hash: written since the last merge (newer than `settled`).
+    recent: Recent,
+    /// The same for everything before the last merge.
+    settled: Arc<Settled>,
+    /// Newest offset of each transactionId whose hash another one holds.
     spill: HashMap<String, u32>,
 }
 
@@ -58,9 +76,17 @@ fn hash(txn: &str) -> u64 {
 }
 
 impl TxnIndex {
+    /// The newest offset recorded under hash `h`, whichever transactionId it is.
+    fn by_hash(&self, h: u64) -> Option<u32> {
+        match self.recent.get(&h) {
+            Some(&off) => Some(off),
+            None => self.settled.get(&h).copied(),
+        }
+    }
+
     /// The newest offset written with `txn`, if any.
     pub fn get(&self, txn: &str, messages: &Log<Message>) -> Option<u32> {
-        let off = *self.by_hash.get(&hash(txn))?;
+        let off = self.by_hash(hash(txn))?;
         if messages[off as usize - 1].transaction_id == txn {
             Some(off)
         } else {
@@ -71,30 +97,29 @@ impl TxnIndex {
     /// Records that `off` is now the newest offset written with `txn`.
     pub fn insert(&mut self, txn: &str, off: u32, messages: &Log<Message>) {
         let h = hash(txn);
-        if let Some(old) = self.by_hash.insert(h, off) {
+        if let Some(old) = self.by_hash(h) {
             if messages[old as usize - 1].transaction_id != txn {
                 // The hash belongs to another transactionId: keep it there.
-                self.by_hash.insert(h, old);
                 self.spill.insert(txn.to_string(), off);
+                return;
             }
         }
-    }
-
-    /// How many transactionIds are indexed.
-    pub fn len(&self) -> usize {
-        self.by_hash.len() + self.spill.len()
-    }
-
-    /// Whether nothing is indexed.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.recent.insert(h, off);
+        if self.recent.len() > MIN_RECENT.max(self.settled.len() / SETTLED_RATIO) {
+            let settled = Arc::make_mut(&mut self.settled);
+            settled.reserve(self.recent.len());
+            settled.extend(std::mem::take(&mut self.recent));
+        }
     }
 }
 
-/// Equality by content, without comparing what two copies share.
+/// Equality by content, without comparing what two copies share. Layers are compared
+/// layer by layer: equal logs give equal layers (see the module comment).
 impl PartialEq for TxnIndex {
     fn eq(&self, other: &TxnIndex) -> bool {
-        same_map(&self.by_hash, &other.by_hash) && same_map(&self.spill, &other.spill)
+        same_map(&self.recent, &other.recent)
+            && (Arc::ptr_eq(&self.settled, &other.settled) || self.settled == other.settled)
+            && same_map(&self.spill, &other.spill)
     }
 }
 
@@ -127,7 +152,6 @@ mod tests {
         assert_eq!(ix.get("a", &msgs), Some(3));
         assert_eq!(ix.get("b", &msgs), Some(2));
         assert_eq!(ix.get("c", &msgs), None);
-        assert_eq!(ix.len(), 2);
     }
 
     #[test]
@@ -135,11 +159,11 @@ mod tests {
         // Force a collision: index "x" under the hash of "y" by hand.
         let msgs = log(&["x", "y", "y"]);
         let mut ix = TxnIndex::default();
-        ix.by_hash.insert(hash("y"), 1);
+        ix.recent.insert(hash("y"), 1);
         ix.insert("y", 2, &msgs);
         assert_eq!(
-            ix.by_hash.get(&hash("y")),
-            Some(&1),
+            ix.by_hash(hash("y")),
+            Some(1),
             "the first holder keeps the hash"
         );
         assert_eq!(ix.get("y", &msgs), Some(2));
@@ -159,5 +183,36 @@ mod tests {
         assert_ne!(a, b);
         a.insert("b", 2, &msgs);
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn answers_survive_merges_and_copies_stay_apart() {
+        // Ids repeat (t0..t699 twice, then new ones), crossing several merges.
+        let txns: Vec<String> = (0..3000)
+            .map(|i| format!("t{}", i % 700 + i / 1400 * 700))
+            .collect();
+        let refs: Vec<&str> = txns.iter().map(String::as_str).collect();
+        let msgs = log(&refs);
+        let mut ix = TxnIndex::default();
+        let mut want = std::collections::HashMap::new();
+        let mut early = None;
+        for (i, t) in refs.iter().enumerate() {
+            ix.insert(t, i as u32 + 1, &msgs);
+            want.insert(*t, i as u32 + 1);
+            if i == 1000 {
+                early = Some((ix.clone(), want.clone()));
+            }
+        }
+        assert!(!ix.settled.is_empty(), "merged at least once");
+        for (t, off) in &want {
+            assert_eq!(ix.get(t, &msgs), Some(*off), "{t}");
+        }
+        assert_eq!(ix.get("t99999", &msgs), None);
+        // The copy taken halfway answers as it did then.
+        let (early, early_want) = early.unwrap();
+        for t in &refs {
+            assert_eq!(early.get(t, &msgs), early_want.get(t).copied(), "{t}");
+        }
+        assert_ne!(early, ix);
     }
 }
