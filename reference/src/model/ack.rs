@@ -394,10 +394,10 @@ fn evaluate(
     }
 
     let now = ctx.now;
-    if d.release {
-        st.release_lease(ph, group);
-    }
     let cur = st.cursor_mut(ph, group);
+    if d.release {
+        cur.lease = None;
+    }
     for off in d.charged.iter().chain(&d.also_charged) {
         *cur.retries.entry(*off).or_insert(0) += 1;
     }

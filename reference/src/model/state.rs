@@ -367,13 +367,6 @@ impl State {
         p.cursors.get_mut(group).expect("inserted above")
     }
 
-    /// Drops the lease of `(part, group)`.
-    pub fn release_lease(&mut self, part: PartH, group: &str) {
-        if let Some(c) = self.part_mut(part).and_then(|p| p.cursors.get_mut(group)) {
-            c.lease = None;
-        }
-    }
-
     /// Where lease `h` is held: every `(partition, group)` whose cursor carries it. A
     /// scan, as extends and transactions are rare next to pops and acks.
     pub fn holders_of(&self, h: LeaseH) -> Vec<(PartH, String)> {
