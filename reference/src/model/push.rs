@@ -129,10 +129,11 @@ fn write_one(
         .dedup_window_seconds as i64
         * 1000;
     let ph = st.ensure_partition(&item.queue, &item.partition);
+    let part = st.part(ph).expect("just ensured");
+    let probe = part.txn_index.probe(&transaction_id, &part.messages);
     // PUSH-5: the same transactionId in the same partition within the window.
     if !minted_txn && window_ms > 0 {
-        let part = st.part(ph).expect("just ensured");
-        if let Some(off) = part.txn_offset(&transaction_id) {
+        if let Some(off) = probe.found {
             let orig = part.at(off);
             let (orig_msg, created) = (orig.msg, st.created(orig));
             if ctx.now_before(created.plus(window_ms)) {
@@ -167,7 +168,7 @@ fn write_one(
         write,
     });
     let off = part.end();
-    part.txn_index.insert(&transaction_id, off, &part.messages);
+    part.txn_index.record(&transaction_id, probe, off);
     part.last_write = Some(write);
     PushOut {
         index,

@@ -84,33 +84,60 @@ impl TxnIndex {
         }
     }
 
+    /// Where `txn` stands: what [`TxnIndex::get`] answers, and what
+    /// [`TxnIndex::record`] needs to record it without looking again.
+    pub fn probe(&self, txn: &str, messages: &Log<Message>) -> Probe {
+        let hash = hash(txn);
+        let holder = self.by_hash(hash);
+        let found = match holder {
+            None => None,
+            Some(off) if messages[off as usize - 1].transaction_id == txn => Some(off),
+            // The hash belongs to another transactionId.
+            Some(_) => self.spill.get(txn).copied(),
+        };
+        Probe {
+            hash,
+            holder,
+            found,
+        }
+    }
+
     /// The newest offset written with `txn`, if any.
     pub fn get(&self, txn: &str, messages: &Log<Message>) -> Option<u32> {
-        let off = self.by_hash(hash(txn))?;
-        if messages[off as usize - 1].transaction_id == txn {
-            Some(off)
-        } else {
-            self.spill.get(txn).copied()
-        }
+        self.probe(txn, messages).found
     }
 
     /// Records that `off` is now the newest offset written with `txn`.
     pub fn insert(&mut self, txn: &str, off: u32, messages: &Log<Message>) {
-        let h = hash(txn);
-        if let Some(old) = self.by_hash(h) {
-            if messages[old as usize - 1].transaction_id != txn {
-                // The hash belongs to another transactionId: keep it there.
-                self.spill.insert(txn.to_string(), off);
-                return;
-            }
+        let probe = self.probe(txn, messages);
+        self.record(txn, probe, off);
+    }
+
+    /// [`TxnIndex::insert`] with `probe`, this index's probe for `txn` taken since its
+    /// last change.
+    pub fn record(&mut self, txn: &str, probe: Probe, off: u32) {
+        if probe.holder.is_some() && probe.found != probe.holder {
+            // The hash belongs to another transactionId: keep it there.
+            self.spill.insert(txn.to_string(), off);
+            return;
         }
-        self.recent.insert(h, off);
+        self.recent.insert(probe.hash, off);
         if self.recent.len() > MIN_RECENT.max(self.settled.len() / SETTLED_RATIO) {
             let settled = Arc::make_mut(&mut self.settled);
             settled.reserve(self.recent.len());
             settled.extend(std::mem::take(&mut self.recent));
         }
     }
+}
+
+/// Where a transactionId stands in a [`TxnIndex`] ([`TxnIndex::probe`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Probe {
+    hash: u64,
+    /// The newest offset recorded under the hash, whichever transactionId wrote it.
+    holder: Option<u32>,
+    /// The newest offset written with this transactionId.
+    pub found: Option<u32>,
 }
 
 /// Equality by content, without comparing what two copies share. Layers are compared
