@@ -9,7 +9,7 @@
 //! A checker copies a state for every branch it explores, and a copy must not cost the
 //! history. What grows with it (each partition's messages and transactionId index, the
 //! writes, dead letters and the spool) is held in persistent containers
-//! ([`crate::shared`]); the queues, the list of partitions and each partition sit behind
+//! ([`crate::shared`]; the transactionId index is its own, [`super::txn_index`]); the queues, the list of partitions and each partition sit behind
 //! an [`Arc`] copied on write (they are few, and read far more often than changed).
 
 use super::txn_index::TxnIndex;
