@@ -21,11 +21,11 @@ use queen_reference::wire::*;
 use serde_json::json;
 use std::hint::black_box;
 
-fn item(i: u64) -> PushItem {
+fn item(i: u64, partition: &str) -> PushItem {
     PushItem {
         queue: "bench".into(),
-        partition: format!("p{}", i % 16),
-        payload: Payload::Given(json!({"n": i})),
+        partition: partition.to_string(),
+        payload: Payload::Given(json!({"n": i}).into()),
         transaction_id: Some(format!("t{i}")),
         trace_id: None,
     }
@@ -39,18 +39,13 @@ fn cycle(st: &mut State, policy: &Policy, pop: &Op, now: i64, seq: &mut u64, n: 
         minter: &mut minter,
         pop_order: None,
     };
+    // One partition for the whole batch (that of its last message), so the pop and
+    // the ack see all of it.
+    let partition = format!("p{}", (*seq + n) % 16);
     let items: Vec<PushItem> = (0..n)
         .map(|_| {
             *seq += 1;
-            item(*seq)
-        })
-        .collect();
-    // One partition for the whole batch, so the pop and the ack see all of it.
-    let items: Vec<PushItem> = items
-        .into_iter()
-        .map(|mut i| {
-            i.partition = format!("p{}", *seq % 16);
-            i
+            item(*seq, &partition)
         })
         .collect();
     apply(st, &Op::Push(items), &mut hints, &mut ctx);

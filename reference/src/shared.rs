@@ -55,10 +55,15 @@ pub fn same_arc<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
 
 /// Whether two hash maps are equal, without comparing a map with itself (imbl's own
 /// comparison builds a set of every key).
-pub fn same_map<K: std::hash::Hash + Eq + Clone, V: PartialEq + Clone>(
-    a: &HashMap<K, V>,
-    b: &HashMap<K, V>,
-) -> bool {
+pub fn same_map<K, V, S>(
+    a: &imbl::GenericHashMap<K, V, S, imbl::shared_ptr::DefaultSharedPtr>,
+    b: &imbl::GenericHashMap<K, V, S, imbl::shared_ptr::DefaultSharedPtr>,
+) -> bool
+where
+    K: std::hash::Hash + Eq + Clone,
+    V: PartialEq + Clone,
+    S: std::hash::BuildHasher + Clone,
+{
     a.ptr_eq(b) || (a.len() == b.len() && a.iter().all(|(k, v)| b.get(k) == Some(v)))
 }
 

@@ -350,8 +350,11 @@ fn run_invariants(steps: &[Step], checks: u8) -> Result<(), TestCaseError> {
                             .parts
                             .handle(a["partitionId"].as_str().unwrap())
                             .unwrap();
-                        let off = before.part(ph).unwrap().txn_index
-                            [a["transactionId"].as_str().unwrap()];
+                        let off = before
+                            .part(ph)
+                            .unwrap()
+                            .txn_offset(a["transactionId"].as_str().unwrap())
+                            .unwrap();
                         let best = endorsed.entry((ph.0, g.clone())).or_default();
                         *best = (*best).max(off);
                     }
@@ -367,8 +370,11 @@ fn run_invariants(steps: &[Step], checks: u8) -> Result<(), TestCaseError> {
                             .parts
                             .handle(a["partitionId"].as_str().unwrap())
                             .unwrap();
-                        let off = before.part(ph).unwrap().txn_index
-                            [a["transactionId"].as_str().unwrap()];
+                        let off = before
+                            .part(ph)
+                            .unwrap()
+                            .txn_offset(a["transactionId"].as_str().unwrap())
+                            .unwrap();
                         let c = e.state.part(ph).unwrap().cursors[&g].committed;
                         prop_assert!(c < off, "ACK-2: cursor {c} passed the failed offset {off}");
                     }

@@ -213,12 +213,12 @@ fn blocked(sent: &Value, world: Option<&World>) -> bool {
     let Some(part) = w.state.part(ph) else {
         return false;
     };
-    let Some(off) = part.txn_index.get(txn) else {
+    let Some(off) = part.txn_offset(txn) else {
         return false;
     };
     let group = sent
         .get("consumerGroup")
         .and_then(Value::as_str)
         .unwrap_or(QUEUE_MODE);
-    part.cursors.get(group).is_some_and(|c| *off > c.committed)
+    part.cursors.get(group).is_some_and(|c| off > c.committed)
 }

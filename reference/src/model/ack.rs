@@ -6,7 +6,7 @@
 //! offset that comes back.
 
 use super::outcome::AckOut;
-use super::state::{DeadLetterRec, LeaseH, PartH, State};
+use super::state::{Cursor, DeadLetterRec, LeaseH, PartH, State};
 use crate::choice::Ctx;
 use crate::policy::{BlockedCompletion, ChoicePoint};
 use crate::wire::{
@@ -38,7 +38,7 @@ pub struct AckIn {
 }
 
 /// A `(partition, group)`: the unit an ack call is evaluated in.
-type Pair = (PartH, String);
+type Pair<'a> = (PartH, &'a str);
 
 /// What step 1 decided for one item.
 enum Step1 {
@@ -53,8 +53,8 @@ fn answer(index: usize, txn: &str, success: bool, error: Option<&str>, noop: boo
 /// Evaluates one ack call (single or batch) and applies it.
 pub fn ack(st: &mut State, items: &[AckIn], ctx: &mut Ctx) -> Vec<AckOut> {
     let mut out: Vec<Option<AckOut>> = vec![None; items.len()];
-    // (partition, group) -> (item index, offset) of valid items, in first-appearance order.
-    let mut pairs: Vec<(Pair, Vec<(usize, u32)>)> = Vec::new();
+    // (partition, group) -> the valid items, in first-appearance order.
+    let mut pairs: Vec<(Pair, Vec<ValidAck>)> = Vec::new();
 
     // Step 1: resolve, ACK-3 below the cursor, ACK-5 lease check.
     for (i, it) in items.iter().enumerate() {
@@ -66,20 +66,23 @@ pub fn ack(st: &mut State, items: &[AckIn], ctx: &mut Ctx) -> Vec<AckOut> {
                 })
             }
             Step1::Valid { part, offset } => {
-                let key = (part, it.group.clone());
+                let key = (part, it.group.as_str());
+                let v = ValidAck {
+                    index: i,
+                    offset,
+                    status: it.status,
+                    error: it.error.as_deref(),
+                };
                 match pairs.iter_mut().find(|(k, _)| *k == key) {
-                    Some((_, v)) => v.push((i, offset)),
-                    None => pairs.push((key, vec![(i, offset)])),
+                    Some((_, valid)) => valid.push(v),
+                    None => pairs.push((key, vec![v])),
                 }
             }
         }
     }
 
     for ((part, group), valid) in pairs {
-        let results = evaluate(st, part, &group, &valid, items, ctx);
-        for (i, r) in results {
-            out[i] = Some(r);
-        }
+        evaluate(st, part, group, &valid, items, ctx, &mut out);
     }
     out.into_iter()
         .map(|o| o.expect("every item answered"))
@@ -95,7 +98,7 @@ fn step1(st: &mut State, i: usize, it: &AckIn, ctx: &mut Ctx) -> Step1 {
     let Some(p) = st.part(ph) else {
         return unresolvable();
     };
-    let Some(&offset) = p.txn_index.get(txn) else {
+    let Some(offset) = p.txn_offset(txn) else {
         return unresolvable();
     };
     // ACK-8 [OPEN]: a message older than the dedup window may be unresolvable.
@@ -219,21 +222,16 @@ pub fn decide(view: &PairView, valid: &[ValidAck]) -> Decision {
 /// [`decide`] with departures from the project's decisions in steps 3 and 5.
 pub fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -> Decision {
     let c = view.committed;
-    // Step 2: the strongest signal per offset, and the error text that came with it.
-    let mut signal: BTreeMap<u32, (AckStatus, Option<&str>)> = BTreeMap::new();
-    for v in valid {
-        let e = signal.entry(v.offset).or_insert((v.status, v.error));
-        if v.status > e.0 {
-            *e = (v.status, v.error);
-        }
-    }
+    // Step 2: the strongest signal per offset, and the error text that came with it
+    // (the first item with that signal), by ascending offset.
+    let signal = strongest_signals(valid);
     // Step 3: walk failed offsets upward; charge at most one retry.
     let mut charged: Option<u32> = None;
     let mut also_charged: Vec<u32> = Vec::new();
     let mut dead: Vec<(u32, Option<String>, u32)> = Vec::new();
     let mut first_back: Option<u32> = None;
     let mut failed_back = false;
-    for (&off, &(status, err)) in &signal {
+    for &(off, _, status, err) in &signal {
         let back = match status {
             AckStatus::Failed => {
                 let count = view.retries.get(&off).copied().unwrap_or(0);
@@ -269,8 +267,8 @@ pub fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -
     // Step 4: the cursor stops at the first message that comes back.
     let highest_terminal = signal
         .iter()
-        .filter(|(o, (s, _))| *s == AckStatus::Completed || dead.iter().any(|d| d.0 == **o))
-        .map(|(o, _)| *o)
+        .filter(|(o, _, s, _)| *s == AckStatus::Completed || dead.iter().any(|d| d.0 == *o))
+        .map(|(o, _, _, _)| *o)
         .max()
         .unwrap_or(c);
     let new_cursor = match first_back {
@@ -297,8 +295,8 @@ pub fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -
         })
         .collect();
     let failed_signals = signal
-        .values()
-        .filter(|(s, _)| *s == AckStatus::Failed)
+        .iter()
+        .filter(|(_, _, s, _)| *s == AckStatus::Failed)
         .count();
     Decision {
         new_cursor,
@@ -313,19 +311,51 @@ pub fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -
     }
 }
 
-/// Steps 2–6 for one `(partition, group)`, applied to the model.
+/// One offset's signal after step 2: `(offset, position in the call, status, error)`.
+type Signal<'a> = (u32, usize, AckStatus, Option<&'a str>);
+
+/// Step 2: per offset, the first item with the strongest status, by ascending offset.
+fn strongest_signals<'a>(valid: &[ValidAck<'a>]) -> Vec<Signal<'a>> {
+    let mut signal: Vec<Signal<'a>> = valid
+        .iter()
+        .enumerate()
+        .map(|(k, v)| (v.offset, k, v.status, v.error))
+        .collect();
+    // (offset, position) is unique, so an unstable sort keeps call order per offset.
+    signal.sort_unstable_by_key(|&(off, k, _, _)| (off, k));
+    let mut kept = 0;
+    for r in 0..signal.len() {
+        let s = signal[r];
+        if kept > 0 && signal[kept - 1].0 == s.0 {
+            if s.2 > signal[kept - 1].2 {
+                signal[kept - 1] = s;
+            }
+        } else {
+            signal[kept] = s;
+            kept += 1;
+        }
+    }
+    signal.truncate(kept);
+    signal
+}
+
+/// Steps 2–6 for one `(partition, group)`, applied to the model; each valid item's
+/// answer goes to its place in `out`.
 fn evaluate(
     st: &mut State,
     ph: PartH,
     group: &str,
-    valid: &[(usize, u32)],
+    valid: &[ValidAck],
     items: &[AckIn],
     ctx: &mut Ctx,
-) -> Vec<(usize, AckOut)> {
+    out: &mut [Option<AckOut>],
+) {
     let p = st.part(ph).expect("resolved");
-    let retry_limit = st.queues[&p.queue].options.retry_limit;
-    let retry_delay = st.queues[&p.queue].options.retry_delay as i64;
-    let cursor = p.cursors.get(group).cloned().unwrap_or_default();
+    let options = &st.queues[&p.queue].options;
+    let retry_limit = options.retry_limit;
+    let retry_delay = options.retry_delay as i64;
+    let default = Cursor::default();
+    let cursor = p.cursors.get(group).unwrap_or(&default);
     let lease = cursor
         .lease
         .as_ref()
@@ -336,16 +366,7 @@ fn evaluate(
         lease,
         retry_limit,
     };
-    let valid: Vec<ValidAck> = valid
-        .iter()
-        .map(|&(i, offset)| ValidAck {
-            index: i,
-            offset,
-            status: items[i].status,
-            error: items[i].error.as_deref(),
-        })
-        .collect();
-    let mut d = decide(&view, &valid);
+    let mut d = decide(&view, valid);
     // Steps 3 and 5 [PROJECT]: another broker may charge every failure, or release the
     // lease on a partial commit. Asked only where the alternative changes something.
     let mut alt = StepAlternatives::default();
@@ -369,14 +390,14 @@ fn evaluate(
         alt.release_on_partial_commit = true;
     }
     if alt != StepAlternatives::default() {
-        d = decide_with(&view, &valid, alt);
+        d = decide_with(&view, valid, alt);
     }
 
     let now = ctx.now;
-    if d.release {
-        st.release_lease(ph, group);
-    }
     let cur = st.cursor_mut(ph, group);
+    if d.release {
+        cur.lease = None;
+    }
     for off in d.charged.iter().chain(&d.also_charged) {
         *cur.retries.entry(*off).or_insert(0) += 1;
     }
@@ -404,27 +425,58 @@ fn evaluate(
     let refuse_blocked = ctx
         .policy_ref()
         .is_some_and(|p| p.blocked_completion == BlockedCompletion::Failure);
-    d.items
-        .iter()
-        .map(|&(i, dlq, blocked)| {
-            let mut r = answer(i, &items[i].transaction_id, true, None, false);
-            r.lease_released = d.released_live;
-            r.dlq = dlq;
-            if blocked && refuse_blocked {
-                r.success = false;
-                r.error = Some(ERR_BLOCKED.into());
-            }
-            // ACK step 6 [OPEN]: a checker also accepts a refusal of a blocked completion.
-            (
-                i,
-                AckOut {
-                    result: r,
-                    may_fail: blocked && ctx.exploring(),
-                },
-            )
-        })
-        .collect()
+    for &(i, dlq, blocked) in &d.items {
+        let mut r = answer(i, &items[i].transaction_id, true, None, false);
+        r.lease_released = d.released_live;
+        r.dlq = dlq;
+        if blocked && refuse_blocked {
+            r.success = false;
+            r.error = Some(ERR_BLOCKED.into());
+        }
+        // ACK step 6 [OPEN]: a checker also accepts a refusal of a blocked completion.
+        out[i] = Some(AckOut {
+            result: r,
+            may_fail: blocked && ctx.exploring(),
+        });
+    }
 }
 
 /// The error text when a policy refuses a completion blocked by an earlier failure.
 pub const ERR_BLOCKED: &str = "blocked by an earlier failure in the same call";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(index: usize, offset: u32, status: AckStatus, error: Option<&str>) -> ValidAck<'_> {
+        ValidAck {
+            index,
+            offset,
+            status,
+            error,
+        }
+    }
+
+    #[test]
+    fn ack_2_the_first_item_with_the_strongest_signal_speaks_for_its_offset() {
+        let valid = [
+            v(0, 7, AckStatus::Retry, Some("r1")),
+            v(1, 5, AckStatus::Completed, None),
+            v(2, 7, AckStatus::Failed, Some("f1")),
+            v(3, 7, AckStatus::Failed, Some("f2")),
+            v(4, 7, AckStatus::Completed, None),
+            v(5, 5, AckStatus::Completed, Some("c2")),
+        ];
+        let s: Vec<_> = strongest_signals(&valid)
+            .into_iter()
+            .map(|(off, _, status, err)| (off, status, err))
+            .collect();
+        assert_eq!(
+            s,
+            vec![
+                (5, AckStatus::Completed, None),
+                (7, AckStatus::Failed, Some("f1")),
+            ]
+        );
+    }
+}

@@ -12,6 +12,7 @@ pub mod pop;
 pub mod push;
 pub mod state;
 pub mod txn;
+pub mod txn_index;
 
 pub use ack::{AckIn, LeaseRef};
 pub use outcome::*;

@@ -35,12 +35,12 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
     }
     let q = &req.query;
     let group = q.consumer_group.as_str();
-    let (scope_queue, candidates) = match &req.route {
+    let (scope_queue, claimable) = match &req.route {
         PopRoute::Queue(name) => {
             // POP-8: an unknown queue gets its configuration row, then 204.
             st.ensure_queue(name, QueueOptions::implicit());
             subscribe(st, name, q, ctx);
-            (name.clone(), with_options(st, name, None))
+            (name.clone(), claimable_in(st, name, None, group, ctx))
         }
         PopRoute::Partition(name, pname) => {
             if !st.queues.contains_key(name) {
@@ -50,7 +50,10 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
                 st.ensure_queue(name, QueueOptions::implicit());
             }
             subscribe(st, name, q, ctx);
-            (name.clone(), with_options(st, name, Some(pname)))
+            (
+                name.clone(),
+                claimable_in(st, name, Some(pname), group, ctx),
+            )
         }
         PopRoute::Discovery { namespace, task } => {
             let names: Vec<String> = st
@@ -63,17 +66,16 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
             let mut parts = Vec::new();
             for name in &names {
                 subscribe(st, name, q, ctx);
-                parts.extend(with_options(st, name, None));
+                parts.extend(with_options(st, name));
             }
             parts.sort_by_key(|(ph, _)| *ph);
-            (String::new(), parts)
+            let claimable = parts
+                .iter()
+                .filter_map(|(ph, opts)| claimable(st, *ph, opts, group, ctx))
+                .collect();
+            (String::new(), claimable)
         }
     };
-
-    let claimable: Vec<Claimable> = candidates
-        .iter()
-        .filter_map(|(ph, opts)| claimable(st, *ph, opts, group, ctx))
-        .collect();
 
     let cap = match req.route {
         PopRoute::Partition(..) => 1,
@@ -111,9 +113,9 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
             }
         };
         let duration_ms = lease_secs as i64 * 1000;
-        // Any expired lease is gone now (ACK-7: expiry charges nothing).
-        st.release_lease(c.part, group);
         let cursor = st.cursor_mut(c.part, group);
+        // Any expired lease is gone now (ACK-7: expiry charges nothing).
+        cursor.lease = None;
         cursor.not_before = None;
         match lease {
             // POP-7: autoAck commits inside the pop; no lease.
@@ -141,18 +143,34 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
     })
 }
 
-/// The partitions of `queue` (or just `only`), each with its queue's options.
-fn with_options(st: &State, queue: &str, only: Option<&str>) -> Vec<(PartH, QueueOptions)> {
+/// What each partition of `queue` (or just `only`) can deliver now, in name order.
+fn claimable_in(
+    st: &State,
+    queue: &str,
+    only: Option<&str>,
+    group: &str,
+    ctx: &mut Ctx,
+) -> Vec<Claimable> {
     let q = &st.queues[queue];
     match only {
         Some(name) => q
             .partitions
             .get(name)
-            .map(|h| (*h, q.options))
+            .and_then(|h| claimable(st, *h, &q.options, group, ctx))
             .into_iter()
             .collect(),
-        None => q.partitions.values().map(|h| (*h, q.options)).collect(),
+        None => q
+            .partitions
+            .values()
+            .filter_map(|h| claimable(st, *h, &q.options, group, ctx))
+            .collect(),
     }
+}
+
+/// The partitions of `queue`, each with its queue's options (discovery).
+fn with_options(st: &State, queue: &str) -> Vec<(PartH, QueueOptions)> {
+    let q = &st.queues[queue];
+    q.partitions.values().map(|h| (*h, q.options)).collect()
 }
 
 /// POP-2, POP-14, ACK-4, ACK-6: what `(partition, group)` can deliver now, if anything.
@@ -217,21 +235,23 @@ fn policy_order(
     cap: u32,
     newest_first: bool,
 ) -> Vec<Claimable> {
+    // Keys are unique (they end with the handle): an unstable sort orders alike.
     if newest_first {
-        claimable.sort_by_key(|c| std::cmp::Reverse(c.part));
+        claimable.sort_unstable_by_key(|c| std::cmp::Reverse(c.part));
     } else {
-        claimable.sort_by_key(|c| (c.oldest.lo, c.part));
+        claimable.sort_unstable_by_key(|c| (c.oldest.lo, c.part));
     }
     let mut budget = batch;
-    let mut out = Vec::new();
-    for c in claimable {
-        if budget == 0 || out.len() as u32 >= cap {
+    let mut taken = 0;
+    for c in &claimable {
+        if budget == 0 || taken >= cap {
             break;
         }
         budget -= c.available.min(budget);
-        out.push(c);
+        taken += 1;
     }
-    out
+    claimable.truncate(taken as usize);
+    claimable
 }
 
 /// POP-3, POP-4: whether an observed claim order is one a broker may choose. Every

@@ -2,7 +2,7 @@
 //! spool under maintenance.
 
 use super::outcome::PushOut;
-use super::state::{Data, Message, SpooledItem, State, Trace};
+use super::state::{Data, Message, PartH, SpooledItem, State, Trace};
 use crate::choice::Ctx;
 use crate::wire::{Payload, PushItem, PushStatus, QueueOptions};
 use std::sync::Arc;
@@ -111,6 +111,24 @@ fn txn_of(item: &PushItem, index: usize, minter: &mut dyn TxnMinter) -> (String,
     }
 }
 
+/// The item's partition and its queue's dedup window (ms), created when missing.
+fn target(st: &mut State, item: &PushItem) -> (PartH, i64) {
+    // Both exist (nearly always): one lookup of each.
+    if let Some(q) = st.queues.get(&item.queue) {
+        if let Some(&h) = q.partitions.get(&item.partition) {
+            return (h, q.options.dedup_window_seconds as i64 * 1000);
+        }
+    }
+    // PUSH-2: an unknown queue is created with leaseTime 60 and defaults otherwise.
+    let window_ms = st
+        .ensure_queue(&item.queue, QueueOptions::implicit())
+        .options
+        .dedup_window_seconds as i64
+        * 1000;
+    // PUSH-3: so is an unknown partition.
+    (st.ensure_partition(&item.queue, &item.partition), window_ms)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn write_one(
     st: &mut State,
@@ -122,17 +140,12 @@ fn write_one(
     index: usize,
     ctx: &mut Ctx,
 ) -> PushOut {
-    // PUSH-2: an unknown queue is created with leaseTime 60 and defaults otherwise.
-    let window_ms = st
-        .ensure_queue(&item.queue, QueueOptions::implicit())
-        .options
-        .dedup_window_seconds as i64
-        * 1000;
-    let ph = st.ensure_partition(&item.queue, &item.partition);
+    let (ph, window_ms) = target(st, item);
+    let part = st.part(ph).expect("just ensured");
+    let probe = part.txn_index.probe(&transaction_id, &part.messages);
     // PUSH-5: the same transactionId in the same partition within the window.
     if !minted_txn && window_ms > 0 {
-        let part = st.part(ph).expect("just ensured");
-        if let Some(&off) = part.txn_index.get(&transaction_id) {
+        if let Some(off) = probe.found {
             let orig = part.at(off);
             let (orig_msg, created) = (orig.msg, st.created(orig));
             if ctx.now_before(created.plus(window_ms)) {
@@ -155,7 +168,7 @@ fn write_one(
     };
     let data = match &item.payload {
         Payload::Absent => Data::Absent,
-        Payload::Given(v) => Data::Value(Arc::new(v.clone())),
+        Payload::Given(v) => Data::Value(Arc::clone(v)),
     };
     let part = st.part_mut(ph).expect("just ensured");
     part.messages.push_back(Message {
@@ -167,7 +180,7 @@ fn write_one(
         write,
     });
     let off = part.end();
-    part.txn_index.insert(transaction_id.clone(), off);
+    part.txn_index.record(&transaction_id, probe, off);
     part.last_write = Some(write);
     PushOut {
         index,

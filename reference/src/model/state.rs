@@ -9,10 +9,11 @@
 //! A checker copies a state for every branch it explores, and a copy must not cost the
 //! history. What grows with it (each partition's messages and transactionId index, the
 //! writes, dead letters and the spool) is held in persistent containers
-//! ([`crate::shared`]); the queues, the list of partitions and each partition sit behind
+//! ([`crate::shared`]; the transactionId index is its own, [`super::txn_index`]); the queues, the list of partitions and each partition sit behind
 //! an [`Arc`] copied on write (they are few, and read far more often than changed).
 
-use crate::shared::{same_arc, same_log, same_map, HashMap, Log};
+use super::txn_index::TxnIndex;
+use crate::shared::{same_arc, same_log, Log};
 use crate::time::Stamp;
 use crate::wire::QueueOptions;
 use serde_json::Value;
@@ -119,8 +120,9 @@ pub struct Partition {
     pub name: String,
     /// The message at offset `n` is `messages[n - 1]`.
     pub messages: Log<Message>,
-    /// transactionId -> newest offset with it (PUSH-5, ACK-8).
-    pub txn_index: HashMap<String, u32>,
+    /// transactionId -> newest offset with it (PUSH-5, ACK-8); read it through
+    /// [`Partition::txn_offset`].
+    pub txn_index: TxnIndex,
     /// Cursors by group name.
     pub cursors: BTreeMap<String, Cursor>,
     /// The write that last added a message here (POP-14 `windowBuffer`).
@@ -145,7 +147,7 @@ impl PartialEq for Partition {
             && *name == other.name
             && *cursors == other.cursors
             && same_log(messages, &other.messages, PartialEq::eq)
-            && same_map(txn_index, &other.txn_index)
+            && *txn_index == other.txn_index
     }
 }
 
@@ -158,6 +160,11 @@ impl Partition {
     /// The message at `offset` (1-based).
     pub fn at(&self, offset: u32) -> &Message {
         &self.messages[offset as usize - 1]
+    }
+
+    /// The newest offset written with transactionId `txn` (PUSH-5, ACK-8).
+    pub fn txn_offset(&self, txn: &str) -> Option<u32> {
+        self.txn_index.get(txn, &self.messages)
     }
 }
 
@@ -330,7 +337,7 @@ impl State {
             queue: queue.to_string(),
             name: name.to_string(),
             messages: Log::new(),
-            txn_index: HashMap::default(),
+            txn_index: TxnIndex::default(),
             cursors: BTreeMap::new(),
             last_write: None,
         })));
@@ -358,13 +365,6 @@ impl State {
             p.cursors.insert(group.to_string(), Cursor::default());
         }
         p.cursors.get_mut(group).expect("inserted above")
-    }
-
-    /// Drops the lease of `(part, group)`.
-    pub fn release_lease(&mut self, part: PartH, group: &str) {
-        if let Some(c) = self.part_mut(part).and_then(|p| p.cursors.get_mut(group)) {
-            c.lease = None;
-        }
     }
 
     /// Where lease `h` is held: every `(partition, group)` whose cursor carries it. A

@@ -3,12 +3,14 @@
 use super::{check_name, check_uuid, WireError, DEFAULT_PARTITION};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::Arc;
 
 /// A payload as sent: absent is not the same as `null` (PUSH-9 leaves absent open).
+/// Shared, so the model stores it without copying the document.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Payload {
     Absent,
-    Given(Value),
+    Given(Arc<Value>),
 }
 
 /// One validated push item.
@@ -113,7 +115,7 @@ fn item_fields(mut obj: serde_json::Map<String, Value>) -> Result<PushItem, Wire
     }
     let payload = match obj.remove("payload") {
         None => Payload::Absent,
-        Some(v) => Payload::Given(v),
+        Some(v) => Payload::Given(Arc::new(v)),
     };
     Ok(PushItem {
         queue,
@@ -208,7 +210,7 @@ mod tests {
         .unwrap();
         assert_eq!(r.items[0].partition, "Default");
         assert_eq!(r.items[0].payload, Payload::Absent);
-        assert_eq!(r.items[1].payload, Payload::Given(Value::Null));
+        assert_eq!(r.items[1].payload, Payload::Given(Arc::new(Value::Null)));
         assert!(parse_push(json!({"items": []})).unwrap().items.is_empty());
     }
 }

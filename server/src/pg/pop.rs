@@ -158,7 +158,11 @@ pub(crate) async fn pop(
     // from the head alone, read outside a transaction, in one round trip instead of three.
     // Otherwise the rest runs in a transaction; the head's candidates are only hints,
     // each checked again under its lock.
-    if ready && head.iter().all(|r| r.get::<Option<Uuid>, _>(CAND).is_none()) {
+    if ready
+        && head
+            .iter()
+            .all(|r| r.get::<Option<Uuid>, _>(CAND).is_none())
+    {
         return Ok(no_content());
     }
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;

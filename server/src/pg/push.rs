@@ -42,7 +42,7 @@ impl Prepared {
             // PUSH-9 [OPEN]: an absent payload is stored as null.
             data: match item.payload {
                 Payload::Absent => Value::Null,
-                Payload::Given(v) => v,
+                Payload::Given(v) => std::sync::Arc::unwrap_or_clone(v),
             },
             transaction_id,
             minted,
