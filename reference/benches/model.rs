@@ -1,9 +1,14 @@
 //! Throughput of the reference model on one core: push, pop and ack cycles.
 //!
-//! `cargo bench -p queen-reference --bench model`. Three groups:
+//! `cargo bench -p queen-reference --bench model`. The groups:
 //! * `model/cycle`: one push, one pop, one ack through the model's own operations
-//!   (ids already resolved): the cost of the protocol logic itself.
+//!   (ids already resolved): the cost of the protocol logic itself, on a model holding
+//!   at most [`HISTORY`] messages (then a fresh one takes over, untimed).
 //! * `model/cycle_batch10`: the same with 10 messages per call.
+//! * `model/cycle_unbounded`: `model/cycle` on one model for the whole run. The model
+//!   keeps every message (a log), so this one grows by millions of messages while it
+//!   is measured, and a good part of what it times is the memory growing (page faults,
+//!   allocator); how much depends on how many iterations criterion picks.
 //! * `engine/http_cycle`: the same three requests as HTTP bodies through the engine
 //!   (parsing, id resolution and rendering included).
 //! * `checker/transcript`: the conformance checker (`Checker::step`) verifying a
@@ -20,6 +25,7 @@ use queen_reference::time::Stamp;
 use queen_reference::wire::*;
 use serde_json::json;
 use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 fn item(i: u64, partition: &str) -> PushItem {
     PushItem {
@@ -71,9 +77,50 @@ fn cycle(st: &mut State, policy: &Policy, pop: &Op, now: i64, seq: &mut u64, n: 
     r.len()
 }
 
+/// Messages a model holds at most in the bounded groups before a fresh one replaces it.
+const HISTORY: u64 = 100_000;
+
 fn bench(c: &mut Criterion) {
     let policy = Policy::default();
     for (name, n) in [("model/cycle", 1u64), ("model/cycle_batch10", 10)] {
+        let mut g = c.benchmark_group(name);
+        // push + pop + ack of n messages each: 3n message-operations per cycle.
+        g.throughput(Throughput::Elements(3 * n));
+        let mut st = State::new();
+        let mut seq = 0;
+        let mut now = 1_800_000_000_000i64;
+        let pop = Op::Pop(PopRequest {
+            route: PopRoute::Queue("bench".into()),
+            query: PopQuery {
+                batch: n as u32,
+                ..PopQuery::defaults(30_000)
+            },
+        });
+        g.bench_function("push_pop_ack", |b| {
+            b.iter_custom(|iters| {
+                let mut timed = Duration::ZERO;
+                let mut done = 0;
+                while done < iters {
+                    if seq >= HISTORY {
+                        // Untimed: dropping the full model and starting a fresh one.
+                        st = State::new();
+                        seq = 0;
+                    }
+                    let chunk = (iters - done).min((HISTORY - seq).div_ceil(n));
+                    let started = Instant::now();
+                    for _ in 0..chunk {
+                        now += 1;
+                        black_box(cycle(&mut st, &policy, &pop, now, &mut seq, n));
+                    }
+                    timed += started.elapsed();
+                    done += chunk;
+                }
+                timed
+            })
+        });
+        g.finish();
+    }
+    for (name, n) in [("model/cycle_unbounded", 1u64)] {
         let mut g = c.benchmark_group(name);
         // push + pop + ack of n messages each: 3n message-operations per cycle.
         g.throughput(Throughput::Elements(3 * n));
