@@ -1,6 +1,7 @@
 //! Throughput of the reference model on one core: push, pop and ack cycles.
 //!
-//! `cargo bench -p queen-reference --bench model`. The groups:
+//! `cargo bench -p queen-reference --bench model`, under the conformance CLI's allocator
+//! (mimalloc). The groups:
 //! * `model/cycle`: one push, one pop, one ack through the model's own operations
 //!   (ids already resolved): the cost of the protocol logic itself, on a model holding
 //!   at most [`HISTORY`] messages (then a fresh one takes over, untimed).
@@ -25,6 +26,11 @@ use queen_reference::time::Stamp;
 use queen_reference::wire::*;
 use serde_json::json;
 use std::hint::black_box;
+
+/// The allocator the conformance CLI runs the model and the checker with
+/// (`conformance/src/main.rs`), so these figures are what the CLI gets.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::time::{Duration, Instant};
 
 fn item(i: u64, partition: &str) -> PushItem {
