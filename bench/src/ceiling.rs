@@ -7,11 +7,12 @@ use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 use std::time::{Duration, Instant};
 
-/// The same columns, key and index as the broker's `queen_messages`.
+/// The same columns, key and index as the broker's `queen_messages` (whose `data` is
+/// `json` since migration 0002, so that payloads come back as written).
 const SETUP: &str = "DROP TABLE IF EXISTS bench_ceiling;
 CREATE TABLE bench_ceiling (
     partition_id uuid NOT NULL, \"offset\" bigint NOT NULL, id uuid NOT NULL, transaction_id text NOT NULL,
-    trace_id uuid, data jsonb NOT NULL, created_at timestamptz NOT NULL,
+    trace_id uuid, data json NOT NULL, created_at timestamptz NOT NULL,
     PRIMARY KEY (partition_id, \"offset\"));
 CREATE INDEX ON bench_ceiling (partition_id, transaction_id, \"offset\" DESC);";
 
