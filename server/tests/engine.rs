@@ -658,3 +658,74 @@ async fn push_6_a_minted_push_over_interleaved_partitions_keeps_request_order() 
     server.stop().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// ACK-4 for the one-statement claim (`pop.rs`, `locked`): its snapshot is taken before
+/// it takes the pair's lock, so a holder of the lock may commit a new lease in between,
+/// unseen. Emulated here by a transaction that changes the cursor row without the lock:
+/// the claim reads the old cursor, waits for the row, and must then see that the row
+/// moved and claim nothing, instead of leasing the span a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_after_its_snapshot() {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let dir = temp_dir("cas");
+    let cfg = config(&dir);
+    let broker = PgBroker::connect(db.url(), &cfg).await.unwrap();
+    let server = spawn(
+        Arc::new(broker.clone()),
+        &cfg,
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let base = server.url();
+    let c = reqwest::Client::new();
+    for m in ["m1", "m2"] {
+        let (s, b) = post(
+            &c,
+            &format!("{base}/api/v1/push"),
+            &json!({"items": [{"queue": "cas", "payload": m}]}),
+        )
+        .await;
+        assert_eq!(s, 201, "{b:?}");
+    }
+    // The cursor row exists (committed 1): the claim below takes the update path.
+    let (s, b) = get(&c, &format!("{base}/api/v1/pop/queue/cas?autoAck=true&batch=1&wait=false")).await;
+    assert_eq!((s, b.unwrap()["messages"][0]["data"].clone()), (200, json!("m1")));
+
+    // Another "holder" leases offset 2 and has not committed yet.
+    let mut other = broker.pool().begin().await.unwrap();
+    let leased = sqlx::query(
+        "UPDATE queen_cursors SET lease_id = gen_random_uuid(), lease_end = 2,
+                lease_deadline = now() + interval '60 seconds', lease_duration_ms = 60000
+         WHERE consumer_group = '__QUEUE_MODE__'",
+    )
+    .execute(&mut *other)
+    .await
+    .unwrap()
+    .rows_affected();
+    assert_eq!(leased, 1);
+    let pop = {
+        let (c, url) = (c.clone(), format!("{base}/api/v1/pop/queue/cas?wait=false"));
+        tokio::spawn(async move { get(&c, &url).await })
+    };
+    // The pop has read the old cursor (one candidate: the one-statement claim) and waits
+    // for the row; the other commits its lease.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    if pop.is_finished() {
+        panic!("the claim should be waiting for the cursor row: {:?}", pop.await.unwrap());
+    }
+    other.commit().await.unwrap();
+    let (s, b) = pop.await.unwrap();
+    assert_eq!(s, 204, "claimed over a live lease: {b:?}");
+    let (lease_end, live): (Option<i64>, bool) = sqlx::query_as(
+        "SELECT lease_end, lease_deadline > now() FROM queen_cursors WHERE consumer_group = '__QUEUE_MODE__'",
+    )
+    .fetch_one(broker.pool())
+    .await
+    .unwrap();
+    assert_eq!((lease_end, live), (Some(2), true), "the other's lease stands");
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}

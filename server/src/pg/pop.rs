@@ -9,12 +9,15 @@ use queen_reference::time::parse_iso;
 use queen_reference::wire::{
     HttpResponse, PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, QUEUE_MODE,
 };
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
 use std::sync::LazyLock;
 use uuid::Uuid;
 
 /// The cursor of partition $1 for group $5, read under the pair's lock (taken by the
-/// previous statement, so this statement's snapshot sees every commit made under it):
+/// previous statement, so this statement's snapshot sees every commit made under it;
+/// or by the same statement, which then checks its claim against the newest row, see
+/// [`locked`]):
 /// one row with the committed offset, or none while the pair is leased (ACK-4) or waits
 /// out a `retryDelay` (ACK-6) at $2 ("now").
 const FREE_CURSOR: &str = "cur AS (
@@ -57,6 +60,56 @@ static CLAIM_AUTO_ACK: LazyLock<String> = LazyLock::new(|| {
   SELECT * FROM m ORDER BY \"offset\""
     )
 });
+
+/// [`CLAIM_LEASE`] or [`CLAIM_AUTO_ACK`] as one auto-committed statement that also takes
+/// the pair's lock, for a pop that can claim at most one partition (see [`pop`]).
+///
+/// Taking the lock in the statement that reads the cursor leaves a gap the two-statement
+/// form does not have: the snapshot is taken when the statement starts, before the
+/// lock, so a pop, ack or extend that held the lock may have committed in between,
+/// unseen. The claim therefore writes the cursor row only if its newest version (which
+/// `ON CONFLICT DO UPDATE` reads, visible or not, after waiting for any writer) is still
+/// the one the span was read from: same committed offset, no live lease, no retry
+/// delay; a row inserted meanwhile conflicts and is checked the same way. If that check
+/// fails nothing is written and no message is returned, as if the lock had been held
+/// (POP-2: the partition is skipped); the messages are returned only when the claim
+/// wrote its row (ACK-4: never two live leases on one cursor).
+fn locked(claim: &str) -> String {
+    let free_locked = "free AS (
+    SELECT COALESCE((SELECT committed FROM cur), 0) AS committed FROM lk
+    WHERE lk.got AND NOT EXISTS";
+    let s = claim
+        .replacen(
+            "WITH ",
+            &format!("WITH lk AS (SELECT pg_try_advisory_xact_lock({PAIR_KEY_SQL_1_5}) AS got),\n  "),
+            1,
+        )
+        .replacen(
+            "free AS (
+    SELECT COALESCE((SELECT committed FROM cur), 0) AS committed
+    WHERE NOT EXISTS",
+            free_locked,
+            1,
+        )
+        .replacen(
+            ")\n  SELECT * FROM m ORDER BY",
+            "
+      WHERE queen_cursors.committed = (SELECT committed FROM free)
+        AND (queen_cursors.lease_deadline IS NULL OR queen_cursors.lease_deadline <= $2)
+        AND (queen_cursors.not_before IS NULL OR queen_cursors.not_before <= $2)
+      RETURNING 1)
+  SELECT * FROM m WHERE EXISTS (SELECT 1 FROM claim) ORDER BY",
+            1,
+        );
+    assert!(s.contains(free_locked) && s.contains("RETURNING 1"), "locked claim built: {s}");
+    s
+}
+
+/// [`PAIR_KEY_SQL`] for the claims' parameters: partition $1, group $5.
+const PAIR_KEY_SQL_1_5: &str = "hashtextextended($1::text || '/' || $5, 0)";
+
+static CLAIM_LEASE_LOCKED: LazyLock<String> = LazyLock::new(|| locked(&CLAIM_LEASE));
+static CLAIM_AUTO_ACK_LOCKED: LazyLock<String> = LazyLock::new(|| locked(&CLAIM_AUTO_ACK));
 
 /// The partitions of queues $1 with something past group $2's cursor, not leased or
 /// waiting at $4, optionally only partition $3: the candidates of a pop (checked again
@@ -156,7 +209,8 @@ pub(crate) async fn pop(
     }
     // Nothing to set up and no candidate (most often a parked pop's re-check): answered
     // from the head alone, read outside a transaction, in one round trip instead of three.
-    // Otherwise the rest runs in a transaction; the head's candidates are only hints,
+    // Otherwise, setting up runs in a transaction, and so do the claims unless at most
+    // one partition can be claimed (see below); the head's candidates are only hints,
     // each checked again under its lock.
     if ready
         && head
@@ -165,10 +219,10 @@ pub(crate) async fn pop(
     {
         return Ok(no_content());
     }
-    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let rows = if ready {
-        head
+    let (rows, mut claims) = if ready {
+        (head, Claims::Bare(conn))
     } else {
+        let mut tx = Transaction::begin(conn, None).await?;
         let queues: Vec<i64> = match (route, queue_id) {
             (PopRoute::Queue(_) | PopRoute::Partition(..), Some(id)) => vec![id],
             (PopRoute::Queue(name) | PopRoute::Partition(name, _), None) => {
@@ -188,13 +242,14 @@ pub(crate) async fn pop(
                 subscribe(&mut tx, *qid, q, now).await?;
             }
         }
-        sqlx::query(&CANDIDATES)
+        let rows = sqlx::query(&CANDIDATES)
             .bind(&queues)
             .bind(group)
             .bind(only)
             .bind(now)
             .fetch_all(&mut *tx)
-            .await?
+            .await?;
+        (rows, Claims::Tx(tx))
     };
     let mut cands: Vec<Candidate> = rows
         .into_iter()
@@ -222,6 +277,14 @@ pub(crate) async fn pop(
         PopRoute::Partition(..) => 1,
         _ => q.partitions.unwrap_or(u32::MAX),
     };
+    // A pop that can claim at most one partition (one candidate, or a cap of one) needs
+    // no transaction: each claim is one auto-committed statement that takes the pair's
+    // lock itself (`locked`). A woken pop on a one-partition queue then answers in two
+    // round trips (head, claim) instead of five (head, BEGIN, lock, claim, COMMIT).
+    // Claims of several partitions are committed together, in a transaction.
+    if cands.len() > 1 && cap > 1 {
+        claims = claims.in_transaction().await?;
+    }
     let lease_id = (!q.auto_ack).then(Uuid::now_v7);
     let mut budget = q.batch as i64;
     let mut claimed: Vec<(Uuid, String)> = Vec::new();
@@ -230,14 +293,17 @@ pub(crate) async fn pop(
         if budget == 0 || claimed.len() as u32 >= cap {
             break;
         }
-        let got: bool =
-            sqlx::query_scalar(&format!("SELECT pg_try_advisory_xact_lock({PAIR_KEY_SQL})"))
-                .bind(c.id)
-                .bind(group)
-                .fetch_one(&mut *tx)
-                .await?;
-        if !got {
-            continue; // POP-2: another pop or ack holds this pair right now
+        let bare = matches!(claims, Claims::Bare(_));
+        if !bare {
+            let got: bool =
+                sqlx::query_scalar(&format!("SELECT pg_try_advisory_xact_lock({PAIR_KEY_SQL})"))
+                    .bind(c.id)
+                    .bind(group)
+                    .fetch_one(claims.conn())
+                    .await?;
+            if !got {
+                continue; // POP-2: another pop or ack holds this pair right now
+            }
         }
         // POP-14: delayedProcessing delivers only messages old enough.
         let visible_before = (c.options.delayed_processing > 0)
@@ -256,14 +322,15 @@ pub(crate) async fn pop(
                 .bind(budget)
                 .bind(group)
         };
-        let claim = match lease_id {
-            Some(l) => span(&CLAIM_LEASE)
+        let claim = match (lease_id, bare) {
+            (Some(l), _) => span(if bare { &CLAIM_LEASE_LOCKED } else { &CLAIM_LEASE })
                 .bind(l)
                 .bind(now + Duration::seconds(secs))
                 .bind(secs * 1000),
-            None => span(&CLAIM_AUTO_ACK),
+            (None, true) => span(&CLAIM_AUTO_ACK_LOCKED),
+            (None, false) => span(&CLAIM_AUTO_ACK),
         };
-        let rows = claim.fetch_all(&mut *tx).await?;
+        let rows = claim.fetch_all(claims.conn()).await?;
         if rows.is_empty() {
             continue;
         }
@@ -286,7 +353,9 @@ pub(crate) async fn pop(
         budget -= rows.len() as i64;
         claimed.push((c.id, c.name));
     }
-    tx.commit().await?;
+    if let Claims::Tx(tx) = claims {
+        tx.commit().await?;
+    }
     if claimed.is_empty() {
         return Ok(no_content());
     }
@@ -303,6 +372,30 @@ pub(crate) async fn pop(
         messages,
         partitions_claimed: claimed.len() as u32,
     }))
+}
+
+/// Where a pop's claims run.
+enum Claims {
+    /// Each claim auto-committed on its own, taking its pair's lock itself.
+    Bare(PoolConnection<Postgres>),
+    /// In one transaction, each claim after its lock statement.
+    Tx(Transaction<'static, Postgres>),
+}
+
+impl Claims {
+    async fn in_transaction(self) -> Result<Claims, sqlx::Error> {
+        Ok(match self {
+            Claims::Bare(conn) => Claims::Tx(Transaction::begin(conn, None).await?),
+            tx => tx,
+        })
+    }
+
+    fn conn(&mut self) -> &mut PgConnection {
+        match self {
+            Claims::Bare(conn) => conn,
+            Claims::Tx(tx) => tx,
+        }
+    }
 }
 
 /// How many messages a queue-route pop could take now (POP-15's "under-full" test):
@@ -393,3 +486,4 @@ async fn subscribe(
     .await?;
     Ok(())
 }
+
