@@ -691,8 +691,15 @@ async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_aft
         assert_eq!(s, 201, "{b:?}");
     }
     // The cursor row exists (committed 1): the claim below takes the update path.
-    let (s, b) = get(&c, &format!("{base}/api/v1/pop/queue/cas?autoAck=true&batch=1&wait=false")).await;
-    assert_eq!((s, b.unwrap()["messages"][0]["data"].clone()), (200, json!("m1")));
+    let (s, b) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/cas?autoAck=true&batch=1&wait=false"),
+    )
+    .await;
+    assert_eq!(
+        (s, b.unwrap()["messages"][0]["data"].clone()),
+        (200, json!("m1"))
+    );
 
     // Another "holder" leases offset 2 and has not committed yet.
     let mut other = broker.pool().begin().await.unwrap();
@@ -714,7 +721,10 @@ async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_aft
     // for the row; the other commits its lease.
     tokio::time::sleep(Duration::from_millis(500)).await;
     if pop.is_finished() {
-        panic!("the claim should be waiting for the cursor row: {:?}", pop.await.unwrap());
+        panic!(
+            "the claim should be waiting for the cursor row: {:?}",
+            pop.await.unwrap()
+        );
     }
     other.commit().await.unwrap();
     let (s, b) = pop.await.unwrap();
@@ -725,7 +735,11 @@ async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_aft
     .fetch_one(broker.pool())
     .await
     .unwrap();
-    assert_eq!((lease_end, live), (Some(2), true), "the other's lease stands");
+    assert_eq!(
+        (lease_end, live),
+        (Some(2), true),
+        "the other's lease stands"
+    );
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -130,7 +130,9 @@ fn lane(items: &[Prepared]) -> usize {
     let Some(first) = items.first() else { return 0 };
     std::hash::Hash::hash(&first.queue, &mut h);
     if items.len() >= OWN_LANE_ITEMS
-        && items.iter().all(|i| i.queue == first.queue && i.partition == first.partition)
+        && items
+            .iter()
+            .all(|i| i.queue == first.queue && i.partition == first.partition)
     {
         std::hash::Hash::hash(&first.partition, &mut h);
     }

@@ -81,7 +81,9 @@ fn locked(claim: &str) -> String {
     let s = claim
         .replacen(
             "WITH ",
-            &format!("WITH lk AS (SELECT pg_try_advisory_xact_lock({PAIR_KEY_SQL_1_5}) AS got),\n  "),
+            &format!(
+                "WITH lk AS (SELECT pg_try_advisory_xact_lock({PAIR_KEY_SQL_1_5}) AS got),\n  "
+            ),
             1,
         )
         .replacen(
@@ -101,7 +103,10 @@ fn locked(claim: &str) -> String {
   SELECT * FROM m WHERE EXISTS (SELECT 1 FROM claim) ORDER BY",
             1,
         );
-    assert!(s.contains(free_locked) && s.contains("RETURNING 1"), "locked claim built: {s}");
+    assert!(
+        s.contains(free_locked) && s.contains("RETURNING 1"),
+        "locked claim built: {s}"
+    );
     s
 }
 
@@ -323,10 +328,14 @@ pub(crate) async fn pop(
                 .bind(group)
         };
         let claim = match (lease_id, bare) {
-            (Some(l), _) => span(if bare { &CLAIM_LEASE_LOCKED } else { &CLAIM_LEASE })
-                .bind(l)
-                .bind(now + Duration::seconds(secs))
-                .bind(secs * 1000),
+            (Some(l), _) => span(if bare {
+                &CLAIM_LEASE_LOCKED
+            } else {
+                &CLAIM_LEASE
+            })
+            .bind(l)
+            .bind(now + Duration::seconds(secs))
+            .bind(secs * 1000),
             (None, true) => span(&CLAIM_AUTO_ACK_LOCKED),
             (None, false) => span(&CLAIM_AUTO_ACK),
         };
@@ -486,4 +495,3 @@ async fn subscribe(
     .await?;
     Ok(())
 }
-
