@@ -19,6 +19,8 @@ fn config(spool: &std::path::Path) -> Config {
 /// Our server with the PostgreSQL engine on a fresh database, with what must outlive it.
 struct PgApp {
     server: queen_server::app::Running,
+    /// The broker behind the server: tests look at its tables through its pool.
+    broker: PgBroker,
     _db: queen_pg::TestDb,
     dir: std::path::PathBuf,
 }
@@ -30,11 +32,16 @@ async fn pg_app(tag: &str) -> PgApp {
     let dir = temp_dir(tag);
     let cfg = config(&dir);
     let broker = PgBroker::connect(db.url(), &cfg).await.unwrap();
-    let server = spawn(Arc::new(broker), &cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let server = spawn(
+        Arc::new(broker.clone()),
+        &cfg,
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
     PgApp {
         server,
+        broker,
         _db: db,
         dir,
     }
@@ -201,7 +208,9 @@ async fn push_7_postgres_down_spools_and_replays_exactly_once_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maint_1_push_maintenance_spools_then_replays_on_switch_off() {
-    let PgApp { server, _db, dir } = pg_app("maint").await;
+    let PgApp {
+        server, _db, dir, ..
+    } = pg_app("maint").await;
     let base = server.url();
     let c = reqwest::Client::new();
     let (_, b) = post(
@@ -374,7 +383,9 @@ async fn pop_15_min_pop_wait_time_fills_under_full_batches() {
 /// nothing is written — not a 500 from the database half-way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nul_characters_are_400_and_change_nothing() {
-    let PgApp { server, _db, dir } = pg_app("nul").await;
+    let PgApp {
+        server, _db, dir, ..
+    } = pg_app("nul").await;
     let base = server.url();
     let c = reqwest::Client::new();
     for body in [
@@ -401,7 +412,9 @@ async fn nul_characters_are_400_and_change_nothing() {
 /// POP-5: `data` comes back verbatim, object key order included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_5_data_keeps_its_key_order() {
-    let PgApp { server, _db, dir } = pg_app("order").await;
+    let PgApp {
+        server, _db, dir, ..
+    } = pg_app("order").await;
     let base = server.url();
     let c = reqwest::Client::new();
     let raw = r#"{"items":[{"queue":"order","payload":{"zebra":1,"apple":{"z":[3,2,1],"a":null},"mid":"x"}}]}"#;
@@ -436,7 +449,9 @@ async fn pop_5_data_keeps_its_key_order() {
 /// rather than reproducing the race every time.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn txn_2_abort_releases_locks_before_answering() {
-    let PgApp { server, _db, dir } = pg_app("abort").await;
+    let PgApp {
+        server, _db, dir, ..
+    } = pg_app("abort").await;
     let base = server.url();
     let c = reqwest::Client::new();
     let items = json!({"items": [{"queue": "abort", "partition": "p", "payload": 1},
@@ -486,7 +501,9 @@ async fn txn_2_abort_releases_locks_before_answering() {
 /// than reproducing the race every time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_12_abandoned_requests_leave_no_transaction_behind() {
-    let PgApp { server, _db, dir } = pg_app("cancel").await;
+    let PgApp {
+        server, _db, dir, ..
+    } = pg_app("cancel").await;
     let base = server.url();
     let impatient = reqwest::Client::builder()
         .timeout(Duration::from_millis(3))
@@ -550,7 +567,9 @@ async fn pop_12_abandoned_requests_leave_no_transaction_behind() {
 /// a lockstep run (seed 9622367076) caught the listing differing from the model's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dlq_2_one_batch_ack_files_dead_letters_in_the_order_it_names_them() {
-    let PgApp { server, _db, dir } = pg_app("dlqorder").await;
+    let PgApp {
+        server, _db, dir, ..
+    } = pg_app("dlqorder").await;
     let base = server.url();
     let c = reqwest::Client::new();
     // Partition "a" is created first, so its id (a UUIDv7) sorts before "b"'s.
@@ -604,7 +623,9 @@ async fn dlq_2_one_batch_ack_files_dead_letters_in_the_order_it_names_them() {
 /// what the partition already held, and a pop returns them in that order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_6_a_minted_push_over_interleaved_partitions_keeps_request_order() {
-    let PgApp { server, _db, dir } = pg_app("interleave").await;
+    let PgApp {
+        server, _db, dir, ..
+    } = pg_app("interleave").await;
     let base = server.url();
     let c = reqwest::Client::new();
     let push = |items: serde_json::Value| {
@@ -666,19 +687,12 @@ async fn push_6_a_minted_push_over_interleaved_partitions_keeps_request_order() 
 /// moved and claim nothing, instead of leasing the span a second time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_after_its_snapshot() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
-    let dir = temp_dir("cas");
-    let cfg = config(&dir);
-    let broker = PgBroker::connect(db.url(), &cfg).await.unwrap();
-    let server = spawn(
-        Arc::new(broker.clone()),
-        &cfg,
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let PgApp {
+        server,
+        broker,
+        _db,
+        dir,
+    } = pg_app("cas").await;
     let base = server.url();
     let c = reqwest::Client::new();
     for m in ["m1", "m2"] {
