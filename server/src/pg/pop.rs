@@ -82,7 +82,9 @@ fn locked(claim: &str) -> String {
         .replacen(
             "WITH ",
             &format!(
-                "WITH lk AS (SELECT pg_try_advisory_xact_lock({PAIR_KEY_SQL_1_5}) AS got),\n  "
+                "WITH lk AS (SELECT pg_try_advisory_xact_lock({}) AS got),\n  ",
+                // With the claims' parameters: partition $1, group $5.
+                PAIR_KEY_SQL.replace("$2", "$5")
             ),
             1,
         )
@@ -109,9 +111,6 @@ fn locked(claim: &str) -> String {
     );
     s
 }
-
-/// [`PAIR_KEY_SQL`] for the claims' parameters: partition $1, group $5.
-const PAIR_KEY_SQL_1_5: &str = "hashtextextended($1::text || '/' || $5, 0)";
 
 static CLAIM_LEASE_LOCKED: LazyLock<String> = LazyLock::new(|| locked(&CLAIM_LEASE));
 static CLAIM_AUTO_ACK_LOCKED: LazyLock<String> = LazyLock::new(|| locked(&CLAIM_AUTO_ACK));
@@ -214,8 +213,8 @@ pub(crate) async fn pop(
     }
     // Nothing to set up and no candidate (most often a parked pop's re-check): answered
     // from the head alone, read outside a transaction, in one round trip instead of three.
-    // Otherwise, setting up runs in a transaction, and so do the claims unless at most
-    // one partition can be claimed (see below); the head's candidates are only hints,
+    // Otherwise, setting up runs in a transaction, and so do the claims unless there is
+    // a single candidate (see below); the head's candidates are only hints,
     // each checked again under its lock.
     if ready
         && head
