@@ -757,3 +757,91 @@ async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_aft
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// PUSH-6 with two writers on one partition: a push of 50 items or more to a single
+/// partition goes to its partition's writer, smaller ones (and ones over several
+/// partitions) to their queue's (`group.rs`, `lane`). Pushed concurrently to the same
+/// partition, every message must still arrive exactly once, and each producer's
+/// messages in the order it pushed them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_6_large_and_small_pushes_to_one_partition_keep_each_producers_order() {
+    let PgApp {
+        server, _db, dir, ..
+    } = pg_app("lanes").await;
+    let base = server.url();
+    let c = reqwest::Client::new();
+    // Creates the partitions (the general path), so that the rest race on the minted path.
+    let (s, b) = post(
+        &c,
+        &format!("{base}/api/v1/push"),
+        &json!({"items": [{"queue": "ln", "partition": "a", "payload": {"p": "seed", "n": 1}},
+                          {"queue": "ln", "partition": "b", "payload": {"p": "seed", "n": 1}}]}),
+    )
+    .await;
+    assert_eq!(s, 201, "{b:?}");
+    // (producer, requests, items per request, also to partition b)
+    let producers = [
+        ("big1", 6, 60, false),
+        ("big2", 6, 60, false),
+        ("small1", 40, 1, false),
+        ("small2", 40, 3, true),
+    ];
+    let mut tasks = Vec::new();
+    for (p, requests, per, spread) in producers {
+        let (c, url) = (c.clone(), format!("{base}/api/v1/push"));
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0;
+            for _ in 0..requests {
+                let items: Vec<_> = (0..per)
+                    .flat_map(|_| {
+                        n += 1;
+                        let a =
+                            json!({"queue": "ln", "partition": "a", "payload": {"p": p, "n": n}});
+                        let b =
+                            json!({"queue": "ln", "partition": "b", "payload": {"p": p, "n": n}});
+                        if spread {
+                            vec![a, b]
+                        } else {
+                            vec![a]
+                        }
+                    })
+                    .collect();
+                let (s, b) = post(&c, &url, &json!({ "items": items })).await;
+                assert_eq!(s, 201, "{b:?}");
+            }
+            n
+        }));
+    }
+    let mut sent = std::collections::BTreeMap::from([("seed", 1)]);
+    for (t, (p, ..)) in tasks.into_iter().zip(producers) {
+        sent.insert(p, t.await.unwrap());
+    }
+    let (s, b) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/ln/partition/a?batch=10000&autoAck=true&wait=false"),
+    )
+    .await;
+    assert_eq!(s, 200);
+    let mut last = std::collections::BTreeMap::new();
+    for m in b.unwrap()["messages"].as_array().unwrap() {
+        let (p, n) = (
+            m["data"]["p"].as_str().unwrap().to_string(),
+            m["data"]["n"].as_i64().unwrap(),
+        );
+        let prev = last.insert(p.clone(), n).unwrap_or(0);
+        assert_eq!(
+            n,
+            prev + 1,
+            "{p}'s message {n} came after its message {prev}"
+        );
+    }
+    for (p, n) in sent {
+        assert_eq!(
+            last.get(p),
+            Some(&n),
+            "{p} pushed {n} messages to partition a"
+        );
+    }
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
