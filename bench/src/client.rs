@@ -26,18 +26,9 @@ impl Client {
         path: &str,
         body: &Value,
     ) -> Result<(u16, Option<Value>), reqwest::Error> {
-        let r = self
-            .http
-            .post(format!("{}{path}", self.base))
-            .json(body)
-            .send()
-            .await?;
-        let s = r.status().as_u16();
-        let b = r.bytes().await?;
-        Ok((
-            s,
-            (!b.is_empty()).then(|| serde_json::from_slice(&b).unwrap_or(Value::Null)),
-        ))
+        let body = serde_json::to_string(body).expect("JSON serializes");
+        let (s, b) = self.post_raw(path, body).await?;
+        Ok((s, json_of(&b)))
     }
 
     /// A POST of a body already serialized, answering the raw bytes: the push workloads
@@ -62,10 +53,11 @@ impl Client {
     pub async fn get(&self, path: &str) -> Result<(u16, Option<Value>), reqwest::Error> {
         let r = self.http.get(format!("{}{path}", self.base)).send().await?;
         let s = r.status().as_u16();
-        let b = r.bytes().await?;
-        Ok((
-            s,
-            (!b.is_empty()).then(|| serde_json::from_slice(&b).unwrap_or(Value::Null)),
-        ))
+        Ok((s, json_of(&r.bytes().await?)))
     }
+}
+
+/// An answer's body as JSON: none when empty, `null` when not JSON.
+fn json_of(b: &[u8]) -> Option<Value> {
+    (!b.is_empty()).then(|| serde_json::from_slice(b).unwrap_or(Value::Null))
 }
