@@ -34,18 +34,47 @@ pub(crate) async fn configure(
     }))
 }
 
-/// DEL-1: the queue and everything under it (foreign keys cascade).
+/// DEL-1: the queue and everything under it.
+///
+/// Cursors, subscriptions and dead letters go by foreign-key cascade. Messages carry no
+/// foreign key (migration 0003), so they are deleted here, in one transaction whose
+/// statements each see what the one before waited for:
+/// 1. lock the queue row, waiting for any push that is creating a partition under it
+///    (its foreign-key check holds the row) and keeping new partitions out;
+/// 2. delete the queue's partitions, waiting for any push holding one of them locked,
+///    and keep them locked: no later push can write under them (it locks the row first
+///    and finds it gone);
+/// 3. delete those partitions' messages, with a snapshot taken after every such push
+///    committed, and the queue row.
+///
+/// No message outlives its queue.
 pub(crate) async fn delete_queue(pool: &PgPool, name: &str) -> Result<HttpResponse, sqlx::Error> {
-    let existed = sqlx::query("DELETE FROM queen_queues WHERE name = $1")
-        .bind(name)
-        .execute(pool)
-        .await?
-        .rows_affected()
-        > 0;
+    let mut tx = pool.begin().await?;
+    let queue: Option<i64> =
+        sqlx::query_scalar("SELECT id FROM queen_queues WHERE name = $1 FOR UPDATE")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+    if let Some(queue) = queue {
+        let partitions: Vec<Uuid> =
+            sqlx::query_scalar("DELETE FROM queen_partitions WHERE queue_id = $1 RETURNING id")
+                .bind(queue)
+                .fetch_all(&mut *tx)
+                .await?;
+        sqlx::query(
+            "WITH m AS (DELETE FROM queen_messages WHERE partition_id = ANY($1))
+             DELETE FROM queen_queues WHERE id = $2",
+        )
+        .bind(&partitions)
+        .bind(queue)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
     Ok(ok(&DeleteResponse {
         deleted: true,
         queue: name.to_string(),
-        existed,
+        existed: queue.is_some(),
     }))
 }
 

@@ -1,0 +1,11 @@
+-- A message row no longer carries a foreign key to its partition.
+--
+-- PostgreSQL checks a foreign key with a trigger that runs one lookup per inserted row
+-- (`SELECT 1 FROM queen_partitions ... FOR KEY SHARE`), and on the push path that check
+-- was a large part of the insert: see ARCHITECTURE.md ("Why messages have no foreign
+-- key") for the figures. The key guarded nothing the writers do not already guarantee:
+-- every push locks its partition rows `FOR UPDATE` before it inserts, and inserts only
+-- under partition ids it has just locked, so a message is only ever written under a
+-- partition that exists until the push commits. Deleting a queue removes its messages
+-- itself, after deleting and locking its partitions (`admin::delete_queue`).
+ALTER TABLE queen_messages DROP CONSTRAINT IF EXISTS queen_messages_partition_id_fkey;
