@@ -5,17 +5,20 @@ use serde_json::Value;
 use std::time::Duration;
 
 pub async fn get(c: &reqwest::Client, url: &str) -> (u16, Option<Value>) {
-    let r = c.get(url).send().await.expect("server answers");
-    let s = r.status().as_u16();
-    let b = r.bytes().await.unwrap();
-    (
-        s,
-        (!b.is_empty()).then(|| serde_json::from_slice(&b).unwrap()),
-    )
+    answer(c.get(url)).await
 }
 
 pub async fn post(c: &reqwest::Client, url: &str, body: &Value) -> (u16, Option<Value>) {
-    let r = c.post(url).json(body).send().await.expect("server answers");
+    answer(c.post(url).json(body)).await
+}
+
+pub async fn delete(c: &reqwest::Client, url: &str) -> (u16, Option<Value>) {
+    answer(c.delete(url)).await
+}
+
+/// Sends `req`: the status and the JSON body, if any.
+async fn answer(req: reqwest::RequestBuilder) -> (u16, Option<Value>) {
+    let r = req.send().await.expect("server answers");
     let s = r.status().as_u16();
     let b = r.bytes().await.unwrap();
     (

@@ -886,17 +886,13 @@ async fn del_1_a_queue_deleted_while_pushes_race_leaves_no_message_behind() {
             n
         }));
     }
+    let queue_url = format!("{base}/api/v1/resources/queues/dr");
     let mut deleted = 0;
     for _ in 0..15 {
         tokio::time::sleep(Duration::from_millis(40)).await;
-        let r = c
-            .delete(format!("{base}/api/v1/resources/queues/dr"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
-        let b: serde_json::Value = r.json().await.unwrap();
-        deleted += b["existed"].as_bool().unwrap() as u32;
+        let (s, b) = delete(&c, &queue_url).await;
+        assert_eq!(s, 200);
+        deleted += b.unwrap()["existed"].as_bool().unwrap() as u32;
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut pushed = 0;
@@ -916,12 +912,7 @@ async fn del_1_a_queue_deleted_while_pushes_race_leaves_no_message_behind() {
     .unwrap();
     assert_eq!(orphans, 0, "messages left under deleted partitions");
     // And the final delete leaves nothing at all.
-    let r = c
-        .delete(format!("{base}/api/v1/resources/queues/dr"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(delete(&c, &queue_url).await.0, 200);
     let left: i64 = sqlx::query_scalar("SELECT count(*) FROM queen_messages")
         .fetch_one(broker.pool())
         .await
