@@ -9,22 +9,36 @@
 //! connection, before it keeps a generic plan), so the rounds see a broker in its steady
 //! state. The push's own round trip is reported too, so the wake-up's share can be told
 //! apart.
+//!
+//! When the bench knows the target's database it also measures the **floor** of a
+//! wake-up on this machine, in rounds alternating with the broker's so that both see the
+//! same conditions: after the same parking time, one `SELECT 1` on each of two idle
+//! connections, one after the other. That is the least database work any broker on
+//! PostgreSQL does between a push's start and a woken pop's answer (the push's write,
+//! then the pop's claim, on two backends that slept through the parking time), without
+//! HTTP and without any SQL worth the name. A p99 is the slowest round or two of the run,
+//! so on a shared machine it is often decided by waking sleeping processes; the floor's
+//! p99 and the CPU time the host withheld from this machine (`steal`, from `/proc/stat`)
+//! during the rounds say how much of a broker's figure is the machine's.
 
 use crate::client::Client;
 use crate::report::Outcome;
 use crate::stats::Latencies;
 use serde_json::json;
+use sqlx::{PgConnection, PgPool};
 use std::time::{Duration, Instant};
 
 /// Push-and-pop cycles before the measured rounds.
 const WARM_UP: usize = 100;
 
+/// The broker's outcome, then the floor's when `floor_db` (the target's database) is given.
 pub async fn run(
     client: &Client,
+    floor_db: Option<&PgPool>,
     queue_prefix: &str,
     park: Duration,
     rounds: usize,
-) -> Result<Outcome, String> {
+) -> Result<Vec<Outcome>, String> {
     let queue = format!("{queue_prefix}-{}", park.as_millis());
     let pop_path = format!(
         "/api/v1/pop/queue/{queue}?wait=true&autoAck=true&timeout={}",
@@ -35,6 +49,13 @@ pub async fn run(
         push(client, &queue, -1).await?;
         pop(client, &pop_path).await?;
     }
+
+    let mut floor = match floor_db {
+        Some(pool) => Some(Floor::open(pool).await?),
+        None => None,
+    };
+    let mut floor_lat = Latencies::default();
+    let cpu_before = cpu_times();
 
     let mut lat = Latencies::default();
     let mut push_lat = Latencies::default();
@@ -66,8 +87,17 @@ pub async fn run(
         if took > worst.0 {
             worst = (took, round);
         }
+        if let Some(f) = floor.as_mut() {
+            tokio::time::sleep(park).await;
+            floor_lat.record(f.round().await?);
+        }
     }
-    Ok(Outcome {
+    let cpu = match (cpu_before, cpu_times()) {
+        (Some(a), Some(b)) => json!({"busy_s": round2(b.busy - a.busy),
+                                     "steal_s": round2(b.steal - a.steal)}),
+        _ => serde_json::Value::Null,
+    };
+    let mut out = vec![Outcome {
         workload: format!("wake-latency-{}ms", park.as_millis()),
         value: lat.percentile_ms(99.0),
         unit: "ms p99".into(),
@@ -77,7 +107,87 @@ pub async fn run(
                         "push_p99_ms": push_lat.percentile_ms(99.0),
                         "after_push_p50_ms": after_push.percentile_ms(50.0),
                         "after_push_p99_ms": after_push.percentile_ms(99.0),
-                        "worst_round": worst.1}),
+                        "worst_round": worst.1, "machine_cpu": cpu}),
+    }];
+    if floor.is_some() {
+        out.push(Outcome {
+            workload: format!("wake-floor-{}ms", park.as_millis()),
+            value: floor_lat.percentile_ms(99.0),
+            unit: "ms p99".into(),
+            details: json!({"rounds": rounds, "park_ms": park.as_millis() as u64,
+                            "what": "SELECT 1 on each of two connections idle for the parking time, one after the other; rounds alternate with the broker's",
+                            "p50_ms": floor_lat.percentile_ms(50.0), "p99_ms": floor_lat.percentile_ms(99.0),
+                            "max_ms": floor_lat.percentile_ms(100.0)}),
+        });
+    }
+    Ok(out)
+}
+
+/// Two connections of their own, so that each floor round finds both idle for the
+/// parking time, like the backends a broker's push and woken pop use.
+struct Floor {
+    conns: [PgConnection; 2],
+}
+
+impl Floor {
+    async fn open(pool: &PgPool) -> Result<Floor, String> {
+        let mut conns = Vec::new();
+        for _ in 0..2 {
+            let mut c = pool.acquire().await.map_err(|e| e.to_string())?.detach();
+            // Prepared once here, so every round is a bind and execute, as a broker's are.
+            for _ in 0..6 {
+                one(&mut c).await?;
+            }
+            conns.push(c);
+        }
+        let [a, b]: [PgConnection; 2] = conns.try_into().map_err(|_| "two connections")?;
+        Ok(Floor { conns: [a, b] })
+    }
+
+    async fn round(&mut self) -> Result<Duration, String> {
+        let started = Instant::now();
+        for c in self.conns.iter_mut() {
+            one(c).await?;
+        }
+        Ok(started.elapsed())
+    }
+}
+
+async fn one(c: &mut PgConnection) -> Result<(), String> {
+    let v: i32 = sqlx::query_scalar("SELECT 1")
+        .fetch_one(c)
+        .await
+        .map_err(|e| e.to_string())?;
+    if v != 1 {
+        return Err(format!("SELECT 1 answered {v}"));
+    }
+    Ok(())
+}
+
+/// This machine's CPU time so far, in seconds: busy (user, nice, system, irq, softirq)
+/// and stolen by the host (a virtual machine's vCPU ready to run but not run). None
+/// where `/proc/stat` does not exist.
+struct CpuTimes {
+    busy: f64,
+    steal: f64,
+}
+
+fn cpu_times() -> Option<CpuTimes> {
+    parse_cpu_times(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+fn parse_cpu_times(stat: &str) -> Option<CpuTimes> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // user nice system idle iowait irq softirq steal ...; USER_HZ is 100 on Linux.
+    let at = |i: usize| f.get(i).copied().unwrap_or(0.0) / 100.0;
+    Some(CpuTimes {
+        busy: at(0) + at(1) + at(2) + at(5) + at(6),
+        steal: at(7),
     })
 }
 
@@ -105,5 +215,29 @@ async fn pop(client: &Client, path: &str) -> Result<serde_json::Value, String> {
     match body["messages"].as_array().map(Vec::as_slice) {
         Some([m]) => Ok(m["data"].clone()),
         _ => Err(format!("a parked pop answered {body}, not one message")),
+    }
+}
+
+/// Seconds to two decimals: `/proc/stat` counts hundredths.
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_times_read_busy_and_steal_from_the_aggregate_line() {
+        let stat = "cpu  500 20 300 9000 40 5 15 120 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 1\n";
+        let t = parse_cpu_times(stat).expect("parsed");
+        // user + nice + system + irq + softirq = 840 hundredths; steal 120.
+        assert_eq!(round2(t.busy), 8.4);
+        assert_eq!(round2(t.steal), 1.2);
+    }
+
+    #[test]
+    fn cpu_times_are_absent_without_an_aggregate_line() {
+        assert!(parse_cpu_times("intr 1\nctxt 2\n").is_none());
     }
 }
