@@ -15,6 +15,7 @@
 mod ceiling;
 mod client;
 mod consume;
+mod machine;
 mod parked;
 mod push;
 mod report;
@@ -100,6 +101,8 @@ async fn run(a: Args) -> Result<(), String> {
         .filter(|w| !w.is_empty())
     {
         eprintln!("running {w} ...");
+        let cpu_before = machine::cpu_times();
+        let first = outcomes.len();
         match w {
             "pg-ceiling" => match &target.database_url {
                 Some(url) => outcomes.extend(ceiling::run(url, a.connections, duration).await?),
@@ -161,6 +164,13 @@ async fn run(a: Args) -> Result<(), String> {
                 );
             }
             other => return Err(format!("unknown workload {other}")),
+        }
+        // The whole workload's, unless it measured its own (wake-latency, per parking time).
+        let cpu = machine::since(cpu_before);
+        for o in &mut outcomes[first..] {
+            if let Some(d) = o.details.as_object_mut() {
+                d.entry("machine_cpu").or_insert_with(|| cpu.clone());
+            }
         }
     }
     report::print(&outcomes);

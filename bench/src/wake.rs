@@ -22,6 +22,7 @@
 //! during the rounds say how much of a broker's figure is the machine's.
 
 use crate::client::Client;
+use crate::machine;
 use crate::report::Outcome;
 use crate::stats::Latencies;
 use serde_json::json;
@@ -55,7 +56,7 @@ pub async fn run(
         None => None,
     };
     let mut floor_lat = Latencies::default();
-    let cpu_before = cpu_times();
+    let cpu_before = machine::cpu_times();
 
     let mut lat = Latencies::default();
     let mut push_lat = Latencies::default();
@@ -92,11 +93,7 @@ pub async fn run(
             floor_lat.record(f.round().await?);
         }
     }
-    let cpu = match (cpu_before, cpu_times()) {
-        (Some(a), Some(b)) => json!({"busy_s": round2(b.busy - a.busy),
-                                     "steal_s": round2(b.steal - a.steal)}),
-        _ => serde_json::Value::Null,
-    };
+    let cpu = machine::since(cpu_before);
     let mut out = vec![Outcome {
         workload: format!("wake-latency-{}ms", park.as_millis()),
         value: lat.percentile_ms(99.0),
@@ -107,7 +104,7 @@ pub async fn run(
                         "push_p99_ms": push_lat.percentile_ms(99.0),
                         "after_push_p50_ms": after_push.percentile_ms(50.0),
                         "after_push_p99_ms": after_push.percentile_ms(99.0),
-                        "worst_round": worst.1, "machine_cpu": cpu}),
+                        "worst_round": worst.1, "machine_cpu": cpu.clone()}),
     }];
     if floor.is_some() {
         out.push(Outcome {
@@ -117,7 +114,7 @@ pub async fn run(
             details: json!({"rounds": rounds, "park_ms": park.as_millis() as u64,
                             "what": "SELECT 1 on each of two connections idle for the parking time, one after the other; rounds alternate with the broker's",
                             "p50_ms": floor_lat.percentile_ms(50.0), "p99_ms": floor_lat.percentile_ms(99.0),
-                            "max_ms": floor_lat.percentile_ms(100.0)}),
+                            "max_ms": floor_lat.percentile_ms(100.0), "machine_cpu": cpu}),
         });
     }
     Ok(out)
@@ -163,34 +160,6 @@ async fn one(c: &mut PgConnection) -> Result<(), String> {
     }
     Ok(())
 }
-
-/// This machine's CPU time so far, in seconds: busy (user, nice, system, irq, softirq)
-/// and stolen by the host (a virtual machine's vCPU ready to run but not run). None
-/// where `/proc/stat` does not exist.
-struct CpuTimes {
-    busy: f64,
-    steal: f64,
-}
-
-fn cpu_times() -> Option<CpuTimes> {
-    parse_cpu_times(&std::fs::read_to_string("/proc/stat").ok()?)
-}
-
-fn parse_cpu_times(stat: &str) -> Option<CpuTimes> {
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let f: Vec<f64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(|x| x.parse().unwrap_or(0.0))
-        .collect();
-    // user nice system idle iowait irq softirq steal ...; USER_HZ is 100 on Linux.
-    let at = |i: usize| f.get(i).copied().unwrap_or(0.0) / 100.0;
-    Some(CpuTimes {
-        busy: at(0) + at(1) + at(2) + at(5) + at(6),
-        steal: at(7),
-    })
-}
-
 async fn push(client: &Client, queue: &str, payload: i64) -> Result<(), String> {
     let (s, _) = client
         .post(
@@ -215,29 +184,5 @@ async fn pop(client: &Client, path: &str) -> Result<serde_json::Value, String> {
     match body["messages"].as_array().map(Vec::as_slice) {
         Some([m]) => Ok(m["data"].clone()),
         _ => Err(format!("a parked pop answered {body}, not one message")),
-    }
-}
-
-/// Seconds to two decimals: `/proc/stat` counts hundredths.
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cpu_times_read_busy_and_steal_from_the_aggregate_line() {
-        let stat = "cpu  500 20 300 9000 40 5 15 120 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\nintr 1\n";
-        let t = parse_cpu_times(stat).expect("parsed");
-        // user + nice + system + irq + softirq = 840 hundredths; steal 120.
-        assert_eq!(round2(t.busy), 8.4);
-        assert_eq!(round2(t.steal), 1.2);
-    }
-
-    #[test]
-    fn cpu_times_are_absent_without_an_aggregate_line() {
-        assert!(parse_cpu_times("intr 1\nctxt 2\n").is_none());
     }
 }
