@@ -26,16 +26,16 @@ use crate::machine;
 use crate::report::Outcome;
 use crate::stats::Latencies;
 use serde_json::json;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Connection, PgConnection};
 use std::time::{Duration, Instant};
 
 /// Push-and-pop cycles before the measured rounds.
 const WARM_UP: usize = 100;
 
-/// The broker's outcome, then the floor's when `floor_db` (the target's database) is given.
+/// The broker's outcome, then the floor's when `floor_db` (the target's database URL) is given.
 pub async fn run(
     client: &Client,
-    floor_db: Option<&PgPool>,
+    floor_db: Option<&str>,
     queue_prefix: &str,
     park: Duration,
     rounds: usize,
@@ -52,7 +52,7 @@ pub async fn run(
     }
 
     let mut floor = match floor_db {
-        Some(pool) => Some(Floor::open(pool).await?),
+        Some(url) => Some(Floor::open(url).await?),
         None => None,
     };
     let mut floor_lat = Latencies::default();
@@ -127,18 +127,21 @@ struct Floor {
 }
 
 impl Floor {
-    async fn open(pool: &PgPool) -> Result<Floor, String> {
+    async fn open(url: &str) -> Result<Floor, String> {
         let mut conns = Vec::new();
         for _ in 0..2 {
-            let mut c = pool.acquire().await.map_err(|e| e.to_string())?.detach();
-            // Prepared once here, so every round is a bind and execute, as a broker's are.
+            let mut c = PgConnection::connect(url)
+                .await
+                .map_err(|e| format!("the floor's connection: {e}"))?;
+            // Past PostgreSQL's five custom plans per connection, so that every round
+            // runs a kept plan, as a warmed-up broker's statements do.
             for _ in 0..6 {
                 one(&mut c).await?;
             }
             conns.push(c);
         }
-        let [a, b]: [PgConnection; 2] = conns.try_into().map_err(|_| "two connections")?;
-        Ok(Floor { conns: [a, b] })
+        let conns = conns.try_into().map_err(|_| "two connections")?;
+        Ok(Floor { conns })
     }
 
     async fn round(&mut self) -> Result<Duration, String> {
@@ -160,6 +163,7 @@ async fn one(c: &mut PgConnection) -> Result<(), String> {
     }
     Ok(())
 }
+
 async fn push(client: &Client, queue: &str, payload: i64) -> Result<(), String> {
     let (s, _) = client
         .post(
