@@ -10,6 +10,7 @@ use queen_reference::wire::{
     HttpResponse, PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, QUEUE_MODE,
 };
 use sqlx::pool::PoolConnection;
+use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
 use std::sync::LazyLock;
 use uuid::Uuid;
@@ -137,25 +138,135 @@ static CANDIDATES: LazyLock<String> = LazyLock::new(|| {
     CANDIDATE_SELECT.replacen("SELECT ", "SELECT NULL, NULL, NULL, NULL, NULL, ", 1)
 });
 
-/// One row of the head (pop maintenance, "now", the queue $1's id, whether group $2 is
-/// subscribed there, and `ready`: nothing to set up first) joined with the candidates
-/// when `ready` ($4 is the queue-mode group, which needs no subscription); the head's
-/// columns repeat on every candidate row, and a head without candidates has NULLs.
-static HEAD_AND_CANDIDATES: LazyLock<String> = LazyLock::new(|| {
+/// The head of a pop: the maintenance switch, "now", the queue $1's id, whether group
+/// $2 is subscribed there, and `ready` (nothing to set up first; $4 is the queue-mode
+/// group, which needs no subscription); then, when `ready` and not paused, the
+/// candidate partitions (`c`). Used by [`HEAD_AND_CANDIDATES`] and [`head_and_claim`].
+static HEAD_CTES: LazyLock<String> = LazyLock::new(|| {
     let cands = CANDIDATE_SELECT
         .replace("ANY($1)", "ANY(ARRAY[h.qid])")
         .replace("$4", "h.now");
     format!(
-        "WITH h0 AS (
+        "h0 AS (
            SELECT (SELECT enabled FROM queen_switches WHERE name = 'pop_maintenance') AS paused, now() AS now,
                   (SELECT id FROM queen_queues WHERE name = $1) AS qid,
                   EXISTS (SELECT 1 FROM queen_subscriptions s JOIN queen_queues qq ON qq.id = s.queue_id
                           WHERE qq.name = $1 AND s.consumer_group = $2) AS subscribed),
-         h AS (SELECT h0.*, (h0.qid IS NOT NULL AND ($2 = $4 OR h0.subscribed)) AS ready FROM h0)
-         SELECT h.paused, h.now, h.qid, h.subscribed, h.ready, c.*
-         FROM h LEFT JOIN LATERAL ({cands}) c ON h.ready AND NOT coalesce(h.paused, false)"
+         h AS (SELECT h0.*, (h0.qid IS NOT NULL AND ($2 = $4 OR h0.subscribed)) AS ready FROM h0),
+         c AS (SELECT cc.* FROM h CROSS JOIN LATERAL ({cands}) cc WHERE h.ready AND NOT coalesce(h.paused, false))"
     )
 });
+
+/// The head's columns, then a candidate's from [`CAND`] on: one row per candidate, or
+/// one row with NULL candidate columns when there is none.
+const HEAD_COLUMNS: &str = "h.paused, h.now, h.qid, h.subscribed, h.ready, c.*";
+
+/// The head alone with its candidates (a discovery route has no queue, so it is never
+/// `ready` and gets no candidates here).
+static HEAD_AND_CANDIDATES: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH {} SELECT {HEAD_COLUMNS} FROM h LEFT JOIN c ON true",
+        *HEAD_CTES
+    )
+});
+
+/// Where the claiming head's own columns start: the candidate it tried to claim (NULL if
+/// it tried none), then a claimed message's columns, as a claim's rows have them.
+const TRIED: usize = CAND + 6;
+
+/// The head of a queue-scoped pop that also claims, in the same statement, when exactly
+/// one candidate is left after POP-14's windowBuffer: a parked pop woken by a push
+/// (the queue exists, the group is set up, one partition has the new message) answers
+/// in one round trip. The claim is [`CLAIM_LEASE_LOCKED`] or [`CLAIM_AUTO_ACK_LOCKED`]
+/// with its parameters computed from the candidate: the queue's options give
+/// delayedProcessing (POP-14) and the lease time (POP-9, unless the pop's $7 says
+/// otherwise); $5 is the batch, $6 the lease id.
+///
+/// Rows: when a claim was tried, one per claimed message in offset order, or one with
+/// NULL message columns when the claim got nothing (the pair's lock was taken, or the
+/// cursor moved); either way the tried candidate's id is at [`TRIED`]. Otherwise the
+/// rows of [`HEAD_AND_CANDIDATES`], with NULLs from [`TRIED`] on; with two or more
+/// candidates the claims then run in a transaction, as before.
+fn head_and_claim(locked_claim: &str, lease: bool) -> String {
+    // The same windowBuffer rule as the Rust filter in [`pop`].
+    let window = "(c.options->>'windowBuffer')::bigint";
+    let delayed = "(w.options->>'delayedProcessing')::bigint";
+    let lease_secs = "COALESCE($7::bigint, (w.options->>'leaseTime')::bigint, 300)";
+    let lease_cols = if lease {
+        format!(",\n                  h.now + make_interval(secs => {lease_secs}) AS deadline, {lease_secs} * 1000 AS ms")
+    } else {
+        String::new()
+    };
+    // The claim's parameters, from the claim's numbering to this statement's.
+    let claim = renumber(
+        locked_claim
+            .strip_prefix("WITH ")
+            .expect("a claim starts WITH"),
+        &[
+            "(SELECT id FROM one)",
+            "(SELECT now FROM h)",
+            "(SELECT vis FROM one)",
+            "$5",
+            "$2",
+            "$6",
+            "(SELECT deadline FROM one)",
+            "(SELECT ms FROM one)",
+        ],
+    );
+    let (ctes, tail) = claim
+        .rsplit_once("\n  SELECT * FROM m WHERE EXISTS (SELECT 1 FROM claim) ORDER BY \"offset\"")
+        .expect("a locked claim ends with its messages");
+    assert!(
+        tail.is_empty(),
+        "nothing after the claim's messages: {tail}"
+    );
+    format!(
+        "WITH {head},
+         w AS (SELECT c.id, c.options FROM c, h
+               WHERE COALESCE({window}, 0) = 0 OR c.last_write_at IS NULL
+                  OR c.last_write_at + make_interval(secs => {window}) <= h.now),
+         one AS (
+           SELECT w.id,
+                  CASE WHEN COALESCE({delayed}, 0) > 0 THEN h.now - make_interval(secs => {delayed}) END AS vis{lease_cols}
+           FROM w, h WHERE (SELECT count(*) FROM w) = 1),
+         {ctes}
+         SELECT {HEAD_COLUMNS}, NULL::uuid, none.*
+         FROM h LEFT JOIN c ON true LEFT JOIN (SELECT * FROM m WHERE false) none ON true
+         WHERE NOT EXISTS (SELECT 1 FROM one)
+         UNION ALL
+         SELECT {HEAD_COLUMNS}, c.id, got.*
+         FROM h JOIN c ON c.id = (SELECT id FROM one)
+         LEFT JOIN (SELECT * FROM m WHERE EXISTS (SELECT 1 FROM claim)) got ON true
+         ORDER BY {} NULLS FIRST",
+        TRIED + 2,
+        head = *HEAD_CTES,
+    )
+}
+
+/// `sql` with each `$n` replaced by `to[n - 1]`, in one pass (so a replacement that is
+/// itself a parameter is not replaced again).
+fn renumber(sql: &str, to: &[&str]) -> String {
+    let mut out = String::with_capacity(sql.len() * 2);
+    let mut rest = sql;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let digits = rest[i + 1..]
+            .find(|ch: char| !ch.is_ascii_digit())
+            .unwrap_or(rest.len() - i - 1);
+        let n: usize = rest[i + 1..i + 1 + digits]
+            .parse()
+            .expect("a parameter number after $");
+        out.push_str(to[n - 1]);
+        rest = &rest[i + 1 + digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
+static HEAD_AND_CLAIM_LEASE: LazyLock<String> =
+    LazyLock::new(|| head_and_claim(&CLAIM_LEASE_LOCKED, true));
+static HEAD_AND_CLAIM_AUTO_ACK: LazyLock<String> =
+    LazyLock::new(|| head_and_claim(&CLAIM_AUTO_ACK_LOCKED, false));
 
 /// A partition that may be claimable (checked again under its lock).
 struct Candidate {
@@ -186,13 +297,31 @@ pub(crate) async fn pop(
         PopRoute::Partition(_, p) => Some(p.as_str()),
         _ => None,
     };
-    let head = sqlx::query(&HEAD_AND_CANDIDATES)
-        .bind(scoped)
-        .bind(group)
-        .bind(only)
-        .bind(QUEUE_MODE)
-        .fetch_all(&mut *conn)
-        .await?;
+    // POP-9: the pop's leaseSeconds, else the queue's leaseTime; autoAck: no lease.
+    let lease_id = (!q.auto_ack).then(Uuid::now_v7);
+    let head = match (scoped, lease_id) {
+        (None, _) => sqlx::query(&HEAD_AND_CANDIDATES)
+            .bind(scoped)
+            .bind(group)
+            .bind(only)
+            .bind(QUEUE_MODE),
+        (Some(_), Some(l)) => sqlx::query(&HEAD_AND_CLAIM_LEASE)
+            .bind(scoped)
+            .bind(group)
+            .bind(only)
+            .bind(QUEUE_MODE)
+            .bind(q.batch as i64)
+            .bind(l)
+            .bind(q.lease_seconds.map(i64::from)),
+        (Some(_), None) => sqlx::query(&HEAD_AND_CLAIM_AUTO_ACK)
+            .bind(scoped)
+            .bind(group)
+            .bind(only)
+            .bind(QUEUE_MODE)
+            .bind(q.batch as i64),
+    }
+    .fetch_all(&mut *conn)
+    .await?;
     let first = head.first().ok_or(sqlx::Error::RowNotFound)?;
     let (paused, now, queue_id, subscribed, ready): (
         Option<bool>,
@@ -211,11 +340,42 @@ pub(crate) async fn pop(
     if paused == Some(true) {
         return Ok(no_content());
     }
+    let lease_str = lease_id.map(|l| l.to_string()).unwrap_or_default();
+    let answer = |claimed: Vec<(Uuid, String)>, messages: Vec<PopMessage>| {
+        if claimed.is_empty() {
+            return no_content();
+        }
+        ok(&PopResponse {
+            success: true,
+            queue: scoped.unwrap_or_default().to_string(),
+            partition: claimed[0].1.clone(),
+            partition_id: claimed[0].0.to_string(),
+            lease_id: lease_str.clone(),
+            consumer_group: group.to_string(),
+            messages,
+            partitions_claimed: claimed.len() as u32,
+        })
+    };
+    // The head tried the claim itself (one candidate): that claim is the pop's answer,
+    // messages or none (POP-2: the pair's lock was held; or the cursor moved).
+    if let Some(id) = scoped.and_then(|_| first.get::<Option<Uuid>, _>(TRIED)) {
+        let name: String = first.get(CAND + 1);
+        let messages = head
+            .iter()
+            .filter(|r| r.get::<Option<i64>, _>(TRIED + 1).is_some())
+            .map(|r| message(r, TRIED + 1, id, &name, &lease_str, group))
+            .collect::<Vec<_>>();
+        let claimed = if messages.is_empty() {
+            vec![]
+        } else {
+            vec![(id, name)]
+        };
+        return Ok(answer(claimed, messages));
+    }
     // Nothing to set up and no candidate (most often a parked pop's re-check): answered
     // from the head alone, read outside a transaction, in one round trip instead of three.
-    // Otherwise, setting up runs in a transaction, and so do the claims unless there is
-    // a single candidate (see below); the head's candidates are only hints,
-    // each checked again under its lock.
+    // Otherwise, setting up runs in a transaction, and so do the claims; the head's
+    // candidates are only hints, each checked again under its lock.
     if ready
         && head
             .iter()
@@ -223,8 +383,8 @@ pub(crate) async fn pop(
     {
         return Ok(no_content());
     }
-    let (rows, mut claims) = if ready {
-        (head, Claims::Bare(conn))
+    let (rows, claims) = if ready {
+        (head, Claims::NotYet(conn))
     } else {
         let mut tx = Transaction::begin(conn, None).await?;
         let queues: Vec<i64> = match (route, queue_id) {
@@ -281,19 +441,17 @@ pub(crate) async fn pop(
         PopRoute::Partition(..) => 1,
         _ => q.partitions.unwrap_or(u32::MAX),
     };
-    // A pop with one candidate needs no transaction: its claim is one auto-committed
-    // statement that takes the pair's lock itself (`locked`). A woken pop on a
-    // one-partition queue then answers in two round trips (head, claim) instead of five
-    // (head, BEGIN, lock, claim, COMMIT). With several candidates the claims run in a
-    // transaction, each after a lock statement: claims of several partitions commit
-    // together, and a candidate whose lock is taken costs only that small statement.
-    // (Claiming each of several candidates in one statement, as long as the cap was
-    // one, made the consume benchmark, where 4 consumers race for the same oldest
-    // partitions with `partitions=1`, about 10 % slower.)
-    if cands.len() > 1 {
-        claims = claims.in_transaction().await?;
-    }
-    let lease_id = (!q.auto_ack).then(Uuid::now_v7);
+    // Several candidates (one was claimed by the head): the claims run in a
+    // transaction, each after a lock statement, so that claims of several partitions
+    // commit together, and a candidate whose lock is taken costs only that small
+    // statement. (Claiming each of several candidates in one statement, as long as the
+    // cap was one, made the consume benchmark, where 4 consumers race for the same
+    // oldest partitions with `partitions=1`, about 10 % slower.)
+    let mut tx = match claims {
+        Claims::Tx(tx) => tx,
+        Claims::NotYet(_) if cands.is_empty() => return Ok(no_content()),
+        Claims::NotYet(conn) => Transaction::begin(conn, None).await?,
+    };
     let mut budget = q.batch as i64;
     let mut claimed: Vec<(Uuid, String)> = Vec::new();
     let mut messages: Vec<PopMessage> = Vec::new();
@@ -301,17 +459,14 @@ pub(crate) async fn pop(
         if budget == 0 || claimed.len() as u32 >= cap {
             break;
         }
-        let bare = matches!(claims, Claims::Bare(_));
-        if !bare {
-            let got: bool =
-                sqlx::query_scalar(&format!("SELECT pg_try_advisory_xact_lock({PAIR_KEY_SQL})"))
-                    .bind(c.id)
-                    .bind(group)
-                    .fetch_one(claims.conn())
-                    .await?;
-            if !got {
-                continue; // POP-2: another pop or ack holds this pair right now
-            }
+        let got: bool =
+            sqlx::query_scalar(&format!("SELECT pg_try_advisory_xact_lock({PAIR_KEY_SQL})"))
+                .bind(c.id)
+                .bind(group)
+                .fetch_one(&mut *tx)
+                .await?;
+        if !got {
+            continue; // POP-2: another pop or ack holds this pair right now
         }
         // POP-14: delayedProcessing delivers only messages old enough.
         let visible_before = (c.options.delayed_processing > 0)
@@ -330,84 +485,58 @@ pub(crate) async fn pop(
                 .bind(budget)
                 .bind(group)
         };
-        let claim = match (lease_id, bare) {
-            (Some(l), _) => span(if bare {
-                &CLAIM_LEASE_LOCKED
-            } else {
-                &CLAIM_LEASE
-            })
-            .bind(l)
-            .bind(now + Duration::seconds(secs))
-            .bind(secs * 1000),
-            (None, true) => span(&CLAIM_AUTO_ACK_LOCKED),
-            (None, false) => span(&CLAIM_AUTO_ACK),
+        let claim = match lease_id {
+            Some(l) => span(&CLAIM_LEASE)
+                .bind(l)
+                .bind(now + Duration::seconds(secs))
+                .bind(secs * 1000),
+            None => span(&CLAIM_AUTO_ACK),
         };
-        let rows = claim.fetch_all(claims.conn()).await?;
+        let rows = claim.fetch_all(&mut *tx).await?;
         if rows.is_empty() {
             continue;
         }
-        let lease_str = lease_id.map(|l| l.to_string()).unwrap_or_default();
-        for r in &rows {
-            let trace: Option<Uuid> = r.get(3);
-            messages.push(PopMessage {
-                id: r.get::<Uuid, _>(1).to_string(),
-                transaction_id: r.get(2),
-                trace_id: trace.map(|t| t.to_string()),
-                data: r.get(4),
-                producer_sub: None,
-                created_at: iso(r.get(5)),
-                partition_id: c.id.to_string(),
-                partition: c.name.clone(),
-                lease_id: lease_str.clone(),
-                consumer_group: group.to_string(),
-            });
-        }
+        messages.extend(
+            rows.iter()
+                .map(|r| message(r, 0, c.id, &c.name, &lease_str, group)),
+        );
         budget -= rows.len() as i64;
         claimed.push((c.id, c.name));
     }
-    if let Claims::Tx(tx) = claims {
-        tx.commit().await?;
-    }
-    if claimed.is_empty() {
-        return Ok(no_content());
-    }
-    Ok(ok(&PopResponse {
-        success: true,
-        queue: match route {
-            PopRoute::Queue(n) | PopRoute::Partition(n, _) => n.clone(),
-            PopRoute::Discovery { .. } => String::new(),
-        },
-        partition: claimed[0].1.clone(),
-        partition_id: claimed[0].0.to_string(),
-        lease_id: lease_id.map(|l| l.to_string()).unwrap_or_default(),
+    tx.commit().await?;
+    Ok(answer(claimed, messages))
+}
+
+/// A claimed message from a claim's row, whose columns start at `at`.
+fn message(
+    r: &PgRow,
+    at: usize,
+    partition_id: Uuid,
+    partition: &str,
+    lease_id: &str,
+    group: &str,
+) -> PopMessage {
+    let trace: Option<Uuid> = r.get(at + 3);
+    PopMessage {
+        id: r.get::<Uuid, _>(at + 1).to_string(),
+        transaction_id: r.get(at + 2),
+        trace_id: trace.map(|t| t.to_string()),
+        data: r.get(at + 4),
+        producer_sub: None,
+        created_at: iso(r.get(at + 5)),
+        partition_id: partition_id.to_string(),
+        partition: partition.to_string(),
+        lease_id: lease_id.to_string(),
         consumer_group: group.to_string(),
-        messages,
-        partitions_claimed: claimed.len() as u32,
-    }))
+    }
 }
 
 /// Where a pop's claims run.
 enum Claims {
-    /// Each claim auto-committed on its own, taking its pair's lock itself.
-    Bare(PoolConnection<Postgres>),
-    /// In one transaction, each claim after its lock statement.
+    /// Not in a transaction yet: nothing was set up, the head read the candidates.
+    NotYet(PoolConnection<Postgres>),
+    /// In the transaction that set up the queue or the subscription.
     Tx(Transaction<'static, Postgres>),
-}
-
-impl Claims {
-    async fn in_transaction(self) -> Result<Claims, sqlx::Error> {
-        Ok(match self {
-            Claims::Bare(conn) => Claims::Tx(Transaction::begin(conn, None).await?),
-            tx => tx,
-        })
-    }
-
-    fn conn(&mut self) -> &mut PgConnection {
-        match self {
-            Claims::Bare(conn) => conn,
-            Claims::Tx(tx) => tx,
-        }
-    }
 }
 
 /// How many messages a queue-route pop could take now (POP-15's "under-full" test):
@@ -497,4 +626,41 @@ async fn subscribe(
     .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The parameter numbers a statement uses, sorted, without repeats.
+    fn params(sql: &str) -> Vec<usize> {
+        let mut out: Vec<usize> = sql
+            .split('$')
+            .skip(1)
+            .filter_map(|s| {
+                let n: String = s.chars().take_while(char::is_ascii_digit).collect();
+                n.parse().ok()
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn renumber_replaces_every_parameter_once() {
+        let sql = renumber(
+            "a = $1 AND b = $2 OR c = $10 AND d = $1",
+            &["$2", "$1", "x", "x", "x", "x", "x", "x", "x", "(SELECT 10)"],
+        );
+        assert_eq!(sql, "a = $2 AND b = $1 OR c = (SELECT 10) AND d = $2");
+    }
+
+    #[test]
+    fn the_claiming_heads_use_exactly_the_parameters_pop_binds() {
+        // `pop` binds five parameters to the autoAck head and seven to the leasing one.
+        assert_eq!(params(&HEAD_AND_CLAIM_AUTO_ACK), vec![1, 2, 3, 4, 5]);
+        assert_eq!(params(&HEAD_AND_CLAIM_LEASE), vec![1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(params(&HEAD_AND_CANDIDATES), vec![1, 2, 3, 4]);
+    }
 }
