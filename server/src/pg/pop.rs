@@ -441,7 +441,7 @@ pub(crate) async fn pop(
         PopRoute::Partition(..) => 1,
         _ => q.partitions.unwrap_or(u32::MAX),
     };
-    // Several candidates (one was claimed by the head): the claims run in a
+    // Several candidates (the head claims a lone one itself): the claims run in a
     // transaction, each after a lock statement, so that claims of several partitions
     // commit together, and a candidate whose lock is taken costs only that small
     // statement. (Claiming each of several candidates in one statement, as long as the
