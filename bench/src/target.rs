@@ -14,6 +14,8 @@ pub struct Target {
     /// The broker process, when we started it: its RSS.
     pub pid: Option<u32>,
     child: Option<Child>,
+    /// The spool directory we gave the server we started: removed with it.
+    spool: Option<std::path::PathBuf>,
     _cluster: Option<queen_pg::LocalCluster>,
 }
 
@@ -22,6 +24,9 @@ impl Drop for Target {
         if let Some(c) = &mut self.child {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        if let Some(dir) = &self.spool {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
@@ -55,6 +60,7 @@ impl Target {
             database_url,
             pid: None,
             child: None,
+            spool: None,
             _cluster: None,
         })
     }
@@ -89,6 +95,16 @@ impl Target {
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", server.display()))?;
         let url = format!("http://127.0.0.1:{port}");
+        // Built before the health wait, so that a server that never becomes healthy is
+        // still killed and its spool removed when this returns an error.
+        let target = Target {
+            url: url.clone(),
+            database_url: Some(cluster.url().to_string()),
+            pid: Some(child.id()),
+            child: Some(child),
+            spool: Some(spool),
+            _cluster: Some(cluster),
+        };
         let client = reqwest::Client::new();
         let until = Instant::now() + Duration::from_secs(60);
         loop {
@@ -102,13 +118,7 @@ impl Target {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        Ok(Target {
-            url,
-            database_url: Some(cluster.url().to_string()),
-            pid: Some(child.id()),
-            child: Some(child),
-            _cluster: Some(cluster),
-        })
+        Ok(target)
     }
 
     /// Resident memory of the broker process in MiB, when we know its pid.
