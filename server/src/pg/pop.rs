@@ -16,9 +16,7 @@ use std::sync::LazyLock;
 use uuid::Uuid;
 
 /// The cursor of partition $1 for group $5, read under the pair's lock (taken by the
-/// previous statement, so this statement's snapshot sees every commit made under it;
-/// or by the same statement, which then checks its claim against the newest row, see
-/// [`locked`]):
+/// previous statement, so this statement's snapshot sees every commit made under it):
 /// one row with the committed offset, or none while the pair is leased (ACK-4) or waits
 /// out a `retryDelay` (ACK-6) at $2 ("now").
 const FREE_CURSOR: &str = "cur AS (
@@ -62,60 +60,6 @@ static CLAIM_AUTO_ACK: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// [`CLAIM_LEASE`] or [`CLAIM_AUTO_ACK`] as one auto-committed statement that also takes
-/// the pair's lock, for a pop with a single candidate partition (see [`pop`]).
-///
-/// Taking the lock in the statement that reads the cursor leaves a gap the two-statement
-/// form does not have: the snapshot is taken when the statement starts, before the
-/// lock, so a pop, ack or extend that held the lock may have committed in between,
-/// unseen. The claim therefore writes the cursor row only if its newest version (which
-/// `ON CONFLICT DO UPDATE` reads, visible or not, after waiting for any writer) is still
-/// the one the span was read from: same committed offset, no live lease, no retry
-/// delay; a row inserted meanwhile conflicts and is checked the same way. If that check
-/// fails nothing is written and no message is returned, as if the lock had been held
-/// (POP-2: the partition is skipped); the messages are returned only when the claim
-/// wrote its row (ACK-4: never two live leases on one cursor).
-fn locked(claim: &str) -> String {
-    let free_locked = "free AS (
-    SELECT COALESCE((SELECT committed FROM cur), 0) AS committed FROM lk
-    WHERE lk.got AND NOT EXISTS";
-    let s = claim
-        .replacen(
-            "WITH ",
-            &format!(
-                "WITH lk AS (SELECT pg_try_advisory_xact_lock({}) AS got),\n  ",
-                // With the claims' parameters: partition $1, group $5.
-                PAIR_KEY_SQL.replace("$2", "$5")
-            ),
-            1,
-        )
-        .replacen(
-            "free AS (
-    SELECT COALESCE((SELECT committed FROM cur), 0) AS committed
-    WHERE NOT EXISTS",
-            free_locked,
-            1,
-        )
-        .replacen(
-            ")\n  SELECT * FROM m ORDER BY",
-            "
-      WHERE queen_cursors.committed = (SELECT committed FROM free)
-        AND (queen_cursors.lease_deadline IS NULL OR queen_cursors.lease_deadline <= $2)
-        AND (queen_cursors.not_before IS NULL OR queen_cursors.not_before <= $2)
-      RETURNING 1)
-  SELECT * FROM m WHERE EXISTS (SELECT 1 FROM claim) ORDER BY",
-            1,
-        );
-    assert!(
-        s.contains(free_locked) && s.contains("RETURNING 1"),
-        "locked claim built: {s}"
-    );
-    s
-}
-
-static CLAIM_LEASE_LOCKED: LazyLock<String> = LazyLock::new(|| locked(&CLAIM_LEASE));
-static CLAIM_AUTO_ACK_LOCKED: LazyLock<String> = LazyLock::new(|| locked(&CLAIM_AUTO_ACK));
-
 /// The partitions of queues $1 with something past group $2's cursor, not leased or
 /// waiting at $4, optionally only partition $3: the candidates of a pop (checked again
 /// under their lock). Columns from [`CAND`] on.
@@ -129,7 +73,7 @@ const CANDIDATE_SELECT: &str = "SELECT p.id, p.name, q.options, p.last_write_at,
            AND (c.lease_deadline IS NULL OR c.lease_deadline <= $4)
            AND (c.not_before IS NULL OR c.not_before <= $4)";
 
-/// Where a candidate's columns start in a row of either query.
+/// Where a candidate's columns start in a row of [`CANDIDATES`] or of [`HEAD`].
 const CAND: usize = 5;
 
 /// The candidates alone, after setting up (creating the queue, subscribing).
@@ -138,135 +82,21 @@ static CANDIDATES: LazyLock<String> = LazyLock::new(|| {
     CANDIDATE_SELECT.replacen("SELECT ", "SELECT NULL, NULL, NULL, NULL, NULL, ", 1)
 });
 
-/// The head of a pop: the maintenance switch, "now", the queue $1's id, whether group
-/// $2 is subscribed there, and `ready` (nothing to set up first; $4 is the queue-mode
-/// group, which needs no subscription); then, when `ready` and not paused, the
-/// candidate partitions (`c`). Used by [`HEAD_AND_CANDIDATES`] and [`head_and_claim`].
-static HEAD_CTES: LazyLock<String> = LazyLock::new(|| {
-    let cands = CANDIDATE_SELECT
-        .replace("ANY($1)", "ANY(ARRAY[h.qid])")
-        .replace("$4", "h.now");
-    format!(
-        "h0 AS (
-           SELECT (SELECT enabled FROM queen_switches WHERE name = 'pop_maintenance') AS paused, now() AS now,
-                  (SELECT id FROM queen_queues WHERE name = $1) AS qid,
-                  EXISTS (SELECT 1 FROM queen_subscriptions s JOIN queen_queues qq ON qq.id = s.queue_id
-                          WHERE qq.name = $1 AND s.consumer_group = $2) AS subscribed),
-         h AS (SELECT h0.*, (h0.qid IS NOT NULL AND ($2 = $4 OR h0.subscribed)) AS ready FROM h0),
-         c AS (SELECT cc.* FROM h CROSS JOIN LATERAL ({cands}) cc WHERE h.ready AND NOT coalesce(h.paused, false))"
-    )
-});
-
-/// The head's columns, then a candidate's from [`CAND`] on: one row per candidate, or
-/// one row with NULL candidate columns when there is none.
-const HEAD_COLUMNS: &str = "h.paused, h.now, h.qid, h.subscribed, h.ready, c.*";
-
-/// The head alone with its candidates (a discovery route has no queue, so it is never
-/// `ready` and gets no candidates here).
-static HEAD_AND_CANDIDATES: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH {} SELECT {HEAD_COLUMNS} FROM h LEFT JOIN c ON true",
-        *HEAD_CTES
-    )
-});
-
 /// Where the claiming head's own columns start: the candidate it tried to claim (NULL if
 /// it tried none), then a claimed message's columns, as a claim's rows have them.
 const TRIED: usize = CAND + 6;
 
-/// The head of a queue-scoped pop that also claims, in the same statement, when exactly
-/// one candidate is left after POP-14's windowBuffer: a parked pop woken by a push
+/// The head of every pop: the maintenance switch, "now", the queue's id, whether the
+/// group is subscribed there, and `ready` (nothing to set up first), then the candidate
+/// partitions from [`CAND`] on; for a queue-scoped pop with exactly one candidate left
+/// after POP-14's windowBuffer, also its claim, so that a parked pop woken by a push
 /// (the queue exists, the group is set up, one partition has the new message) answers
-/// in one round trip. The claim is [`CLAIM_LEASE_LOCKED`] or [`CLAIM_AUTO_ACK_LOCKED`]
-/// with its parameters computed from the candidate: the queue's options give
-/// delayedProcessing (POP-14) and the lease time (POP-9, unless the pop's $7 says
-/// otherwise); $5 is the batch, $6 the lease id.
-///
-/// Rows: when a claim was tried, one per claimed message in offset order, or one with
-/// NULL message columns when the claim got nothing (the pair's lock was taken, or the
-/// cursor moved); either way the tried candidate's id is at [`TRIED`]. Otherwise the
-/// rows of [`HEAD_AND_CANDIDATES`], with NULLs from [`TRIED`] on; with two or more
-/// candidates the claims then run in a transaction, as before.
-fn head_and_claim(locked_claim: &str, lease: bool) -> String {
-    // The same windowBuffer rule as the Rust filter in [`pop`].
-    let window = "(c.options->>'windowBuffer')::bigint";
-    let delayed = "(w.options->>'delayedProcessing')::bigint";
-    let lease_secs = "COALESCE($7::bigint, (w.options->>'leaseTime')::bigint, 300)";
-    let lease_cols = if lease {
-        format!(",\n                  h.now + make_interval(secs => {lease_secs}) AS deadline, {lease_secs} * 1000 AS ms")
-    } else {
-        String::new()
-    };
-    // The claim's parameters, from the claim's numbering to this statement's.
-    let claim = renumber(
-        locked_claim
-            .strip_prefix("WITH ")
-            .expect("a claim starts WITH"),
-        &[
-            "(SELECT id FROM one)",
-            "(SELECT now FROM h)",
-            "(SELECT vis FROM one)",
-            "$5",
-            "$2",
-            "$6",
-            "(SELECT deadline FROM one)",
-            "(SELECT ms FROM one)",
-        ],
-    );
-    let (ctes, tail) = claim
-        .rsplit_once("\n  SELECT * FROM m WHERE EXISTS (SELECT 1 FROM claim) ORDER BY \"offset\"")
-        .expect("a locked claim ends with its messages");
-    assert!(
-        tail.is_empty(),
-        "nothing after the claim's messages: {tail}"
-    );
-    format!(
-        "WITH {head},
-         w AS (SELECT c.id, c.options FROM c, h
-               WHERE COALESCE({window}, 0) = 0 OR c.last_write_at IS NULL
-                  OR c.last_write_at + make_interval(secs => {window}) <= h.now),
-         one AS (
-           SELECT w.id,
-                  CASE WHEN COALESCE({delayed}, 0) > 0 THEN h.now - make_interval(secs => {delayed}) END AS vis{lease_cols}
-           FROM w, h WHERE (SELECT count(*) FROM w) = 1),
-         {ctes}
-         SELECT {HEAD_COLUMNS}, NULL::uuid, none.*
-         FROM h LEFT JOIN c ON true LEFT JOIN (SELECT * FROM m WHERE false) none ON true
-         WHERE NOT EXISTS (SELECT 1 FROM one)
-         UNION ALL
-         SELECT {HEAD_COLUMNS}, c.id, got.*
-         FROM h JOIN c ON c.id = (SELECT id FROM one)
-         LEFT JOIN (SELECT * FROM m WHERE EXISTS (SELECT 1 FROM claim)) got ON true
-         ORDER BY {} NULLS FIRST",
-        TRIED + 2,
-        head = *HEAD_CTES,
-    )
-}
-
-/// `sql` with each `$n` replaced by `to[n - 1]`, in one pass (so a replacement that is
-/// itself a parameter is not replaced again).
-fn renumber(sql: &str, to: &[&str]) -> String {
-    let mut out = String::with_capacity(sql.len() * 2);
-    let mut rest = sql;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let digits = rest[i + 1..]
-            .find(|ch: char| !ch.is_ascii_digit())
-            .unwrap_or(rest.len() - i - 1);
-        let n: usize = rest[i + 1..i + 1 + digits]
-            .parse()
-            .expect("a parameter number after $");
-        out.push_str(to[n - 1]);
-        rest = &rest[i + 1 + digits..];
-    }
-    out.push_str(rest);
-    out
-}
-
-static HEAD_AND_CLAIM_LEASE: LazyLock<String> =
-    LazyLock::new(|| head_and_claim(&CLAIM_LEASE_LOCKED, true));
-static HEAD_AND_CLAIM_AUTO_ACK: LazyLock<String> =
-    LazyLock::new(|| head_and_claim(&CLAIM_AUTO_ACK_LOCKED, false));
+/// in one round trip. It is the function `queen_pop_head` (migration 0004 says what its
+/// rows are, and why it is a function rather than one statement); the tried candidate
+/// is at [`TRIED`], then a claimed message's columns. A discovery pop has no queue
+/// ($1 is NULL): it is never `ready` and gets the switch and "now" alone. With two or
+/// more candidates the claims run in a transaction here.
+const HEAD: &str = "SELECT * FROM queen_pop_head($1, $2, $3, $4, $5, $6, $7)";
 
 /// A partition that may be claimable (checked again under its lock).
 struct Candidate {
@@ -299,29 +129,16 @@ pub(crate) async fn pop(
     };
     // POP-9: the pop's leaseSeconds, else the queue's leaseTime; autoAck: no lease.
     let lease_id = (!q.auto_ack).then(Uuid::now_v7);
-    let head = match (scoped, lease_id) {
-        (None, _) => sqlx::query(&HEAD_AND_CANDIDATES)
-            .bind(scoped)
-            .bind(group)
-            .bind(only)
-            .bind(QUEUE_MODE),
-        (Some(_), Some(l)) => sqlx::query(&HEAD_AND_CLAIM_LEASE)
-            .bind(scoped)
-            .bind(group)
-            .bind(only)
-            .bind(QUEUE_MODE)
-            .bind(q.batch as i64)
-            .bind(l)
-            .bind(q.lease_seconds.map(i64::from)),
-        (Some(_), None) => sqlx::query(&HEAD_AND_CLAIM_AUTO_ACK)
-            .bind(scoped)
-            .bind(group)
-            .bind(only)
-            .bind(QUEUE_MODE)
-            .bind(q.batch as i64),
-    }
-    .fetch_all(&mut *conn)
-    .await?;
+    let head = sqlx::query(HEAD)
+        .bind(scoped)
+        .bind(group)
+        .bind(only)
+        .bind(QUEUE_MODE)
+        .bind(q.batch as i64)
+        .bind(lease_id)
+        .bind(q.lease_seconds.map(i64::from))
+        .fetch_all(&mut *conn)
+        .await?;
     let first = head.first().ok_or(sqlx::Error::RowNotFound)?;
     let (paused, now, queue_id, subscribed, ready): (
         Option<bool>,
@@ -648,19 +465,22 @@ mod tests {
     }
 
     #[test]
-    fn renumber_replaces_every_parameter_once() {
-        let sql = renumber(
-            "a = $1 AND b = $2 OR c = $10 AND d = $1",
-            &["$2", "$1", "x", "x", "x", "x", "x", "x", "x", "(SELECT 10)"],
-        );
-        assert_eq!(sql, "a = $2 AND b = $1 OR c = (SELECT 10) AND d = $2");
+    fn the_statements_use_exactly_the_parameters_pop_binds() {
+        assert_eq!(params(HEAD), vec![1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(params(&CANDIDATES), vec![1, 2, 3, 4]);
+        assert_eq!(params(&CLAIM_LEASE), vec![1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(params(&CLAIM_AUTO_ACK), vec![1, 2, 3, 4, 5]);
     }
 
     #[test]
-    fn the_claiming_heads_use_exactly_the_parameters_pop_binds() {
-        // `pop` binds five parameters to the autoAck head and seven to the leasing one.
-        assert_eq!(params(&HEAD_AND_CLAIM_AUTO_ACK), vec![1, 2, 3, 4, 5]);
-        assert_eq!(params(&HEAD_AND_CLAIM_LEASE), vec![1, 2, 3, 4, 5, 6, 7]);
-        assert_eq!(params(&HEAD_AND_CANDIDATES), vec![1, 2, 3, 4]);
+    fn the_function_returns_the_columns_pop_reads() {
+        // Head (5) + candidate (6) + tried (1) + message (6), as migration 0004 declares.
+        let migration = include_str!("../../migrations/0004_pop_head_function.sql");
+        let returns = migration
+            .split_once(") RETURNS TABLE (")
+            .and_then(|(_, rest)| rest.split_once(") LANGUAGE"))
+            .expect("the function's RETURNS TABLE")
+            .0;
+        assert_eq!(returns.matches("r_").count(), TRIED + 1 + 6);
     }
 }
