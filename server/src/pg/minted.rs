@@ -8,16 +8,18 @@
 //! insert, commit). When the broker minted every item's `transactionId` (PUSH-4) no item
 //! can be a duplicate (PUSH-5), so nothing has to be read between locking and writing:
 //! lock, number, insert, bump the partitions' last offsets and notify other processes all
-//! happen in one auto-committed statement, and the locks are held only while PostgreSQL
-//! executes it. If a queue or partition does not exist yet, or push maintenance is on,
-//! the statement writes nothing and says so; the caller takes the general path.
+//! happen in one auto-committed call of the PL/pgSQL function `queen_push_minted`
+//! (migration 0005, which says why it is a function), and the locks are held only while
+//! PostgreSQL executes it. If a queue or partition does not exist yet, or push
+//! maintenance is on, the function writes nothing and says so; the caller takes the
+//! general path.
 
 use super::push::Prepared;
 use sqlx::{PgPool, Row};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
-/// What the statement did.
+/// What the function did.
 pub(crate) enum Minted {
     /// Written (every item `queued`, in request order).
     Written,
@@ -32,11 +34,11 @@ pub(crate) fn applies<'a>(mut items: impl Iterator<Item = &'a Prepared>) -> bool
     items.all(|i| i.minted)
 }
 
-/// Locks, writes and notifies in one statement. `items` must satisfy [`applies`].
+/// Locks, writes and notifies in one round trip. `items` must satisfy [`applies`].
 pub(crate) async fn write(pool: &PgPool, items: &[&Prepared]) -> Result<Minted, sqlx::Error> {
     // The distinct (queue, partition) keys with how many items each gets; each item
     // points at its key by position and knows its rank among the key's items (1, 2, ...),
-    // so the statement numbers the messages `last_offset + rank` without sorting them.
+    // so the function numbers the messages `last_offset + rank` without sorting them.
     // The rows are locked in the general path's canonical order (queue id, partition
     // name), so the two paths never wait on each other in a cycle.
     let mut keys: BTreeMap<(&str, &str), (i32, i64)> = BTreeMap::new();
@@ -67,24 +69,10 @@ pub(crate) async fn write(pool: &PgPool, items: &[&Prepared]) -> Result<Minted, 
         traces.push(i.trace_id);
         data.push(i.data.to_string());
     }
-    // `lk` locks the partitions in canonical order (FOR UPDATE returns the newest
-    // committed last_offset after any wait); `go` is false when a key is missing or
-    // maintenance is on, and then no row is inserted, bumped or notified.
+    // Locks the partitions in canonical order, then writes; `go` is false when a key is
+    // missing or maintenance is on, and then nothing is inserted, bumped or notified.
     let row = sqlx::query(
-        "WITH k AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) WITH ORDINALITY AS k(qn, pn, cnt, n)),
-         lk AS (SELECT p.id, p.last_offset, k.cnt, (k.n - 1)::int AS ki FROM queen_partitions p
-                JOIN queen_queues q ON q.id = p.queue_id JOIN k ON q.name = k.qn AND p.name = k.pn
-                ORDER BY p.queue_id, p.name FOR UPDATE OF p),
-         sw AS (SELECT coalesce((SELECT enabled FROM queen_switches WHERE name = 'push_maintenance'), false) AS on),
-         ok AS (SELECT (SELECT count(*) FROM lk) = cardinality($1::text[]) AND NOT (SELECT sw.on FROM sw) AS go),
-         ins AS (INSERT INTO queen_messages (partition_id, \"offset\", id, transaction_id, trace_id, data, created_at)
-                 SELECT lk.id, lk.last_offset + x.r, x.i, x.t, x.tr, x.d::json, now()
-                 FROM unnest($4::int[], $5::bigint[], $6::uuid[], $7::text[], $8::uuid[], $9::text[]) AS x(ki, r, i, t, tr, d)
-                 JOIN lk ON lk.ki = x.ki WHERE (SELECT go FROM ok)),
-         upd AS (UPDATE queen_partitions p SET last_offset = lk.last_offset + lk.cnt, last_write_at = now()
-                 FROM lk WHERE p.id = lk.id AND (SELECT go FROM ok)),
-         nt AS (SELECT pg_notify('queen_push', q) FROM unnest($10::text[]) AS q WHERE (SELECT go FROM ok))
-         SELECT (SELECT go FROM ok), (SELECT sw.on FROM sw), (SELECT count(*) FROM nt)",
+        "SELECT go, maintenance FROM queen_push_minted($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(&kq)
     .bind(&kp)
