@@ -172,7 +172,7 @@ async fn worker(pool: PgPool, wakes: Arc<Wakes>, mut rx: mpsc::Receiver<Job>, ma
 }
 
 /// One transaction: the maintenance switch and "now" in one round trip, then the write;
-/// or, when the broker minted every transactionId, one statement (see `minted.rs`).
+/// or, when the broker minted every transactionId, one function call (see `minted.rs`).
 async fn write_all(
     pool: &PgPool,
     items: &[&Prepared],
