@@ -102,8 +102,8 @@ const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 /// partition id, an offset range), so the generic plan is the right plan; forcing it
 /// leaves a connection one plan per statement (the statements inside our PL/pgSQL
 /// functions included: PostgreSQL caches their plans the same way), rebuilt only when
-/// the tables' statistics change (measured in the issue 7 note: wake-up p50 at 2 s parking 2.5 ms instead of
-/// 4.0 after an ANALYZE).
+/// the tables' statistics change (measured in the issue 7 note: wake-up p50 at 2 s
+/// parking 2.5 ms instead of 4.0 after an ANALYZE).
 fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
     Ok(url
         .parse::<PgConnectOptions>()?

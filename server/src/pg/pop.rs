@@ -60,27 +60,18 @@ static CLAIM_AUTO_ACK: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The partitions of queues $1 with something past group $2's cursor, not leased or
-/// waiting at $4, optionally only partition $3: the candidates of a pop (checked again
-/// under their lock). Columns from [`CAND`] on.
-const CANDIDATE_SELECT: &str = "SELECT p.id, p.name, q.options, p.last_write_at, p.seq,
-                (SELECT m.created_at FROM queen_messages m WHERE m.partition_id = p.id AND m.\"offset\" = COALESCE(c.committed, 0) + 1)
-         FROM queen_partitions p
-         JOIN queen_queues q ON q.id = p.queue_id
-         LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = $2
-         WHERE p.queue_id = ANY($1) AND ($3::text IS NULL OR p.name = $3)
-           AND p.last_offset > COALESCE(c.committed, 0)
-           AND (c.lease_deadline IS NULL OR c.lease_deadline <= $4)
-           AND (c.not_before IS NULL OR c.not_before <= $4)";
-
 /// Where a candidate's columns start in a row of [`CANDIDATES`] or of [`HEAD`].
 const CAND: usize = 5;
 
-/// The candidates alone, after setting up (creating the queue, subscribing).
-static CANDIDATES: LazyLock<String> = LazyLock::new(|| {
-    // Five placeholder columns, so both queries put the candidate at [`CAND`].
-    CANDIDATE_SELECT.replacen("SELECT ", "SELECT NULL, NULL, NULL, NULL, NULL, ", 1)
-});
+/// The candidates of queues $1 for group $2 at $4 ("now"), optionally only partition $3,
+/// after setting up (creating the queue, subscribing): the partitions with something
+/// past the group's cursor, not leased or waiting, checked again under their lock. Each
+/// queue's come from migration 0004's `queen_pop_candidates`, the definition the head
+/// uses too. Five placeholder columns first, so the candidate starts at [`CAND`] as in
+/// the head's rows.
+const CANDIDATES: &str = "SELECT NULL, NULL, NULL, NULL, NULL, c.*
+     FROM queen_queues q, LATERAL queen_pop_candidates(q.id, $2, $3, $4, q.options) AS c
+     WHERE q.id = ANY($1)";
 
 /// Where the claiming head's own columns start: the candidate it tried to claim (NULL if
 /// it tried none), then a claimed message's columns, as a claim's rows have them.
@@ -223,7 +214,7 @@ pub(crate) async fn pop(
                 subscribe(&mut tx, *qid, q, now).await?;
             }
         }
-        let rows = sqlx::query(&CANDIDATES)
+        let rows = sqlx::query(CANDIDATES)
             .bind(&queues)
             .bind(group)
             .bind(only)
@@ -467,7 +458,7 @@ mod tests {
     #[test]
     fn the_statements_use_exactly_the_parameters_pop_binds() {
         assert_eq!(params(HEAD), vec![1, 2, 3, 4, 5, 6, 7]);
-        assert_eq!(params(&CANDIDATES), vec![1, 2, 3, 4]);
+        assert_eq!(params(CANDIDATES), vec![1, 2, 3, 4]);
         assert_eq!(params(&CLAIM_LEASE), vec![1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(params(&CLAIM_AUTO_ACK), vec![1, 2, 3, 4, 5]);
     }
