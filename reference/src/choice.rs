@@ -12,10 +12,11 @@
 //! PROJECT points where another broker plausibly decides otherwise are asked through
 //! [`Ctx::project`]: a policy answers them like OPEN points; an exploration branches on
 //! them only when told to ([`explore_project`], a checker that is not strict), and each
-//! run reports which project alternatives it took as [`ProjectDiff`]s.
+//! run reports which project alternatives it took as [`Finding`]s of kind [`Kind::Alternative`].
 
+use crate::finding::{note, Finding, Kind};
 use crate::policy::{ChoicePoint, Policy};
-use crate::project::{note, ProjectDiff};
+use crate::rules::RuleId;
 use crate::time::{Stamp, Tri};
 
 /// The limit on branches of one operation before [`explore`] gives up.
@@ -42,7 +43,7 @@ struct Script {
     /// Whether PROJECT points branch (a checker that is not strict).
     allow_project: bool,
     /// The project alternatives taken in the current run.
-    taken: Vec<ProjectDiff>,
+    taken: Vec<Finding>,
 }
 
 impl<'a> Ctx<'a> {
@@ -91,7 +92,7 @@ impl<'a> Ctx<'a> {
     /// `point` (decided by `rule`; `what` says what the alternative does). A policy
     /// answers it; an exploration branches only when project alternatives are allowed,
     /// and records the difference on the branch that takes the alternative.
-    pub fn project(&mut self, point: ChoicePoint, rule: &'static str, what: &str) -> bool {
+    pub fn project(&mut self, point: ChoicePoint, rule: RuleId, what: &str) -> bool {
         match &self.mode {
             Mode::Policy(p) => p.pick(point) == 1,
             Mode::Explore(s) if !s.allow_project => false,
@@ -99,7 +100,7 @@ impl<'a> Ctx<'a> {
                 let alt = self.choose(point, 2) == 1;
                 if alt {
                     if let Mode::Explore(s) = &mut self.mode {
-                        note(&mut s.taken, ProjectDiff::new(rule, what));
+                        note(&mut s.taken, Finding::new(rule, Kind::Alternative, what));
                     }
                 }
                 alt
@@ -151,7 +152,7 @@ pub fn explore_project<T>(
     now: Stamp,
     allow_project: bool,
     mut op: impl FnMut(&mut Ctx) -> T,
-) -> Result<Vec<(T, Stamp, Vec<ProjectDiff>)>, TooManyBranches> {
+) -> Result<Vec<(T, Stamp, Vec<Finding>)>, TooManyBranches> {
     let mut script = Script {
         allow_project,
         ..Script::default()
@@ -195,6 +196,7 @@ pub fn explore_project<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::ACK_5;
 
     #[test]
     fn explore_enumerates_every_combination_once() {
@@ -228,7 +230,7 @@ mod tests {
 
     #[test]
     fn project_points_branch_only_when_allowed_and_record_the_alternative() {
-        let run = |ctx: &mut Ctx| ctx.project(ChoicePoint::AckOutsideSpan, "ACK-5", "accepted");
+        let run = |ctx: &mut Ctx| ctx.project(ChoicePoint::AckOutsideSpan, ACK_5, "accepted");
         let strict = explore_project(Stamp::exact(0), false, run).unwrap();
         assert_eq!(strict.len(), 1);
         assert!(!strict[0].0 && strict[0].2.is_empty());
@@ -236,14 +238,13 @@ mod tests {
         assert_eq!(lax.len(), 2);
         assert!(!lax[0].0 && lax[0].2.is_empty());
         assert!(lax[1].0);
-        assert_eq!(lax[1].2, vec![ProjectDiff::new("ACK-5", "accepted")]);
+        assert_eq!(
+            lax[1].2,
+            vec![Finding::new(ACK_5, Kind::Alternative, "accepted")]
+        );
         let mut p = Policy::default();
-        assert!(!Ctx::policy(Stamp::exact(0), &p).project(
-            ChoicePoint::AckOutsideSpan,
-            "ACK-5",
-            ""
-        ));
+        assert!(!Ctx::policy(Stamp::exact(0), &p).project(ChoicePoint::AckOutsideSpan, ACK_5, ""));
         p.ack_outside_span = 1;
-        assert!(Ctx::policy(Stamp::exact(0), &p).project(ChoicePoint::AckOutsideSpan, "ACK-5", ""));
+        assert!(Ctx::policy(Stamp::exact(0), &p).project(ChoicePoint::AckOutsideSpan, ACK_5, ""));
     }
 }

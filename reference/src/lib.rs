@@ -8,12 +8,14 @@
 
 pub mod checker;
 pub mod choice;
+pub mod diff;
 pub mod engine;
+pub mod finding;
 pub mod ids;
 pub mod model;
 pub mod policy;
-pub mod project;
 pub mod render;
+pub mod rules;
 pub mod shared;
 pub mod time;
 pub mod wire;

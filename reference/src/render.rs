@@ -51,7 +51,7 @@ impl Renderer<'_> {
                 status: 204,
                 body: None,
             },
-            Outcome::PopIllegal(why) => HttpResponse {
+            Outcome::PopIllegal(_, why) => HttpResponse {
                 status: 0,
                 body: Some(json!({ "illegal": why })),
             },

@@ -6,7 +6,9 @@ mod common;
 use common::T0;
 use queen_reference::checker::{Checker, StepError};
 use queen_reference::engine::Engine;
+use queen_reference::finding::{Accept, Kind};
 use queen_reference::policy::*;
+use queen_reference::rules::*;
 use queen_reference::time::Millis;
 use queen_reference::wire::*;
 use serde_json::{json, Value};
@@ -213,7 +215,7 @@ fn broken_empty_pop_with_200_and_body_is_caught() {
     };
     match l.feed(&req, &bad) {
         Err(StepError::Diverged(d)) => {
-            assert!(d.rules.contains(&"POP-6"));
+            assert!(d.rules.contains(&POP_6));
             assert_eq!(d.expected[0].status, 204);
         }
         other => panic!("{other:?}"),
@@ -339,15 +341,16 @@ fn project_alternatives_diverge_strictly_and_are_recorded_laxly() {
     };
     let (strict, c) = scenario(true);
     match strict {
-        Err(StepError::Diverged(d)) => assert!(d.rules.contains(&"ACK-5"), "{d}"),
+        Err(StepError::Diverged(d)) => assert!(d.rules.contains(&ACK_5), "{d}"),
         other => panic!("a strict checker must diverge: {other:?}"),
     }
-    assert!(c.project_differences().is_empty());
+    assert!(c.findings().is_empty());
     let (lax, c) = scenario(false);
     assert!(lax.is_ok(), "{lax:?}");
-    let diffs = c.project_differences();
+    let diffs = c.findings();
     assert_eq!(diffs.len(), 1, "{diffs:?}");
-    assert_eq!(diffs[0].rule, "ACK-5");
+    assert_eq!(diffs[0].rule, ACK_5);
+    assert_eq!(diffs[0].kind, Kind::Alternative);
 }
 
 /// Answer-only PROJECT points: a duplicate with a fresh message_id (PUSH-5) and a 400
@@ -381,11 +384,11 @@ fn answer_only_project_points_are_relaxed_and_recorded_when_lax() {
             l.feed(&bad, &wrong_status).is_err(),
             "a 200 to bad input is never accepted"
         );
-        let rules: Vec<&str> = l.c.project_differences().iter().map(|d| d.rule).collect();
+        let rules: Vec<RuleId> = l.c.findings().iter().map(|d| d.rule).collect();
         if strict {
             assert!(rules.is_empty());
         } else {
-            assert_eq!(rules, vec!["PUSH-5", "PUSH-8"]);
+            assert_eq!(rules, vec![PUSH_5, PUSH_8]);
         }
     }
 }
@@ -393,4 +396,184 @@ fn answer_only_project_points_are_relaxed_and_recorded_when_lax() {
 /// A UUIDv7 no engine minted.
 fn uuid_v7_like() -> String {
     "01890a5d-ac96-774b-bcce-b302099a8057".to_string()
+}
+
+/// A checker for a broker that is not ours: answer-only differences are findings.
+fn keep_going(l: &mut Lockstep) {
+    l.c.keep_going = true;
+    l.c.strict_project = false;
+}
+
+/// The answer with every push result's status code changed (a framework writing 200).
+fn with_status(mut r: HttpResponse, status: u16) -> HttpResponse {
+    r.status = status;
+    r
+}
+
+/// PUSH-1 answered 200: strictly a divergence; kept going, one finding under PUSH-1
+/// (recorded once however often it recurs) and every later answer still checked.
+#[test]
+fn keep_going_records_an_answer_only_difference_once_and_checks_the_rest() {
+    let mut strict = Lockstep::new(Policy::default());
+    let req = HttpRequest::post(
+        "/api/v1/push",
+        &json!({"items": [{"queue": "q", "transactionId": "t1"}]}),
+    );
+    let r = strict.e.handle(&req, strict.now);
+    assert!(strict.feed(&req, &with_status(r, 200)).is_err());
+
+    let mut l = Lockstep::new(Policy::default());
+    keep_going(&mut l);
+    for t in ["t1", "t2"] {
+        let req = HttpRequest::post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": "q", "transactionId": t}]}),
+        );
+        let r = l.e.handle(&req, l.now);
+        assert!(l.feed(&req, &with_status(r, 200)).is_ok());
+        assert!(l.c.last_expected().is_some_and(|e| e.status == 201) || t == "t2");
+    }
+    let f = l.c.findings();
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(
+        (f[0].rule, f[0].kind, f[0].level),
+        (PUSH_1, Kind::Status, Level::Seed)
+    );
+    // The state is still checked: a pop that skips t1 is a divergence under POP-1.
+    let pop = HttpRequest::get("/api/v1/pop/queue/q", &[("batch", "1")]);
+    let mut r = l.e.handle(&pop, l.now);
+    r.body.as_mut().unwrap()["messages"][0]["transactionId"] = json!("t2");
+    match l.feed(&pop, &r) {
+        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![POP_1], "{d}"),
+        other => panic!("a pop delivering the wrong message diverges: {other:?}"),
+    }
+}
+
+/// Ack items without `noop` and with other error texts: findings under ACK-3 and
+/// ACK-5; an ack whose `success` differs is a divergence naming the ack's rule.
+#[test]
+fn ack_answer_findings_name_the_field_rule() {
+    let mut l = Lockstep::new(Policy::default());
+    keep_going(&mut l);
+    l.push("q", "a", Some("t1"));
+    let p = l.pop("q", &[]);
+    let acks = acks_for(&p, "completed");
+    l.send(HttpRequest::post("/api/v1/ack", &acks[0]));
+    // Again: at or below the cursor, noop:true, here without the key.
+    let req = HttpRequest::post("/api/v1/ack", &acks[0]);
+    let mut r = l.e.handle(&req, l.now);
+    r.body.as_mut().unwrap()[0]
+        .as_object_mut()
+        .unwrap()
+        .remove("noop");
+    assert!(l.feed(&req, &r).is_ok());
+    let mut failed = acks[0].clone();
+    failed["status"] = json!("failed");
+    let req = HttpRequest::post("/api/v1/ack", &failed);
+    let mut r = l.e.handle(&req, l.now);
+    assert_eq!(
+        r.body.as_ref().unwrap()[0]["error"],
+        json!("already committed")
+    );
+    r.body.as_mut().unwrap()[0]["error"] = json!("Already committed");
+    assert!(l.feed(&req, &r).is_ok());
+    let kinds: Vec<(RuleId, Kind)> = l.c.findings().iter().map(|f| (f.rule, f.kind)).collect();
+    assert_eq!(
+        kinds,
+        vec![(ACK_3, Kind::MissingField), (ACK_3, Kind::ErrorText)]
+    );
+    let mut r = l.e.handle(&req, l.now);
+    r.body.as_mut().unwrap()[0]["success"] = json!(true);
+    match l.feed(&req, &r) {
+        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![ACK_3], "{d}"),
+        other => panic!("a faked ack diverges: {other:?}"),
+    }
+}
+
+/// `--accept`: a declared deviation is allowed even without keep-going.
+#[test]
+fn an_accepted_deviation_is_allowed_and_still_listed() {
+    let mut l = Lockstep::new(Policy::default());
+    l.c.accept = vec![Accept::parse("PUSH-1:status").unwrap()];
+    let req = HttpRequest::post("/api/v1/push", &json!({"items": [{"queue": "q"}]}));
+    let r = l.e.handle(&req, l.now);
+    assert!(l.feed(&req, &with_status(r.clone(), 200)).is_ok());
+    assert_eq!(l.c.findings()[0].rule, PUSH_1);
+    // Only that kind: a missing field of PUSH-1 is still a divergence.
+    let mut r = r;
+    r.body.as_mut().unwrap()[0]
+        .as_object_mut()
+        .unwrap()
+        .remove("queueName");
+    assert!(l.feed(&req, &r).is_err());
+}
+
+/// A route the broker lacks: a SEED finding, and the state stays as it was, so the
+/// next pop on the queue route still has the message to deliver.
+#[test]
+fn a_missing_route_is_a_finding_that_changes_nothing() {
+    let mut l = Lockstep::new(Policy::default());
+    keep_going(&mut l);
+    l.send(HttpRequest::post(
+        "/api/v1/configure",
+        &json!({"queue": "ns.t", "options": {}}),
+    ));
+    l.push("ns.t", "a", Some("t1"));
+    let req = HttpRequest::get("/api/v1/pop", &[("namespace", "ns")]);
+    let missing = HttpResponse {
+        status: 404,
+        body: Some(json!({"error": "not found"})),
+    };
+    assert!(l.feed(&req, &missing).is_ok());
+    let f = l.c.findings();
+    assert_eq!(
+        (f[0].rule, f[0].kind, f[0].level),
+        (POP_10, Kind::RouteMissing, Level::Seed)
+    );
+    l.pop("ns.t", &[]);
+}
+
+/// A pop that takes fewer messages than `batch` allows (a broker defaulting `batch` to
+/// 1) is read as the smaller claim it was: a POP-3 finding, and the rest is delivered
+/// by the next pop as the model expects.
+#[test]
+fn a_smaller_claim_is_followed_with_a_finding() {
+    let mut l = Lockstep::new(Policy::default());
+    keep_going(&mut l);
+    l.push("q", "a", Some("t1"));
+    l.push("q", "a", Some("t2"));
+    let small = HttpRequest::get(
+        "/api/v1/pop/queue/q",
+        &[("batch", "1"), ("autoAck", "true")],
+    );
+    let r = l.e.handle(&small, l.now);
+    let req = HttpRequest::get("/api/v1/pop/queue/q", &[("autoAck", "true")]);
+    assert!(l.feed(&req, &r).is_ok(), "followed as a claim of one");
+    let f = l.c.findings();
+    assert_eq!((f[0].rule, f[0].kind), (POP_3, Kind::Claim));
+    let r = l.pop("q", &[("autoAck", "true")]);
+    assert_eq!(r.body.unwrap()["messages"][0]["transactionId"], json!("t2"));
+}
+
+/// Without keep-going a strict checker still stops at the first difference, and a
+/// 5xx to bad input is never a finding: it is not a rejection.
+#[test]
+fn a_server_error_to_bad_input_diverges_even_when_kept_going() {
+    let mut l = Lockstep::new(Policy::default());
+    keep_going(&mut l);
+    let bad = HttpRequest::post_raw("/api/v1/push", "not json");
+    let five = HttpResponse {
+        status: 500,
+        body: Some(json!({"error": "boom"})),
+    };
+    match l.feed(&bad, &five) {
+        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![PUSH_8], "{d}"),
+        other => panic!("{other:?}"),
+    }
+    let other_4xx = HttpResponse {
+        status: 422,
+        body: Some(json!({"error": "bad"})),
+    };
+    assert!(l.feed(&bad, &other_4xx).is_ok());
+    assert_eq!(l.c.findings()[0].level, Level::Project);
 }

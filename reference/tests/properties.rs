@@ -538,8 +538,9 @@ proptest! {
                 delivered.drain(..delivered.len() - 64);
             }
         }
-        const PROJECT_POINTS: [&str; 5] = ["ACK-5", "ACK-STEP-3", "ACK-STEP-5", "TXN-2", "POP-13"];
-        for d in c.project_differences() {
+        use queen_reference::rules::{ACK_5, ACK_STEP_3, ACK_STEP_5, POP_13, TXN_2};
+        const PROJECT_POINTS: [queen_reference::rules::RuleId; 5] = [ACK_5, ACK_STEP_3, ACK_STEP_5, TXN_2, POP_13];
+        for d in c.findings() {
             prop_assert!(project && PROJECT_POINTS.contains(&d.rule), "{d}");
         }
     }

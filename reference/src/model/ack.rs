@@ -145,7 +145,7 @@ fn step1(st: &mut State, i: usize, it: &AckIn, ctx: &mut Ctx) -> Step1 {
                     if offset <= end
                         || ctx.project(
                             ChoicePoint::AckOutsideSpan,
-                            "ACK-5",
+                            crate::rules::ACK_5,
                             "accepted an ack carrying the live lease id for an offset outside the lease's span (ours: invalid or expired lease)",
                         )
                     {
@@ -373,7 +373,7 @@ fn evaluate(
     if d.failed_signals > 1
         && ctx.project(
             ChoicePoint::AckChargesEveryFailure,
-            "ACK-STEP-3",
+            crate::rules::ACK_STEP_3,
             "charged a retry to every failed offset of one call (ours, section 4 step 3: at most one per call)",
         )
     {
@@ -383,7 +383,7 @@ fn evaluate(
         && !d.release
         && ctx.project(
             ChoicePoint::AckReleasesOnPartialCommit,
-            "ACK-STEP-5",
+            crate::rules::ACK_STEP_5,
             "released the lease on a partial commit (ours, section 4 step 5: kept until the span is committed or something comes back)",
         )
     {

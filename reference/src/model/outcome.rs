@@ -24,7 +24,7 @@ pub enum Outcome {
     /// 200 pop answer (POP-5).
     Pop(PopOut),
     /// A pop the model cannot accept: the observed choice of partitions is illegal.
-    PopIllegal(String),
+    PopIllegal(crate::rules::RuleId, String),
     /// 200 array (section 4).
     Ack(Vec<AckOut>),
     /// 200 extend answer (LEASE-2).
@@ -122,7 +122,7 @@ impl Outcome {
             Outcome::DiscoveryRejected => 400,
             Outcome::Push(_) => 201,
             Outcome::PopEmpty => 204,
-            Outcome::PopIllegal(_) => 0,
+            Outcome::PopIllegal(..) => 0,
             _ => 200,
         }
     }

@@ -5,6 +5,7 @@ use super::outcome::{Outcome, PopOut};
 use super::state::{Cursor, Lease, PartH, State, Subscription};
 use crate::choice::Ctx;
 use crate::policy::{ChoicePoint, PopOrder};
+use crate::rules::{RuleId, POP_1, POP_13, POP_2, POP_3};
 use crate::time::{parse_iso, Stamp, Tri};
 use crate::wire::{PopQuery, PopRoute, QueueOptions, QUEUE_MODE};
 
@@ -84,7 +85,7 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
     let chosen = match order {
         Some(order) => match check_order(&claimable, order, q.batch, cap) {
             Ok(c) => c,
-            Err(why) => return Outcome::PopIllegal(why),
+            Err((rule, why)) => return Outcome::PopIllegal(rule, why),
         },
         None => {
             let newest_first = ctx
@@ -263,23 +264,27 @@ fn check_order(
     order: &[PartH],
     batch: u32,
     cap: u32,
-) -> Result<Vec<Claimable>, String> {
+) -> Result<Vec<Claimable>, (RuleId, String)> {
     let mut budget = batch;
     let mut out: Vec<Claimable> = Vec::new();
     for ph in order {
         let Some(c) = claimable.iter().find(|c| c.part == *ph) else {
-            return Err(format!(
-                "partition {ph:?} was not claimable for this group (POP-2, ACK-4)"
+            return Err((
+                POP_2,
+                format!("partition {ph:?} was not claimable for this group (POP-2, ACK-4)"),
             ));
         };
         if out.iter().any(|o| o.part == *ph) {
-            return Err(format!("partition {ph:?} claimed twice in one pop"));
+            return Err((POP_1, format!("partition {ph:?} claimed twice in one pop")));
         }
         if budget == 0 {
-            return Err("claimed a partition after the batch budget was spent (POP-3)".into());
+            return Err((
+                POP_3,
+                "claimed a partition after the batch budget was spent (POP-3)".into(),
+            ));
         }
         if out.len() as u32 >= cap {
-            return Err(format!("claimed more than {cap} partitions (POP-3)"));
+            return Err((POP_3, format!("claimed more than {cap} partitions (POP-3)")));
         }
         budget -= c.available.min(budget);
         out.push(*c);
@@ -289,9 +294,12 @@ fn check_order(
         .filter(|c| !out.iter().any(|o| o.part == c.part))
         .count();
     if budget > 0 && (out.len() as u32) < cap && left > 0 {
-        return Err(format!(
-            "stopped after {} partition(s) with budget {budget} left and {left} claimable partition(s) unclaimed (POP-2, POP-3)",
-            out.len()
+        return Err((
+            POP_3,
+            format!(
+                "stopped after {} partition(s) with budget {budget} left and {left} claimable partition(s) unclaimed (POP-2, POP-3)",
+                out.len()
+            ),
         ));
     }
     Ok(out)
@@ -323,7 +331,7 @@ fn subscribe(st: &mut State, queue: &str, q: &PopQuery, ctx: &mut Ctx) {
             && unseeded
             && ctx.project(
                 ChoicePoint::SubscriptionPerPartition,
-                "POP-13",
+                POP_13,
                 "seeded a partition created after the group's first pop with a later pop's subscription parameters (ours: it starts at its beginning)",
             ))
         {

@@ -71,7 +71,7 @@ pub fn transaction(
                 if !out.result.success
                     && !ctx.project(
                         ChoicePoint::TxnKeepsFailedAck,
-                        "TXN-2",
+                        crate::rules::TXN_2,
                         "committed a transaction containing an ack that answered success:false (ours: it aborts)",
                     )
                 {

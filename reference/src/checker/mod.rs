@@ -1,0 +1,765 @@
+//! Checking a real broker's answers against the model (PROTOCOL.md section 12).
+//!
+//! A [`Checker`] holds every state the broker may be in given what it has answered so
+//! far (a set of [`World`]s: model state plus the ids learnt). For each request it is
+//! told when the request was sent and when the answer arrived; the broker's "now" lay
+//! in between (widened by a skew allowance). Each world explores every outcome the
+//! model allows for that time interval and the OPEN points, follows the broker's own
+//! choices where the protocol lets it choose (which partitions a pop claims, POP-4;
+//! which ids and timestamps it mints), and keeps the outcomes whose answer matches
+//! ([`answer`]). No world left is a divergence: the broker *did* something no allowed
+//! behaviour does. Nothing is ever decided by a guess about timing, so a check is never
+//! flaky.
+//!
+//! How much an answer may differ is the [`Judge`]'s call. Strict (our own server): every
+//! difference is a divergence. Lax on PROJECT points: departures from this project's
+//! decisions are recorded as [`Finding`]s, answer-only ones matched loosely and the ones
+//! that change state explored as alternatives (see `Ctx::project`). Keep-going (a broker
+//! that is not ours): an answer that differs only in what it *says* is a finding too, the
+//! check goes on from the state matching what the broker did, and of the outcomes that
+//! match, those needing the fewest new answer-only findings are kept. A route the broker
+//! lacks (404, 405, 501) is a finding that leaves the state as it was, and a pop that
+//! claimed less than it was allowed is read as the smaller claim it was.
+
+mod answer;
+
+pub use answer::Judge;
+
+use crate::choice::{explore_project, TooManyBranches};
+use crate::finding::{note, Accept, Finding, Kind};
+use crate::ids::IdBook;
+use crate::model::*;
+use crate::policy::Policy;
+use crate::render::Renderer;
+use crate::rules::*;
+use crate::time::{format_iso, Millis, Stamp};
+use crate::wire::*;
+use answer::{check_answer, delivered_parts, Miss};
+use serde_json::Value;
+
+/// One possible state of the broker, with the ids learnt in it.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct World {
+    pub state: State,
+    pub ids: IdBook,
+    /// How the broker departed from the protocol on the way to this state (empty under a
+    /// strict checker, where a departure is a divergence).
+    pub findings: Vec<Finding>,
+}
+
+impl World {
+    fn same_state(&self, other: &World) -> bool {
+        self.state == other.state && self.ids == other.ids
+    }
+
+    /// A digest of the state and ids ([`State::fingerprint`] and how many ids are
+    /// known): worlds with the same state have the same fingerprint, so only those are
+    /// compared when looking for duplicates.
+    pub fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        (
+            self.state.fingerprint(),
+            self.ids.msgs.len(),
+            self.ids.parts.len(),
+            self.ids.leases.len(),
+        )
+            .hash(&mut h);
+        h.finish()
+    }
+
+    /// How many answer-only findings this world has.
+    fn answer_findings(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.kind.answer_only())
+            .count()
+    }
+}
+
+/// Worlds being collected, each with its fingerprint and how many answer-only findings
+/// the step added to it.
+#[derive(Default)]
+struct Next {
+    worlds: Vec<World>,
+    prints: Vec<u64>,
+    added: Vec<usize>,
+    /// The model's answer for the first world kept, when matching it needed findings.
+    expected: Option<HttpResponse>,
+}
+
+impl Next {
+    /// Adds `w` unless a world with the same state is there; of two, the one with fewer
+    /// findings is kept (the broker may still follow the protocol there).
+    fn merge(&mut self, w: World, added: usize) {
+        let fp = w.fingerprint();
+        let twin = self
+            .prints
+            .iter()
+            .zip(self.worlds.iter_mut().zip(self.added.iter_mut()))
+            .find(|(p, (x, _))| **p == fp && x.same_state(&w));
+        match twin {
+            Some((_, (x, a))) if w.findings.len() < x.findings.len() => {
+                *x = w;
+                *a = added;
+            }
+            Some(_) => {}
+            None => {
+                self.worlds.push(w);
+                self.prints.push(fp);
+                self.added.push(added);
+            }
+        }
+    }
+
+    /// Keeps only the worlds whose answer needed the fewest new answer-only findings:
+    /// an interpretation under which the broker said what the protocol says wins.
+    fn fewest_new_findings(&mut self) {
+        let Some(&least) = self.added.iter().min() else {
+            return;
+        };
+        let mut keep = self.added.iter().map(|a| *a == least);
+        let mut prints = self.prints.iter();
+        let (mut worlds, mut kept_prints) = (Vec::new(), Vec::new());
+        for w in self.worlds.drain(..) {
+            let p = *prints.next().expect("one print per world");
+            if keep.next() == Some(true) {
+                worlds.push(w);
+                kept_prints.push(p);
+            }
+        }
+        self.worlds = worlds;
+        self.prints = kept_prints;
+        self.added = vec![least; self.worlds.len()];
+    }
+}
+
+/// A broker answer no allowed behaviour produces.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Divergence {
+    pub request: HttpRequest,
+    pub actual: HttpResponse,
+    /// Answers the model would accept (rendered with placeholders), one per outcome.
+    pub expected: Vec<HttpResponse>,
+    /// Why each expected answer did not match.
+    pub reasons: Vec<String>,
+    /// The rules of the checks that failed (the route's rules when none was reached).
+    pub rules: Vec<RuleId>,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rules: Vec<&str> = self.rules.iter().map(|r| r.as_str()).collect();
+        writeln!(
+            f,
+            "{} {} ({})",
+            self.request.method,
+            self.request.path,
+            rules.join(", ")
+        )?;
+        writeln!(
+            f,
+            "  actual: {} {}",
+            self.actual.status,
+            body_text(&self.actual.body)
+        )?;
+        for (e, why) in self.expected.iter().zip(&self.reasons) {
+            writeln!(f, "  allowed: {} {}", e.status, body_text(&e.body))?;
+            writeln!(f, "    differs: {why}")?;
+        }
+        Ok(())
+    }
+}
+
+fn body_text(b: &Option<Value>) -> String {
+    b.as_ref()
+        .map_or_else(|| "(no body)".to_string(), |v| v.to_string())
+}
+
+/// What a step may end with besides a divergence.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepError {
+    Diverged(Box<Divergence>),
+    /// The model could not decide (too many branches or worlds): never a pass.
+    Inconclusive(String),
+}
+
+/// The model's view of one broker under test (cloned per branch by a linearizability
+/// search over a concurrent history).
+#[derive(Clone)]
+pub struct Checker {
+    worlds: Vec<World>,
+    /// Milliseconds the broker's clock may differ from the client's.
+    pub skew_ms: Millis,
+    pub default_timeout_ms: u64,
+    pub body_limit: usize,
+    /// The most worlds kept before the check is inconclusive.
+    pub max_worlds: usize,
+    /// Hold the broker to every PROJECT decision (true: a departure is a divergence).
+    /// False: accept departures on PROJECT points and record them as findings.
+    pub strict_project: bool,
+    /// Record an answer that differs only in what it says as a finding and go on, on
+    /// any rule (a broker that is not ours). False: such an answer is a divergence.
+    pub keep_going: bool,
+    /// Deviations declared known (`--accept`): allowed everywhere, listed as findings.
+    pub accept: Vec<Accept>,
+    /// The model's answer to the last step, when that step matched only with new
+    /// findings (for a report's expected answer and diff).
+    last_expected: Option<HttpResponse>,
+}
+
+impl Default for Checker {
+    fn default() -> Self {
+        Checker::new()
+    }
+}
+
+impl Checker {
+    pub fn new() -> Checker {
+        Checker {
+            worlds: vec![World::default()],
+            skew_ms: 5,
+            default_timeout_ms: DEFAULT_POP_TIMEOUT_MS,
+            body_limit: 16 << 20,
+            max_worlds: 256,
+            strict_project: true,
+            keep_going: false,
+            accept: Vec::new(),
+            last_expected: None,
+        }
+    }
+
+    fn judge(&self) -> Judge<'_> {
+        Judge {
+            strict_project: self.strict_project,
+            keep_going: self.keep_going,
+            accept: &self.accept,
+        }
+    }
+
+    /// The departures the broker has certainly made so far: those of the remaining
+    /// world with the fewest (empty when some world follows the protocol throughout).
+    pub fn findings(&self) -> Vec<Finding> {
+        self.worlds
+            .iter()
+            .min_by_key(|w| w.findings.len())
+            .map(|w| w.findings.clone())
+            .unwrap_or_default()
+    }
+
+    /// The model's answer to the last step when matching it needed new findings.
+    pub fn last_expected(&self) -> Option<&HttpResponse> {
+        self.last_expected.as_ref()
+    }
+
+    /// The states still possible.
+    pub fn worlds(&self) -> &[World] {
+        &self.worlds
+    }
+
+    /// Checks one exchange: `req` sent at `sent`, `actual` read at `received`. On
+    /// success returns how many states remain possible.
+    pub fn step(
+        &mut self,
+        req: &HttpRequest,
+        sent: Millis,
+        received: Millis,
+        actual: &HttpResponse,
+    ) -> Result<usize, StepError> {
+        self.last_expected = None;
+        let now = Stamp::between(sent - self.skew_ms, received + self.skew_ms);
+        let parsed = match parse_request(req, self.default_timeout_ms, self.body_limit) {
+            Err(Rejection::NotFound) => return Ok(self.worlds.len()),
+            Err(Rejection::Bad(e)) => Err(Op::Rejected(e)),
+            Err(Rejection::DiscoveryScope) => Err(Op::DiscoveryRejected),
+            Ok(r) => Ok(r),
+        };
+        let op_in = |w: &World| match &parsed {
+            Ok(r) => w.ids.resolve(r),
+            Err(op) => op.clone(),
+        };
+        if let Some(n) = self.route_missing(req, &parsed, actual) {
+            return Ok(n);
+        }
+        let (mut next, mut misses) = self.explore(req, now, actual, &op_in)?;
+        if next.worlds.is_empty() {
+            if let Some(smaller) = self.smaller_claim(req, now, actual, &op_in)? {
+                next = smaller;
+            }
+        }
+        if next.worlds.is_empty() {
+            let op = op_in(&self.worlds[0]);
+            let mut rules: Vec<RuleId> = Vec::new();
+            for m in &misses {
+                if !rules.contains(&m.1.rule) {
+                    rules.push(m.1.rule);
+                }
+            }
+            if rules.is_empty() {
+                rules = rules_for(&op);
+            }
+            let (expected, reasons) = misses
+                .drain(..)
+                .map(|(e, m)| (e, format!("{} ({})", m.why, m.rule)))
+                .unzip();
+            return Err(StepError::Diverged(Box::new(Divergence {
+                request: req.clone(),
+                actual: actual.clone(),
+                expected,
+                reasons,
+                rules,
+            })));
+        }
+        next.fewest_new_findings();
+        self.last_expected = next.expected.take();
+        self.worlds = next.worlds;
+        Ok(self.worlds.len())
+    }
+
+    /// Every world's outcomes that match `actual`, and (up to 8) the ones that did not
+    /// with why.
+    fn explore(
+        &self,
+        req: &HttpRequest,
+        now: Stamp,
+        actual: &HttpResponse,
+        op_in: &dyn Fn(&World) -> Op,
+    ) -> Result<(Next, Vec<(HttpResponse, Miss)>), StepError> {
+        let mut next = Next::default();
+        let mut misses: Vec<(HttpResponse, Miss)> = Vec::new();
+        let judge = self.judge();
+        // A pop answer is read once, not once per world.
+        let parts = delivered_parts(actual);
+        for world in &self.worlds {
+            let op = op_in(world);
+            for order in pop_orders(world, &op, parts.as_deref()) {
+                let branches = outcomes(
+                    world,
+                    &op,
+                    now,
+                    order.as_deref(),
+                    !judge.strict_project,
+                    |i| minted_txn(&op, actual, i),
+                )
+                .map_err(too_many(req))?;
+                for (out, st, taken) in branches {
+                    let mut w = World {
+                        state: st,
+                        ids: world.ids.clone(),
+                        findings: world.findings.clone(),
+                    };
+                    for d in taken {
+                        note(&mut w.findings, d);
+                    }
+                    let before = w.answer_findings();
+                    match check_answer(&out, actual, &mut w, &req.path, judge) {
+                        Ok(()) => {
+                            let added = w.answer_findings() - before;
+                            if added > 0 && next.expected.is_none() {
+                                next.expected = Some(describe(&out, &w));
+                            }
+                            next.merge(w, added)
+                        }
+                        Err(miss) => {
+                            if misses.len() < 8 {
+                                let shown = match out {
+                                    // Show what the model would have delivered instead.
+                                    Outcome::PopIllegal(..) => {
+                                        policy_pop(world, &op, now).unwrap_or((out, w))
+                                    }
+                                    _ => (out, w),
+                                };
+                                misses.push((describe(&shown.0, &shown.1), miss));
+                            }
+                        }
+                    }
+                }
+            }
+            if next.worlds.len() > self.max_worlds {
+                return Err(StepError::Inconclusive(format!(
+                    "more than {} possible states",
+                    self.max_worlds
+                )));
+            }
+        }
+        Ok((next, misses))
+    }
+
+    /// A route the broker lacks (404, 405, 501 where the model answers): in keep-going
+    /// mode a finding on every world, whose state stays as it was (nothing was done).
+    fn route_missing(
+        &mut self,
+        req: &HttpRequest,
+        parsed: &Result<Request, Op>,
+        actual: &HttpResponse,
+    ) -> Option<usize> {
+        let Ok(r) = parsed else { return None };
+        if !self.keep_going || !matches!(actual.status, 404 | 405 | 501) {
+            return None;
+        }
+        let op = self.worlds[0].ids.resolve(r);
+        let rule = route_rule(&op);
+        let f = Finding::new(
+            rule,
+            Kind::RouteMissing,
+            format!(
+                "{} {} answers {}",
+                req.method,
+                route_shape(&op),
+                actual.status
+            ),
+        )
+        .example(format!(
+            "{} {} -> {} {}",
+            req.method,
+            req.path,
+            actual.status,
+            body_text(&actual.body)
+        ));
+        for w in &mut self.worlds {
+            note(&mut w.findings, f.clone());
+        }
+        Some(self.worlds.len())
+    }
+
+    /// A pop that delivered fewer messages (or partitions) than the model allows: in
+    /// keep-going mode, the same pop with `batch` and `partitions` set to what it
+    /// claimed; when that matches, the broker is followed with a [`Kind::Claim`]
+    /// finding (POP-3).
+    fn smaller_claim(
+        &self,
+        req: &HttpRequest,
+        now: Stamp,
+        actual: &HttpResponse,
+        op_in: &dyn Fn(&World) -> Op,
+    ) -> Result<Option<Next>, StepError> {
+        let Some(parts) = delivered_parts(actual).filter(|p| !p.is_empty()) else {
+            return Ok(None);
+        };
+        if !self.keep_going {
+            return Ok(None);
+        }
+        let mut claimed: Vec<&str> = parts.iter().map(|(id, _)| id.as_str()).collect();
+        let n = claimed.len() as u32;
+        claimed.dedup();
+        let k = claimed.len() as u32;
+        let smaller = |w: &World| match op_in(w) {
+            Op::Pop(mut p) if p.query.batch > n || p.query.partitions.is_none_or(|c| c > k) => {
+                p.query.batch = n;
+                p.query.partitions = Some(k);
+                Op::Pop(p)
+            }
+            other => other,
+        };
+        if !matches!(smaller(&self.worlds[0]), Op::Pop(p) if p.query.batch == n) {
+            return Ok(None);
+        }
+        let (mut next, _) = self.explore(req, now, actual, &smaller)?;
+        let asked = match op_in(&self.worlds[0]) {
+            Op::Pop(p) => format!(
+                "batch {}, partitions {}",
+                p.query.batch,
+                p.query
+                    .partitions
+                    .map_or("no cap".into(), |c| c.to_string())
+            ),
+            _ => String::new(),
+        };
+        let f = Finding::new(
+            POP_3,
+            Kind::Claim,
+            "a pop claims fewer messages or partitions than the request allows and are claimable",
+        )
+        .example(format!(
+            "{} {} ({asked}) claimed {n} message(s) in {k} partition(s)",
+            req.method, req.path
+        ));
+        for w in &mut next.worlds {
+            note(&mut w.findings, f.clone());
+        }
+        Ok((!next.worlds.is_empty()).then_some(next))
+    }
+}
+
+impl Checker {
+    /// Applies a request whose answer is unknown (a timeout, a 5xx, a dropped
+    /// connection), sent at `sent` and possibly applied any time up to `until`: every
+    /// outcome the model allows is kept, whatever it would have answered. Ids minted in
+    /// the lost answer stay unlearnt (they are learnt when a later answer shows them).
+    /// Whether the request took effect at all is the caller's choice: not calling this
+    /// is the "not applied" branch. Returns how many states remain possible.
+    pub fn step_unknown(
+        &mut self,
+        req: &HttpRequest,
+        sent: Millis,
+        until: Millis,
+    ) -> Result<usize, StepError> {
+        let now = Stamp::between(sent - self.skew_ms, until + self.skew_ms);
+        let parsed = match parse_request(req, self.default_timeout_ms, self.body_limit) {
+            Ok(r) => r,
+            // Rejections and unknown routes change nothing.
+            Err(_) => return Ok(self.worlds.len()),
+        };
+        let mut next = Next::default();
+        for world in &self.worlds {
+            let op = world.ids.resolve(&parsed);
+            let allow = !self.strict_project;
+            let branches = outcomes(world, &op, now, None, allow, |i| format!("<lost {i}>"))
+                .map_err(too_many(req))?;
+            for (out, st, taken) in branches {
+                if matches!(out, Outcome::PopIllegal(..)) {
+                    continue;
+                }
+                let mut w = World {
+                    state: st,
+                    ids: world.ids.clone(),
+                    findings: world.findings.clone(),
+                };
+                for d in taken {
+                    note(&mut w.findings, d);
+                }
+                next.merge(w, 0);
+            }
+            if next.worlds.len() > self.max_worlds {
+                return Err(StepError::Inconclusive(format!(
+                    "more than {} possible states",
+                    self.max_worlds
+                )));
+            }
+        }
+        if next.worlds.is_empty() {
+            return Err(StepError::Inconclusive(format!(
+                "no outcome for the unanswered {} {}",
+                req.method, req.path
+            )));
+        }
+        self.worlds = next.worlds;
+        Ok(self.worlds.len())
+    }
+}
+
+/// Every outcome the model allows for `op` in `world` at `now`, with the state each
+/// leads to. `order` is a pop's observed partition order (POP-4); `minter` names the
+/// transactionIds the broker minted. With `allow_project`, PROJECT alternatives are
+/// explored too; each outcome comes with the ones it took.
+type Branch = (Outcome, State, Vec<Finding>);
+
+fn outcomes(
+    world: &World,
+    op: &Op,
+    now: Stamp,
+    order: Option<&[PartH]>,
+    allow_project: bool,
+    minter: impl Fn(usize) -> String,
+) -> Result<Vec<Branch>, TooManyBranches> {
+    explore_project(now, allow_project, |ctx| {
+        let mut st = world.state.clone();
+        let mut mint = |i: usize| minter(i);
+        let out = apply(
+            &mut st,
+            op,
+            &mut Hints {
+                minter: &mut mint,
+                pop_order: order,
+            },
+            ctx,
+        );
+        (out, st)
+    })
+    .map(|v| {
+        v.into_iter()
+            .map(|((out, st), _, taken)| (out, st, taken))
+            .collect()
+    })
+}
+
+/// The error of a request with more outcomes than the model explores.
+fn too_many(req: &HttpRequest) -> impl FnOnce(TooManyBranches) -> StepError + '_ {
+    move |TooManyBranches(n)| {
+        StepError::Inconclusive(format!(
+            "more than {n} outcomes for {} {}",
+            req.method, req.path
+        ))
+    }
+}
+
+/// The pop the model itself would answer (policy order), for a report.
+fn policy_pop(world: &World, op: &Op, now: Stamp) -> Option<(Outcome, World)> {
+    let branches = outcomes(world, op, now, None, false, |i| format!("<minted {i}>")).ok()?;
+    let (out, state, _) = branches.into_iter().next()?;
+    Some((
+        out,
+        World {
+            state,
+            ids: world.ids.clone(),
+            findings: world.findings.clone(),
+        },
+    ))
+}
+
+/// Every rule a request is judged by (a divergence names the ones whose checks failed).
+pub fn rules_for(op: &Op) -> Vec<RuleId> {
+    match op {
+        Op::Rejected(_) => vec![PUSH_8, POP_10, ACK_0, LEASE_3, CFG_3, TXN_3],
+        Op::DiscoveryRejected => vec![POP_10],
+        Op::Push(_) => vec![PUSH_1, PUSH_2, PUSH_3, PUSH_4, PUSH_5, PUSH_6, PUSH_7],
+        Op::Pop(_) => vec![
+            POP_1, POP_2, POP_3, POP_4, POP_5, POP_6, POP_7, POP_9, POP_12, POP_13, POP_14, ACK_4,
+            ACK_7,
+        ],
+        Op::Ack(_) => vec![ACK_1, ACK_2, ACK_3, ACK_5, ACK_6, ACK_8, DLQ_1],
+        Op::Extend { .. } => vec![LEASE_1, LEASE_2, LEASE_3],
+        Op::Txn { .. } => vec![TXN_1, TXN_2, TXN_3],
+        Op::Configure(_) => vec![CFG_1, CFG_2, CFG_3],
+        Op::Delete(_) => vec![DEL_1],
+        Op::Dlq(_) => vec![DLQ_2],
+        Op::SetPushMaintenance(_) | Op::GetPushMaintenance => vec![MAINT_1, PUSH_7],
+        Op::SetPopMaintenance(_) | Op::GetPopMaintenance => vec![MAINT_2],
+        Op::Health => vec![HEALTH_1],
+    }
+}
+
+/// The rule that names a route's answer: what a broker lacking the route breaks.
+fn route_rule(op: &Op) -> RuleId {
+    match op {
+        Op::Rejected(_) => PUSH_8,
+        Op::DiscoveryRejected => POP_10,
+        Op::Push(_) => PUSH_1,
+        Op::Pop(p) if matches!(p.route, PopRoute::Discovery { .. }) => POP_10,
+        Op::Pop(_) => POP_5,
+        Op::Ack(_) => ACK_0,
+        Op::Extend { .. } => LEASE_2,
+        Op::Txn { .. } => TXN_1,
+        Op::Configure(_) => CFG_1,
+        Op::Delete(_) => DEL_1,
+        Op::Dlq(_) => DLQ_2,
+        Op::SetPushMaintenance(_) | Op::GetPushMaintenance => MAINT_1,
+        Op::SetPopMaintenance(_) | Op::GetPopMaintenance => MAINT_2,
+        Op::Health => HEALTH_1,
+    }
+}
+
+/// The route of a request with its variable segments as placeholders (a finding's text
+/// is the same for every queue).
+fn route_shape(op: &Op) -> &'static str {
+    match op {
+        Op::Pop(p) => match p.route {
+            PopRoute::Queue(_) => "/api/v1/pop/queue/{queue}",
+            PopRoute::Partition(..) => "/api/v1/pop/queue/{queue}/partition/{partition}",
+            PopRoute::Discovery { .. } => "/api/v1/pop",
+        },
+        Op::Push(_) => "/api/v1/push",
+        Op::Ack(_) => "/api/v1/ack",
+        Op::Extend { .. } => "/api/v1/lease/{leaseId}/extend",
+        Op::Txn { .. } => "/api/v1/transaction",
+        Op::Configure(_) => "/api/v1/configure",
+        Op::Delete(_) => "/api/v1/resources/queues/{queue}",
+        Op::Dlq(_) => "/api/v1/dlq",
+        Op::SetPushMaintenance(_) | Op::GetPushMaintenance => "/api/v1/system/maintenance",
+        Op::SetPopMaintenance(_) | Op::GetPopMaintenance => "/api/v1/system/maintenance/pop",
+        Op::Health => "/health",
+        Op::Rejected(_) | Op::DiscoveryRejected => "(a rejected request)",
+    }
+}
+
+/// The transactionId the broker minted for the `i`-th pushed item of `op`, read from
+/// its answer (a placeholder when the answer has none; matching then fails).
+fn minted_txn(op: &Op, actual: &HttpResponse, i: usize) -> String {
+    let from = match (op, &actual.body) {
+        (Op::Push(_), Some(Value::Array(items))) => items.get(i),
+        (Op::Txn { .. }, Some(body)) => {
+            body.get("results").and_then(Value::as_array).and_then(|r| {
+                r.iter()
+                    .filter(|x| x.get("transaction_id").is_some())
+                    .nth(i)
+            })
+        }
+        _ => None,
+    };
+    from.and_then(|x| x.get("transaction_id"))
+        .and_then(Value::as_str)
+        .map_or_else(|| format!("<minted {i}>"), str::to_string)
+}
+
+/// The partition orders a pop answer may stand for, from the `(partitionId, partition)`
+/// of its messages (`parts`: `None` when the answer cannot be read as a delivery, empty
+/// when it delivered nothing): partitionIds in order of first appearance, each mapped to
+/// a model partition (bound, or by name when the id is new; several candidates when the
+/// name is ambiguous across queues).
+fn pop_orders(
+    world: &World,
+    op: &Op,
+    parts: Option<&[(String, String)]>,
+) -> Vec<Option<Vec<PartH>>> {
+    let Op::Pop(req) = op else { return vec![None] };
+    let Some(parts) = parts else {
+        return vec![None];
+    };
+    let mut seen: Vec<(&str, &str)> = Vec::new();
+    for (id, name) in parts {
+        if !seen.iter().any(|(i, _)| *i == id) {
+            seen.push((id, name));
+        }
+    }
+    let st = &world.state;
+    let in_scope = |p: &Partition| match &req.route {
+        PopRoute::Queue(q) => &p.queue == q,
+        PopRoute::Partition(q, n) => &p.queue == q && &p.name == n,
+        PopRoute::Discovery { namespace, task } => st.queues.get(&p.queue).is_some_and(|q| {
+            namespace.as_ref().is_none_or(|n| &q.namespace == n)
+                && task.as_ref().is_none_or(|t| &q.task == t)
+        }),
+    };
+    let mut orders: Vec<Vec<PartH>> = vec![vec![]];
+    for (id, name) in seen {
+        let cands: Vec<PartH> = match world.ids.parts.handle(id) {
+            Some(h) => vec![h],
+            None => st
+                .partitions
+                .iter()
+                .flatten()
+                .filter(|p| p.name == name && in_scope(p) && world.ids.parts.id(p.handle).is_none())
+                .map(|p| p.handle)
+                .collect(),
+        };
+        if cands.is_empty() {
+            return vec![None];
+        }
+        let mut grown = Vec::new();
+        for o in &orders {
+            for c in cands.iter().filter(|c| !o.contains(c)) {
+                if grown.len() < 64 {
+                    let mut o = o.clone();
+                    o.push(*c);
+                    grown.push(o);
+                }
+            }
+        }
+        orders = grown;
+    }
+    if orders.is_empty() {
+        return vec![None];
+    }
+    orders.into_iter().map(Some).collect()
+}
+
+/// Renders an outcome with placeholders for a report.
+fn describe(out: &Outcome, world: &World) -> HttpResponse {
+    let mut ids = world.ids.clone();
+    let mut mint = |kind: &str, h: u32| format!("<{kind} {h}>");
+    let time = |s: Stamp| {
+        if s.is_exact() {
+            format_iso(s.lo)
+        } else {
+            format!("<between {} and {}>", format_iso(s.lo), format_iso(s.hi))
+        }
+    };
+    Renderer {
+        state: &world.state,
+        ids: &mut ids,
+        policy: &Policy::default(),
+        mint: &mut mint,
+        time: &time,
+    }
+    .render(out)
+}

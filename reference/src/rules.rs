@@ -1,0 +1,502 @@
+//! The rule ids of PROTOCOL.md as typed constants, with their levels.
+//!
+//! The model, the checker, the conformance cases and the reports all name rules; a typo
+//! in a string would silently attribute a finding to no rule, so every rule is a
+//! [`RuleId`] constant here and the table [`RULES`] says how binding each one is.
+//!
+//! A rule marked with two levels in the spec (e.g. ACK-0 "[SEED] ... [PROJECT] ...") is
+//! listed at its first, most binding level; the cases that check only the PROJECT half
+//! carry the PROJECT level themselves. CFG-2 carries no marker in the spec; its defaults
+//! come from the seeds' configure documentation, so it is treated as SEED. The steps of
+//! section 4's ack evaluation [PROJECT] that the model explores as alternatives have ids
+//! of their own, `ACK-STEP-<n>`.
+
+use serde::Serialize;
+
+/// How binding a rule (or a case) is (PROTOCOL.md, preamble).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Level {
+    /// Stated by the seed documents: a broker that breaks it is non-conformant.
+    Seed,
+    /// Resolved by this project where the seeds are silent: fails only with `--strict`.
+    Project,
+    /// Several behaviours are reasonable; the model accepts every one: never fails a run.
+    Open,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Seed => "SEED",
+            Level::Project => "PROJECT",
+            Level::Open => "OPEN",
+        }
+    }
+
+    pub const ALL: [Level; 3] = [Level::Seed, Level::Project, Level::Open];
+}
+
+impl std::fmt::Display for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A rule id of PROTOCOL.md (`ACK-2`): only the constants below exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleId(&'static str);
+
+impl RuleId {
+    pub const fn as_str(self) -> &'static str {
+        self.0
+    }
+
+    /// The rule's entry in [`RULES`].
+    pub fn rule(self) -> &'static Rule {
+        RULES
+            .iter()
+            .find(|r| r.id == self)
+            .expect("every RuleId constant is in RULES")
+    }
+
+    pub fn level(self) -> Level {
+        self.rule().level
+    }
+
+    /// The constant with this id (`"ACK-2"`), case-insensitively.
+    pub fn parse(s: &str) -> Option<RuleId> {
+        RULES
+            .iter()
+            .map(|r| r.id)
+            .find(|id| id.0.eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+impl std::fmt::Display for RuleId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl Serialize for RuleId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.0)
+    }
+}
+
+impl PartialEq<&str> for RuleId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// One rule of PROTOCOL.md.
+#[derive(Clone, Copy, Debug)]
+pub struct Rule {
+    pub id: RuleId,
+    pub level: Level,
+    pub title: &'static str,
+}
+
+/// The rule constants, named as in the spec with `_` for `-`.
+pub mod ids {
+    use super::RuleId;
+
+    /// omitted group is __QUEUE_MODE__, an ordinary group
+    pub const PROTO_GROUP_1: RuleId = RuleId("PROTO-GROUP-1");
+    /// 201, one result per item, in order
+    pub const PUSH_1: RuleId = RuleId("PUSH-1");
+    /// push creates queue, Default partition, config row; leaseTime 60
+    pub const PUSH_2: RuleId = RuleId("PUSH-2");
+    /// a push request is atomic; missing partition is Default
+    pub const PUSH_3: RuleId = RuleId("PUSH-3");
+    /// missing transactionId is minted and returned
+    pub const PUSH_4: RuleId = RuleId("PUSH-4");
+    /// dedup within the window, per partition
+    pub const PUSH_5: RuleId = RuleId("PUSH-5");
+    /// offsets follow request order, requests commit order
+    pub const PUSH_6: RuleId = RuleId("PUSH-6");
+    /// maintenance or no database: buffered, replayed in order
+    pub const PUSH_7: RuleId = RuleId("PUSH-7");
+    /// bad input is 400 and writes nothing; oversized body 413
+    pub const PUSH_8: RuleId = RuleId("PUSH-8");
+    /// absent payload null or {}; plain-push traceId kept or dropped
+    pub const PUSH_9: RuleId = RuleId("PUSH-9");
+    /// a pop never removes; leases (committed, end] in offset order
+    pub const POP_1: RuleId = RuleId("POP-1");
+    /// claimable: visible message past cursor and no live lease
+    pub const POP_2: RuleId = RuleId("POP-2");
+    /// batch is shared across partitions; partitions caps claims
+    pub const POP_3: RuleId = RuleId("POP-3");
+    /// which claimable partitions a pop chooses
+    pub const POP_4: RuleId = RuleId("POP-4");
+    /// 200 answer shape
+    pub const POP_5: RuleId = RuleId("POP-5");
+    /// nothing delivered: bare 204
+    pub const POP_6: RuleId = RuleId("POP-6");
+    /// autoAck commits inside the pop; no lease
+    pub const POP_7: RuleId = RuleId("POP-7");
+    /// pop on unknown queue creates its row and answers 204
+    pub const POP_8: RuleId = RuleId("POP-8");
+    /// lease deadline from leaseSeconds or the queue's leaseTime
+    pub const POP_9: RuleId = RuleId("POP-9");
+    /// discovery needs a scope; unparseable parameters are 400
+    pub const POP_10: RuleId = RuleId("POP-10");
+    /// long poll parks and is woken by a push
+    pub const POP_11: RuleId = RuleId("POP-11");
+    /// createdAt is the write time, ISO-8601 UTC with Z
+    pub const POP_12: RuleId = RuleId("POP-12");
+    /// subscription seeding of new cursors
+    pub const POP_13: RuleId = RuleId("POP-13");
+    /// visibility: delayedProcessing and windowBuffer
+    pub const POP_14: RuleId = RuleId("POP-14");
+    /// minPopWaitTime bounds
+    pub const POP_15: RuleId = RuleId("POP-15");
+    /// well-formed ack calls answer 200; malformed 400
+    pub const ACK_0: RuleId = RuleId("ACK-0");
+    /// cumulative commit
+    pub const ACK_1: RuleId = RuleId("ACK-1");
+    /// a failure is never skipped by a later success
+    pub const ACK_2: RuleId = RuleId("ACK-2");
+    /// no faked acks: noop, already committed, unresolvable
+    pub const ACK_3: RuleId = RuleId("ACK-3");
+    /// one leased batch per (partition, group) at a time
+    pub const ACK_4: RuleId = RuleId("ACK-4");
+    /// wrong or expired lease is refused
+    pub const ACK_5: RuleId = RuleId("ACK-5");
+    /// completed, failed, retry, dlq
+    pub const ACK_6: RuleId = RuleId("ACK-6");
+    /// lease expiry never spends retry budget
+    pub const ACK_7: RuleId = RuleId("ACK-7");
+    /// ack resolves the newest message with that transactionId
+    pub const ACK_8: RuleId = RuleId("ACK-8");
+    /// an ack call charges at most one retry; later failures come back uncharged
+    pub const ACK_STEP_3: RuleId = RuleId("ACK-STEP-3");
+    /// the lease is released when anything comes back or the cursor reaches the span's end
+    pub const ACK_STEP_5: RuleId = RuleId("ACK-STEP-5");
+    /// extend renews every live lease with the id, never shortens
+    pub const LEASE_1: RuleId = RuleId("LEASE-1");
+    /// extend is always 200; read the body
+    pub const LEASE_2: RuleId = RuleId("LEASE-2");
+    /// seconds optional; non-positive seconds is 400
+    pub const LEASE_3: RuleId = RuleId("LEASE-3");
+    /// retryLimit N allows N redeliveries
+    pub const DLQ_1: RuleId = RuleId("DLQ-1");
+    /// dead letters per (message, group); listing shape
+    pub const DLQ_2: RuleId = RuleId("DLQ-2");
+    /// all operations commit together or none does
+    pub const TXN_1: RuleId = RuleId("TXN-1");
+    /// acks inside follow section 4; a failing ack aborts
+    pub const TXN_2: RuleId = RuleId("TXN-2");
+    /// answer shape; empty operations is 400
+    pub const TXN_3: RuleId = RuleId("TXN-3");
+    /// configure is a full replace
+    pub const CFG_1: RuleId = RuleId("CFG-1");
+    /// option defaults
+    pub const CFG_2: RuleId = RuleId("CFG-2");
+    /// derived namespace/task; bad options are 400
+    pub const CFG_3: RuleId = RuleId("CFG-3");
+    /// delete removes everything; says whether it existed
+    pub const DEL_1: RuleId = RuleId("DEL-1");
+    /// health answers healthy and connected
+    pub const HEALTH_1: RuleId = RuleId("HEALTH-1");
+    /// push maintenance spools and replays
+    pub const MAINT_1: RuleId = RuleId("MAINT-1");
+    /// pop maintenance answers bare 204
+    pub const MAINT_2: RuleId = RuleId("MAINT-2");
+}
+
+pub use ids::*;
+use Level::{Open, Project, Seed};
+
+/// Every rule id of PROTOCOL.md, in the order of the spec.
+pub const RULES: &[Rule] = &[
+    Rule {
+        id: PROTO_GROUP_1,
+        level: Seed,
+        title: "omitted group is __QUEUE_MODE__, an ordinary group",
+    },
+    Rule {
+        id: PUSH_1,
+        level: Seed,
+        title: "201, one result per item, in order",
+    },
+    Rule {
+        id: PUSH_2,
+        level: Seed,
+        title: "push creates queue, Default partition, config row; leaseTime 60",
+    },
+    Rule {
+        id: PUSH_3,
+        level: Project,
+        title: "a push request is atomic; missing partition is Default",
+    },
+    Rule {
+        id: PUSH_4,
+        level: Seed,
+        title: "missing transactionId is minted and returned",
+    },
+    Rule {
+        id: PUSH_5,
+        level: Seed,
+        title: "dedup within the window, per partition",
+    },
+    Rule {
+        id: PUSH_6,
+        level: Seed,
+        title: "offsets follow request order, requests commit order",
+    },
+    Rule {
+        id: PUSH_7,
+        level: Seed,
+        title: "maintenance or no database: buffered, replayed in order",
+    },
+    Rule {
+        id: PUSH_8,
+        level: Project,
+        title: "bad input is 400 and writes nothing; oversized body 413",
+    },
+    Rule {
+        id: PUSH_9,
+        level: Open,
+        title: "absent payload null or {}; plain-push traceId kept or dropped",
+    },
+    Rule {
+        id: POP_1,
+        level: Seed,
+        title: "a pop never removes; leases (committed, end] in offset order",
+    },
+    Rule {
+        id: POP_2,
+        level: Seed,
+        title: "claimable: visible message past cursor and no live lease",
+    },
+    Rule {
+        id: POP_3,
+        level: Seed,
+        title: "batch is shared across partitions; partitions caps claims",
+    },
+    Rule {
+        id: POP_4,
+        level: Open,
+        title: "which claimable partitions a pop chooses",
+    },
+    Rule {
+        id: POP_5,
+        level: Seed,
+        title: "200 answer shape",
+    },
+    Rule {
+        id: POP_6,
+        level: Seed,
+        title: "nothing delivered: bare 204",
+    },
+    Rule {
+        id: POP_7,
+        level: Seed,
+        title: "autoAck commits inside the pop; no lease",
+    },
+    Rule {
+        id: POP_8,
+        level: Seed,
+        title: "pop on unknown queue creates its row and answers 204",
+    },
+    Rule {
+        id: POP_9,
+        level: Seed,
+        title: "lease deadline from leaseSeconds or the queue's leaseTime",
+    },
+    Rule {
+        id: POP_10,
+        level: Seed,
+        title: "discovery needs a scope; unparseable parameters are 400",
+    },
+    Rule {
+        id: POP_11,
+        level: Seed,
+        title: "long poll parks and is woken by a push",
+    },
+    Rule {
+        id: POP_12,
+        level: Seed,
+        title: "createdAt is the write time, ISO-8601 UTC with Z",
+    },
+    Rule {
+        id: POP_13,
+        level: Seed,
+        title: "subscription seeding of new cursors",
+    },
+    Rule {
+        id: POP_14,
+        level: Seed,
+        title: "visibility: delayedProcessing and windowBuffer",
+    },
+    Rule {
+        id: POP_15,
+        level: Seed,
+        title: "minPopWaitTime bounds",
+    },
+    Rule {
+        id: ACK_0,
+        level: Seed,
+        title: "well-formed ack calls answer 200; malformed 400",
+    },
+    Rule {
+        id: ACK_1,
+        level: Seed,
+        title: "cumulative commit",
+    },
+    Rule {
+        id: ACK_2,
+        level: Seed,
+        title: "a failure is never skipped by a later success",
+    },
+    Rule {
+        id: ACK_3,
+        level: Seed,
+        title: "no faked acks: noop, already committed, unresolvable",
+    },
+    Rule {
+        id: ACK_4,
+        level: Seed,
+        title: "one leased batch per (partition, group) at a time",
+    },
+    Rule {
+        id: ACK_5,
+        level: Seed,
+        title: "wrong or expired lease is refused",
+    },
+    Rule {
+        id: ACK_6,
+        level: Seed,
+        title: "completed, failed, retry, dlq",
+    },
+    Rule {
+        id: ACK_7,
+        level: Seed,
+        title: "lease expiry never spends retry budget",
+    },
+    Rule {
+        id: ACK_8,
+        level: Project,
+        title: "ack resolves the newest message with that transactionId",
+    },
+    Rule {
+        id: ACK_STEP_3,
+        level: Project,
+        title: "an ack call charges at most one retry; later failures come back uncharged",
+    },
+    Rule {
+        id: ACK_STEP_5,
+        level: Project,
+        title:
+            "the lease is released when anything comes back or the cursor reaches the span's end",
+    },
+    Rule {
+        id: LEASE_1,
+        level: Seed,
+        title: "extend renews every live lease with the id, never shortens",
+    },
+    Rule {
+        id: LEASE_2,
+        level: Seed,
+        title: "extend is always 200; read the body",
+    },
+    Rule {
+        id: LEASE_3,
+        level: Project,
+        title: "seconds optional; non-positive seconds is 400",
+    },
+    Rule {
+        id: DLQ_1,
+        level: Seed,
+        title: "retryLimit N allows N redeliveries",
+    },
+    Rule {
+        id: DLQ_2,
+        level: Project,
+        title: "dead letters per (message, group); listing shape",
+    },
+    Rule {
+        id: TXN_1,
+        level: Seed,
+        title: "all operations commit together or none does",
+    },
+    Rule {
+        id: TXN_2,
+        level: Project,
+        title: "acks inside follow section 4; a failing ack aborts",
+    },
+    Rule {
+        id: TXN_3,
+        level: Project,
+        title: "answer shape; empty operations is 400",
+    },
+    Rule {
+        id: CFG_1,
+        level: Seed,
+        title: "configure is a full replace",
+    },
+    Rule {
+        id: CFG_2,
+        level: Seed,
+        title: "option defaults",
+    },
+    Rule {
+        id: CFG_3,
+        level: Project,
+        title: "derived namespace/task; bad options are 400",
+    },
+    Rule {
+        id: DEL_1,
+        level: Project,
+        title: "delete removes everything; says whether it existed",
+    },
+    Rule {
+        id: HEALTH_1,
+        level: Project,
+        title: "health answers healthy and connected",
+    },
+    Rule {
+        id: MAINT_1,
+        level: Seed,
+        title: "push maintenance spools and replays",
+    },
+    Rule {
+        id: MAINT_2,
+        level: Seed,
+        title: "pop maintenance answers bare 204",
+    },
+];
+
+/// The level of a divergence naming `rules`: the most binding one (SEED when none).
+pub fn level_of(rules: &[RuleId]) -> Level {
+    rules.iter().map(|r| r.level()).min().unwrap_or(Level::Seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_parse_back() {
+        let mut ids: Vec<_> = RULES.iter().map(|r| r.id).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), RULES.len());
+        for r in RULES {
+            assert_eq!(RuleId::parse(r.id.as_str()), Some(r.id));
+        }
+        assert_eq!(RuleId::parse("ack-2"), Some(ACK_2));
+        assert_eq!(RuleId::parse("ACK-99"), None);
+    }
+
+    #[test]
+    fn levels_order_seed_first() {
+        assert_eq!(level_of(&[PUSH_8, ACK_1]), Level::Seed);
+        assert_eq!(level_of(&[PUSH_8, TXN_3]), Level::Project);
+        assert_eq!(level_of(&[]), Level::Seed);
+        assert_eq!(ACK_STEP_3.level(), Level::Project);
+    }
+}
