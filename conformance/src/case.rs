@@ -6,10 +6,10 @@
 //! level and the capability they need. A case passes when every exchange was accepted
 //! by the reference model (the session checks each one) and its own assertions held.
 
-use crate::rules::Level;
-use crate::session::{Exchange, Session};
+use crate::rules::{level_of, Level, RuleId};
+use crate::session::Session;
 use queen_reference::checker::Divergence;
-use queen_reference::project::ProjectDiff;
+use queen_reference::finding::Finding;
 use serde::Serialize;
 use std::future::Future;
 use std::pin::Pin;
@@ -97,17 +97,17 @@ pub enum Failure {
     /// The model could not decide (too many possible states): never a pass.
     Inconclusive { step: usize, why: String },
     /// A case's own assertion on top of the model (e.g. a wake-up time, POP-11).
-    Assertion {
-        message: String,
-        rules: Vec<&'static str>,
-    },
+    Assertion { message: String, rules: Vec<RuleId> },
     /// The broker could not be reached or answered something that is not HTTP/JSON.
     Transport(String),
     /// The case did not finish in time.
     Timeout(u64),
-    /// Every answer was allowed, but only by departing from PROJECT decisions (the model
-    /// was not strict): the broker "differs on project-resolved points".
-    ProjectDiffers(Vec<ProjectDiff>),
+    /// Every answer was allowed, but only with findings on the case's own rules (answer-
+    /// only differences, or PROJECT points decided otherwise when the model is not
+    /// strict). Only PROJECT ones: the broker "differs on project-resolved points".
+    Findings(Vec<Finding>),
+    /// The broker stopped answering during the run; this case was cut short.
+    TargetDown(String),
 }
 
 impl Failure {
@@ -119,22 +119,40 @@ impl Failure {
             Failure::Assertion { .. } => "assertion",
             Failure::Transport(_) => "transport",
             Failure::Timeout(_) => "timeout",
-            Failure::ProjectDiffers(_) => "project-difference",
+            Failure::Findings(_) if self.is_project_only() => "project-difference",
+            Failure::Findings(_) => "finding",
+            Failure::TargetDown(_) => "target-down",
         }
     }
 
     /// The rule ids this failure names.
-    pub fn rules(&self) -> Vec<&'static str> {
+    pub fn rules(&self) -> Vec<RuleId> {
         match self {
             Failure::Diverged { divergence, .. } => divergence.rules.clone(),
             Failure::Assertion { rules, .. } => rules.clone(),
-            Failure::ProjectDiffers(d) => {
-                let mut r: Vec<&'static str> = d.iter().map(|d| d.rule).collect();
+            Failure::Findings(d) => {
+                let mut r: Vec<RuleId> = d.iter().map(|d| d.rule).collect();
                 r.sort();
                 r.dedup();
                 r
             }
             _ => vec![],
+        }
+    }
+
+    /// How binding this failure is, for a case of level `case`: the level of the rules
+    /// whose checks failed (a case's verdict is about the rules it broke, so a PROJECT
+    /// rule never fails a SEED case as a SEED failure); a server error is SEED whatever
+    /// the point, since no rule lets a broker answer 5xx to a request it must handle.
+    pub fn level(&self, case: Level) -> Level {
+        match self {
+            Failure::Diverged { divergence, .. } if divergence.actual.status >= 500 => Level::Seed,
+            Failure::Diverged { divergence, .. } => level_of(&divergence.rules),
+            Failure::Findings(d) => d.iter().map(|f| f.level).min().unwrap_or(case),
+            // A case's own assertion is as binding as the case says (a PROJECT case may
+            // assert the PROJECT half of a two-level rule), and no more than its rules.
+            Failure::Assertion { rules, .. } if !rules.is_empty() => level_of(rules).max(case),
+            _ => case,
         }
     }
 
@@ -167,24 +185,29 @@ impl Failure {
             Failure::Assertion { message, .. } => message.clone(),
             Failure::Transport(e) => format!("transport: {e}"),
             Failure::Timeout(s) => format!("did not finish within {s} s"),
-            Failure::ProjectDiffers(_) => format!(
+            Failure::Findings(_) if self.is_project_only() => format!(
                 "differs on project-resolved points: {}",
-                self.rules().join(", ")
+                join(&self.rules())
             ),
+            Failure::Findings(_) => format!(
+                "answers differ from the protocol on: {}",
+                join(&self.rules())
+            ),
+            Failure::TargetDown(why) => why.clone(),
         }
     }
 
     /// Whether this is only a departure from PROJECT decisions (level PROJECT whatever
     /// the case's own level).
     pub fn is_project_only(&self) -> bool {
-        matches!(self, Failure::ProjectDiffers(_))
+        matches!(self, Failure::Findings(d) if d.iter().all(|f| f.level == Level::Project))
     }
 
     /// The full explanation (several lines).
     pub fn details(&self) -> String {
         match self {
             Failure::Diverged { divergence, .. } => divergence.to_string(),
-            Failure::ProjectDiffers(d) => {
+            Failure::Findings(d) => {
                 let mut s = self.headline();
                 for x in d {
                     s.push_str(&format!("\n  {x}"));
@@ -206,6 +229,15 @@ fn allowed_statuses(expected: &[queen_reference::wire::HttpResponse]) -> String 
     }
 }
 
+/// Rule ids as `A, B`.
+pub fn join(rules: &[RuleId]) -> String {
+    rules
+        .iter()
+        .map(|r| r.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.details())
@@ -223,7 +255,7 @@ pub type CaseFn =
 #[derive(Clone)]
 pub struct Case {
     pub id: &'static str,
-    pub rules: &'static [&'static str],
+    pub rules: &'static [RuleId],
     pub level: Level,
     pub capability: Capability,
     /// Further capabilities the case uses (it is skipped when any is excluded).
@@ -236,7 +268,7 @@ pub struct Case {
 impl Case {
     pub fn new(
         id: &'static str,
-        rules: &'static [&'static str],
+        rules: &'static [RuleId],
         level: Level,
         capability: Capability,
         run: CaseFn,
@@ -266,12 +298,4 @@ impl Case {
     pub fn capabilities(&self) -> impl Iterator<Item = Capability> + '_ {
         std::iter::once(self.capability).chain(self.needs.iter().copied())
     }
-}
-
-/// A finished case: its outcome and what was exchanged.
-#[derive(Clone, Debug)]
-pub struct CaseRun {
-    pub result: CaseResult,
-    pub transcript: Vec<Exchange>,
-    pub duration_ms: u64,
 }

@@ -1,7 +1,9 @@
 //! The command line: `queen-conformance run` (against `--target URL`, or our own server
 //! in-process; `--concurrency N` adds the concurrent scenario), `list` (the catalog) and
-//! `rules` (rule ids with their cases). Exit status 0 when the run passes, 1 when it
-//! fails, 2 when it could not run.
+//! `rules` (rule ids with their cases). Exit status 0 when the run passes, 1 when the
+//! broker departs from the protocol, 2 when the suite could not run (bad arguments, no
+//! answer, or a target that does not look like a Queen broker), 3 when the broker
+//! stopped answering during the run.
 
 use crate::case::Capability;
 use crate::catalog;
@@ -12,6 +14,7 @@ use crate::rules::RULES;
 use crate::runner::{self, RunOptions};
 use crate::session::{CheckSettings, Target};
 use clap::{Args, Parser, Subcommand};
+use queen_reference::finding::Accept;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -171,6 +174,20 @@ pub struct RunArgs {
     /// PROJECT-level differences fail the run too.
     #[arg(long)]
     pub strict: bool,
+    /// A known deviation, allowed everywhere so that every other rule is still checked
+    /// (repeatable; also `accept RULE-ID[:kind]` lines in --expect-failures). Kinds:
+    /// status, missing-field, mistyped-field, value, error-text, shape, route-missing,
+    /// claim, alternative. Accepted findings are listed, never failures.
+    #[arg(long, value_name = "RULE-ID[:kind]")]
+    pub accept: Vec<String>,
+    /// Record an answer that differs only in what it says (status code, field names,
+    /// shapes, error texts) as a finding and go on checking from what the broker did
+    /// (the default with --target; our own server is held to every answer).
+    #[arg(long, overrides_with = "no_keep_going")]
+    pub keep_going: bool,
+    /// Stop a case at its first difference of any kind.
+    #[arg(long)]
+    pub no_keep_going: bool,
     /// Cases allowed to fail (one id per line); a listed case that passes fails the run.
     #[arg(long)]
     pub expect_failures: Option<PathBuf>,
@@ -282,7 +299,8 @@ async fn open_target(
     {
         target.database = started.embedded.as_ref().and_then(|e| e.database());
     }
-    if let Err(e) = runner::reachable(&target).await {
+    let probe = format!("cf{}probe", runner::new_run_id());
+    if let Err(e) = crate::health::probe(&target, &probe).await {
         started.stop().await;
         return Err(e);
     }
@@ -295,6 +313,23 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         return Err("--only concurrent needs --concurrency N (N clients at once)".into());
     }
     let without = capabilities(&args.without)?;
+    let expected = match &args.expect_failures {
+        Some(p) if p.exists() => {
+            expect::load(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?
+        }
+        Some(p) if !args.fix => {
+            return Err(format!(
+                "{} does not exist (use --fix to create it)",
+                p.display()
+            ))
+        }
+        _ => expect::Expectations::default(),
+    };
+    let mut accept = expected.accept.clone();
+    for a in args.accept.iter().flat_map(|a| a.split(',')) {
+        accept.push(Accept::parse(a).map_err(|e| format!("--accept {a}: {e}"))?);
+    }
+    let keep_going = !args.no_keep_going && (args.keep_going || args.target.is_some());
     let settings = CheckSettings {
         skew_ms: args.skew_ms,
         default_timeout_ms: args.default_timeout_ms,
@@ -302,6 +337,8 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         // Without --strict the model accepts departures from PROJECT decisions and the
         // report lists them ("differs on project-resolved points").
         strict_project: args.strict,
+        keep_going,
+        accept: accept.clone(),
     };
     let (target, _url, label, server) = open_target(
         TargetChoice {
@@ -344,22 +381,10 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
     };
     let results = runner::run(&opts).await;
     server.stop().await;
-    let expected = match &args.expect_failures {
-        Some(p) if p.exists() => {
-            expect::load(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?
-        }
-        Some(p) if !args.fix => {
-            return Err(format!(
-                "{} does not exist (use --fix to create it)",
-                p.display()
-            ))
-        }
-        _ => BTreeSet::new(),
-    };
-    let mut report = Report::build(results, args.strict, &expected);
+    let mut report = Report::build_with(results, args.strict, &expected.cases, &accept);
     if args.fix {
         if let Some(p) = &args.expect_failures {
-            expect::write(p, &report.failing_ids())
+            expect::write(p, &report.failing_ids(), &expected.accept)
                 .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
             // The file now matches this run: judge it again against the new list.
             let fixed: BTreeSet<String> = report.failing_ids();
@@ -489,7 +514,7 @@ pub fn list(json: bool) -> String {
             c.id,
             c.level.as_str(),
             c.capability.as_str(),
-            c.rules.join(",")
+            crate::case::join(c.rules)
         ));
     }
     s.push_str(&format!("{} cases\n", cases.len()));

@@ -22,6 +22,7 @@ pub mod embedded;
 pub mod expect;
 #[cfg(feature = "embedded")]
 pub mod faults;
+pub mod health;
 pub mod lockstep;
 pub mod progress;
 pub mod report;

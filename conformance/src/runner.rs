@@ -9,7 +9,7 @@ use crate::catalog;
 use crate::concurrent::{self, Scenario};
 use crate::lockstep::{self, LockstepOptions, LockstepOutcome};
 use crate::progress::Progress;
-use crate::session::{now_ms, transmit, Exchange, Session, Target};
+use crate::session::{now_ms, transmit, Exchange, Seen, Session, Target};
 use queen_reference::wire::HttpRequest;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -51,6 +51,8 @@ pub struct CaseOutcome {
     pub case: Case,
     pub status: Status,
     pub transcript: Vec<Exchange>,
+    /// Every departure the case met, on its own rules or on others.
+    pub findings: Vec<Seen>,
     pub prefix: String,
     pub duration_ms: u64,
 }
@@ -65,6 +67,8 @@ pub struct RunResults {
     pub lockstep: Option<LockstepOutcome>,
     pub concurrent: Option<Scenario>,
     pub without: BTreeSet<Capability>,
+    /// Set when the broker stopped answering: why, and what it received last.
+    pub target_down: Option<String>,
 }
 
 /// A fresh run id: 8 hex digits (queue names are `cf<run>c<case>-...`).
@@ -86,22 +90,51 @@ fn selected(case_id: &str, only: &[String]) -> bool {
 
 async fn run_case(target: Target, case: Case, prefix: String, timeout_s: u64) -> CaseOutcome {
     let t0 = Instant::now();
-    let mut s = Session::new(&target, prefix.clone());
+    let mut s = Session::new(&target, prefix.clone()).labelled(case.id);
     let result = tokio::time::timeout(Duration::from_secs(timeout_s), (case.run)(&mut s)).await;
-    let project = s.project_differences();
+    let (transcript, findings) = s.into_parts();
+    let own = own_findings(&case, &findings, &target);
     let status = match result {
-        Ok(Ok(())) if project.is_empty() => Status::Passed,
-        // Allowed only by departing from PROJECT decisions: level PROJECT.
-        Ok(Ok(())) => Status::Failed(Failure::ProjectDiffers(project)),
+        Ok(Ok(())) if own.is_empty() => Status::Passed,
+        // Every answer was allowed, but only with findings on the case's own rules.
+        Ok(Ok(())) => Status::Failed(Failure::Findings(own)),
         Ok(Err(f)) => Status::Failed(f),
         Err(_) => Status::Failed(Failure::Timeout(timeout_s)),
     };
     CaseOutcome {
         case,
         status,
-        transcript: s.into_transcript(),
+        transcript,
+        findings,
         prefix,
         duration_ms: t0.elapsed().as_millis() as u64,
+    }
+}
+
+/// The findings that decide a case's verdict: on its own rules, not accepted, not OPEN.
+/// Findings on other rules are reported under those rules, not against this case.
+fn own_findings(
+    case: &Case,
+    seen: &[Seen],
+    target: &Target,
+) -> Vec<queen_reference::finding::Finding> {
+    seen.iter()
+        .map(|s| &s.finding)
+        .filter(|f| case.rules.contains(&f.rule) && f.level != crate::rules::Level::Open)
+        .filter(|f| !target.settings.accept.iter().any(|a| a.covers(f)))
+        .cloned()
+        .collect()
+}
+
+/// A case that did not run to its end because the broker had stopped answering.
+fn cut_short(case: &Case, why: &str) -> CaseOutcome {
+    CaseOutcome {
+        case: case.clone(),
+        status: Status::Failed(Failure::TargetDown(why.to_string())),
+        transcript: vec![],
+        findings: vec![],
+        prefix: String::new(),
+        duration_ms: 0,
     }
 }
 
@@ -145,6 +178,7 @@ pub async fn run(opts: &RunOptions) -> RunResults {
                 case: case.clone(),
                 status: Status::Skipped(why),
                 transcript: vec![],
+                findings: vec![],
                 prefix: String::new(),
                 duration_ms: 0,
             });
@@ -171,16 +205,23 @@ pub async fn run(opts: &RunOptions) -> RunResults {
     }
     progress.update("cases", 0, total);
     while let Some(r) = set.join_next().await {
-        let (i, o) = r.expect("a case task panicked");
+        let Ok((i, o)) = r else {
+            continue; // aborted below, once the broker stopped answering
+        };
         outcomes[i] = Some(o);
         done += 1;
         progress.update("cases", done, total);
+        if opts.target.health.down().is_some() {
+            set.abort_all();
+        }
     }
+    let down = opts.target.health.down();
 
     // The lockstep property run.
     let lockstep = match &opts.lockstep {
         Some(l)
-            if l.cases > 0
+            if down.is_none()
+                && l.cases > 0
                 && (opts.only.is_empty() || selected("lockstep/property-run", &opts.only)) =>
         {
             let p = progress.clone();
@@ -191,8 +232,9 @@ pub async fn run(opts: &RunOptions) -> RunResults {
     };
 
     // N clients at once on queues of their own, then the drain.
+    let down = opts.target.health.down();
     let concurrent = match &opts.concurrent {
-        Some(c) if selected(CONCURRENT_ID, &opts.only) => {
+        Some(c) if down.is_none() && selected(CONCURRENT_ID, &opts.only) => {
             progress.update("concurrent scenario", 0, 1);
             let s = concurrent::run_scenario(&opts.target, &c.workload, c.budget).await;
             progress.update("concurrent scenario", 1, 1);
@@ -203,6 +245,9 @@ pub async fn run(opts: &RunOptions) -> RunResults {
 
     // Broker-wide switches: alone.
     for &i in &alone {
+        if opts.target.health.down().is_some() {
+            break;
+        }
         outcomes[i] = Some(
             run_case(
                 opts.target.clone(),
@@ -216,6 +261,14 @@ pub async fn run(opts: &RunOptions) -> RunResults {
         progress.update("cases", done, total);
     }
     progress.finish();
+    let target_down = opts.target.health.down();
+    if let Some(why) = &target_down {
+        for (o, case) in outcomes.iter_mut().zip(&all) {
+            if o.is_none() {
+                *o = Some(cut_short(case, why));
+            }
+        }
+    }
     RunResults {
         run_id,
         target_label: opts.target_label.clone(),
@@ -228,5 +281,6 @@ pub async fn run(opts: &RunOptions) -> RunResults {
         lockstep,
         concurrent,
         without: opts.without.clone(),
+        target_down,
     }
 }

@@ -8,8 +8,10 @@
 
 use crate::case::Failure;
 use crate::database::Database;
+use crate::health::Health;
 use queen_reference::checker::{Checker, StepError};
-use queen_reference::project::ProjectDiff;
+use queen_reference::finding::{Accept, Finding};
+use queen_reference::rules::{RuleId, ACK_0, POP_2};
 use queen_reference::time::Millis;
 use queen_reference::wire::*;
 use serde_json::{json, Value};
@@ -26,8 +28,13 @@ pub struct CheckSettings {
     pub body_limit: usize,
     /// Hold the broker to every PROJECT decision (`--strict`; our own tests). When
     /// false the model accepts departures on PROJECT points and the session collects
-    /// them ([`Session::project_differences`]) for the report.
+    /// them as findings for the report.
     pub strict_project: bool,
+    /// An answer that differs only in what it says is a finding and the case goes on
+    /// (`--keep-going`, the default against `--target`); else it ends the case.
+    pub keep_going: bool,
+    /// Deviations declared known (`--accept RULE-ID[:kind]`): allowed everywhere.
+    pub accept: Vec<Accept>,
 }
 
 impl Default for CheckSettings {
@@ -37,6 +44,8 @@ impl Default for CheckSettings {
             default_timeout_ms: DEFAULT_POP_TIMEOUT_MS,
             body_limit: 16 << 20,
             strict_project: true,
+            keep_going: false,
+            accept: Vec::new(),
         }
     }
 }
@@ -49,6 +58,8 @@ pub struct Target {
     pub settings: CheckSettings,
     /// The broker's database, when the suite may stop and start it (`database-control`).
     pub database: Option<Database>,
+    /// Whether the broker still answers, shared by every session of the run.
+    pub health: std::sync::Arc<Health>,
 }
 
 impl Target {
@@ -63,6 +74,7 @@ impl Target {
             client,
             settings,
             database: None,
+            health: Default::default(),
         }
     }
 }
@@ -161,12 +173,52 @@ pub async fn transmit(target: &Target, req: &HttpRequest) -> Result<HttpResponse
     Ok(HttpResponse { status, body })
 }
 
+/// A finding as first seen by a session: at which exchange, and the model's answer there.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub finding: Finding,
+    /// Index of the exchange in the session's transcript.
+    pub step: usize,
+    /// What the model would have answered (with placeholders for what only the broker
+    /// knows); `None` for a PROJECT alternative explored without an answer of its own.
+    pub expected: Option<HttpResponse>,
+}
+
+/// A finding with what reproduces it: the transcript of the case (or sequence) up to and
+/// including the exchange where it was first seen.
+#[derive(Clone, Debug)]
+pub struct Example {
+    pub seen: Seen,
+    /// Where it was seen: a case id, or the lockstep run.
+    pub origin: String,
+    /// The case's name prefix (curl scripts make it fresh).
+    pub prefix: String,
+    pub transcript: Vec<Exchange>,
+}
+
+impl Example {
+    /// One example per finding of `seen`, cut from `transcript`.
+    pub fn all(seen: &[Seen], transcript: &[Exchange], prefix: &str, origin: &str) -> Vec<Example> {
+        seen.iter()
+            .map(|s| Example {
+                seen: s.clone(),
+                origin: origin.to_string(),
+                prefix: prefix.to_string(),
+                transcript: transcript[..(s.step + 1).min(transcript.len())].to_vec(),
+            })
+            .collect()
+    }
+}
+
 /// A case's connection to the broker and its model.
 pub struct Session {
     target: Target,
     checker: Checker,
     prefix: String,
+    /// What the session is running, for a report that the broker stopped answering.
+    label: String,
     transcript: Vec<Exchange>,
+    seen: Vec<Seen>,
 }
 
 impl Session {
@@ -177,12 +229,22 @@ impl Session {
         checker.default_timeout_ms = target.settings.default_timeout_ms;
         checker.body_limit = target.settings.body_limit;
         checker.strict_project = target.settings.strict_project;
+        checker.keep_going = target.settings.keep_going;
+        checker.accept = target.settings.accept.clone();
         Session {
             target: target.clone(),
             checker,
+            label: prefix.clone(),
             prefix,
             transcript: Vec::new(),
+            seen: Vec::new(),
         }
+    }
+
+    /// Names what this session runs (a case id) in reports.
+    pub fn labelled(mut self, label: &str) -> Session {
+        self.label = label.to_string();
+        self
     }
 
     /// A queue (or group, partition) name unique to this session: `<prefix>-<label>`.
@@ -217,6 +279,11 @@ impl Session {
         self.transcript
     }
 
+    /// The transcript and the findings.
+    pub fn into_parts(self) -> (Vec<Exchange>, Vec<Seen>) {
+        (self.transcript, self.seen)
+    }
+
     /// States of the model still consistent with every answer.
     pub fn worlds(&self) -> usize {
         self.checker.worlds().len()
@@ -226,10 +293,9 @@ impl Session {
         &self.checker
     }
 
-    /// The PROJECT decisions the broker has certainly departed from so far (always
-    /// empty with `strict_project`, where a departure is a divergence).
-    pub fn project_differences(&self) -> Vec<ProjectDiff> {
-        self.checker.project_differences()
+    /// Every finding so far, each with the exchange where it was first seen.
+    pub fn findings(&self) -> &[Seen] {
+        &self.seen
     }
 
     /// Sends a request whose answer the model cannot judge (the broker's database is
@@ -239,8 +305,10 @@ impl Session {
         let sent = now_ms();
         let answer = transmit(&self.target, &req).await;
         let received = now_ms();
-        let answer =
-            answer.map_err(|e| Failure::Transport(format!("{} {}: {e}", req.method, req.path)))?;
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e) => return Err(self.transport_failure(&req, e).await),
+        };
         self.transcript.push(Exchange {
             request: req,
             response: answer.clone(),
@@ -288,7 +356,10 @@ impl Session {
         let sent = now_ms();
         let answer = transmit(&self.target, &req).await;
         let received = now_ms();
-        self.record(req, sent, received, answer)
+        match answer {
+            Ok(a) => self.record(req, sent, received, a),
+            Err(e) => Err(self.transport_failure(&req, e).await),
+        }
     }
 
     /// Sends a request without waiting for its answer (a parked long poll, POP-11).
@@ -312,8 +383,25 @@ impl Session {
             .task
             .await
             .map_err(|e| Failure::Transport(format!("request task failed: {e}")))?;
-        self.record(req, sent, received, answer)
-            .map(|r| (r, received))
+        match answer {
+            Ok(a) => self.record(req, sent, received, a).map(|r| (r, received)),
+            Err(e) => Err(self.transport_failure(&req, e).await),
+        }
+    }
+
+    /// A request that got no answer: the broker stopped answering (confirmed by the
+    /// run's [`Health`], which then ends the run), or a one-off transport error.
+    async fn transport_failure(&self, req: &HttpRequest, e: String) -> Failure {
+        let what = format!("{} {}: {e}", req.method, req.path);
+        match self
+            .target
+            .health
+            .confirm_down(&self.target, &self.label, req, &e)
+            .await
+        {
+            Some(down) => Failure::TargetDown(down),
+            None => Failure::Transport(what),
+        }
     }
 
     fn record(
@@ -321,10 +409,8 @@ impl Session {
         req: HttpRequest,
         sent: Millis,
         received: Millis,
-        answer: Result<HttpResponse, String>,
+        answer: HttpResponse,
     ) -> Result<HttpResponse, Failure> {
-        let answer =
-            answer.map_err(|e| Failure::Transport(format!("{} {}: {e}", req.method, req.path)))?;
         let step = self.transcript.len();
         let verdict = self.checker.step(&req, sent, received, &answer);
         self.transcript.push(Exchange {
@@ -334,8 +420,20 @@ impl Session {
             received_ms: received,
             worlds: *verdict.as_ref().unwrap_or(&0),
         });
+        let expected = self.checker.last_expected().cloned();
+        for f in self.checker.findings() {
+            if !self.seen.iter().any(|s| s.finding.key() == f.key()) {
+                self.seen.push(Seen {
+                    finding: f,
+                    step,
+                    expected: expected.clone(),
+                });
+            }
+        }
         match verdict {
-            Ok(_) => Ok(answer),
+            // The case goes on with what the broker meant: the model's answer, with the
+            // broker's own ids and times.
+            Ok(_) => Ok(expected.map_or(answer.clone(), |e| meant(&e, &answer))),
             Err(StepError::Diverged(d)) => Err(Failure::Diverged {
                 step,
                 divergence: d,
@@ -442,7 +540,7 @@ impl Session {
         self.pop_q(queue, query).await?.ok_or_else(|| {
             fail(
                 "the pop answered 204 where messages were expected",
-                &["POP-2"],
+                &[POP_2],
             )
         })
     }
@@ -466,7 +564,7 @@ impl Session {
         let r = self.post("/api/v1/ack", body).await?;
         let mut v: Vec<AckResult> = decode(&r, 200, "ack")?;
         if v.len() != 1 {
-            return Err(fail("a single ack must answer one result", &["ACK-0"]));
+            return Err(fail("a single ack must answer one result", &[ACK_0]));
         }
         Ok(v.remove(0))
     }
@@ -546,7 +644,7 @@ impl Session {
 }
 
 /// An explicit assertion failure naming rules.
-pub fn fail(message: impl Into<String>, rules: &[&'static str]) -> Failure {
+pub fn fail(message: impl Into<String>, rules: &[RuleId]) -> Failure {
     Failure::Assertion {
         message: message.into(),
         rules: rules.to_vec(),
@@ -554,10 +652,7 @@ pub fn fail(message: impl Into<String>, rules: &[&'static str]) -> Failure {
 }
 
 /// Fails with a message (and rules) unless `cond`.
-pub fn ensure(
-    cond: bool,
-    why: impl FnOnce() -> (String, Vec<&'static str>),
-) -> Result<(), Failure> {
+pub fn ensure(cond: bool, why: impl FnOnce() -> (String, Vec<RuleId>)) -> Result<(), Failure> {
     if cond {
         Ok(())
     } else {
@@ -573,7 +668,8 @@ pub fn decode<T: serde::de::DeserializeOwned>(
     status: u16,
     what: &str,
 ) -> Result<T, Failure> {
-    if r.status != status {
+    // The model has judged the exact status already; a case reads any answer of the class.
+    if r.status / 100 != status / 100 {
         return Err(fail(
             format!(
                 "{what} answered {} where {status} is expected: {}",
@@ -587,6 +683,39 @@ pub fn decode<T: serde::de::DeserializeOwned>(
     }
     serde_json::from_value(r.body.clone().unwrap_or(Value::Null))
         .map_err(|e| fail(format!("{what} answer does not parse: {e}"), &[]))
+}
+
+/// What the broker meant by an answer the model accepted with findings: the model's own
+/// answer `expected`, with each placeholder (an id or time only the broker knows) taken
+/// from `actual` at the same place. A case then reads the protocol's answer whatever
+/// the broker's wording, so one answer-only difference does not end every case.
+fn meant(expected: &HttpResponse, actual: &HttpResponse) -> HttpResponse {
+    fn fill(e: &Value, a: Option<&Value>) -> Value {
+        match (e, a) {
+            (Value::String(s), Some(a)) if s.starts_with('<') && s.ends_with('>') => a.clone(),
+            (Value::Object(eo), Some(Value::Object(ao))) => Value::Object(
+                eo.iter()
+                    .map(|(k, v)| (k.clone(), fill(v, ao.get(k))))
+                    .collect(),
+            ),
+            // An answer wrapped in a one-element array (LEASE-2 shape findings).
+            (Value::Object(_), Some(Value::Array(aa))) if aa.len() == 1 => fill(e, aa.first()),
+            (Value::Array(ea), Some(Value::Array(aa))) => Value::Array(
+                ea.iter()
+                    .enumerate()
+                    .map(|(i, v)| fill(v, aa.get(i)))
+                    .collect(),
+            ),
+            (e, _) => e.clone(),
+        }
+    }
+    HttpResponse {
+        status: expected.status,
+        body: expected
+            .body
+            .as_ref()
+            .map(|e| fill(e, actual.body.as_ref())),
+    }
 }
 
 /// Acknowledgments for every message of a pop, with its lease, all with `status`.

@@ -16,7 +16,7 @@ use axum::http::{HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use common::*;
 use queen_conformance::report::{Report, Verdict};
-use queen_conformance::rules::Level;
+use queen_conformance::rules::*;
 use queen_reference::policy::Policy;
 use queen_reference::wire::*;
 use queen_server::broker::Broker;
@@ -113,7 +113,7 @@ async fn double() -> (String, queen_server::app::Running) {
     (url, server)
 }
 
-fn differing(r: &Report) -> Vec<(&str, Vec<&'static str>)> {
+fn differing(r: &Report) -> Vec<(&str, Vec<RuleId>)> {
     r.entries
         .iter()
         .filter(|e| e.verdict == Verdict::Failed)
@@ -133,8 +133,8 @@ async fn a_broker_differing_only_on_project_points_passes_unless_strict() {
         assert_eq!(e.level, Level::Project, "{} is listed as PROJECT", e.id);
         assert!(!e.fails_run);
     }
-    let listed: Vec<&'static str> = differing(&lax).into_iter().flat_map(|(_, r)| r).collect();
-    for rule in ["PUSH-5", "PUSH-8", "ACK-0", "ACK-5"] {
+    let listed: Vec<RuleId> = differing(&lax).into_iter().flat_map(|(_, r)| r).collect();
+    for rule in [PUSH_5, PUSH_8, ACK_0, ACK_5] {
         assert!(listed.contains(&rule), "{rule} is listed: {listed:?}");
     }
     // A SEED case that only meets a PROJECT point on its way is a project difference
@@ -146,7 +146,7 @@ async fn a_broker_differing_only_on_project_points_passes_unless_strict() {
         .unwrap();
     assert_eq!(dup.verdict, Verdict::Failed);
     assert_eq!(dup.failure.as_ref().unwrap().kind(), "project-difference");
-    assert_eq!(dup.failure.as_ref().unwrap().rules(), vec!["PUSH-5"]);
+    assert_eq!(dup.failure.as_ref().unwrap().rules(), vec![PUSH_5]);
     assert!(
         text.contains("Differs on project-resolved points"),
         "{text}"
@@ -156,7 +156,7 @@ async fn a_broker_differing_only_on_project_points_passes_unless_strict() {
     assert_eq!(json["passed"], true);
     assert!(json["cases"].as_array().unwrap().iter().any(|c| {
         c["failure"]["kind"] == "project-difference"
-            && c["failure"]["projectDifferences"][0]["rule"].is_string()
+            && c["failure"]["findings"][0]["rule"].is_string()
     }));
     let xml = queen_conformance::report::junit::render(&lax);
     let doc = roxmltree::Document::parse(&xml).unwrap();

@@ -2,31 +2,32 @@
 
 use super::cases;
 use crate::case::{Case, CaseResult};
+use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
 use serde_json::{json, Value};
 
 pub fn cases() -> Vec<Case> {
     cases![
-        well_formed_200: "ack-0/well-formed-call-is-200-read-success", ["ACK-0", "ACK-3"], Seed, Core;
-        single_route: "ack-0/single-ack-route-and-boolean-status", ["ACK-0", "ACK-6"], Seed, Core, needs [Configure];
-        cumulative: "ack-1/acking-offset-n-completes-everything-below", ["ACK-1"], Seed, Core;
-        clamp: "ack-2/failure-clamps-later-success", ["ACK-2", "ACK-1", "ACK-6"], Seed, Core, needs [Configure];
-        precedence: "ack-2/dlq-beats-failed-beats-retry-at-one-offset", ["ACK-2", "ACK-6", "DLQ-2"], Seed, DeadLetter;
-        no_faked: "ack-3/no-faked-acks-below-the-cursor", ["ACK-3"], Seed, Core;
-        unresolvable: "ack-3/unknown-transaction-is-unresolvable", ["ACK-3"], Seed, Core;
-        one_batch: "ack-4/one-leased-batch-per-partition-and-group", ["ACK-4", "POP-2"], Seed, Core;
-        wrong_lease: "ack-5/another-lease-id-is-refused", ["ACK-5"], Seed, Core;
-        expired_lease: "ack-5/expired-lease-is-refused", ["ACK-5", "ACK-7"], Seed, Core;
-        no_lease: "ack-5/ack-without-lease-is-not-lease-checked", ["ACK-5"], Seed, Core;
-        outside_span: "ack-5/live-lease-outside-its-span-is-refused", ["ACK-5"], Project, Core;
-        statuses: "ack-6/completed-failed-retry-dlq", ["ACK-6", "DLQ-2"], Seed, Core, needs [Configure, DeadLetter];
-        expiry_free: "ack-7/lease-expiry-never-spends-retry-budget", ["ACK-7", "DLQ-1"], Seed, DeadLetter, needs [Configure];
-        newest: "ack-8/resolves-the-newest-message-with-that-transaction-id", ["ACK-8", "PUSH-5"], Project, Core, needs [Configure, Dedup];
+        well_formed_200: "ack-0/well-formed-call-is-200-read-success", [ACK_0, ACK_3], Seed, Core;
+        single_route: "ack-0/single-ack-route-and-boolean-status", [ACK_0, ACK_6], Seed, Core, needs [Configure];
+        cumulative: "ack-1/acking-offset-n-completes-everything-below", [ACK_1], Seed, Core;
+        clamp: "ack-2/failure-clamps-later-success", [ACK_2, ACK_1, ACK_6], Seed, Core, needs [Configure];
+        precedence: "ack-2/dlq-beats-failed-beats-retry-at-one-offset", [ACK_2, ACK_6, DLQ_2], Seed, DeadLetter;
+        no_faked: "ack-3/no-faked-acks-below-the-cursor", [ACK_3], Seed, Core;
+        unresolvable: "ack-3/unknown-transaction-is-unresolvable", [ACK_3], Seed, Core;
+        one_batch: "ack-4/one-leased-batch-per-partition-and-group", [ACK_4, POP_2], Seed, Core;
+        wrong_lease: "ack-5/another-lease-id-is-refused", [ACK_5], Seed, Core;
+        expired_lease: "ack-5/expired-lease-is-refused", [ACK_5, ACK_7], Seed, Core;
+        no_lease: "ack-5/ack-without-lease-is-not-lease-checked", [ACK_5], Seed, Core;
+        outside_span: "ack-5/live-lease-outside-its-span-is-refused", [ACK_5], Project, Core;
+        statuses: "ack-6/completed-failed-retry-dlq", [ACK_6, DLQ_2], Seed, Core, needs [Configure, DeadLetter];
+        expiry_free: "ack-7/lease-expiry-never-spends-retry-budget", [ACK_7, DLQ_1], Seed, DeadLetter, needs [Configure];
+        newest: "ack-8/resolves-the-newest-message-with-that-transaction-id", [ACK_8, PUSH_5], Project, Core, needs [Configure, Dedup];
         // Section 4's evaluation steps 3 and 5 are [PROJECT]: these two cases check them.
-        one_retry_per_call: "ack-6/at-most-one-retry-charged-per-call", ["ACK-6", "DLQ-1"], Project, DeadLetter, needs [Configure];
-        partial_keeps_lease: "ack-1/partial-ack-keeps-the-lease-on-the-rest", ["ACK-1", "ACK-4"], Project, Core;
-        no_cursor_group: "ack-5/open-no-lease-ack-for-a-group-without-cursor", ["ACK-5", "ACK-3"], Open, Core;
+        one_retry_per_call: "ack-6/at-most-one-retry-charged-per-call", [ACK_6, DLQ_1], Project, DeadLetter, needs [Configure];
+        partial_keeps_lease: "ack-1/partial-ack-keeps-the-lease-on-the-rest", [ACK_1, ACK_4], Project, Core;
+        no_cursor_group: "ack-5/open-no-lease-ack-for-a-group-without-cursor", [ACK_5, ACK_3], Open, Core;
     ]
 }
 
@@ -56,12 +57,12 @@ async fn well_formed_200(s: &mut Session) -> CaseResult {
     ensure(r.len() == 2 && r.iter().all(|x| !x.success), || {
         (
             "unresolvable acks still answer 200 with success:false".into(),
-            vec!["ACK-0"],
+            vec![ACK_0],
         )
     })?;
     let empty = s.ack_batch(None, vec![]).await?;
     ensure(empty.is_empty(), || {
-        ("an empty batch answers []".into(), vec!["ACK-0"])
+        ("an empty batch answers []".into(), vec![ACK_0])
     })
 }
 
@@ -75,7 +76,7 @@ async fn single_route(s: &mut Session) -> CaseResult {
     body["consumerGroup"] = json!("g");
     let r = s.ack(body.clone()).await?;
     ensure(r.success && r.lease_released, || {
-        ("status false is a failure".into(), vec!["ACK-0", "ACK-6"])
+        ("status false is a failure".into(), vec![ACK_0, ACK_6])
     })?;
     let p = s.pop_some(&q, &[("consumerGroup", "g")]).await?;
     let mut body = ack_item(&p.messages[0], "x", true);
@@ -83,7 +84,7 @@ async fn single_route(s: &mut Session) -> CaseResult {
     body["consumerGroup"] = json!("g");
     let r = s.ack(body).await?;
     ensure(r.success && !r.noop, || {
-        ("status true completes".into(), vec!["ACK-0"])
+        ("status true completes".into(), vec![ACK_0])
     })
 }
 
@@ -95,11 +96,11 @@ async fn cumulative(s: &mut Session) -> CaseResult {
         .ack_batch(None, vec![ack_item(&p.messages[2], "completed", true)])
         .await?;
     ensure(r[0].success && r[0].lease_released, || {
-        ("acking the last releases the lease".into(), vec!["ACK-1"])
+        ("acking the last releases the lease".into(), vec![ACK_1])
     })?;
     let next = s.pop_q(&q, &[]).await?;
     ensure(next.is_none(), || {
-        ("a and b were completed with c".into(), vec!["ACK-1"])
+        ("a and b were completed with c".into(), vec![ACK_1])
     })
 }
 
@@ -123,7 +124,7 @@ async fn clamp(s: &mut Session) -> CaseResult {
                 "after failing m1 and completing m3, {:?} came back",
                 txns(&again)
             ),
-            vec!["ACK-2"],
+            vec![ACK_2],
         )
     })
 }
@@ -142,7 +143,7 @@ async fn precedence(s: &mut Session) -> CaseResult {
         )
         .await?;
     ensure(r.iter().all(|x| x.success), || {
-        ("all three accepted".into(), vec!["ACK-2"])
+        ("all three accepted".into(), vec![ACK_2])
     })?;
     let d = s.dlq(&[("queue", &q)]).await?;
     ensure(
@@ -150,13 +151,13 @@ async fn precedence(s: &mut Session) -> CaseResult {
         || {
             (
                 "dlq won: the message is a dead letter with its error".into(),
-                vec!["ACK-2", "ACK-6"],
+                vec![ACK_2, ACK_6],
             )
         },
     )?;
     let next = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
     ensure(next.is_none(), || {
-        ("a dead letter is terminal".into(), vec!["ACK-6"])
+        ("a dead letter is terminal".into(), vec![ACK_6])
     })
 }
 
@@ -177,7 +178,7 @@ async fn no_faked(s: &mut Session) -> CaseResult {
     ensure(r[0].success && r[0].noop, || {
         (
             "a completion below the cursor is a noop".into(),
-            vec!["ACK-3"],
+            vec![ACK_3],
         )
     })?;
     ensure(
@@ -185,7 +186,7 @@ async fn no_faked(s: &mut Session) -> CaseResult {
         || {
             (
                 "a failure below the cursor is 'already committed'".into(),
-                vec!["ACK-3"],
+                vec![ACK_3],
             )
         },
     )
@@ -203,13 +204,13 @@ async fn unresolvable(s: &mut Session) -> CaseResult {
         || {
             (
                 "an unknown transactionId is unresolvable".into(),
-                vec!["ACK-3"],
+                vec![ACK_3],
             )
         },
     )?;
     let held = s.pop_q(&q, &[]).await?;
     ensure(held.is_none(), || {
-        ("the lease is untouched".into(), vec!["ACK-3"])
+        ("the lease is untouched".into(), vec![ACK_3])
     })
 }
 
@@ -219,16 +220,16 @@ async fn one_batch(s: &mut Session) -> CaseResult {
     s.pop_some(&q, &[("consumerGroup", "g")]).await?;
     let second = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
     ensure(second.is_none(), || {
-        ("a second consumer of g gets nothing".into(), vec!["ACK-4"])
+        ("a second consumer of g gets nothing".into(), vec![ACK_4])
     })?;
     s.push1(&q, "p", "n").await?;
     let still = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
     ensure(still.is_none(), || {
-        ("not even a later message".into(), vec!["ACK-4"])
+        ("not even a later message".into(), vec![ACK_4])
     })?;
     let other = s.pop_q(&q, &[("consumerGroup", "h")]).await?;
     ensure(txns(&other) == ["m", "n"], || {
-        ("another group is not blocked".into(), vec!["ACK-4"])
+        ("another group is not blocked".into(), vec![ACK_4])
     })
 }
 
@@ -241,11 +242,11 @@ async fn wrong_lease(s: &mut Session) -> CaseResult {
     let r = s.ack_batch(None, vec![bad]).await?;
     ensure(
         !r[0].success && r[0].error.as_deref() == Some(ERR_INVALID_LEASE),
-        || ("another lease id is refused".into(), vec!["ACK-5"]),
+        || ("another lease id is refused".into(), vec![ACK_5]),
     )?;
     let r = s.ack_batch(None, acks_for(&p, "completed")).await?;
     ensure(r[0].success, || {
-        ("the live lease is accepted".into(), vec!["ACK-5"])
+        ("the live lease is accepted".into(), vec![ACK_5])
     })
 }
 
@@ -257,11 +258,11 @@ async fn expired_lease(s: &mut Session) -> CaseResult {
     let r = s.ack_batch(None, acks_for(&p, "completed")).await?;
     ensure(
         !r[0].success && r[0].error.as_deref() == Some(ERR_INVALID_LEASE),
-        || ("an expired lease is refused".into(), vec!["ACK-5"]),
+        || ("an expired lease is refused".into(), vec![ACK_5]),
     )?;
     let again = s.pop_q(&q, &[]).await?;
     ensure(txns(&again) == ["m"], || {
-        ("the span is claimable again".into(), vec!["ACK-7"])
+        ("the span is claimable again".into(), vec![ACK_7])
     })
 }
 
@@ -276,12 +277,12 @@ async fn no_lease(s: &mut Session) -> CaseResult {
     ensure(r[0].success, || {
         (
             "an ack without leaseId is not lease-checked".into(),
-            vec!["ACK-5"],
+            vec![ACK_5],
         )
     })?;
     let late = s.ack_batch(None, acks_for(&p, "completed")).await?;
     ensure(late[0].success && late[0].noop, || {
-        ("the holder's ack is now a noop".into(), vec!["ACK-3"])
+        ("the holder's ack is now a noop".into(), vec![ACK_3])
     })
 }
 
@@ -303,7 +304,7 @@ async fn outside_span(s: &mut Session) -> CaseResult {
         || {
             (
                 "a live lease does not cover a later offset".into(),
-                vec!["ACK-5"],
+                vec![ACK_5],
             )
         },
     )
@@ -326,7 +327,7 @@ async fn statuses(s: &mut Session) -> CaseResult {
     a[0]["error"] = json!("bad payload");
     let r = s.ack_batch(None, a).await?;
     ensure(r[0].dlq, || {
-        ("dlq:true on the filed item".into(), vec!["ACK-6"])
+        ("dlq:true on the filed item".into(), vec![ACK_6])
     })?;
     let d = s.dlq(&[("queue", &q)]).await?;
     ensure(
@@ -334,19 +335,19 @@ async fn statuses(s: &mut Session) -> CaseResult {
         || {
             (
                 "the error is the dead letter's errorMessage".into(),
-                vec!["ACK-6"],
+                vec![ACK_6],
             )
         },
     )?;
     ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("nothing comes back after dlq".into(), vec!["ACK-6"])
+        ("nothing comes back after dlq".into(), vec![ACK_6])
     })?;
     // completed: commits.
     s.push1(&q, "p", "n").await?;
     let p = s.pop_some(&q, &[]).await?;
     s.ack_batch(None, acks_for(&p, "completed")).await?;
     ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("completed commits".into(), vec!["ACK-6"])
+        ("completed commits".into(), vec![ACK_6])
     })
 }
 
@@ -363,14 +364,14 @@ async fn expiry_free(s: &mut Session) -> CaseResult {
     ensure(!r[0].dlq, || {
         (
             "the first failure is a retry, not a dead letter".into(),
-            vec!["ACK-7"],
+            vec![ACK_7],
         )
     })?;
     // ...and the second one exhausts the budget of 1.
     let p = s.pop_some(&q, &[]).await?;
     let r = s.ack_batch(None, acks_for(&p, "failed")).await?;
     ensure(r[0].dlq, || {
-        ("the second failure is a dead letter".into(), vec!["DLQ-1"])
+        ("the second failure is a dead letter".into(), vec![DLQ_1])
     })
 }
 
@@ -381,7 +382,7 @@ async fn newest(s: &mut Session) -> CaseResult {
     sleep_ms(1300).await;
     let again = s.push1(&q, "p", "t").await?;
     ensure(again.status == PushStatus::Queued, || {
-        ("outside the window: a new message".into(), vec!["PUSH-5"])
+        ("outside the window: a new message".into(), vec![PUSH_5])
     })?;
     let p = s
         .pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")])
@@ -393,15 +394,10 @@ async fn newest(s: &mut Session) -> CaseResult {
             vec![ack_item(&p.messages[0], "completed", false)],
         )
         .await?;
-    ensure(r[0].success, || ("the ack resolves".into(), vec!["ACK-8"]))?;
+    ensure(r[0].success, || ("the ack resolves".into(), vec![ACK_8]))?;
     ensure(
         s.pop_q(&q, &[("consumerGroup", "g")]).await?.is_none(),
-        || {
-            (
-                "the cursor passed the newest t".into(),
-                vec!["ACK-8", "ACK-1"],
-            )
-        },
+        || ("the cursor passed the newest t".into(), vec![ACK_8, ACK_1]),
     )
 }
 
@@ -418,13 +414,13 @@ async fn one_retry_per_call(s: &mut Session) -> CaseResult {
     ensure(r[0].dlq && !r[1].dlq, || {
         (
             "m1 exhausted becomes a dead letter; m2 is charged and comes back".into(),
-            vec!["DLQ-1", "ACK-6"],
+            vec![DLQ_1, ACK_6],
         )
     })?;
     let p = s.pop_some(&q, &[("consumerGroup", "g")]).await?;
     ensure(
         p.messages.first().is_some_and(|m| m.transaction_id == "m2"),
-        || ("m2 comes back".into(), vec!["ACK-6"]),
+        || ("m2 comes back".into(), vec![ACK_6]),
     )
 }
 
@@ -436,16 +432,16 @@ async fn partial_keeps_lease(s: &mut Session) -> CaseResult {
         .ack_batch(None, vec![ack_item(&p.messages[0], "completed", true)])
         .await?;
     ensure(r[0].success && !r[0].lease_released, || {
-        ("a partial ack keeps the lease".into(), vec!["ACK-1"])
+        ("a partial ack keeps the lease".into(), vec![ACK_1])
     })?;
     ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("the rest is still leased".into(), vec!["ACK-4"])
+        ("the rest is still leased".into(), vec![ACK_4])
     })?;
     let r = s
         .ack_batch(None, vec![ack_item(&p.messages[2], "completed", true)])
         .await?;
     ensure(r[0].lease_released, || {
-        ("acking the end releases it".into(), vec!["ACK-1"])
+        ("acking the end releases it".into(), vec![ACK_1])
     })
 }
 

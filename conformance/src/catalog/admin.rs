@@ -4,18 +4,19 @@
 
 use super::cases;
 use crate::case::{Case, CaseResult};
+use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
 use serde_json::json;
 
 pub fn cases() -> Vec<Case> {
     cases![
-        delete_all: "del-1/delete-removes-everything", ["DEL-1"], Project, Delete, needs [DeadLetter];
-        delete_unknown: "del-1/delete-of-an-unknown-queue", ["DEL-1"], Project, Delete;
-        health: "health-1/healthy-and-connected", ["HEALTH-1"], Project, Core;
-        push_maintenance: "maint-1/push-maintenance-buffers-and-replays-in-order", ["MAINT-1", "PUSH-7", "PUSH-5"], Seed, Maintenance, alone = true;
-        pop_maintenance: "maint-2/pop-maintenance-answers-a-bare-204", ["MAINT-2", "POP-6"], Seed, Maintenance, alone = true;
-        maintenance_body: "maint-1/bad-switch-body-is-400", ["MAINT-1", "MAINT-2"], Project, Maintenance, needs [BadInput], alone = true;
+        delete_all: "del-1/delete-removes-everything", [DEL_1], Project, Delete, needs [DeadLetter];
+        delete_unknown: "del-1/delete-of-an-unknown-queue", [DEL_1], Project, Delete;
+        health: "health-1/healthy-and-connected", [HEALTH_1], Project, Core;
+        push_maintenance: "maint-1/push-maintenance-buffers-and-replays-in-order", [MAINT_1, PUSH_7, PUSH_5], Seed, Maintenance, alone = true;
+        pop_maintenance: "maint-2/pop-maintenance-answers-a-bare-204", [MAINT_2, POP_6], Seed, Maintenance, alone = true;
+        maintenance_body: "maint-1/bad-switch-body-is-400", [MAINT_1, MAINT_2], Project, Maintenance, needs [BadInput], alone = true;
     ]
 }
 
@@ -29,20 +30,20 @@ async fn delete_all(s: &mut Session) -> CaseResult {
     s.pop_some(&q, &[]).await?; // a live lease too
     let d = s.delete(&q).await?;
     ensure(d.deleted && d.existed, || {
-        ("the queue existed".into(), vec!["DEL-1"])
+        ("the queue existed".into(), vec![DEL_1])
     })?;
     let l = s.dlq(&[("queue", &q)]).await?;
     ensure(l.total == 0, || {
-        ("its dead letters are gone".into(), vec!["DEL-1"])
+        ("its dead letters are gone".into(), vec![DEL_1])
     })?;
     ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("its messages are gone".into(), vec!["DEL-1"])
+        ("its messages are gone".into(), vec![DEL_1])
     })?;
     // Messages pushed again start a fresh queue: no leases or cursors survive.
     s.push1(&q, "p", "c").await?;
     let p = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
     ensure(txns(&p) == ["c"], || {
-        ("a fresh queue after delete".into(), vec!["DEL-1"])
+        ("a fresh queue after delete".into(), vec![DEL_1])
     })
 }
 
@@ -50,16 +51,16 @@ async fn delete_unknown(s: &mut Session) -> CaseResult {
     let q = s.name("never");
     let d = s.delete(&q).await?;
     ensure(d.deleted && !d.existed, || {
-        ("existed:false".into(), vec!["DEL-1"])
+        ("existed:false".into(), vec![DEL_1])
     })?;
     s.push1(&q, "p", "x").await?;
     let d = s.delete(&q).await?;
     ensure(d.existed, || {
-        ("existed:true after a push".into(), vec!["DEL-1"])
+        ("existed:true after a push".into(), vec![DEL_1])
     })?;
     let d = s.delete(&q).await?;
     ensure(!d.existed, || {
-        ("existed:false the second time".into(), vec!["DEL-1"])
+        ("existed:false the second time".into(), vec![DEL_1])
     })
 }
 
@@ -67,7 +68,7 @@ async fn health(s: &mut Session) -> CaseResult {
     let r = s.get("/health", &[]).await?;
     let h: HealthResponse = decode(&r, 200, "health")?;
     ensure(h.status == "healthy" && h.database == "connected", || {
-        (format!("{h:?}"), vec!["HEALTH-1"])
+        (format!("{h:?}"), vec![HEALTH_1])
     })
 }
 
@@ -99,7 +100,7 @@ async fn push_maintenance_body(s: &mut Session) -> CaseResult {
         "maintenance",
     )?;
     ensure(!off.maintenance_mode, || {
-        ("maintenance starts off".into(), vec!["MAINT-1"])
+        ("maintenance starts off".into(), vec![MAINT_1])
     })?;
     s.push1(&q, "p", "before").await?;
     let on: MaintenanceResponse = decode(
@@ -109,13 +110,13 @@ async fn push_maintenance_body(s: &mut Session) -> CaseResult {
         "maintenance",
     )?;
     ensure(on.maintenance_mode, || {
-        ("maintenance on".into(), vec!["MAINT-1"])
+        ("maintenance on".into(), vec![MAINT_1])
     })?;
     let r = s.push_many(&q, "p", &["s1", "s2", "before"]).await?;
     ensure(r.iter().all(|x| x.status == PushStatus::Buffered), || {
         (
             "pushes under maintenance are buffered".into(),
-            vec!["PUSH-7", "MAINT-1"],
+            vec![PUSH_7, MAINT_1],
         )
     })?;
     let st: MaintenanceResponse = decode(
@@ -126,7 +127,7 @@ async fn push_maintenance_body(s: &mut Session) -> CaseResult {
     ensure(st.buffered_messages == 3, || {
         (
             format!("bufferedMessages {}", st.buffered_messages),
-            vec!["MAINT-1"],
+            vec![MAINT_1],
         )
     })?;
     s.post("/api/v1/system/maintenance", json!({"enabled": false}))
@@ -134,7 +135,7 @@ async fn push_maintenance_body(s: &mut Session) -> CaseResult {
     // Replayed in order, subject to dedup ("before" was already written).
     let p = s.pop_q(&q, &[("batch", "10")]).await?;
     ensure(txns(&p) == ["before", "s1", "s2"], || {
-        (format!("after replay: {:?}", txns(&p)), vec!["PUSH-7"])
+        (format!("after replay: {:?}", txns(&p)), vec![PUSH_7])
     })
 }
 
@@ -154,13 +155,13 @@ async fn pop_maintenance_body(s: &mut Session) -> CaseResult {
         "pop maintenance",
     )?;
     ensure(on.pop_maintenance_mode, || {
-        ("pop maintenance on".into(), vec!["MAINT-2"])
+        ("pop maintenance on".into(), vec![MAINT_2])
     })?;
     let r = s.get(&PopRoute::Queue(q.clone()).path(), &[]).await?;
     ensure(r.status == 204 && r.body.is_none(), || {
         (
             "a bare 204 under pop maintenance".into(),
-            vec!["MAINT-2", "POP-6"],
+            vec![MAINT_2, POP_6],
         )
     })?;
     let r = s
@@ -170,7 +171,7 @@ async fn pop_maintenance_body(s: &mut Session) -> CaseResult {
         )
         .await?;
     ensure(r.status == 204, || {
-        ("a long poll too".into(), vec!["MAINT-2"])
+        ("a long poll too".into(), vec![MAINT_2])
     })?;
     let st: PopMaintenanceResponse = decode(
         &s.get("/api/v1/system/maintenance/pop", &[]).await?,
@@ -178,12 +179,12 @@ async fn pop_maintenance_body(s: &mut Session) -> CaseResult {
         "pop maintenance",
     )?;
     ensure(st.pop_maintenance_mode, || {
-        ("GET shows it on".into(), vec!["MAINT-2"])
+        ("GET shows it on".into(), vec![MAINT_2])
     })?;
     s.post("/api/v1/system/maintenance/pop", json!({"enabled": false}))
         .await?;
     ensure(txns(&s.pop_q(&q, &[]).await?) == ["m"], || {
-        ("pops deliver again".into(), vec!["MAINT-2"])
+        ("pops deliver again".into(), vec![MAINT_2])
     })
 }
 
@@ -206,9 +207,9 @@ async fn maintenance_body_inner(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     let r = s.push1(&q, "p", "m").await?;
     ensure(r.status == PushStatus::Queued, || {
-        ("still no maintenance".into(), vec!["MAINT-1"])
+        ("still no maintenance".into(), vec![MAINT_1])
     })?;
     ensure(s.pop_q(&q, &[]).await?.is_some(), || {
-        ("pops still deliver".into(), vec!["MAINT-2"])
+        ("pops still deliver".into(), vec![MAINT_2])
     })
 }

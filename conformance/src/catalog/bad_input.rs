@@ -6,25 +6,26 @@
 
 use super::cases;
 use crate::case::{Case, CaseResult};
+use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
 use serde_json::{json, Value};
 
 pub fn cases() -> Vec<Case> {
     cases![
-        push_not_json: "bad-input/push-body-not-json", ["PUSH-8"], Project, BadInput;
-        push_items: "bad-input/push-items-missing-or-not-an-array", ["PUSH-8"], Project, BadInput;
-        push_missing_queue: "bad-input/push-item-without-a-queue", ["PUSH-8"], Project, BadInput;
-        push_wrong_types: "bad-input/push-wrong-types-and-trace-id", ["PUSH-8"], Project, BadInput;
-        push_empty: "bad-input/push-empty-items-is-201", ["PUSH-8", "PUSH-1"], Project, BadInput;
-        oversized: "bad-input/oversized-body-is-413", ["PUSH-8"], Project, BadInput;
-        ack_malformed: "bad-input/ack-malformed-calls", ["ACK-0"], Project, BadInput;
-        bad_uuids: "bad-input/invalid-uuids", ["ACK-0", "LEASE-3", "TXN-3"], Project, BadInput;
-        pop_params: "bad-input/pop-parameters-that-do-not-parse", ["POP-10"], Seed, BadInput;
-        dlq_params: "bad-input/dlq-query-out-of-range", ["DLQ-2"], Project, BadInput;
-        txn_malformed: "bad-input/transaction-malformed", ["TXN-3"], Project, BadInput, needs [Transactions];
-        hostile_names: "bad-input/hostile-and-unicode-names-are-ordinary", ["PUSH-1", "POP-1"], Seed, BadInput;
-        long_names: "bad-input/names-over-255-bytes-are-400", ["PUSH-8", "POP-10"], Project, BadInput;
+        push_not_json: "bad-input/push-body-not-json", [PUSH_8], Project, BadInput;
+        push_items: "bad-input/push-items-missing-or-not-an-array", [PUSH_8], Project, BadInput;
+        push_missing_queue: "bad-input/push-item-without-a-queue", [PUSH_8], Project, BadInput;
+        push_wrong_types: "bad-input/push-wrong-types-and-trace-id", [PUSH_8], Project, BadInput;
+        push_empty: "bad-input/push-empty-items-is-201", [PUSH_8, PUSH_1], Project, BadInput;
+        oversized: "bad-input/oversized-body-is-413", [PUSH_8], Project, BadInput;
+        ack_malformed: "bad-input/ack-malformed-calls", [ACK_0], Project, BadInput;
+        bad_uuids: "bad-input/invalid-uuids", [ACK_0, LEASE_3, TXN_3], Project, BadInput;
+        pop_params: "bad-input/pop-parameters-that-do-not-parse", [POP_10], Seed, BadInput;
+        dlq_params: "bad-input/dlq-query-out-of-range", [DLQ_2], Project, BadInput;
+        txn_malformed: "bad-input/transaction-malformed", [TXN_3], Project, BadInput, needs [Transactions];
+        hostile_names: "bad-input/hostile-and-unicode-names-are-ordinary", [PUSH_1, POP_1], Seed, BadInput;
+        long_names: "bad-input/names-over-255-bytes-are-400", [PUSH_8, POP_10], Project, BadInput;
     ]
 }
 
@@ -32,7 +33,7 @@ pub fn cases() -> Vec<Case> {
 async fn nothing_in(s: &mut Session, q: &str) -> CaseResult {
     let p = s.pop_q(q, &[("partitions", "0")]).await?;
     ensure(p.is_none(), || {
-        ("a rejected request wrote something".into(), vec!["PUSH-8"])
+        ("a rejected request wrote something".into(), vec![PUSH_8])
     })
 }
 
@@ -117,7 +118,7 @@ async fn push_wrong_types(s: &mut Session) -> CaseResult {
 async fn push_empty(s: &mut Session) -> CaseResult {
     let r = s.push(json!([])).await?;
     ensure(r.is_empty(), || {
-        ("empty items is 201 []".into(), vec!["PUSH-8"])
+        ("empty items is 201 []".into(), vec![PUSH_8])
     })
 }
 
@@ -163,14 +164,11 @@ async fn ack_malformed(s: &mut Session) -> CaseResult {
     .await?;
     // Nothing was acknowledged: the lease is still held and still acks.
     ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("the lease is still held".into(), vec!["ACK-0"])
+        ("the lease is still held".into(), vec![ACK_0])
     })?;
     let r = s.ack_batch(None, acks_for(&p, "completed")).await?;
     ensure(r[0].success && !r[0].noop, || {
-        (
-            "the message was not committed by a 400".into(),
-            vec!["ACK-0"],
-        )
+        ("the message was not committed by a 400".into(), vec![ACK_0])
     })
 }
 
@@ -213,10 +211,7 @@ async fn bad_uuids(s: &mut Session) -> CaseResult {
         )
         .await?;
     ensure(r[0].success, || {
-        (
-            "nothing changed: the lease still acks".into(),
-            vec!["ACK-0"],
-        )
+        ("nothing changed: the lease still acks".into(), vec![ACK_0])
     })
 }
 
@@ -239,7 +234,7 @@ async fn pop_params(s: &mut Session) -> CaseResult {
     }
     // None of them claimed anything.
     ensure(txns(&s.pop_q(&q, &[]).await?) == ["m"], || {
-        ("the message is still there".into(), vec!["POP-10"])
+        ("the message is still there".into(), vec![POP_10])
     })
 }
 
@@ -259,7 +254,7 @@ async fn dlq_params(s: &mut Session) -> CaseResult {
     }
     let d = s.dlq(&[("queue", &q), ("limit", "1000")]).await?;
     ensure(d.total == 0 && d.limit == 1000, || {
-        ("limit 1000 is allowed".into(), vec!["DLQ-2"])
+        ("limit 1000 is allowed".into(), vec![DLQ_2])
     })
 }
 
@@ -302,12 +297,12 @@ async fn hostile_names(s: &mut Session) -> CaseResult {
             .pop(PopRoute::Partition(q.clone(), partition.into()), &[])
             .await?;
         ensure(txns(&p) == [t.clone()], || {
-            (format!("queue {q:?} round-trips"), vec!["PUSH-1", "POP-1"])
+            (format!("queue {q:?} round-trips"), vec![PUSH_1, POP_1])
         })?;
         let p = p.expect("checked");
         s.ack_batch(None, acks_for(&p, "completed")).await?;
         ensure(s.pop_q(q, &[]).await?.is_none(), || {
-            ("acked".into(), vec!["ACK-1"])
+            ("acked".into(), vec![ACK_1])
         })?;
     }
     Ok(())

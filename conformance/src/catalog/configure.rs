@@ -2,16 +2,17 @@
 
 use super::cases;
 use crate::case::{Case, CaseResult};
+use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
 use serde_json::json;
 
 pub fn cases() -> Vec<Case> {
     cases![
-        full_replace: "cfg-1/configure-is-a-full-replace", ["CFG-1", "CFG-2"], Seed, Configure, needs [DeadLetter];
-        defaults: "cfg-2/defaults-are-answered-in-full", ["CFG-2"], Seed, Configure;
-        derived: "cfg-3/namespace-and-task-derived-from-the-name", ["CFG-3"], Project, Configure;
-        bad_options: "cfg-3/bad-option-is-400-and-changes-nothing", ["CFG-3"], Project, Configure, needs [BadInput, DeadLetter];
+        full_replace: "cfg-1/configure-is-a-full-replace", [CFG_1, CFG_2], Seed, Configure, needs [DeadLetter];
+        defaults: "cfg-2/defaults-are-answered-in-full", [CFG_2], Seed, Configure;
+        derived: "cfg-3/namespace-and-task-derived-from-the-name", [CFG_3], Project, Configure;
+        bad_options: "cfg-3/bad-option-is-400-and-changes-nothing", [CFG_3], Project, Configure, needs [BadInput, DeadLetter];
     ]
 }
 
@@ -25,7 +26,7 @@ async fn full_replace(s: &mut Session) -> CaseResult {
         || {
             (
                 "omitted options returned to their defaults".into(),
-                vec!["CFG-1"],
+                vec![CFG_1],
             )
         },
     )?;
@@ -34,7 +35,7 @@ async fn full_replace(s: &mut Session) -> CaseResult {
     let p = s.pop_some(&q, &[]).await?;
     let a = s.ack_batch(None, acks_for(&p, "failed")).await?;
     ensure(!a[0].dlq, || {
-        ("retryLimit is back to 3".into(), vec!["CFG-1"])
+        ("retryLimit is back to 3".into(), vec![CFG_1])
     })
 }
 
@@ -42,11 +43,11 @@ async fn defaults(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     let r = s.configure(&q, json!({})).await?;
     ensure(r.configured && r.options == QueueOptions::default(), || {
-        (format!("defaults {:?}", r.options), vec!["CFG-2"])
+        (format!("defaults {:?}", r.options), vec![CFG_2])
     })?;
     let r = s.post("/api/v1/configure", json!({"queue": q})).await?;
     ensure(r.status == 200, || {
-        ("options may be omitted".into(), vec!["CFG-2"])
+        ("options may be omitted".into(), vec![CFG_2])
     })
 }
 
@@ -56,12 +57,12 @@ async fn derived(s: &mut Session) -> CaseResult {
     ensure(r.namespace == base && r.task == "task", || {
         (
             format!("namespace {:?} task {:?}", r.namespace, r.task),
-            vec!["CFG-3"],
+            vec![CFG_3],
         )
     })?;
     let r = s.configure(&base, json!({})).await?;
     ensure(r.namespace == base && r.task.is_empty(), || {
-        ("no dot: task is \"\"".into(), vec!["CFG-3"])
+        ("no dot: task is \"\"".into(), vec![CFG_3])
     })?;
     let r = s
         .post(
@@ -70,7 +71,7 @@ async fn derived(s: &mut Session) -> CaseResult {
         )
         .await?;
     ensure(r.status == 200, || {
-        ("explicit namespace and task".into(), vec!["CFG-3"])
+        ("explicit namespace and task".into(), vec![CFG_3])
     })
 }
 
@@ -109,9 +110,6 @@ async fn bad_options(s: &mut Session) -> CaseResult {
     let p = s.pop_some(&q, &[]).await?;
     let a = s.ack_batch(None, acks_for(&p, "failed")).await?;
     ensure(a[0].dlq, || {
-        (
-            "the rejected configure changed nothing".into(),
-            vec!["CFG-3"],
-        )
+        ("the rejected configure changed nothing".into(), vec![CFG_3])
     })
 }

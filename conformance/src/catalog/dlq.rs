@@ -2,14 +2,15 @@
 
 use super::cases;
 use crate::case::{Case, CaseResult};
+use crate::rules::*;
 use crate::session::*;
 use serde_json::json;
 
 pub fn cases() -> Vec<Case> {
     cases![
-        limit_n: "dlq-1/retry-limit-n-allows-n-redeliveries", ["DLQ-1", "ACK-6"], Seed, DeadLetter, needs [Configure];
-        limit_zero: "dlq-1/retry-limit-zero-first-failure-is-final", ["DLQ-1"], Seed, DeadLetter, needs [Configure];
-        per_group: "dlq-2/dead-letters-per-message-and-group-and-listing", ["DLQ-2"], Project, DeadLetter;
+        limit_n: "dlq-1/retry-limit-n-allows-n-redeliveries", [DLQ_1, ACK_6], Seed, DeadLetter, needs [Configure];
+        limit_zero: "dlq-1/retry-limit-zero-first-failure-is-final", [DLQ_1], Seed, DeadLetter, needs [Configure];
+        per_group: "dlq-2/dead-letters-per-message-and-group-and-listing", [DLQ_2], Project, DeadLetter;
     ]
 }
 
@@ -24,16 +25,16 @@ async fn limit_n(s: &mut Session) -> CaseResult {
         ensure(r[0].dlq == (round == 2), || {
             (
                 format!("failure {} of retryLimit 2: dlq={}", round + 1, r[0].dlq),
-                vec!["DLQ-1"],
+                vec![DLQ_1],
             )
         })?;
     }
     let d = s.dlq(&[("queue", &q)]).await?;
     ensure(d.total == 1 && d.messages[0].retry_count == 2, || {
-        ("one dead letter, 2 retries".into(), vec!["DLQ-1", "DLQ-2"])
+        ("one dead letter, 2 retries".into(), vec![DLQ_1, DLQ_2])
     })?;
     ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("nothing comes back".into(), vec!["DLQ-1"])
+        ("nothing comes back".into(), vec![DLQ_1])
     })
 }
 
@@ -50,12 +51,12 @@ async fn limit_zero(s: &mut Session) -> CaseResult {
     ensure(r[0].dlq, || {
         (
             "retryLimit 0: the first failure is final".into(),
-            vec!["DLQ-1"],
+            vec![DLQ_1],
         )
     })?;
     let next = s.pop_q(&q, &[]).await?;
     ensure(txns(&next).is_empty() || txns(&next) == ["n"], || {
-        ("n remains".into(), vec!["DLQ-1"])
+        ("n remains".into(), vec![DLQ_1])
     })
 }
 
@@ -78,18 +79,18 @@ async fn per_group(s: &mut Session) -> CaseResult {
     ensure(all.total == 6, || {
         (
             format!("3 messages x 2 groups = 6 dead letters, got {}", all.total),
-            vec!["DLQ-2"],
+            vec![DLQ_2],
         )
     })?;
     let g1 = s.dlq(&[("queue", &q), ("consumerGroup", "g1")]).await?;
-    ensure(g1.total == 3, || ("3 for g1".into(), vec!["DLQ-2"]))?;
+    ensure(g1.total == 3, || ("3 for g1".into(), vec![DLQ_2]))?;
     let b = s.dlq(&[("queue", &q), ("partition", "b")]).await?;
-    ensure(b.total == 2, || ("2 in partition b".into(), vec!["DLQ-2"]))?;
+    ensure(b.total == 2, || ("2 in partition b".into(), vec![DLQ_2]))?;
     let page = s
         .dlq(&[("queue", &q), ("limit", "2"), ("offset", "3")])
         .await?;
     ensure(page.messages.len() == 2 && page.total == 6, || {
-        ("a page of 2 at offset 3".into(), vec!["DLQ-2"])
+        ("a page of 2 at offset 3".into(), vec![DLQ_2])
     })?;
     // A group name unique to this case scopes the broker-wide listing.
     let g = s.name("solo");
@@ -103,6 +104,6 @@ async fn per_group(s: &mut Session) -> CaseResult {
     s.ack_batch(Some(&g), acks_for(&p, "dlq")).await?;
     let mine = s.dlq(&[("consumerGroup", &g)]).await?;
     ensure(mine.total == 1, || {
-        ("listing by group across queues".into(), vec!["DLQ-2"])
+        ("listing by group across queues".into(), vec![DLQ_2])
     })
 }

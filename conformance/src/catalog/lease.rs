@@ -2,16 +2,17 @@
 
 use super::cases;
 use crate::case::{Case, CaseResult};
+use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
 
 pub fn cases() -> Vec<Case> {
     cases![
-        renews_all: "lease-1/extend-renews-every-partition-and-never-shortens", ["LEASE-1", "LEASE-2"], Seed, LeaseExtend;
-        not_revived: "lease-1/a-gone-lease-is-not-revived", ["LEASE-1", "LEASE-2"], Seed, LeaseExtend;
-        keeps_alive: "lease-1/extended-lease-outlives-its-first-deadline", ["LEASE-1", "POP-2"], Seed, LeaseExtend;
-        unknown_200: "lease-2/unknown-lease-is-200-with-success-false", ["LEASE-2"], Seed, LeaseExtend;
-        body_optional: "lease-3/body-optional-and-seconds-validated", ["LEASE-3"], Project, LeaseExtend, needs [BadInput];
+        renews_all: "lease-1/extend-renews-every-partition-and-never-shortens", [LEASE_1, LEASE_2], Seed, LeaseExtend;
+        not_revived: "lease-1/a-gone-lease-is-not-revived", [LEASE_1, LEASE_2], Seed, LeaseExtend;
+        keeps_alive: "lease-1/extended-lease-outlives-its-first-deadline", [LEASE_1, POP_2], Seed, LeaseExtend;
+        unknown_200: "lease-2/unknown-lease-is-200-with-success-false", [LEASE_2], Seed, LeaseExtend;
+        body_optional: "lease-3/body-optional-and-seconds-validated", [LEASE_3], Project, LeaseExtend, needs [BadInput];
     ]
 }
 
@@ -23,16 +24,16 @@ async fn renews_all(s: &mut Session) -> CaseResult {
         .pop_some(&q, &[("partitions", "0"), ("leaseSeconds", "30")])
         .await?;
     ensure(p.partitions_claimed == 2, || {
-        ("one pop, two partitions".into(), vec!["POP-3"])
+        ("one pop, two partitions".into(), vec![POP_3])
     })?;
     let e = s.extend(&p.lease_id, Some(120)).await?;
     ensure(e.success && e.renewed == 2, || {
-        ("both partitions renewed".into(), vec!["LEASE-1"])
+        ("both partitions renewed".into(), vec![LEASE_1])
     })?;
     // A shorter extension never shortens (the model checks expiresAt).
     let e = s.extend(&p.lease_id, Some(1)).await?;
     ensure(e.success && e.renewed == 2, || {
-        ("still renewed".into(), vec!["LEASE-1"])
+        ("still renewed".into(), vec![LEASE_1])
     })
 }
 
@@ -45,7 +46,7 @@ async fn not_revived(s: &mut Session) -> CaseResult {
     ensure(!e.success && e.renewed == 0 && e.error.is_some(), || {
         (
             "an expired lease is not revived".into(),
-            vec!["LEASE-1", "LEASE-2"],
+            vec![LEASE_1, LEASE_2],
         )
     })?;
     // Released by an ack: gone too.
@@ -53,7 +54,7 @@ async fn not_revived(s: &mut Session) -> CaseResult {
     s.ack_batch(None, acks_for(&p, "completed")).await?;
     let e = s.extend(&p.lease_id, None).await?;
     ensure(!e.success, || {
-        ("a released lease is not revived".into(), vec!["LEASE-1"])
+        ("a released lease is not revived".into(), vec![LEASE_1])
     })
 }
 
@@ -63,18 +64,18 @@ async fn keeps_alive(s: &mut Session) -> CaseResult {
     let p = s.pop_some(&q, &[("leaseSeconds", "2")]).await?;
     let e = s.extend(&p.lease_id, Some(30)).await?;
     ensure(e.success, || {
-        ("extend of a live lease".into(), vec!["LEASE-1"])
+        ("extend of a live lease".into(), vec![LEASE_1])
     })?;
     sleep_ms(2300).await;
     ensure(s.pop_q(&q, &[]).await?.is_none(), || {
         (
             "the extended lease is still live after its first deadline".into(),
-            vec!["LEASE-1"],
+            vec![LEASE_1],
         )
     })?;
     let r = s.ack_batch(None, acks_for(&p, "completed")).await?;
     ensure(r[0].success, || {
-        ("the holder can still ack".into(), vec!["LEASE-1", "ACK-5"])
+        ("the holder can still ack".into(), vec![LEASE_1, ACK_5])
     })
 }
 
@@ -86,7 +87,7 @@ async fn unknown_200(s: &mut Session) -> CaseResult {
         || {
             (
                 "an unknown lease answers 200, success:false".into(),
-                vec!["LEASE-2"],
+                vec![LEASE_2],
             )
         },
     )
@@ -102,7 +103,7 @@ async fn body_optional(s: &mut Session) -> CaseResult {
         ensure(r.status == 200, || {
             (
                 format!("body {body:?} means the lease's own duration"),
-                vec!["LEASE-3"],
+                vec![LEASE_3],
             )
         })?;
     }

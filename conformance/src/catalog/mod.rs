@@ -20,16 +20,16 @@ mod txn;
 use crate::case::Case;
 
 /// Registers async case functions with their id, rules, level and capability:
-/// `f: "id", ["RULE-1"], Seed, Core, needs [Configure], alone = true;` (`alone`: the
+/// `f: "id", [RULE_1], Seed, Core, needs [Configure], alone = true;` (`alone`: the
 /// case touches broker-wide state and runs by itself).
 macro_rules! cases {
-    ($( $f:ident : $id:literal, [$($r:literal),*], $lvl:ident, $cap:ident
+    ($( $f:ident : $id:literal, [$($r:ident),*], $lvl:ident, $cap:ident
         $(, needs [$($n:ident),*])? $(, alone = $alone:literal)? ;)*) => {
         vec![$({
             #[allow(unused_mut)]
             let mut c = $crate::case::Case::new(
                 $id,
-                &[$($r),*],
+                &[$($crate::rules::$r),*],
                 $crate::rules::Level::$lvl,
                 $crate::case::Capability::$cap,
                 |s| Box::pin($f(s)),
@@ -62,7 +62,7 @@ pub fn all() -> Vec<Case> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::{rule, RULES};
+    use crate::rules::RULES;
     use std::collections::BTreeSet;
 
     #[test]
@@ -71,15 +71,13 @@ mod tests {
         let mut covered = BTreeSet::new();
         for c in &cases {
             assert!(!c.rules.is_empty(), "{} names no rule", c.id);
-            for r in c.rules {
-                assert!(rule(r).is_some(), "{} names unknown rule {r}", c.id);
-                covered.insert(*r);
-            }
+            covered.extend(c.rules.iter().copied());
         }
+        // The ack evaluation's steps are checked by every ack case, not named by one.
         let missing: Vec<_> = RULES
             .iter()
             .map(|r| r.id)
-            .filter(|id| !covered.contains(id))
+            .filter(|id| !covered.contains(id) && !id.as_str().starts_with("ACK-STEP-"))
             .collect();
         assert!(missing.is_empty(), "rules without a case: {missing:?}");
     }
@@ -134,7 +132,12 @@ mod tests {
                 }
             }
         }
-        let ours: BTreeSet<String> = RULES.iter().map(|r| r.id.to_string()).collect();
+        // The steps of section 4's evaluation are numbered there, not given ids.
+        let ours: BTreeSet<String> = RULES
+            .iter()
+            .map(|r| r.id.to_string())
+            .filter(|id| !id.starts_with("ACK-STEP-"))
+            .collect();
         assert_eq!(ids, ours, "rule ids in PROTOCOL.md vs rules.rs");
     }
 }

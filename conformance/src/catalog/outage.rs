@@ -9,6 +9,7 @@
 use super::cases;
 use crate::case::{Case, CaseResult, Failure};
 use crate::database::Database;
+use crate::rules::*;
 use crate::session::*;
 use queen_reference::time::Millis;
 use queen_reference::wire::*;
@@ -16,8 +17,8 @@ use serde_json::{json, Value};
 
 pub fn cases() -> Vec<Case> {
     cases![
-        unhealthy: "health-1/unhealthy-503-while-the-database-is-down", ["HEALTH-1"], Project, DatabaseControl, alone = true;
-        spooled: "push-7/database-unreachable-spools-and-replays-in-order", ["PUSH-7", "PUSH-5", "PUSH-1"], Seed, DatabaseControl, alone = true;
+        unhealthy: "health-1/unhealthy-503-while-the-database-is-down", [HEALTH_1], Project, DatabaseControl, alone = true;
+        spooled: "push-7/database-unreachable-spools-and-replays-in-order", [PUSH_7, PUSH_5, PUSH_1], Seed, DatabaseControl, alone = true;
     ]
 }
 
@@ -48,7 +49,7 @@ async fn wait_for(
                     "{what} within {} s of the database's restart",
                     RECOVERY_MS / 1000
                 ),
-                &["PUSH-7", "HEALTH-1"],
+                &[PUSH_7, HEALTH_1],
             ));
         }
         sleep_ms(200).await;
@@ -86,7 +87,7 @@ async fn unhealthy(s: &mut Session) -> CaseResult {
                         .as_ref()
                         .map_or("(no body)".into(), Value::to_string)
                 ),
-                vec!["HEALTH-1"],
+                vec![HEALTH_1],
             )
         },
     )?;
@@ -130,7 +131,7 @@ async fn spooled(s: &mut Session) -> CaseResult {
                             r.status,
                             r.body.as_ref().map_or("(no body)".into(), Value::to_string)
                         ),
-                        vec!["PUSH-7", "PUSH-1"],
+                        vec![PUSH_7, PUSH_1],
                     )
                 },
             )?;
@@ -158,12 +159,12 @@ async fn spooled(s: &mut Session) -> CaseResult {
     // ("before" was a duplicate); the model checks each message and its timestamps.
     let p = s.pop_q(&q, &[("batch", "10")]).await?;
     ensure(txns(&p) == ["before", "d1", "d2", "d3", "d4"], || {
-        (format!("after the replay: {:?}", txns(&p)), vec!["PUSH-7"])
+        (format!("after the replay: {:?}", txns(&p)), vec![PUSH_7])
     })?;
     let p = p.expect("delivered");
     s.ack_batch(None, acks_for(&p, "completed")).await?;
     ensure(s.pop_q(&q, &[("batch", "10")]).await?.is_none(), || {
-        ("nothing is delivered twice".into(), vec!["PUSH-7"])
+        ("nothing is delivered twice".into(), vec![PUSH_7])
     })
 }
 

@@ -2,6 +2,7 @@
 
 use super::cases;
 use crate::case::{Case, CaseResult};
+use crate::rules::*;
 use crate::session::*;
 use queen_reference::time::format_iso;
 use queen_reference::wire::*;
@@ -9,31 +10,31 @@ use serde_json::{json, Value};
 
 pub fn cases() -> Vec<Case> {
     cases![
-        queue_mode: "proto-group-1/omitted-group-is-queue-mode-with-its-own-cursor", ["PROTO-GROUP-1"], Seed, Core;
-        never_removes: "pop-1/never-removes-and-leases-the-span-in-offset-order", ["POP-1"], Seed, Core;
-        leased_skipped: "pop-2/leased-partitions-are-skipped-not-waited-on", ["POP-2", "ACK-4"], Seed, Core;
-        batch_shared: "pop-3/batch-is-shared-and-partitions-caps-claims", ["POP-3"], Seed, Core;
-        partition_route: "pop-3/partition-route-claims-exactly-one-partition", ["POP-3", "POP-5"], Seed, Core;
-        any_order: "pop-4/any-claimable-partition-may-come-first", ["POP-4"], Open, Core;
-        answer_shape: "pop-5/answer-shape-without-internal-fields", ["POP-5"], Seed, Core;
-        bare_204: "pop-6/nothing-delivered-is-a-bare-204", ["POP-6"], Seed, Core;
-        auto_ack: "pop-7/auto-ack-commits-without-lease", ["POP-7"], Seed, Core;
-        unknown_queue: "pop-8/pop-on-unknown-queue-creates-its-row", ["POP-8", "DEL-1"], Seed, Core, needs [Delete];
-        lease_expiry: "pop-9/lease-from-lease-seconds-or-lease-time", ["POP-9", "ACK-7"], Seed, Core, needs [Configure];
-        discovery_scope: "pop-10/discovery-without-scope-is-400", ["POP-10"], Seed, Discovery;
-        discovery_routes: "pop-10/discovery-by-namespace-and-task", ["POP-10", "POP-5"], Seed, Discovery, needs [Configure];
-        wakes: "pop-11/push-wakes-a-parked-pop", ["POP-11"], Seed, LongPoll;
-        wait_timeout: "pop-11/wait-answers-204-at-the-timeout", ["POP-11", "POP-6"], Seed, LongPoll;
-        wakes_discovery: "pop-11/push-in-scope-wakes-a-parked-discovery-pop", ["POP-11"], Seed, LongPoll, needs [Discovery];
-        created_at: "pop-12/created-at-is-the-write-time-of-the-push-call", ["POP-12"], Seed, Core;
-        sub_new: "pop-13/mode-new-skips-the-backlog", ["POP-13"], Seed, Subscription;
-        sub_from: "pop-13/subscription-from-a-time", ["POP-13"], Seed, Subscription;
-        sub_misc: "pop-13/from-now-unknown-mode-and-bad-time", ["POP-13"], Seed, Subscription;
-        sub_queue_mode: "pop-13/queue-mode-is-never-seeded", ["POP-13", "PROTO-GROUP-1"], Seed, Subscription;
-        sub_recorded: "pop-13/first-pop-records-the-subscription", ["POP-13"], Project, Subscription;
-        delayed: "pop-14/delayed-processing", ["POP-14"], Seed, Visibility, needs [Configure];
-        window: "pop-14/window-buffer", ["POP-14"], Seed, Visibility, needs [Configure];
-        min_wait: "pop-15/min-pop-wait-time-bounds", ["POP-15"], Seed, LongPoll, needs [Configure];
+        queue_mode: "proto-group-1/omitted-group-is-queue-mode-with-its-own-cursor", [PROTO_GROUP_1], Seed, Core;
+        never_removes: "pop-1/never-removes-and-leases-the-span-in-offset-order", [POP_1], Seed, Core;
+        leased_skipped: "pop-2/leased-partitions-are-skipped-not-waited-on", [POP_2, ACK_4], Seed, Core;
+        batch_shared: "pop-3/batch-is-shared-and-partitions-caps-claims", [POP_3], Seed, Core;
+        partition_route: "pop-3/partition-route-claims-exactly-one-partition", [POP_3, POP_5], Seed, Core;
+        any_order: "pop-4/any-claimable-partition-may-come-first", [POP_4], Open, Core;
+        answer_shape: "pop-5/answer-shape-without-internal-fields", [POP_5], Seed, Core;
+        bare_204: "pop-6/nothing-delivered-is-a-bare-204", [POP_6], Seed, Core;
+        auto_ack: "pop-7/auto-ack-commits-without-lease", [POP_7], Seed, Core;
+        unknown_queue: "pop-8/pop-on-unknown-queue-creates-its-row", [POP_8, DEL_1], Seed, Core, needs [Delete];
+        lease_expiry: "pop-9/lease-from-lease-seconds-or-lease-time", [POP_9, ACK_7], Seed, Core, needs [Configure];
+        discovery_scope: "pop-10/discovery-without-scope-is-400", [POP_10], Seed, Discovery;
+        discovery_routes: "pop-10/discovery-by-namespace-and-task", [POP_10, POP_5], Seed, Discovery, needs [Configure];
+        wakes: "pop-11/push-wakes-a-parked-pop", [POP_11], Seed, LongPoll;
+        wait_timeout: "pop-11/wait-answers-204-at-the-timeout", [POP_11, POP_6], Seed, LongPoll;
+        wakes_discovery: "pop-11/push-in-scope-wakes-a-parked-discovery-pop", [POP_11], Seed, LongPoll, needs [Discovery];
+        created_at: "pop-12/created-at-is-the-write-time-of-the-push-call", [POP_12], Seed, Core;
+        sub_new: "pop-13/mode-new-skips-the-backlog", [POP_13], Seed, Subscription;
+        sub_from: "pop-13/subscription-from-a-time", [POP_13], Seed, Subscription;
+        sub_misc: "pop-13/from-now-unknown-mode-and-bad-time", [POP_13], Seed, Subscription;
+        sub_queue_mode: "pop-13/queue-mode-is-never-seeded", [POP_13, PROTO_GROUP_1], Seed, Subscription;
+        sub_recorded: "pop-13/first-pop-records-the-subscription", [POP_13], Project, Subscription;
+        delayed: "pop-14/delayed-processing", [POP_14], Seed, Visibility, needs [Configure];
+        window: "pop-14/window-buffer", [POP_14], Seed, Visibility, needs [Configure];
+        min_wait: "pop-15/min-pop-wait-time-bounds", [POP_15], Seed, LongPoll, needs [Configure];
     ]
 }
 
@@ -44,7 +45,7 @@ async fn queue_mode(s: &mut Session) -> CaseResult {
     ensure(p.consumer_group == QUEUE_MODE, || {
         (
             "an omitted group is __QUEUE_MODE__".into(),
-            vec!["PROTO-GROUP-1"],
+            vec![PROTO_GROUP_1],
         )
     })?;
     s.ack_batch(None, acks_for(&p, "completed")).await?;
@@ -54,14 +55,14 @@ async fn queue_mode(s: &mut Session) -> CaseResult {
     ensure(txns(&g) == ["m"], || {
         (
             "a named group has its own cursor".into(),
-            vec!["PROTO-GROUP-1"],
+            vec![PROTO_GROUP_1],
         )
     })?;
     let again = s.pop_q(&q, &[("consumerGroup", QUEUE_MODE)]).await?;
     ensure(again.is_none(), || {
         (
             "__QUEUE_MODE__ by name is the queue-mode group".into(),
-            vec!["PROTO-GROUP-1"],
+            vec![PROTO_GROUP_1],
         )
     })
 }
@@ -76,7 +77,7 @@ async fn never_removes(s: &mut Session) -> CaseResult {
         || {
             (
                 "each group sees every message, in offset order".into(),
-                vec!["POP-1"],
+                vec![POP_1],
             )
         },
     )?;
@@ -96,12 +97,12 @@ async fn leased_skipped(s: &mut Session) -> CaseResult {
     ensure(first.partition != second.partition, || {
         (
             "the second pop skips the leased partition".into(),
-            vec!["POP-2"],
+            vec![POP_2],
         )
     })?;
     let third = s.pop_q(&q, &[]).await?;
     ensure(third.is_none(), || {
-        ("both partitions are leased".into(), vec!["ACK-4"])
+        ("both partitions are leased".into(), vec![ACK_4])
     })
 }
 
@@ -120,7 +121,7 @@ async fn batch_shared(s: &mut Session) -> CaseResult {
     ensure(p.messages.len() == 3 && p.partitions_claimed == 2, || {
         (
             "batch 3 across 2-message partitions: 3 messages, 2 partitions".into(),
-            vec!["POP-3"],
+            vec![POP_3],
         )
     })?;
     let capped = s
@@ -134,7 +135,7 @@ async fn batch_shared(s: &mut Session) -> CaseResult {
         || {
             (
                 "partitions=1 caps the claim to one partition".into(),
-                vec!["POP-3"],
+                vec![POP_3],
             )
         },
     )
@@ -153,14 +154,14 @@ async fn partition_route(s: &mut Session) -> CaseResult {
     ensure(txns(&p) == ["b"], || {
         (
             "the partition route claims exactly its partition".into(),
-            vec!["POP-3"],
+            vec![POP_3],
         )
     })?;
     let none = s
         .pop(PopRoute::Partition(q.clone(), "p3".into()), &[])
         .await?;
     ensure(none.is_none(), || {
-        ("an unknown partition is empty".into(), vec!["POP-6"])
+        ("an unknown partition is empty".into(), vec![POP_6])
     })
 }
 
@@ -195,7 +196,7 @@ async fn answer_shape(s: &mut Session) -> CaseResult {
         "partitionsClaimed",
     ] {
         ensure(body.get(key).is_some(), || {
-            (format!("the answer lacks {key}"), vec!["POP-5"])
+            (format!("the answer lacks {key}"), vec![POP_5])
         })?;
     }
     let forbidden = [
@@ -224,14 +225,14 @@ async fn answer_shape(s: &mut Session) -> CaseResult {
             "consumerGroup",
         ] {
             ensure(m.get(key).is_some(), || {
-                (format!("a message lacks {key}"), vec!["POP-5"])
+                (format!("a message lacks {key}"), vec![POP_5])
             })?;
         }
         for key in forbidden {
             ensure(m.get(key).is_none(), || {
                 (
                     format!("a message carries {key}, which POP-5 excludes"),
-                    vec!["POP-5"],
+                    vec![POP_5],
                 )
             })?;
         }
@@ -243,13 +244,13 @@ async fn bare_204(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     let r = s.get(&PopRoute::Queue(q.clone()).path(), &[]).await?;
     ensure(r.status == 204 && r.body.is_none(), || {
-        ("an empty pop is a 204 without body".into(), vec!["POP-6"])
+        ("an empty pop is a 204 without body".into(), vec![POP_6])
     })?;
     s.push1(&q, "p", "m").await?;
     s.pop_some(&q, &[]).await?;
     let r = s.get(&PopRoute::Queue(q.clone()).path(), &[]).await?;
     ensure(r.status == 204 && r.body.is_none(), || {
-        ("a leased partition gives a bare 204".into(), vec!["POP-6"])
+        ("a leased partition gives a bare 204".into(), vec![POP_6])
     })
 }
 
@@ -259,19 +260,16 @@ async fn auto_ack(s: &mut Session) -> CaseResult {
     let p = s.pop_some(&q, &[("autoAck", "true")]).await?;
     ensure(
         p.lease_id.is_empty() && p.messages.iter().all(|m| m.lease_id.is_empty()),
-        || ("autoAck answers leaseId \"\"".into(), vec!["POP-7"]),
+        || ("autoAck answers leaseId \"\"".into(), vec![POP_7]),
     )?;
     let again = s.pop_q(&q, &[]).await?;
     ensure(again.is_none(), || {
-        ("autoAck committed the span".into(), vec!["POP-7"])
+        ("autoAck committed the span".into(), vec![POP_7])
     })?;
     s.push1(&q, "p", "c").await?;
     let next = s.pop_q(&q, &[]).await?;
     ensure(txns(&next) == ["c"], || {
-        (
-            "the cursor is past the autoAck'ed span".into(),
-            vec!["POP-7"],
-        )
+        ("the cursor is past the autoAck'ed span".into(), vec![POP_7])
     })
 }
 
@@ -279,11 +277,11 @@ async fn unknown_queue(s: &mut Session) -> CaseResult {
     let q = s.name("ghost");
     let p = s.pop_q(&q, &[]).await?;
     ensure(p.is_none(), || {
-        ("an unknown queue answers 204".into(), vec!["POP-8"])
+        ("an unknown queue answers 204".into(), vec![POP_8])
     })?;
     let d = s.delete(&q).await?;
     ensure(d.existed, || {
-        ("the pop created the queue's row".into(), vec!["POP-8"])
+        ("the pop created the queue's row".into(), vec![POP_8])
     })
 }
 
@@ -300,11 +298,11 @@ async fn lease_expiry(s: &mut Session) -> CaseResult {
     sleep_ms(1300).await;
     let again = s.pop_q(&q, &[]).await?;
     ensure(txns(&again) == ["m"], || {
-        ("a 1 s lease expired after 1.3 s".into(), vec!["POP-9"])
+        ("a 1 s lease expired after 1.3 s".into(), vec![POP_9])
     })?;
     let again = s.pop_q(&r, &[]).await?;
     ensure(txns(&again) == ["n"], || {
-        ("leaseTime 1 expired after 1.3 s".into(), vec!["POP-9"])
+        ("leaseTime 1 expired after 1.3 s".into(), vec![POP_9])
     })?;
     // A long lease is still live.
     let t = s.name("t");
@@ -312,7 +310,7 @@ async fn lease_expiry(s: &mut Session) -> CaseResult {
     s.pop_some(&t, &[("leaseSeconds", "30")]).await?;
     let held = s.pop_q(&t, &[]).await?;
     ensure(held.is_none(), || {
-        ("a 30 s lease is still live".into(), vec!["POP-9", "ACK-4"])
+        ("a 30 s lease is still live".into(), vec![POP_9, ACK_4])
     })
 }
 
@@ -324,7 +322,7 @@ async fn discovery_scope(s: &mut Session) -> CaseResult {
     ] {
         let r = s.get("/api/v1/pop", q).await?;
         ensure(r.status == 400, || {
-            ("discovery without scope is 400".into(), vec!["POP-10"])
+            ("discovery without scope is 400".into(), vec![POP_10])
         })?;
     }
     Ok(())
@@ -352,10 +350,10 @@ async fn discovery_routes(s: &mut Session) -> CaseResult {
         )
         .await?;
     ensure(txns(&by_task) == ["y"], || {
-        ("namespace+task scopes to one queue".into(), vec!["POP-10"])
+        ("namespace+task scopes to one queue".into(), vec![POP_10])
     })?;
     ensure(by_task.as_ref().is_some_and(|p| p.queue.is_empty()), || {
-        ("queue is \"\" on discovery".into(), vec!["POP-5"])
+        ("queue is \"\" on discovery".into(), vec![POP_5])
     })?;
     let mut seen = Vec::new();
     while let Some(p) = s
@@ -375,7 +373,7 @@ async fn discovery_routes(s: &mut Session) -> CaseResult {
     ensure(seen == ["x", "y", "z"], || {
         (
             format!("the namespace holds x, y, z; discovery saw {seen:?}"),
-            vec!["POP-10"],
+            vec![POP_10],
         )
     })
 }
@@ -392,7 +390,7 @@ async fn wakes(s: &mut Session) -> CaseResult {
     let pushed = now_ms();
     let (r, at) = s.finish(parked).await?;
     ensure(r.status == 200, || {
-        ("the parked pop delivered the push".into(), vec!["POP-11"])
+        ("the parked pop delivered the push".into(), vec![POP_11])
     })?;
     ensure(at - pushed < 500, || {
         (
@@ -400,7 +398,7 @@ async fn wakes(s: &mut Session) -> CaseResult {
                 "the parked pop answered {} ms after the push (at most 500)",
                 at - pushed
             ),
-            vec!["POP-11"],
+            vec![POP_11],
         )
     })
 }
@@ -416,12 +414,12 @@ async fn wait_timeout(s: &mut Session) -> CaseResult {
         .await?;
     let took = now_ms() - t0;
     ensure(r.status == 204, || {
-        ("nothing arrived: 204".into(), vec!["POP-11"])
+        ("nothing arrived: 204".into(), vec![POP_11])
     })?;
     ensure((900..3000).contains(&took), || {
         (
             format!("a 1000 ms long poll answered after {took} ms"),
-            vec!["POP-11"],
+            vec![POP_11],
         )
     })?;
     // timeout=0 with wait answers at once.
@@ -433,7 +431,7 @@ async fn wait_timeout(s: &mut Session) -> CaseResult {
     .await?;
     let took = now_ms() - t0;
     ensure(took < 900, || {
-        (format!("timeout=0 took {took} ms"), vec!["POP-11"])
+        (format!("timeout=0 took {took} ms"), vec![POP_11])
     })
 }
 
@@ -454,12 +452,12 @@ async fn wakes_discovery(s: &mut Session) -> CaseResult {
     let pushed = now_ms();
     let (r, at) = s.finish(parked).await?;
     ensure(r.status == 200, || {
-        ("the parked discovery pop delivered".into(), vec!["POP-11"])
+        ("the parked discovery pop delivered".into(), vec![POP_11])
     })?;
     ensure(at - pushed < 500, || {
         (
             format!("woken {} ms after the push (at most 500)", at - pushed),
-            vec!["POP-11"],
+            vec![POP_11],
         )
     })
 }
@@ -474,11 +472,11 @@ async fn created_at(s: &mut Session) -> CaseResult {
     ensure(ts.len() == 3 && ts[0] == ts[1], || {
         (
             "messages of one push call share createdAt".into(),
-            vec!["POP-12"],
+            vec![POP_12],
         )
     })?;
     ensure(ts.iter().all(|t| t.ends_with('Z')), || {
-        ("createdAt ends in Z".into(), vec!["POP-12"])
+        ("createdAt ends in Z".into(), vec![POP_12])
     })
 }
 
@@ -489,18 +487,18 @@ async fn sub_new(s: &mut Session) -> CaseResult {
         .pop_q(&q, &[("consumerGroup", "g"), ("subscriptionMode", "new")])
         .await?;
     ensure(p.is_none(), || {
-        ("mode new skips the backlog".into(), vec!["POP-13"])
+        ("mode new skips the backlog".into(), vec![POP_13])
     })?;
     s.push1(&q, "p", "fresh").await?;
     let p = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
     ensure(txns(&p) == ["fresh"], || {
-        ("then new messages arrive".into(), vec!["POP-13"])
+        ("then new messages arrive".into(), vec![POP_13])
     })?;
     let all = s.pop_q(&q, &[("consumerGroup", "h")]).await?;
     ensure(txns(&all) == ["old1", "old2", "fresh"], || {
         (
             "mode all (default) starts at the oldest".into(),
-            vec!["POP-13"],
+            vec![POP_13],
         )
     })
 }
@@ -518,7 +516,7 @@ async fn sub_from(s: &mut Session) -> CaseResult {
     ensure(txns(&p) == ["after"], || {
         (
             format!("subscriptionFrom={t} starts at the first message written at or after it"),
-            vec!["POP-13"],
+            vec![POP_13],
         )
     })
 }
@@ -532,7 +530,7 @@ async fn sub_misc(s: &mut Session) -> CaseResult {
     ensure(now.is_none(), || {
         (
             "subscriptionFrom=now skips the backlog".into(),
-            vec!["POP-13"],
+            vec![POP_13],
         )
     })?;
     let odd = s
@@ -542,7 +540,7 @@ async fn sub_misc(s: &mut Session) -> CaseResult {
         )
         .await?;
     ensure(txns(&odd) == ["a"], || {
-        ("an unknown mode acts as all".into(), vec!["POP-13"])
+        ("an unknown mode acts as all".into(), vec![POP_13])
     })?;
     let bad = s
         .pop_q(
@@ -551,7 +549,7 @@ async fn sub_misc(s: &mut Session) -> CaseResult {
         )
         .await?;
     ensure(txns(&bad) == ["a"], || {
-        ("an unparseable time is ignored".into(), vec!["POP-13"])
+        ("an unparseable time is ignored".into(), vec![POP_13])
     })
 }
 
@@ -560,7 +558,7 @@ async fn sub_queue_mode(s: &mut Session) -> CaseResult {
     s.push1(&q, "p", "a").await?;
     let p = s.pop_q(&q, &[("subscriptionMode", "new")]).await?;
     ensure(txns(&p) == ["a"], || {
-        ("queue mode is never seeded".into(), vec!["POP-13"])
+        ("queue mode is never seeded".into(), vec![POP_13])
     })
 }
 
@@ -570,7 +568,7 @@ async fn sub_recorded(s: &mut Session) -> CaseResult {
     let p = s
         .pop_q(&q, &[("consumerGroup", "g"), ("subscriptionMode", "new")])
         .await?;
-    ensure(p.is_none(), || ("mode new: 204".into(), vec!["POP-13"]))?;
+    ensure(p.is_none(), || ("mode new: 204".into(), vec![POP_13]))?;
     // Partitions created after the first pop start at their beginning.
     s.push1(&q, "p2", "later-partition").await?;
     s.push1(&q, "p1", "later-p1").await?;
@@ -584,7 +582,7 @@ async fn sub_recorded(s: &mut Session) -> CaseResult {
     }
     got.sort();
     ensure(got == ["later-p1", "later-partition"], || {
-        (format!("delivered {got:?}"), vec!["POP-13"])
+        (format!("delivered {got:?}"), vec![POP_13])
     })
 }
 
@@ -604,7 +602,7 @@ async fn delayed(s: &mut Session) -> CaseResult {
     s.pop_q(&q, &[("consumerGroup", "early")]).await?;
     s.pop_q(&q, &[]).await?;
     ensure(txns(&p) == ["m"], || {
-        ("delivered once 1 s old".into(), vec!["POP-14"])
+        ("delivered once 1 s old".into(), vec![POP_14])
     })
 }
 
@@ -622,10 +620,7 @@ async fn window(s: &mut Session) -> CaseResult {
     let p = s.pop_q(&q, &[("consumerGroup", "late")]).await?;
     s.pop_q(&q, &[]).await?;
     ensure(txns(&p) == ["a", "b"], || {
-        (
-            "delivered after 1 s of write silence".into(),
-            vec!["POP-14"],
-        )
+        ("delivered after 1 s of write silence".into(), vec![POP_14])
     })
 }
 
@@ -636,7 +631,7 @@ async fn min_wait(s: &mut Session) -> CaseResult {
     // Never held back with wait=false, batch=1, or a full batch.
     let ms = timed(s, &q, &[("consumerGroup", "g1"), ("batch", "10")]).await?;
     ensure(ms < 1500, || {
-        (format!("wait=false was held {ms} ms"), vec!["POP-15"])
+        (format!("wait=false was held {ms} ms"), vec![POP_15])
     })?;
     let ms = timed(
         s,
@@ -645,7 +640,7 @@ async fn min_wait(s: &mut Session) -> CaseResult {
     )
     .await?;
     ensure(ms < 1500, || {
-        (format!("batch=1 was held {ms} ms"), vec!["POP-15"])
+        (format!("batch=1 was held {ms} ms"), vec![POP_15])
     })?;
     let ms = timed(
         s,
@@ -654,7 +649,7 @@ async fn min_wait(s: &mut Session) -> CaseResult {
     )
     .await?;
     ensure(ms < 1500, || {
-        (format!("a full batch was held {ms} ms"), vec!["POP-15"])
+        (format!("a full batch was held {ms} ms"), vec![POP_15])
     })?;
     // Never past the timeout.
     let ms = timed(
@@ -669,10 +664,7 @@ async fn min_wait(s: &mut Session) -> CaseResult {
     )
     .await?;
     ensure(ms < 2000, || {
-        (
-            format!("held {ms} ms past a 1000 ms timeout"),
-            vec!["POP-15"],
-        )
+        (format!("held {ms} ms past a 1000 ms timeout"), vec![POP_15])
     })?;
     // Never for an empty result (beyond the long poll itself).
     let e = s.name("empty");
@@ -681,7 +673,7 @@ async fn min_wait(s: &mut Session) -> CaseResult {
     s.get(&PopRoute::Queue(e.clone()).path(), &[]).await?;
     let ms = now_ms() - t0;
     ensure(ms < 1500, || {
-        (format!("an empty result was held {ms} ms"), vec!["POP-15"])
+        (format!("an empty result was held {ms} ms"), vec![POP_15])
     })
 }
 

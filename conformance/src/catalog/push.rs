@@ -3,24 +3,25 @@
 
 use super::cases;
 use crate::case::{Case, CaseResult};
+use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
 use serde_json::json;
 
 pub fn cases() -> Vec<Case> {
     cases![
-        one_result_per_item: "push-1/one-result-per-item-in-order", ["PUSH-1"], Seed, Core;
-        implicit_lease_time: "push-2/unknown-queue-created-with-lease-time-60", ["PUSH-2", "POP-9"], Seed, Core, needs [LeaseExtend];
-        default_partition: "push-3/missing-partition-means-default", ["PUSH-3"], Project, Core;
-        atomic: "push-3/request-is-atomic", ["PUSH-3", "PUSH-8"], Project, Core, needs [BadInput];
-        minted_txn: "push-4/missing-transaction-id-is-minted", ["PUSH-4"], Seed, Core;
-        dedup_window: "push-5/duplicate-within-window", ["PUSH-5"], Seed, Dedup;
-        duplicate_id: "push-5/duplicate-carries-the-original-message-id", ["PUSH-5"], Project, Dedup;
-        dedup_other_partition: "push-5/same-id-in-another-partition-is-new", ["PUSH-5"], Seed, Dedup;
-        dedup_one_request: "push-5/same-id-twice-in-one-request", ["PUSH-5"], Seed, Dedup;
-        dedup_expires: "push-5/window-expires", ["PUSH-5", "CFG-1"], Seed, Dedup, needs [Configure];
-        request_order: "push-6/offsets-follow-request-then-commit-order", ["PUSH-6", "POP-1"], Seed, Core;
-        absent_payload: "push-9/absent-payload-and-plain-push-trace", ["PUSH-9"], Open, Core;
+        one_result_per_item: "push-1/one-result-per-item-in-order", [PUSH_1], Seed, Core;
+        implicit_lease_time: "push-2/unknown-queue-created-with-lease-time-60", [PUSH_2, POP_9], Seed, Core, needs [LeaseExtend];
+        default_partition: "push-3/missing-partition-means-default", [PUSH_3], Project, Core;
+        atomic: "push-3/request-is-atomic", [PUSH_3, PUSH_8], Project, Core, needs [BadInput];
+        minted_txn: "push-4/missing-transaction-id-is-minted", [PUSH_4], Seed, Core;
+        dedup_window: "push-5/duplicate-within-window", [PUSH_5], Seed, Dedup;
+        duplicate_id: "push-5/duplicate-carries-the-original-message-id", [PUSH_5], Project, Dedup;
+        dedup_other_partition: "push-5/same-id-in-another-partition-is-new", [PUSH_5], Seed, Dedup;
+        dedup_one_request: "push-5/same-id-twice-in-one-request", [PUSH_5], Seed, Dedup;
+        dedup_expires: "push-5/window-expires", [PUSH_5, CFG_1], Seed, Dedup, needs [Configure];
+        request_order: "push-6/offsets-follow-request-then-commit-order", [PUSH_6, POP_1], Seed, Core;
+        absent_payload: "push-9/absent-payload-and-plain-push-trace", [PUSH_9], Open, Core;
     ]
 }
 
@@ -33,12 +34,10 @@ async fn one_result_per_item(s: &mut Session) -> CaseResult {
             {"queue": q, "partition": "a", "transactionId": "t3", "payload": "three"},
         ]))
         .await?;
-    ensure(r.len() == 3, || {
-        ("3 items, 3 results".into(), vec!["PUSH-1"])
-    })?;
+    ensure(r.len() == 3, || ("3 items, 3 results".into(), vec![PUSH_1]))?;
     for (i, item) in r.iter().enumerate() {
         ensure(item.index == i && item.status == PushStatus::Queued, || {
-            (format!("result {i} is {item:?}"), vec!["PUSH-1"])
+            (format!("result {i} is {item:?}"), vec![PUSH_1])
         })?;
     }
     s.pop_some(&q, &[("partitions", "0")]).await?;
@@ -53,7 +52,7 @@ async fn implicit_lease_time(s: &mut Session) -> CaseResult {
     // leaseTime, 60 s for a push-created queue; the model checks expiresAt.
     let e = s.extend(&p.lease_id, None).await?;
     ensure(e.success && e.renewed == 1, || {
-        (format!("extend of a live lease: {e:?}"), vec!["LEASE-1"])
+        (format!("extend of a live lease: {e:?}"), vec![LEASE_1])
     })
 }
 
@@ -67,7 +66,7 @@ async fn default_partition(s: &mut Session) -> CaseResult {
     ensure(txns(&p) == ["m"], || {
         (
             "the item without partition is in Default".into(),
-            vec!["PUSH-3"],
+            vec![PUSH_3],
         )
     })
 }
@@ -85,10 +84,7 @@ async fn atomic(s: &mut Session) -> CaseResult {
     // Nothing was written: the valid first item is not there either.
     let p = s.pop_q(&q, &[]).await?;
     ensure(p.is_none(), || {
-        (
-            "a rejected push wrote its valid item".into(),
-            vec!["PUSH-3"],
-        )
+        ("a rejected push wrote its valid item".into(), vec![PUSH_3])
     })
 }
 
@@ -96,11 +92,11 @@ async fn minted_txn(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     let r = s.push(json!([{"queue": q, "payload": 1}])).await?;
     ensure(is_uuid(&r[0].transaction_id), || {
-        ("a minted transactionId is a UUID".into(), vec!["PUSH-4"])
+        ("a minted transactionId is a UUID".into(), vec![PUSH_4])
     })?;
     let p = s.pop_some(&q, &[]).await?;
     ensure(p.messages[0].transaction_id == r[0].transaction_id, || {
-        ("pop shows the minted transactionId".into(), vec!["PUSH-4"])
+        ("pop shows the minted transactionId".into(), vec![PUSH_4])
     })
 }
 
@@ -111,18 +107,18 @@ async fn dedup_window(s: &mut Session) -> CaseResult {
     ensure(again.status == PushStatus::Duplicate, || {
         (
             "the same transactionId within the window is a duplicate".into(),
-            vec!["PUSH-5"],
+            vec![PUSH_5],
         )
     })?;
     // Which message_id the duplicate carries is a PROJECT point: the next case.
     let p = s.pop_some(&q, &[]).await?;
     ensure(p.messages.len() == 1, || {
-        ("one message stored".into(), vec!["PUSH-5"])
+        ("one message stored".into(), vec![PUSH_5])
     })?;
     ensure(p.messages[0].id == first.message_id, || {
         (
             "the stored message is the first push's".into(),
-            vec!["PUSH-5"],
+            vec![PUSH_5],
         )
     })
 }
@@ -135,7 +131,7 @@ async fn duplicate_id(s: &mut Session) -> CaseResult {
     ensure(again.message_id == first.message_id, || {
         (
             "a duplicate carries the original message_id".into(),
-            vec!["PUSH-5"],
+            vec![PUSH_5],
         )
     })
 }
@@ -147,12 +143,12 @@ async fn dedup_other_partition(s: &mut Session) -> CaseResult {
     ensure(other.status == PushStatus::Queued, || {
         (
             "the same id in another partition is a new message".into(),
-            vec!["PUSH-5"],
+            vec![PUSH_5],
         )
     })?;
     let p = s.pop_some(&q, &[("partitions", "0")]).await?;
     ensure(p.messages.len() == 2, || {
-        ("both stored".into(), vec!["PUSH-5"])
+        ("both stored".into(), vec![PUSH_5])
     })
 }
 
@@ -164,7 +160,7 @@ async fn dedup_one_request(s: &mut Session) -> CaseResult {
     ensure(st == [Queued, Duplicate, Queued, Duplicate], || {
         (
             format!("statuses {st:?}: the first queued, the later duplicate"),
-            vec!["PUSH-5"],
+            vec![PUSH_5],
         )
     })?;
     s.pop_some(&q, &[]).await?;
@@ -180,12 +176,12 @@ async fn dedup_expires(s: &mut Session) -> CaseResult {
     ensure(again.status == PushStatus::Queued, || {
         (
             "after the window the same id is a new message".into(),
-            vec!["PUSH-5"],
+            vec![PUSH_5],
         )
     })?;
     let p = s.pop_some(&q, &[]).await?;
     ensure(p.messages.len() == 2, || {
-        ("two messages".into(), vec!["PUSH-5"])
+        ("two messages".into(), vec![PUSH_5])
     })
 }
 
@@ -196,7 +192,7 @@ async fn request_order(s: &mut Session) -> CaseResult {
     s.push_many(&q, "p", &["e", "f"]).await?;
     let p = s.pop_q(&q, &[("batch", "10")]).await?;
     ensure(txns(&p) == ["a", "b", "c", "d", "e", "f"], || {
-        (format!("order {:?}", txns(&p)), vec!["PUSH-6"])
+        (format!("order {:?}", txns(&p)), vec![PUSH_6])
     })
 }
 

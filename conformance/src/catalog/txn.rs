@@ -2,15 +2,16 @@
 
 use super::cases;
 use crate::case::{Case, CaseResult};
+use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
 use serde_json::json;
 
 pub fn cases() -> Vec<Case> {
     cases![
-        all_or_nothing: "txn-1/all-operations-commit-together-or-none", ["TXN-1", "TXN-2"], Seed, Transactions;
-        follow_rules: "txn-2/acks-follow-section-4-and-pushes-dedup", ["TXN-2", "ACK-6", "PUSH-5"], Project, Transactions, needs [Configure];
-        shape: "txn-3/answer-shape-and-empty-operations-is-400", ["TXN-3"], Project, Transactions;
+        all_or_nothing: "txn-1/all-operations-commit-together-or-none", [TXN_1, TXN_2], Seed, Transactions;
+        follow_rules: "txn-2/acks-follow-section-4-and-pushes-dedup", [TXN_2, ACK_6, PUSH_5], Project, Transactions, needs [Configure];
+        shape: "txn-3/answer-shape-and-empty-operations-is-400", [TXN_3], Project, Transactions;
     ]
 }
 
@@ -34,14 +35,14 @@ async fn all_or_nothing(s: &mut Session) -> CaseResult {
         return ensure(txns(&s.pop_q(&out, &[]).await?) == ["x"], || {
             (
                 "the transaction committed, so its push is there".into(),
-                vec!["TXN-1"],
+                vec![TXN_1],
             )
         });
     }
     ensure(s.pop_q(&out, &[]).await?.is_none(), || {
         (
             "the push of an aborted transaction is not there".into(),
-            vec!["TXN-1"],
+            vec![TXN_1],
         )
     })?;
     let t = s
@@ -51,16 +52,13 @@ async fn all_or_nothing(s: &mut Session) -> CaseResult {
         ]}))
         .await?;
     ensure(t.success && t.results.len() == 2, || {
-        (
-            "push and ack commit together".into(),
-            vec!["TXN-1", "TXN-3"],
-        )
+        ("push and ack commit together".into(), vec![TXN_1, TXN_3])
     })?;
     ensure(txns(&s.pop_q(&out, &[]).await?) == ["x"], || {
-        ("the pushed message is there".into(), vec!["TXN-1"])
+        ("the pushed message is there".into(), vec![TXN_1])
     })?;
     ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("the ack committed".into(), vec!["TXN-1"])
+        ("the ack committed".into(), vec![TXN_1])
     })
 }
 
@@ -79,7 +77,7 @@ async fn follow_rules(s: &mut Session) -> CaseResult {
     ensure(t.success, || {
         (
             "a failed ack inside a transaction is accepted".into(),
-            vec!["TXN-2"],
+            vec![TXN_2],
         )
     })?;
     let statuses: Vec<_> = t
@@ -95,16 +93,13 @@ async fn follow_rules(s: &mut Session) -> CaseResult {
         || {
             (
                 format!("pushes inside dedup: {statuses:?}"),
-                vec!["TXN-2", "PUSH-5"],
+                vec![TXN_2, PUSH_5],
             )
         },
     )?;
     let again = s.pop_q(&q, &[]).await?;
     ensure(txns(&again) == ["m", "n"], || {
-        (
-            "the failed message came back".into(),
-            vec!["TXN-2", "ACK-6"],
-        )
+        ("the failed message came back".into(), vec![TXN_2, ACK_6])
     })
 }
 
@@ -118,7 +113,7 @@ async fn shape(s: &mut Session) -> CaseResult {
         || {
             (
                 "transactionId, success and one result per pushed item".into(),
-                vec!["TXN-3"],
+                vec![TXN_3],
             )
         },
     )?;
@@ -129,6 +124,6 @@ async fn shape(s: &mut Session) -> CaseResult {
     .await?;
     ensure(
         s.pop_some(&q, &[("partitions", "0")]).await?.messages.len() == 2,
-        || ("only the committed transaction wrote".into(), vec!["TXN-3"]),
+        || ("only the committed transaction wrote".into(), vec![TXN_3]),
     )
 }

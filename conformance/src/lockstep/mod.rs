@@ -16,10 +16,9 @@ pub use coverage::Coverage;
 pub use gen::{Route, Step};
 
 use crate::case::{Capability, Failure};
-use crate::session::{sleep_ms, CheckSettings, Exchange, Session, Target};
+use crate::session::{sleep_ms, CheckSettings, Example, Exchange, Session, Target};
 use gen::{Delivered, Names};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
-use queen_reference::project::ProjectDiff;
 use queen_reference::wire::PopResponse;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -72,18 +71,19 @@ pub struct LockstepOutcome {
     pub counterexample: Option<Counterexample>,
     pub error: Option<String>,
     pub duration_ms: u64,
-    /// PROJECT decisions the broker departed from in sequences that otherwise passed
-    /// (a lax model only; at most [`MAX_PROJECT_LISTED`] distinct ones are kept).
-    pub project: Vec<ProjectDiff>,
+    /// Departures met in sequences (answer-only ones, PROJECT points decided otherwise),
+    /// each with the sequence up to where it was first seen; at most
+    /// [`MAX_FINDINGS_LISTED`] distinct ones are kept.
+    pub findings: Vec<Example>,
 }
 
-/// How many distinct project differences a lockstep run lists.
-pub const MAX_PROJECT_LISTED: usize = 32;
+/// How many distinct findings a lockstep run lists.
+pub const MAX_FINDINGS_LISTED: usize = 32;
 
 /// How one sequence ended.
 pub enum SeqResult {
-    /// Every answer allowed; with the PROJECT decisions departed from (lax model only).
-    Pass(Vec<ProjectDiff>),
+    /// Every answer allowed; with the findings met on the way.
+    Pass(Vec<Example>),
     /// The model could not decide: the sequence is cut short, not failed.
     Inconclusive,
     Fail(Failure),
@@ -99,7 +99,7 @@ pub async fn run_sequence(
     let names = Names {
         prefix: prefix.clone(),
     };
-    let mut s = Session::new(target, prefix);
+    let mut s = Session::new(target, prefix.clone()).labelled("lockstep/property-run");
     let mut delivered: Vec<Delivered> = Vec::new();
     let mut seen = BTreeSet::new();
     let mut pops = 0u32;
@@ -149,8 +149,16 @@ pub async fn run_sequence(
             Err(f) => return (SeqResult::Fail(f), s.into_transcript()),
         }
     }
-    let project = s.project_differences();
-    (SeqResult::Pass(project), s.into_transcript())
+    let (transcript, seen) = s.into_parts();
+    (
+        SeqResult::Pass(Example::all(
+            &seen,
+            &transcript,
+            &prefix,
+            "lockstep/property-run",
+        )),
+        transcript,
+    )
 }
 
 /// Replays a step list against a broker at `url` (default check settings): the entry
@@ -170,7 +178,7 @@ pub async fn replay(url: &str, steps: &[Step]) -> Result<(), String> {
 
 struct Shared {
     coverage: Mutex<Coverage>,
-    project: Mutex<Vec<ProjectDiff>>,
+    findings: Mutex<Vec<Example>>,
     counter: AtomicU64,
     sequences: AtomicU64,
     exchanges: AtomicU64,
@@ -207,7 +215,7 @@ pub async fn run(
     let workers = opts.workers.max(1).min(opts.cases.max(1) as usize);
     let shared = Arc::new(Shared {
         coverage: Mutex::new(Coverage::default()),
-        project: Mutex::new(Vec::new()),
+        findings: Mutex::new(Vec::new()),
         counter: AtomicU64::new(0),
         sequences: AtomicU64::new(0),
         exchanges: AtomicU64::new(0),
@@ -243,8 +251,10 @@ pub async fn run(
         }
     }
     out.coverage = shared.coverage.lock().expect("coverage").clone();
-    out.project = shared.project.lock().expect("project").clone();
-    out.project.sort();
+    out.findings = shared.findings.lock().expect("findings").clone();
+    if let Some(why) = target.health.down() {
+        out.error = Some(why);
+    }
     out.sequences = shared.sequences.load(Ordering::SeqCst);
     out.exchanges = shared.exchanges.load(Ordering::SeqCst);
     out.inconclusive = shared.inconclusive.load(Ordering::SeqCst);
@@ -312,15 +322,23 @@ fn worker(
             }
         }
         match res {
-            SeqResult::Pass(project) => {
+            SeqResult::Pass(found) => {
                 if !shrinking {
-                    let mut all = shared.project.lock().expect("project");
-                    for d in project {
-                        if all.len() < MAX_PROJECT_LISTED {
-                            queen_reference::project::note(&mut all, d);
+                    let mut all = shared.findings.lock().expect("findings");
+                    for e in found {
+                        let known = all
+                            .iter()
+                            .any(|x| x.seen.finding.key() == e.seen.finding.key());
+                        if !known && all.len() < MAX_FINDINGS_LISTED {
+                            all.push(e);
                         }
                     }
                 }
+                Ok(())
+            }
+            // A broker that stopped answering is not a counterexample to shrink.
+            SeqResult::Fail(Failure::TargetDown(_)) => {
+                shared.stop.store(true, Ordering::SeqCst);
                 Ok(())
             }
             SeqResult::Inconclusive => {

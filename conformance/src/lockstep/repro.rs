@@ -2,10 +2,10 @@
 //! broker minted are read back with jq from the answers that introduced them, queue names
 //! get a fresh prefix per run), and a step list turned into a Rust test.
 
-use crate::case::Failure;
+use crate::case::{join, Failure};
 use crate::lockstep::gen::Step;
 use crate::session::Exchange;
-use queen_reference::wire::is_uuid;
+use queen_reference::wire::{is_uuid, HttpRequest};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -100,6 +100,65 @@ fn substitute(
 /// A bash script replaying `transcript` with curl, with the model's allowed answers
 /// and the rules beside the diverging exchange.
 pub fn curl_script(transcript: &[Exchange], prefix: &str, failure: Option<&Failure>) -> String {
+    curl_marked(transcript, prefix, failure.and_then(failure_mark))
+}
+
+/// The comment lines a failure puts beside the exchange it happened at.
+fn failure_mark(failure: &Failure) -> Option<(usize, Vec<String>)> {
+    match failure {
+        Failure::Diverged { step, divergence } => {
+            let mut lines = vec![
+                format!(">>> DIVERGES HERE ({})", join(&divergence.rules)),
+                format!(
+                    ">>> actual:  {} {}",
+                    divergence.actual.status,
+                    body_text(&divergence.actual.body)
+                ),
+            ];
+            for (e, why) in divergence.expected.iter().zip(&divergence.reasons) {
+                lines.push(format!(">>> allowed: {} {}", e.status, body_text(&e.body)));
+                lines.push(format!(">>>   differs: {why}"));
+            }
+            Some((*step, lines))
+        }
+        Failure::Inconclusive { step, why } => {
+            Some((*step, vec![format!(">>> the model cannot decide: {why}")]))
+        }
+        _ => None,
+    }
+}
+
+/// One request as a single curl command line (for a terminal).
+pub fn curl_one(base: &str, r: &HttpRequest) -> String {
+    let mut url = format!("{base}{}", r.path);
+    if !r.query.is_empty() {
+        url = format!("{url}?{}", form_urlencoded(&r.query));
+    }
+    let quote = |t: &str| format!("'{}'", t.replace('\'', "'\\''"));
+    let mut s = format!("curl -sS -i -X {} {}", r.method, quote(&url));
+    if !r.body.is_empty() {
+        s.push_str(" -H 'content-type: application/json'");
+        match std::str::from_utf8(&r.body) {
+            Ok(t) if t.len() <= 2000 => s.push_str(&format!(" --data-binary {}", quote(t))),
+            Ok(t) => s.push_str(&format!(
+                " --data-binary @body.json   # a {}-byte body: see the case's transcript in the JSON report",
+                t.len()
+            )),
+            Err(_) => {
+                let hex: String = r.body.iter().take(256).map(|b| format!("\\x{b:02x}")).collect();
+                s = format!("printf '{hex}' | {s} --data-binary @-");
+            }
+        }
+    }
+    s
+}
+
+/// [`curl_script`] with `mark`'s comment lines beside the exchange it names.
+pub fn curl_marked(
+    transcript: &[Exchange],
+    prefix: &str,
+    mark: Option<(usize, Vec<String>)>,
+) -> String {
     // First pass: where each id comes from; second pass: which ones are used later.
     let mut ids: BTreeMap<String, Origin> = BTreeMap::new();
     let mut rendered: Vec<(String, String, Option<String>)> = Vec::new();
@@ -137,12 +196,6 @@ pub fn curl_script(transcript: &[Exchange], prefix: &str, failure: Option<&Failu
             collect_ids(b, String::new(), i, &mut ids);
         }
     }
-    let diverged_at = match failure {
-        Some(Failure::Diverged { step, .. }) | Some(Failure::Inconclusive { step, .. }) => {
-            Some(*step)
-        }
-        _ => None,
-    };
     let mut s = String::new();
     let _ = writeln!(s, "#!/usr/bin/env bash");
     let _ = writeln!(
@@ -160,27 +213,20 @@ pub fn curl_script(transcript: &[Exchange], prefix: &str, failure: Option<&Failu
     let _ = writeln!(s);
     for (i, ((method, url, body), x)) in rendered.iter().zip(transcript).enumerate() {
         let _ = writeln!(s, "# #{} {} {}", i + 1, method, x.request.path);
-        if Some(i) == diverged_at {
-            if let Some(Failure::Diverged { divergence, .. }) = failure {
-                let _ = writeln!(s, "# >>> DIVERGES HERE ({})", divergence.rules.join(", "));
-                let _ = writeln!(
-                    s,
-                    "# >>> actual:  {} {}",
-                    divergence.actual.status,
-                    body_text(&divergence.actual.body)
-                );
-                for (e, why) in divergence.expected.iter().zip(&divergence.reasons) {
-                    let _ = writeln!(s, "# >>> allowed: {} {}", e.status, body_text(&e.body));
-                    let _ = writeln!(s, "# >>>   differs: {why}");
+        match &mark {
+            Some((at, lines)) if *at == i => {
+                for l in lines {
+                    let _ = writeln!(s, "# {l}");
                 }
             }
-        } else {
-            let _ = writeln!(
-                s,
-                "#     answered {} {}",
-                x.response.status,
-                body_text(&x.response.body)
-            );
+            _ => {
+                let _ = writeln!(
+                    s,
+                    "#     answered {} {}",
+                    x.response.status,
+                    body_text(&x.response.body)
+                );
+            }
         }
         let head = format!(
             "S{i}=$(curl -sS -o \"$OUT/{i}.json\" -w '%{{http_code}}' -X {method} \"$BASE{url}\""

@@ -2,9 +2,11 @@
 //! verdict, rules, level and capability; failures with the divergence (request, actual
 //! answer, the model's allowed answers and why each differs), the transcript and a curl
 //! script; the lockstep run with its coverage and counterexample; the concurrent
-//! scenario with its linearizability verdict per queue and its anomaly counts. A PROJECT
-//! difference is a failure of kind `project-difference` with `projectDifferences: [{rule,
-//! what}]` (level PROJECT, `failsRun` only with `--strict`).
+//! scenario with its linearizability verdict per queue and its anomaly counts; every
+//! distinct finding with its rule, kind, level, where it was met, the example exchange,
+//! the structured diff and a curl script. A case failing only on findings of PROJECT
+//! rules has a failure of kind `project-difference` with `findings: [...]` (level
+//! PROJECT, `failsRun` only with `--strict`).
 
 use super::{Report, Verdict};
 use crate::case::Failure;
@@ -24,10 +26,29 @@ fn failure_json(f: &Failure) -> Value {
             .map(|(e, why)| json!({"status": e.status, "body": e.body, "differs": why}))
             .collect();
     }
-    if let Failure::ProjectDiffers(d) = f {
-        v["projectDifferences"] = json!(d);
+    if let Failure::Findings(d) = f {
+        v["findings"] = json!(d);
     }
     v
+}
+
+fn finding_json(f: &super::FindingEntry) -> Value {
+    let x = f.example.transcript.get(f.example.seen.step);
+    json!({
+        "finding": f.finding,
+        "accepted": f.accepted,
+        "failsRun": f.fails_run,
+        "seenIn": f.seen_in,
+        "example": {
+            "origin": f.example.origin,
+            "step": f.example.seen.step,
+            "request": x.map(|x| request_json(&x.request)),
+            "actual": x.map(|x| json!({"status": x.response.status, "body": x.response.body})),
+            "expected": f.example.seen.expected.as_ref().map(|e| json!({"status": e.status, "body": e.body})),
+        },
+        "diff": f.diff,
+        "curl": f.curl,
+    })
 }
 
 /// The report as JSON.
@@ -63,7 +84,7 @@ pub fn render(r: &Report) -> Value {
             "cases": l.cases,
             "maxSteps": l.steps,
             "sequences": l.sequences,
-            "projectDifferences": l.project,
+            "findings": l.findings.len(),
             "exchanges": l.exchanges,
             "inconclusive": l.inconclusive,
             "durationMs": l.duration_ms,
@@ -91,6 +112,10 @@ pub fn render(r: &Report) -> Value {
         "without": r.without,
         "passed": r.passed(),
         "problems": r.problems,
+        "exitCode": r.exit_code(),
+        "targetDown": r.target_down,
+        "accepted": r.accepted.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        "findings": r.findings.iter().map(finding_json).collect::<Vec<_>>(),
         "summary": {
             "passed": r.count(Verdict::Passed),
             "failed": r.count(Verdict::Failed),

@@ -5,7 +5,10 @@
 //! status. Rules and level are in each test case's `<properties>` and output. A case
 //! that differs only on project-resolved points is therefore a `<skipped message="differs
 //! on a PROJECT point ...">` with the rule ids and what differed in `<system-out>`
-//! without `--strict`, and a `<failure type="project-difference">` with it.
+//! without `--strict`, and a `<failure type="project-difference">` with it. Findings are
+//! a `<testsuite name="findings">` of their own, one `<testcase>` per distinct finding
+//! named by its rule and kind, failing when it fails the run, with its diff and curl
+//! script.
 
 use super::{Report, Verdict};
 use crate::case::Capability;
@@ -37,13 +40,15 @@ pub fn render(r: &Report) -> String {
         by_cap.entry(e.capability).or_default().push(e);
     }
     let failing = |e: &super::Entry| e.fails_run;
-    let total = r.entries.len();
-    let failures = r.entries.iter().filter(|e| failing(e)).count();
+    let total = r.entries.len() + r.findings.len();
+    let failures = r.entries.iter().filter(|e| failing(e)).count()
+        + r.findings.iter().filter(|f| f.fails_run).count();
     let skipped = r
         .entries
         .iter()
         .filter(|e| !failing(e) && e.verdict != Verdict::Passed)
-        .count();
+        .count()
+        + r.findings.iter().filter(|f| !f.fails_run).count();
     let mut x = String::new();
     let _ = writeln!(x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
     let _ = writeln!(
@@ -130,6 +135,53 @@ pub fn render(r: &Report) -> String {
         }
         let _ = writeln!(x, "  </testsuite>");
     }
+    findings(&mut x, r);
     let _ = writeln!(x, "</testsuites>");
     x
+}
+
+/// The findings suite: one test case per distinct finding.
+fn findings(x: &mut String, r: &Report) {
+    if r.findings.is_empty() {
+        return;
+    }
+    let f = r.findings.iter().filter(|f| f.fails_run).count();
+    let _ = writeln!(
+        x,
+        "  <testsuite name=\"findings\" tests=\"{}\" failures=\"{f}\" skipped=\"{}\" errors=\"0\" time=\"0\">",
+        r.findings.len(),
+        r.findings.len() - f
+    );
+    for e in &r.findings {
+        let n = &e.finding;
+        let _ = writeln!(
+            x,
+            "    <testcase name=\"{}\" classname=\"queen.conformance.findings\" time=\"0\">",
+            esc(&format!("{} {}: {}", n.rule, n.kind, n.what))
+        );
+        let diff: String = e.diff.iter().map(|d| format!("{d}\n")).collect();
+        let body = format!("{n}\nseen in: {}\n{diff}\n{}", e.seen_in.join(", "), e.curl);
+        if e.fails_run {
+            let _ = writeln!(
+                x,
+                "      <failure message=\"{}\" type=\"finding\">{}</failure>",
+                esc(&format!("[{}] {n}", n.level)),
+                esc(&body)
+            );
+        } else {
+            let why = if e.accepted {
+                "accepted (--accept)"
+            } else {
+                "does not fail the run"
+            };
+            let _ = writeln!(
+                x,
+                "      <skipped message=\"{}\"/>",
+                esc(&format!("[{}] {why}: {n}", n.level))
+            );
+        }
+        let _ = writeln!(x, "      <system-out>{}</system-out>", esc(&body));
+        let _ = writeln!(x, "    </testcase>");
+    }
+    let _ = writeln!(x, "  </testsuite>");
 }

@@ -1,11 +1,12 @@
 //! The verdict of a run and its reports. [`Report::build`] applies the rules of the
-//! exit status to the raw results: any SEED failure fails the run; PROJECT differences
-//! only with `--strict` (they are listed apart as "differs on project-resolved points");
-//! a case or lockstep run whose answers were all allowed, but only by departing from
-//! PROJECT decisions ([`Failure::ProjectDiffers`]), is such a PROJECT difference whatever
-//! its own level;
-//! OPEN cases never fail it; expected failures are excused and stale ones are failures;
-//! a run that executed no case fails.
+//! exit status to the raw results. A failure counts at the level of the rules it breaks
+//! (a PROJECT rule never fails a SEED case as a SEED failure): SEED failures fail the
+//! run, PROJECT ones only with `--strict` (listed apart as "differs on project-resolved
+//! points"), OPEN ones never. Every departure the checker recorded is one [`FindingEntry`]
+//! however many cases met it, with its rule, an example exchange, a diff and a curl
+//! repro; an unaccepted SEED finding fails the run (a PROJECT one with `--strict`).
+//! Expected failures are excused and stale ones are failures; a run that executed no
+//! case fails; a broker that stopped answering ends the run with exit status 3.
 
 pub mod json;
 pub mod junit;
@@ -13,11 +14,13 @@ pub mod terminal;
 
 use crate::case::{Capability, Failure};
 use crate::concurrent::Scenario;
-use crate::lockstep::repro::curl_script;
+use crate::lockstep::repro::{curl_marked, curl_script};
 use crate::lockstep::LockstepOutcome;
-use crate::rules::{level_of, Level};
+use crate::rules::{Level, RuleId, ACK_1, ACK_2, ACK_4, ACK_6, ACK_7, PUSH_7};
 use crate::runner::{RunResults, Status, CONCURRENT_ID};
-use crate::session::Exchange;
+use crate::session::{Example, Exchange};
+use queen_reference::diff::{diff, Difference};
+use queen_reference::finding::{Accept, Finding};
 use std::collections::BTreeSet;
 
 /// The id under which the property run is reported.
@@ -65,6 +68,23 @@ pub struct Entry {
     pub fails_run: bool,
 }
 
+/// One departure of the broker, however many cases met it.
+#[derive(Clone, Debug)]
+pub struct FindingEntry {
+    pub finding: Finding,
+    /// Covered by `--accept`: listed, never a failure.
+    pub accepted: bool,
+    /// Where it was met: case ids (and `lockstep/property-run`), in catalog order.
+    pub seen_in: Vec<String>,
+    /// The first instance: the transcript up to it.
+    pub example: Example,
+    /// Every difference between the model's answer and the broker's at that exchange.
+    pub diff: Vec<Difference>,
+    /// A script replaying the example.
+    pub curl: String,
+    pub fails_run: bool,
+}
+
 /// A finished run, judged.
 pub struct Report {
     pub run_id: String,
@@ -79,13 +99,19 @@ pub struct Report {
     /// Where the timeline of a concurrent history that is not linearizable was written.
     pub timeline: Option<std::path::PathBuf>,
     pub without: BTreeSet<Capability>,
+    /// Every distinct finding, by rule.
+    pub findings: Vec<FindingEntry>,
+    /// The deviations declared known (`--accept`).
+    pub accepted: Vec<Accept>,
+    /// Set when the broker stopped answering during the run (exit status 3).
+    pub target_down: Option<String>,
     /// Why the run fails (empty: it passes).
     pub problems: Vec<String>,
 }
 
 /// The rules the concurrent scenario checks: linearizability against the model covers
 /// every rule its calls touch; the drain invariants name these.
-pub const CONCURRENT_RULES: [&str; 6] = ["PUSH-7", "ACK-1", "ACK-2", "ACK-4", "ACK-6", "ACK-7"];
+pub const CONCURRENT_RULES: [RuleId; 6] = [PUSH_7, ACK_1, ACK_2, ACK_4, ACK_6, ACK_7];
 
 /// The concurrent scenario as one entry: failed when the history is not shown
 /// linearizable (a violation, or a search out of budget) or any anomaly is bad.
@@ -142,7 +168,29 @@ fn concurrent_entry(c: &Scenario) -> Entry {
 impl Report {
     /// Judges `results` under `--strict` and the expected failures.
     pub fn build(results: RunResults, strict: bool, expected: &BTreeSet<String>) -> Report {
+        Report::build_with(results, strict, expected, &[])
+    }
+
+    /// [`Report::build`] with the deviations declared known (`--accept`).
+    pub fn build_with(
+        results: RunResults,
+        strict: bool,
+        expected: &BTreeSet<String>,
+        accepted: &[Accept],
+    ) -> Report {
         let mut entries = Vec::new();
+        let mut examples: Vec<Example> = Vec::new();
+        for o in &results.cases {
+            examples.extend(Example::all(
+                &o.findings,
+                &o.transcript,
+                &o.prefix,
+                o.case.id,
+            ));
+        }
+        if let Some(l) = &results.lockstep {
+            examples.extend(l.findings.iter().cloned());
+        }
         for o in results.cases {
             let (verdict, skip_reason, failure) = match o.status {
                 Status::Passed => (Verdict::Passed, None, None),
@@ -152,11 +200,9 @@ impl Report {
             let curl = failure
                 .as_ref()
                 .map(|f| curl_script(&o.transcript, &o.prefix, Some(f)));
-            let level = if failure.as_ref().is_some_and(Failure::is_project_only) {
-                Level::Project
-            } else {
-                o.case.level
-            };
+            let level = failure
+                .as_ref()
+                .map_or(o.case.level, |f| f.level(o.case.level));
             entries.push(Entry {
                 id: o.case.id.to_string(),
                 rules: o.case.rules.iter().map(|r| r.to_string()).collect(),
@@ -172,27 +218,19 @@ impl Report {
             });
         }
         if let Some(l) = &results.lockstep {
-            let failure = l
-                .counterexample
-                .as_ref()
-                .map(|c| c.failure.clone())
-                .or_else(|| {
-                    (l.error.is_none() && !l.project.is_empty())
-                        .then(|| Failure::ProjectDiffers(l.project.clone()))
-                });
+            let failure = l.counterexample.as_ref().map(|c| c.failure.clone());
             let rules: Vec<String> = failure
                 .as_ref()
                 .map(|f| f.rules().iter().map(|r| r.to_string()).collect())
                 .unwrap_or_default();
-            let level = failure.as_ref().map_or(Level::Seed, |f| {
-                if f.is_project_only() {
-                    Level::Project
-                } else {
-                    level_of(&f.rules())
-                }
-            });
+            let level = failure
+                .as_ref()
+                .map_or(Level::Seed, |f| f.level(Level::Seed));
             let (verdict, failure) = match (&l.error, failure) {
                 (_, Some(f)) => (Verdict::Failed, Some(f)),
+                (Some(e), None) if results.target_down.is_some() => {
+                    (Verdict::Failed, Some(Failure::TargetDown(e.clone())))
+                }
                 (Some(e), None) => (Verdict::Failed, Some(Failure::Transport(e.clone()))),
                 (None, None) => (Verdict::Passed, None),
             };
@@ -243,6 +281,16 @@ impl Report {
                 _ => {}
             }
         }
+        let findings = findings(examples, accepted, strict);
+        for f in findings.iter().filter(|f| f.fails_run) {
+            problems.push(format!(
+                "finding {} [{}] {}: {}",
+                f.finding.rule, f.finding.level, f.finding.kind, f.finding.what
+            ));
+        }
+        if let Some(why) = &results.target_down {
+            problems.insert(0, why.clone());
+        }
         let executed = entries
             .iter()
             .filter(|e| e.verdict != Verdict::Skipped)
@@ -261,6 +309,9 @@ impl Report {
             concurrent: results.concurrent,
             timeline: None,
             without: results.without,
+            findings,
+            accepted: accepted.to_vec(),
+            target_down: results.target_down,
             problems,
         }
     }
@@ -269,9 +320,13 @@ impl Report {
         self.problems.is_empty()
     }
 
-    /// The process exit status: 0 when the run passes, 1 otherwise.
+    /// The process exit status: 0 when the run passes, 1 when the broker departs from
+    /// the protocol, 3 when the broker stopped answering during the run (2, the suite
+    /// could not run at all, is decided before a report exists).
     pub fn exit_code(&self) -> i32 {
-        if self.passed() {
+        if self.target_down.is_some() {
+            3
+        } else if self.passed() {
             0
         } else {
             1
@@ -290,4 +345,47 @@ impl Report {
     pub fn count(&self, v: Verdict) -> usize {
         self.entries.iter().filter(|e| e.verdict == v).count()
     }
+}
+
+/// One entry per distinct finding (rule, kind, text), from the first example of each, in
+/// rule order; each fails the run at its level unless accepted.
+fn findings(examples: Vec<Example>, accepted: &[Accept], strict: bool) -> Vec<FindingEntry> {
+    let mut out: Vec<FindingEntry> = Vec::new();
+    for e in examples {
+        if let Some(x) = out
+            .iter_mut()
+            .find(|x| x.finding.key() == e.seen.finding.key())
+        {
+            if !x.seen_in.contains(&e.origin) {
+                x.seen_in.push(e.origin.clone());
+            }
+            continue;
+        }
+        let f = e.seen.finding.clone();
+        let is_accepted = accepted.iter().any(|a| a.covers(&f));
+        let fails_run = !is_accepted
+            && match f.level {
+                Level::Seed => true,
+                Level::Project => strict,
+                Level::Open => false,
+            };
+        let at = e.seen.step;
+        let diff = match (&e.seen.expected, e.transcript.get(at)) {
+            (Some(want), Some(x)) => diff(want, &x.response),
+            _ => vec![],
+        };
+        let mark = vec![format!(">>> FINDING HERE: {f}")];
+        let curl = curl_marked(&e.transcript, &e.prefix, Some((at, mark)));
+        out.push(FindingEntry {
+            seen_in: vec![e.origin.clone()],
+            finding: f,
+            accepted: is_accepted,
+            example: e,
+            diff,
+            curl,
+            fails_run,
+        });
+    }
+    out.sort_by(|a, b| a.finding.cmp(&b.finding));
+    out
 }

@@ -1,11 +1,14 @@
-//! The summary a person reads: counts by capability and level, each failure with the
-//! request, the actual answer and the model's allowed answers, skipped cases, the
-//! lockstep run with its coverage, the concurrent scenario with its anomaly counts, the
-//! failing rule ids and the verdict.
+//! The summary a person reads: counts by capability and level, each distinct finding
+//! once (its rule, where it was met, every difference by JSON path and a curl repro),
+//! each failure with the request, the actual answer, the model's allowed answers and a
+//! curl line, skipped cases, the lockstep run with its coverage, the concurrent scenario
+//! with its anomaly counts, the failing rule ids and the verdict.
 
-use super::{Entry, Report, Verdict};
-use crate::case::{Capability, Failure};
+use super::{Entry, FindingEntry, Report, Verdict};
+use crate::case::{join, Capability, Failure};
+use crate::lockstep::repro::curl_one;
 use crate::rules::Level;
+use queen_reference::diff::diff;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -35,16 +38,37 @@ fn failure_block(out: &mut String, e: &Entry, verbose: bool) {
     if let Some(f) = &e.failure {
         let _ = writeln!(out, "       {}", clip(&f.headline(), 300));
         match f {
-            Failure::Diverged { .. } => out.push_str(&indent(&f.details(), "         ")),
-            Failure::ProjectDiffers(d) => {
+            Failure::Diverged { divergence, .. } => {
+                out.push_str(&indent(&f.details(), "         "));
+                if let Some(want) = divergence.expected.first() {
+                    for d in diff(want, &divergence.actual) {
+                        let _ = writeln!(out, "         diff {}", clip(&d.to_string(), 200));
+                    }
+                }
+                let _ = writeln!(
+                    out,
+                    "       repro: {}",
+                    clip(&curl_one("$BASE", &divergence.request), 600)
+                );
+            }
+            Failure::Findings(d) => {
                 for x in d {
                     let _ = writeln!(out, "         {}", clip(&x.to_string(), 300));
                 }
+                let _ = writeln!(
+                    out,
+                    "       (each finding is shown with its repro under \"Findings\")"
+                );
             }
             _ => {}
         }
         if !f.rules().is_empty() {
-            let _ = writeln!(out, "       rules: {}", f.rules().join(", "));
+            let _ = writeln!(out, "       rules: {}", join(&f.rules()));
+        }
+    }
+    if verbose {
+        if let Some(c) = &e.curl {
+            out.push_str(&indent(c, "       | "));
         }
     }
     if verbose {
@@ -68,6 +92,62 @@ fn failure_block(out: &mut String, e: &Entry, verbose: bool) {
     }
 }
 
+/// One distinct finding: where it was met, what differs, how to reproduce it.
+fn finding_block(out: &mut String, f: &FindingEntry, verbose: bool) {
+    let mark = match (f.accepted, f.fails_run) {
+        (true, _) => "accepted",
+        (_, true) => "FAIL",
+        _ => "note",
+    };
+    let x = &f.finding;
+    let _ = writeln!(
+        out,
+        "  {mark} {} [{}] {}: {}",
+        x.rule,
+        x.level,
+        x.kind,
+        clip(&x.what, 200)
+    );
+    if let Some(e) = &x.example {
+        let _ = writeln!(out, "       e.g. {}", clip(e, 300));
+    }
+    let n = f.seen_in.len();
+    let shown: Vec<&str> = f.seen_in.iter().take(3).map(String::as_str).collect();
+    let more = if n > 3 {
+        format!(", … {} more", n - 3)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "       seen in {n} case(s)/run(s): {}{more}; first at exchange #{} of {}",
+        shown.join(", "),
+        f.example.seen.step + 1,
+        f.example.origin
+    );
+    for d in f.diff.iter().take(12) {
+        let _ = writeln!(out, "       diff {}", clip(&d.to_string(), 200));
+    }
+    if let Some(x) = f.example.transcript.get(f.example.seen.step) {
+        let _ = writeln!(
+            out,
+            "       repro: {}",
+            clip(&curl_one("$BASE", &x.request), 600)
+        );
+        if f.example.seen.step > 0 {
+            let _ = writeln!(
+                out,
+                "              (after {} earlier exchange(s) of that case: the script is in the JSON and JUnit reports{})",
+                f.example.seen.step,
+                if verbose { ", and below" } else { "; -v prints it" }
+            );
+        }
+    }
+    if verbose {
+        out.push_str(&indent(&f.curl, "       | "));
+    }
+}
+
 /// Renders the report for a terminal.
 pub fn render(r: &Report, verbose: bool) -> String {
     let mut out = String::new();
@@ -76,6 +156,13 @@ pub fn render(r: &Report, verbose: bool) -> String {
         "queen-conformance run {} against {}",
         r.run_id, r.target
     );
+    if let Some(why) = &r.target_down {
+        let _ = writeln!(
+            out,
+            "\nTHE BROKER STOPPED ANSWERING; the run was cut short (exit status 3):"
+        );
+        out.push_str(&indent(why, "  "));
+    }
     if !r.without.is_empty() {
         let w: Vec<_> = r.without.iter().map(|c| c.as_str()).collect();
         let _ = writeln!(out, "without: {}", w.join(", "));
@@ -110,6 +197,27 @@ pub fn render(r: &Report, verbose: bool) -> String {
     }
     let _ = writeln!(out);
 
+    if !r.findings.is_empty() {
+        let failing = r.findings.iter().filter(|f| f.fails_run).count();
+        let _ = writeln!(
+            out,
+            "Findings: {} distinct departure(s) from the protocol, {failing} failing the run (each once, by rule):",
+            r.findings.len()
+        );
+        for f in &r.findings {
+            finding_block(&mut out, f, verbose);
+        }
+        let _ = writeln!(out);
+    }
+    if !r.accepted.is_empty() {
+        let names: Vec<String> = r.accepted.iter().map(|a| a.to_string()).collect();
+        let n = r.findings.iter().filter(|f| f.accepted).count();
+        let _ = writeln!(
+            out,
+            "Accepted deviations (--accept): {} ({n} finding(s) accepted)\n",
+            names.join(", ")
+        );
+    }
     let failed: Vec<&Entry> = r
         .entries
         .iter()
@@ -213,19 +321,12 @@ pub fn render(r: &Report, verbose: bool) -> String {
                 out.push_str(&indent(&c.curl, "    "));
             }
         }
-        if !l.project.is_empty() {
+        if !l.findings.is_empty() {
             let _ = writeln!(
                 out,
-                "  differs on project-resolved points ({}):",
-                if r.strict {
-                    "fails with --strict"
-                } else {
-                    "does not fail the run"
-                }
+                "  findings met: {} (listed under \"Findings\")",
+                l.findings.len()
             );
-            for d in &l.project {
-                let _ = writeln!(out, "    {}", clip(&d.to_string(), 300));
-            }
         }
         if let Some(e) = &l.error {
             let _ = writeln!(out, "  error: {e}");
@@ -250,6 +351,12 @@ pub fn render(r: &Report, verbose: bool) -> String {
                 .filter(|v| !v.is_empty())
                 .unwrap_or_else(|| e.rules.clone())
         })
+        .chain(
+            r.findings
+                .iter()
+                .filter(|f| f.fails_run)
+                .map(|f| f.finding.rule.to_string()),
+        )
         .collect();
     rules.sort();
     rules.dedup();

@@ -17,7 +17,7 @@
 //! that change state explored as alternatives (see `Ctx::project`). Keep-going (a broker
 //! that is not ours): an answer that differs only in what it *says* is a finding too, the
 //! check goes on from the state matching what the broker did, and of the outcomes that
-//! match, those needing the fewest new answer-only findings are kept. A route the broker
+//! match, those needing the fewest soft differences are kept. A route the broker
 //! lacks (404, 405, 501) is a finding that leaves the state as it was, and a pop that
 //! claimed less than it was allowed is read as the smaller claim it was.
 
@@ -67,24 +67,17 @@ impl World {
             .hash(&mut h);
         h.finish()
     }
-
-    /// How many answer-only findings this world has.
-    fn answer_findings(&self) -> usize {
-        self.findings
-            .iter()
-            .filter(|f| f.kind.answer_only())
-            .count()
-    }
 }
 
-/// Worlds being collected, each with its fingerprint and how many answer-only findings
-/// the step added to it.
+/// Worlds being collected, each with its fingerprint and how many soft differences its
+/// answer needed.
 #[derive(Default)]
 struct Next {
     worlds: Vec<World>,
     prints: Vec<u64>,
     added: Vec<usize>,
-    /// The model's answer for the first world kept, when matching it needed findings.
+    /// The model's answer for the first world kept, when matching it needed soft
+    /// differences.
     expected: Option<HttpResponse>,
 }
 
@@ -112,8 +105,8 @@ impl Next {
         }
     }
 
-    /// Keeps only the worlds whose answer needed the fewest new answer-only findings:
-    /// an interpretation under which the broker said what the protocol says wins.
+    /// Keeps only the worlds whose answer needed the fewest soft differences: an
+    /// interpretation under which the broker said what the protocol says wins.
     fn fewest_new_findings(&mut self) {
         let Some(&least) = self.added.iter().min() else {
             return;
@@ -351,10 +344,8 @@ impl Checker {
                     for d in taken {
                         note(&mut w.findings, d);
                     }
-                    let before = w.answer_findings();
                     match check_answer(&out, actual, &mut w, &req.path, judge) {
-                        Ok(()) => {
-                            let added = w.answer_findings() - before;
+                        Ok(added) => {
                             if added > 0 && next.expected.is_none() {
                                 next.expected = Some(describe(&out, &w));
                             }
