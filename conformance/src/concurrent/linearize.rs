@@ -15,6 +15,14 @@
 //! Relaxation: the checker does not force the "now" of successive calls to be
 //! monotonic (each call's time is only bounded by its own interval), so the check
 //! accepts slightly more than a strictly timed linearization would; never less.
+//!
+//! Unanswered calls: an unknown call may always be left unplaced, so a history in which
+//! most calls went unanswered is "linearizable" while showing nothing (a dead broker's
+//! history, every call unknown, trivially is). Past [`UNANSWERED_MAX_SHARE`] of the
+//! calls unknown, or every call of one client, the scenario's verdict is therefore
+//! "inconclusive" ([`unanswered`], [`Outcome::judge_unanswered`]), which fails the run
+//! like "unknown", never "linearizable"; a violation found all the same stays one (the
+//! search is sound under unknown answers).
 
 use super::history::{Answer, History, Op};
 use crate::session::CheckSettings;
@@ -55,6 +63,44 @@ pub struct Violation {
     pub refused: Vec<(usize, String)>,
 }
 
+/// The largest share of a scenario's calls that may go unanswered (timeouts, dropped
+/// connections, 5xx) for its history to be called linearizable: past it the verdict is
+/// "inconclusive".
+pub const UNANSWERED_MAX_SHARE: f64 = 0.10;
+
+/// Why `history` shows too little to be called linearizable: more than
+/// [`UNANSWERED_MAX_SHARE`] of its calls unknown, or every call of some client; `None`
+/// when it shows enough.
+pub fn unanswered(history: &History) -> Option<String> {
+    let (n, unknown) = (history.ops.len(), history.unknown());
+    if n > 0 && unknown as f64 > UNANSWERED_MAX_SHARE * n as f64 {
+        return Some(format!(
+            "{unknown} of {n} calls went unanswered (timeouts, dropped connections, 5xx): \
+             more than {:.0}% of the calls, too few answers to call the history linearizable",
+            UNANSWERED_MAX_SHARE * 100.0
+        ));
+    }
+    let mut per_client: std::collections::BTreeMap<usize, (usize, usize)> = Default::default();
+    for o in &history.ops {
+        let e = per_client.entry(o.client).or_default();
+        e.0 += 1;
+        e.1 += usize::from(o.is_unknown());
+    }
+    let silent: Vec<String> = per_client
+        .iter()
+        .filter(|(_, (all, unknown))| all == unknown)
+        .map(|(c, _)| format!("c{c}"))
+        .collect();
+    (!silent.is_empty()).then(|| {
+        format!(
+            "{unknown} of {n} calls went unanswered (timeouts, dropped connections, 5xx), \
+             among them every call of client {}: too few answers to call the history \
+             linearizable",
+            silent.join(", ")
+        )
+    })
+}
+
 /// One key's result.
 #[derive(Clone, Debug)]
 pub struct KeyResult {
@@ -73,10 +119,21 @@ pub struct Outcome {
     pub ops: usize,
     pub unknown_ops: usize,
     pub elapsed_ms: f64,
+    /// Why the history is inconclusive whatever the search found ([`unanswered`]); set
+    /// by [`Outcome::judge_unanswered`], `None` from the search alone.
+    pub unanswered: Option<String>,
 }
 
 impl Outcome {
-    /// Linearizable only if every key is.
+    /// The outcome with [`unanswered`] applied to the history it was searched on.
+    pub fn judge_unanswered(mut self, history: &History) -> Outcome {
+        self.unanswered = unanswered(history);
+        self
+    }
+
+    /// Linearizable only if every key is and the history was answered enough;
+    /// `violation`, `inconclusive` (too many unanswered calls), `unknown` (the search
+    /// could not decide) or `linearizable`.
     pub fn verdict_name(&self) -> &'static str {
         if self
             .keys
@@ -84,6 +141,8 @@ impl Outcome {
             .any(|k| matches!(k.verdict, Verdict::Violation(_)))
         {
             "violation"
+        } else if self.unanswered.is_some() {
+            "inconclusive"
         } else if self
             .keys
             .iter()
@@ -146,6 +205,7 @@ pub fn check_until(
         ops: history.ops.len(),
         unknown_ops: history.unknown(),
         elapsed_ms: t0.elapsed().as_secs_f64() * 1000.0,
+        unanswered: None,
     }
 }
 

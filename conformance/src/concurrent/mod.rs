@@ -5,19 +5,25 @@
 //! [`drain`] empties every queue with every group, and [`invariants`] checks the history
 //! and the drain together (nothing answered 201 lost, no delivery past a committed
 //! cursor, partition order, one live lease per (partition, group), every duplicate
-//! explained), counting anomalies by kind.
+//! explained), counting anomalies by kind. A history with too many unanswered calls is
+//! "inconclusive", never "linearizable" ([`linearize::unanswered`]); answers that differ
+//! from PROTOCOL.md in form only are read leniently by the drain and the invariants
+//! ([`answers`]).
 
+pub mod answers;
 pub mod drain;
 pub mod history;
 pub mod invariants;
 pub mod linearize;
+#[cfg(test)]
+mod tests;
 pub mod timeline;
 pub mod workload;
 
 pub use drain::{Drain, DrainOptions};
 pub use history::{Answer, History, Op};
 pub use invariants::InvariantReport;
-pub use linearize::{check, Outcome, Verdict};
+pub use linearize::{check, Outcome, Verdict, UNANSWERED_MAX_SHARE};
 pub use workload::{run_workload, Workload};
 
 use crate::session::{CheckSettings, Target};
@@ -40,7 +46,7 @@ pub fn check_deep(history: &History, settings: &CheckSettings, budget: u64) -> O
 }
 
 /// Runs `workload` against `target` and checks the history with `budget` model steps
-/// per key.
+/// per key; the outcome is inconclusive when too many calls went unanswered.
 pub async fn run_and_check(
     target: &Target,
     workload: &Workload,
@@ -51,6 +57,7 @@ pub async fn run_and_check(
     let outcome = tokio::task::spawn_blocking(move || check_deep(&h, &settings, budget))
         .await
         .expect("the checker does not panic");
+    let outcome = outcome.judge_unanswered(&history);
     (history, outcome)
 }
 
@@ -76,9 +83,23 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// Passed: linearizable (not a violation, not undecided) and no bad anomaly.
+    /// Passed: linearizable (not a violation, not undecided, not inconclusive) and no
+    /// bad anomaly.
     pub fn passed(&self) -> bool {
         self.outcome.passed() && self.invariants.passed()
+    }
+
+    /// The linearizability verdict: `linearizable`, `violation`, `unknown` (the search
+    /// could not decide) or `inconclusive` (too many calls went unanswered).
+    pub fn verdict_name(&self) -> &'static str {
+        self.outcome.verdict_name()
+    }
+
+    /// Why the scenario is inconclusive (how many calls went unanswered), when it is:
+    /// more than [`UNANSWERED_MAX_SHARE`] of its calls, or every call of a client, were
+    /// unknown. Such a scenario fails the run and is never called linearizable.
+    pub fn inconclusive_reason(&self) -> Option<String> {
+        self.outcome.unanswered.clone()
     }
 
     /// For `--json`: the workload, the search per queue, the drain and the anomaly counts.
@@ -94,6 +115,7 @@ impl Scenario {
             "durationMs": self.duration_ms,
             "linearizability": {
                 "verdict": self.outcome.verdict_name(),
+                "inconclusive": self.inconclusive_reason(),
                 "calls": self.outcome.ops,
                 "unknownCalls": self.outcome.unknown_ops,
                 "modelSteps": self.outcome.steps(),
@@ -167,6 +189,9 @@ pub fn summary(history: &History, outcome: &Outcome) -> String {
         outcome.keys.len(),
         outcome.verdict_name()
     );
+    if let Some(why) = &outcome.unanswered {
+        s.push_str(&format!("  inconclusive: {why}\n"));
+    }
     for k in &outcome.keys {
         s.push_str(&format!(
             "  {}: {} calls, {} model steps, {:.1} ms: {}\n",

@@ -9,9 +9,10 @@
 //! its history is checked under. A call whose answer does not arrive within the
 //! client's timeout, or answers 5xx, is recorded as unknown.
 
+use super::answers::{read_pop, PopRead};
 use super::history::{Answer, History, Op};
 use crate::session::{now_ms, transmit, Target};
-use queen_reference::wire::{HttpRequest, PopResponse};
+use queen_reference::wire::HttpRequest;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -195,20 +196,16 @@ async fn client(target: &Target, w: &Workload, c: usize, log: &Mutex<Vec<Op>>) {
             }
             let queue = w.queue(q);
             let req = HttpRequest::get(format!("/api/v1/pop/queue/{queue}"), &query);
-            if let Answer::Known(a) = call(target, w, c, queue, req, log).await {
-                if let Some(p) = a
-                    .body
-                    .filter(|_| a.status == 200)
-                    .and_then(|b| serde_json::from_value::<PopResponse>(b).ok())
-                {
-                    held.extend(p.messages.into_iter().map(|m| Held {
-                        queue: q,
-                        group,
-                        txn: m.transaction_id,
-                        partition_id: m.partition_id,
-                        lease: m.lease_id,
-                    }));
-                }
+            // Read leniently (any 2xx with a `messages` array), like the invariants read it:
+            // what a client got, it acks.
+            if let PopRead::Delivered(msgs) = read_pop(&call(target, w, c, queue, req, log).await) {
+                held.extend(msgs.into_iter().map(|m| Held {
+                    queue: q,
+                    group,
+                    txn: m.transaction_id,
+                    partition_id: m.partition_id,
+                    lease: m.lease_id,
+                }));
             }
         } else {
             let q = rng.below(w.queues as u64) as usize;

@@ -1,14 +1,19 @@
 //! What a recorded history says, read once for the invariant checks: which messages were
 //! pushed and with what answer, every delivery (one per pop and partition, its messages in
-//! the order the pop returned them), every ack call, the dead letters the drain listed,
+//! the order the pop returned them), every ack call, the pops whose deliveries the history
+//! cannot name, every lease extend and what it showed, the dead letters the drain listed,
 //! and the order of messages within a partition that the history makes *certain* (offsets
 //! never appear on the wire, so order is only known where real time or one request fixes
-//! it).
+//! it). Answers are read leniently ([`crate::concurrent::answers`]): what cannot be read
+//! is unknown, never "not applied".
 
+use crate::concurrent::answers::{
+    read_acks, read_extend, read_pop, read_push, AckRead, ExtendRead, PopRead, PushRead,
+};
 use crate::concurrent::history::{Answer, History, Op};
 use queen_reference::time::Millis;
 use queen_reference::wire::{
-    parse_request, AckResult, AckStatus, DlqResponse, PopResponse, PushResult, PushStatus, Request,
+    parse_request, AckStatus, DlqResponse, PopRoute, PushStatus, Request, QUEUE_MODE,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -75,8 +80,9 @@ pub struct Acked {
     pub msg: Option<MsgKey>,
     pub status: AckStatus,
     pub lease: Option<String>,
-    /// `None`: the answer is unknown (the ack may or may not have taken effect).
-    pub result: Option<AckResult>,
+    /// `None`: the answer is unknown or unreadable (the ack may or may not have taken
+    /// effect).
+    pub result: Option<AckRead>,
     pub invoke_ms: Millis,
     pub complete_ms: Millis,
 }
@@ -92,8 +98,37 @@ impl Acked {
     pub fn maybe_comes_back(&self) -> bool {
         matches!(self.status, AckStatus::Failed | AckStatus::Retry)
             && self.maybe_effective()
-            && !self.result.as_ref().is_some_and(|r| r.dlq)
+            && self.result.as_ref().is_none_or(|r| r.dlq != Some(true))
     }
+}
+
+/// A pop whose answer names no delivery the history can follow (unknown, or unreadable):
+/// it may have taken a lease nobody can name.
+#[derive(Clone, Debug)]
+pub struct BlindPop {
+    pub op: usize,
+    /// `None`: a discovery pop (any queue).
+    pub queue: Option<String>,
+    /// The partition route's partition name (`None`: any partition of the queue).
+    pub partition: Option<String>,
+    pub group: String,
+    pub invoke_ms: Millis,
+    pub complete_ms: Millis,
+    /// Whether the answer is unknown (then it may have acted after its completion).
+    pub unknown: bool,
+    pub lease_min_ms: Option<Millis>,
+}
+
+/// A lease extend and what its answer showed (LEASE-1, LEASE-2).
+#[derive(Clone, Debug)]
+pub struct Extended {
+    pub op: usize,
+    pub lease: String,
+    /// `seconds` of the request (`None`: the lease's own duration, LEASE-3).
+    pub seconds: Option<u32>,
+    pub read: ExtendRead,
+    pub invoke_ms: Millis,
+    pub complete_ms: Millis,
 }
 
 /// Everything the checks need, over the workload and the drain together.
@@ -103,6 +138,10 @@ pub struct Facts {
     pub pushes: BTreeMap<MsgKey, Vec<Pushed>>,
     pub deliveries: Vec<Delivery>,
     pub acks: Vec<Acked>,
+    /// Pops that may have leased what no answer names.
+    pub blind_pops: Vec<BlindPop>,
+    /// Every lease extend, with what it showed.
+    pub extends: Vec<Extended>,
     /// Other calls that may release leases or move cursors outside ack calls
     /// (transactions, queue deletes): op index and queue (`None`: any queue).
     pub other_writers: Vec<(usize, Option<String>, Millis)>,
@@ -122,9 +161,15 @@ fn known(op: &Op) -> Option<&queen_reference::wire::HttpResponse> {
 impl Facts {
     /// Reads `history` (workload and drain merged, ids as in `history`).
     pub fn read(history: &History) -> Facts {
+        Facts::from_ops(&history.ops)
+    }
+
+    /// Reads calls in invocation order (each named by its `id`): what the drain reads
+    /// of one queue while it runs.
+    pub fn from_ops<'a>(ops: impl IntoIterator<Item = &'a Op>) -> Facts {
         let mut f = Facts::default();
         let mut acks_raw = Vec::new();
-        for op in &history.ops {
+        for op in ops {
             // Limits do not matter here: the workload's requests are well-formed, and a
             // request that does not parse changed nothing (it was answered 400).
             let Ok(req) = parse_request(&op.request, 30_000, usize::MAX) else {
@@ -132,93 +177,18 @@ impl Facts {
             };
             match req {
                 Request::Push(p) => f.read_push(op, &p),
-                Request::Pop { route, query } => {
-                    let Some(a) = known(op) else { continue };
-                    if a.status != 200 {
-                        continue;
-                    }
-                    let Some(body) = a
-                        .body
-                        .clone()
-                        .and_then(|b| serde_json::from_value::<PopResponse>(b).ok())
-                    else {
-                        continue;
-                    };
-                    let queue = match &route {
-                        queen_reference::wire::PopRoute::Queue(q)
-                        | queen_reference::wire::PopRoute::Partition(q, _) => Some(q.clone()),
-                        queen_reference::wire::PopRoute::Discovery { .. } => None,
-                    };
-                    let mut by_part: Vec<Delivery> = Vec::new();
-                    for m in body.messages {
-                        // Discovery pops do not name the queue per message (POP-5): such
-                        // messages are identified through the partition id, if known.
-                        let q = match &queue {
-                            Some(q) => q.clone(),
-                            None => match f.partitions.get(&m.partition_id) {
-                                Some((q, _)) => q.clone(),
-                                None => continue,
-                            },
-                        };
-                        f.partitions
-                            .insert(m.partition_id.clone(), (q.clone(), m.partition.clone()));
-                        let key = MsgKey {
-                            queue: q,
-                            partition: m.partition.clone(),
-                            txn: m.transaction_id.clone(),
-                        };
-                        match by_part
-                            .iter_mut()
-                            .find(|d| d.partition_id == m.partition_id)
-                        {
-                            Some(d) => d.msgs.push(key),
-                            None => by_part.push(Delivery {
-                                op: op.id,
-                                group: query.consumer_group.clone(),
-                                partition_id: m.partition_id.clone(),
-                                lease: m.lease_id.clone(),
-                                msgs: vec![key],
-                                invoke_ms: op.invoke_ms,
-                                complete_ms: op.complete_ms,
-                                lease_min_ms: query.lease_seconds.map(|s| s as Millis * 1000),
-                                auto_ack: query.auto_ack,
-                            }),
-                        }
-                    }
-                    f.deliveries.extend(by_part);
-                }
+                Request::Pop { route, query } => f.read_pop(op, &route, &query),
                 Request::Ack(item) => acks_raw.push((op, vec![item])),
                 Request::AckBatch(items) => acks_raw.push((op, items)),
-                Request::Dlq(_) => {
-                    let Some(a) = known(op) else { continue };
-                    let Some(body) = a
-                        .body
-                        .clone()
-                        .filter(|_| a.status == 200)
-                        .and_then(|b| serde_json::from_value::<DlqResponse>(b).ok())
-                    else {
-                        continue;
-                    };
-                    for d in body.messages {
-                        f.partitions.insert(
-                            d.partition_id.clone(),
-                            (d.queue.clone(), d.partition.clone()),
-                        );
-                        let group = if d.consumer_group.is_empty() {
-                            queen_reference::wire::QUEUE_MODE.to_string()
-                        } else {
-                            d.consumer_group
-                        };
-                        f.dead.insert((
-                            group,
-                            MsgKey {
-                                queue: d.queue,
-                                partition: d.partition,
-                                txn: d.transaction_id,
-                            },
-                        ));
-                    }
-                }
+                Request::Dlq(_) => f.read_dlq(op),
+                Request::Extend(e) => f.extends.push(Extended {
+                    op: op.id,
+                    lease: e.lease_id,
+                    seconds: e.seconds,
+                    read: read_extend(&op.answer),
+                    invoke_ms: op.invoke_ms,
+                    complete_ms: op.complete_ms,
+                }),
                 Request::Transaction(_) => f.other_writers.push((op.id, None, op.invoke_ms)),
                 Request::DeleteQueue(q) => f.other_writers.push((op.id, Some(q), op.invoke_ms)),
                 _ => {}
@@ -226,55 +196,152 @@ impl Facts {
         }
         // Acks last: their partition ids are resolved with every pop answer read.
         for (op, items) in acks_raw {
-            let results: Option<Vec<AckResult>> = known(op)
-                .filter(|a| a.status == 200)
-                .and_then(|a| a.body.clone())
-                .and_then(|b| serde_json::from_value(b).ok());
-            if known(op).is_some() && results.is_none() {
-                // A known answer that is not a 200 array (400): nothing changed.
-                continue;
-            }
-            for (i, it) in items.into_iter().enumerate() {
-                let msg = f.partitions.get(&it.partition_id).map(|(q, p)| MsgKey {
-                    queue: q.clone(),
-                    partition: p.clone(),
-                    txn: it.transaction_id.clone(),
-                });
-                f.acks.push(Acked {
-                    op: op.id,
-                    group: it.consumer_group,
-                    partition_id: it.partition_id,
-                    msg,
-                    status: it.status,
-                    lease: it.lease_id,
-                    result: results.as_ref().and_then(|r| r.get(i).cloned()),
-                    invoke_ms: op.invoke_ms,
-                    complete_ms: op.complete_ms,
-                });
-            }
+            f.read_acks(op, items);
         }
         f
     }
 
-    fn read_push(&mut self, op: &Op, p: &queen_reference::wire::PushRequest) {
-        let results: Option<Vec<PushResult>> = match &op.answer {
-            Answer::Unknown(_) => None,
-            Answer::Known(a) if a.status == 201 => {
-                a.body.clone().and_then(|b| serde_json::from_value(b).ok())
+    fn read_pop(&mut self, op: &Op, route: &PopRoute, query: &queen_reference::wire::PopQuery) {
+        let (queue, partition) = match route {
+            PopRoute::Queue(q) => (Some(q.clone()), None),
+            PopRoute::Partition(q, p) => (Some(q.clone()), Some(p.clone())),
+            PopRoute::Discovery { .. } => (None, None),
+        };
+        let lease_min_ms = query.lease_seconds.map(|s| s as Millis * 1000);
+        let msgs = match read_pop(&op.answer) {
+            PopRead::Empty => return,
+            PopRead::Delivered(m) => m,
+            PopRead::Blind => {
+                // An autoAck pop takes no lease (POP-7): nothing of it can hold a partition.
+                if !query.auto_ack {
+                    self.blind_pops.push(BlindPop {
+                        op: op.id,
+                        queue,
+                        partition,
+                        group: query.consumer_group.clone(),
+                        invoke_ms: op.invoke_ms,
+                        complete_ms: op.complete_ms,
+                        unknown: op.is_unknown(),
+                        lease_min_ms,
+                    });
+                }
+                return;
             }
-            // Any other known answer wrote nothing (400, 413).
-            Answer::Known(_) => return,
+        };
+        let mut by_part: Vec<Delivery> = Vec::new();
+        for m in msgs {
+            // Discovery pops do not name the queue per message (POP-5): such messages
+            // are identified through the partition id, if known; so is a message whose
+            // answer leaves its partition's name out.
+            let learnt = self.partitions.get(&m.partition_id).cloned();
+            let Some(q) = queue.clone().or_else(|| learnt.clone().map(|l| l.0)) else {
+                continue;
+            };
+            let Some(pname) = m.partition.clone().or_else(|| learnt.map(|l| l.1)) else {
+                continue;
+            };
+            self.partitions
+                .insert(m.partition_id.clone(), (q.clone(), pname.clone()));
+            let key = MsgKey {
+                queue: q,
+                partition: pname,
+                txn: m.transaction_id.clone(),
+            };
+            match by_part
+                .iter_mut()
+                .find(|d| d.partition_id == m.partition_id)
+            {
+                Some(d) => d.msgs.push(key),
+                None => by_part.push(Delivery {
+                    op: op.id,
+                    group: query.consumer_group.clone(),
+                    partition_id: m.partition_id.clone(),
+                    lease: m.lease_id.clone(),
+                    msgs: vec![key],
+                    invoke_ms: op.invoke_ms,
+                    complete_ms: op.complete_ms,
+                    lease_min_ms,
+                    auto_ack: query.auto_ack,
+                }),
+            }
+        }
+        self.deliveries.extend(by_part);
+    }
+
+    fn read_dlq(&mut self, op: &Op) {
+        let Some(a) = known(op) else { return };
+        let Some(body) = a
+            .body
+            .clone()
+            .filter(|_| a.status == 200)
+            .and_then(|b| serde_json::from_value::<DlqResponse>(b).ok())
+        else {
+            return;
+        };
+        for d in body.messages {
+            self.partitions.insert(
+                d.partition_id.clone(),
+                (d.queue.clone(), d.partition.clone()),
+            );
+            let group = if d.consumer_group.is_empty() {
+                QUEUE_MODE.to_string()
+            } else {
+                d.consumer_group
+            };
+            self.dead.insert((
+                group,
+                MsgKey {
+                    queue: d.queue,
+                    partition: d.partition,
+                    txn: d.transaction_id,
+                },
+            ));
+        }
+    }
+
+    /// Every item of an ack call, with its result where the answer reads (a known
+    /// answer that does not read, even a 4xx to a well-formed call, is unknown: maybe
+    /// applied).
+    fn read_acks(&mut self, op: &Op, items: Vec<queen_reference::wire::AckItem>) {
+        let results = read_acks(&op.answer);
+        for (i, it) in items.into_iter().enumerate() {
+            let msg = self.partitions.get(&it.partition_id).map(|(q, p)| MsgKey {
+                queue: q.clone(),
+                partition: p.clone(),
+                txn: it.transaction_id.clone(),
+            });
+            self.acks.push(Acked {
+                op: op.id,
+                group: it.consumer_group,
+                partition_id: it.partition_id,
+                msg,
+                status: it.status,
+                lease: it.lease_id,
+                result: results.as_ref().and_then(|r| r.get(i).cloned().flatten()),
+                invoke_ms: op.invoke_ms,
+                complete_ms: op.complete_ms,
+            });
+        }
+    }
+
+    fn read_push(&mut self, op: &Op, p: &queen_reference::wire::PushRequest) {
+        let results = match read_push(&op.answer) {
+            // A 4xx wrote nothing (400, 413).
+            PushRead::Refused => return,
+            PushRead::Unknown => None,
+            PushRead::Items(r) => Some(r),
         };
         for (i, it) in p.items.iter().enumerate() {
             let r = results.as_ref().and_then(|r| r.get(i));
-            let txn = match (&it.transaction_id, r) {
+            let txn = match (&it.transaction_id, r.and_then(|r| r.transaction_id.clone())) {
                 (Some(t), _) => t.clone(),
-                (None, Some(r)) => r.transaction_id.clone(),
+                (None, Some(t)) => t,
                 // A minted id we never learnt: this item cannot be followed.
                 (None, None) => continue,
             };
-            let fate = match r.map(|r| r.status) {
-                None if results.is_some() => continue,
+            // An item the answer leaves out or does not read is unknown, like a lost
+            // answer.
+            let fate = match r.and_then(|r| r.status) {
                 None => Fate::Unknown,
                 Some(PushStatus::Queued) => Fate::Queued,
                 Some(PushStatus::Buffered) => Fate::Buffered,
@@ -295,6 +362,31 @@ impl Facts {
                     complete_ms: op.complete_ms,
                 });
         }
+    }
+
+    /// The pushes of `key` that must not be lost: answered `queued` or `buffered`.
+    pub fn required(&self, key: &MsgKey) -> Vec<usize> {
+        self.pushes.get(key).map_or(vec![], |ps| {
+            ps.iter()
+                .filter(|p| matches!(p.fate, Fate::Queued | Fate::Buffered))
+                .map(|p| p.op)
+                .collect()
+        })
+    }
+
+    /// The messages of `queue` that must not be lost and have not reached `group`.
+    pub fn missing(&self, queue: &str, group: &str) -> Vec<&MsgKey> {
+        let reached: BTreeSet<&MsgKey> = self
+            .deliveries
+            .iter()
+            .filter(|d| d.group == group)
+            .flat_map(|d| d.msgs.iter())
+            .chain(self.dead.iter().filter(|(g, _)| g == group).map(|(_, k)| k))
+            .collect();
+        self.pushes
+            .keys()
+            .filter(|k| k.queue == queue && !reached.contains(k) && !self.required(k).is_empty())
+            .collect()
     }
 
     /// Whether `x` certainly has a lower offset than `y` (same partition): `x` was

@@ -9,24 +9,32 @@
 //! Every check is sound under unknown outcomes: a push with an unknown answer may or may
 //! not exist (never required, never a phantom); an ack with an unknown answer may or may
 //! not have committed (it never proves a cursor, and it may explain a redelivery); only
-//! what is certain from real time and the answers is flagged. Each anomaly is counted by
+//! what is certain from real time and the answers is flagged. An answer that does not
+//! read as PROTOCOL.md words it (another 2xx, a missing key) is read leniently, and what
+//! still cannot be read counts as unknown ([`crate::concurrent::answers`]). A message a
+//! drained group never received while a lease may still have held its partition when the
+//! drain's final empty answer came is `still-leased` (allowed), not `lost`: the broker's
+//! lease may be longer than the one asked for ([`leases`]). Each anomaly is counted by
 //! kind, bad or allowed; any bad one fails the run.
 
 pub mod facts;
+pub mod leases;
 #[cfg(test)]
 mod tests;
 
 use super::drain::Drain;
 use super::history::History;
 use facts::{Delivery, Facts, Fate, MsgKey};
+use leases::Leases;
 use queen_reference::time::Millis;
 use queen_reference::wire::AckStatus;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The kinds of anomaly, in report order.
-pub const KINDS: [&str; 8] = [
+pub const KINDS: [&str; 9] = [
     "lost",
+    "still-leased",
     "phantom",
     "order",
     "past-cursor",
@@ -199,7 +207,8 @@ pub fn check_with(history: &History, drain: &Drain, opts: &Options) -> Invariant
             ops: vec![],
         });
     }
-    lost(&f, drain, &mut out);
+    let horizon = history.ops.iter().map(|o| o.complete_ms).max().unwrap_or(0);
+    lost(&f, drain, &Leases::new(&f, opts.skew_ms, horizon), &mut out);
     phantom_and_order(&f, &mut out);
     past_cursor(&f, &mut out);
     double_lease(&f, opts, &mut out);
@@ -229,19 +238,17 @@ fn by_cursor(f: &Facts) -> HashMap<(&str, &str), Vec<&Delivery>> {
 }
 
 /// No message answered 201 `queued`/`buffered` is missing: each was delivered to every
-/// drained group of its queue at some point, or is a dead letter of that group.
-fn lost(f: &Facts, drain: &Drain, out: &mut InvariantReport) {
+/// drained group of its queue at some point, or is a dead letter of that group, or a
+/// lease may still have held its partition when the drain's final empty answer came
+/// (`still-leased`, allowed).
+fn lost(f: &Facts, drain: &Drain, leases: &Leases, out: &mut InvariantReport) {
     let delivered: HashSet<(&str, &MsgKey)> = f
         .deliveries
         .iter()
         .flat_map(|d| d.msgs.iter().map(move |m| (d.group.as_str(), m)))
         .collect();
     for (key, pushes) in &f.pushes {
-        let required: Vec<usize> = pushes
-            .iter()
-            .filter(|p| matches!(p.fate, Fate::Queued | Fate::Buffered))
-            .map(|p| p.op)
-            .collect();
+        let required = f.required(key);
         let delivered_to = |g: &str| {
             delivered.contains(&(g, key)) || f.dead.contains(&(g.to_string(), key.clone()))
         };
@@ -257,17 +264,29 @@ fn lost(f: &Facts, drain: &Drain, out: &mut InvariantReport) {
             }
             continue;
         }
-        for g in drain.drained_groups(&key.queue) {
-            if !delivered_to(g) {
-                out.anomalies.push(Anomaly {
+        let drained = drain
+            .targets
+            .iter()
+            .filter(|t| t.emptied && t.queue == key.queue);
+        for t in drained.filter(|t| !delivered_to(&t.group)) {
+            let g = &t.group;
+            let at = t.empty_at.unwrap_or(Millis::MAX);
+            out.anomalies.push(match leases.holding(g, key, at) {
+                Some(h) => Anomaly {
+                    kind: "still-leased",
+                    bad: false,
+                    cause: h.cause.into(),
+                    ops: required.iter().copied().chain(h.ops).collect(),
+                },
+                None => Anomaly {
                     kind: "lost",
                     bad: true,
                     cause: format!(
                         "{key} was answered 201 but never delivered to group {g} (drained)"
                     ),
                     ops: required.clone(),
-                });
-            }
+                },
+            });
         }
     }
 }
@@ -331,7 +350,8 @@ fn commits(f: &Facts) -> Vec<(usize, &str, &str, &MsgKey, Millis)> {
         let (Some(r), Some(x)) = (&a.result, &a.msg) else {
             continue;
         };
-        if a.status != AckStatus::Completed || !r.success || r.noop {
+        // An answer without `noop` may have been one: it proves no commit of its own.
+        if a.status != AckStatus::Completed || !r.success || r.noop != Some(false) {
             continue;
         }
         // A failure in the same call at or below x clamps the cursor (ACK-2): x is

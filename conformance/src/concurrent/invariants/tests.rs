@@ -119,11 +119,7 @@ fn ack(
 fn drained() -> Drain {
     Drain {
         ops: vec![],
-        targets: vec![Drained {
-            queue: "q".into(),
-            group: QUEUE_MODE.into(),
-            emptied: true,
-        }],
+        targets: vec![Drained::emptied_at("q", QUEUE_MODE, T + 60_000)],
         elapsed_ms: 0.0,
     }
 }
@@ -414,11 +410,8 @@ fn a_fresh_drain_group_finds_a_message_lost_after_every_client_group_saw_it() {
     let mut d = drained();
     let r = check(&History::new(ops.clone()), &d);
     assert!(r.passed(), "{:?}", r.anomalies);
-    d.targets.push(Drained {
-        queue: "q".into(),
-        group: "audit1".into(),
-        emptied: true,
-    });
+    d.targets
+        .push(Drained::emptied_at("q", "audit1", T + 60_000));
     let r = check(&History::new(ops), &d);
     assert_eq!(count(&r, "lost"), Count { bad: 1, allowed: 0 });
     assert!(
@@ -426,4 +419,324 @@ fn a_fresh_drain_group_finds_a_message_lost_after_every_client_group_saw_it() {
         "{:?}",
         r.anomalies
     );
+}
+
+/// A lease extend of `lease` with `{"seconds":1}`, answered live until `until` (ms after
+/// T) or `success:false` (`None`).
+fn extend(at: (Millis, Millis), lease: &str, until: Option<Millis>) -> Op {
+    let req = HttpRequest::post(
+        format!("/api/v1/lease/{lease}/extend"),
+        &json!({"seconds": 1}),
+    );
+    let body = match until {
+        Some(u) => json!({"leaseId": lease, "success": true, "renewed": 1, "error": null,
+            "expiresAt": queen_reference::time::format_iso(T + u)}),
+        None => json!({"leaseId": lease, "success": false, "renewed": 0, "expiresAt": null,
+            "error": "lease not found or expired"}),
+    };
+    op(9, req, at, known(200, Some(body)))
+}
+
+/// A drain of queue mode on q made of `ops`, whose last empty answer came from a pop
+/// invoked at `at`.
+fn drain_of(ops: Vec<Op>, at: Millis) -> Drain {
+    Drain {
+        ops,
+        targets: vec![Drained::emptied_at("q", QUEUE_MODE, T + at)],
+        elapsed_ms: 0.0,
+    }
+}
+
+/// An empty answer to the drain's pop at `at`.
+fn empty(at: (Millis, Millis)) -> Op {
+    pop(8, None, at, L2, &[])
+}
+
+#[test]
+fn a_message_leased_under_a_longer_observed_lease_is_not_lost() {
+    // The broker leases for 300 s whatever `leaseSeconds` says: `b`, pushed after the
+    // client's pop claimed the partition, stays behind that lease, and the drain's pop
+    // at 3 s (when a 1 s lease would long be over) answers 204.
+    let head = || {
+        History::new(vec![
+            push(&["a"], (0, 5), true),
+            pop(1, None, (10, 15), L1, &["a"]),
+            push(&["b"], (20, 25), true),
+        ])
+    };
+    // The drain asked: L1 is live until 300 s after its pop.
+    let d = drain_of(
+        vec![
+            empty((3000, 3002)),
+            extend((3005, 3007), L1, Some(300_010)),
+            empty((3010, 3012)),
+        ],
+        3010,
+    );
+    let r = check(&head(), &d);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    assert_eq!(count(&r, "lost"), Count::default());
+    assert_eq!(count(&r, "still-leased"), Count { bad: 0, allowed: 1 });
+    assert_eq!(r.allowed_causes()["still-leased/live-lease"], 1);
+    // Another group's lease shown live that long bounds every lease of the history,
+    // even one no extend asked about.
+    let mut h = head().ops;
+    h.push(pop(3, Some("g"), (30, 35), L2, &["a"]));
+    let d = drain_of(
+        vec![empty((3000, 3002)), extend((3005, 3007), L2, Some(300_030))],
+        3000,
+    );
+    let r = check(&History::new(h), &d);
+    assert_eq!(count(&r, "still-leased").allowed, 1, "{:?}", r.anomalies);
+    assert_eq!(r.allowed_causes()["still-leased/lease-bound"], 1);
+    // The drain asked and the lease was gone before its last 204: `b` is lost.
+    let d = drain_of(
+        vec![
+            empty((3000, 3002)),
+            extend((3005, 3007), L1, None),
+            empty((3010, 3012)),
+        ],
+        3010,
+    );
+    let r = check(&head(), &d);
+    assert_eq!(
+        count(&r, "lost"),
+        Count { bad: 1, allowed: 0 },
+        "{:?}",
+        r.anomalies
+    );
+    // A 204 after the deadline the extend showed proves the loss too.
+    let d = drain_of(
+        vec![
+            empty((3000, 3002)),
+            extend((3005, 3007), L1, Some(5_000)),
+            empty((5_400, 5_402)),
+        ],
+        5_400,
+    );
+    let r = check(&head(), &d);
+    assert_eq!(
+        count(&r, "lost"),
+        Count { bad: 1, allowed: 0 },
+        "{:?}",
+        r.anomalies
+    );
+    // Without any extend, the 1 s lease asked for is all the broker showed: lost.
+    let r = check(&head(), &drain_of(vec![empty((3000, 3002))], 3000));
+    assert_eq!(
+        count(&r, "lost"),
+        Count { bad: 1, allowed: 0 },
+        "{:?}",
+        r.anomalies
+    );
+}
+
+#[test]
+fn a_pop_whose_answer_was_lost_may_hold_a_partition_for_the_observed_lease() {
+    // A client's pop timed out: it may have leased the partition under an id nobody saw,
+    // for as long as the broker observably leases (300 s, shown by an extend of another
+    // group's lease).
+    let req = HttpRequest::get(
+        "/api/v1/pop/queue/q",
+        &[("batch", "10"), ("leaseSeconds", "1")],
+    );
+    let h = History::new(vec![
+        push(&["a", "c"], (0, 5), true),
+        op(1, req, (10, 15), unknown()),
+        pop(2, Some("g"), (20, 22), L1, &["a", "c"]),
+    ]);
+    let d = drain_of(
+        vec![
+            empty((3000, 3002)),
+            extend((3005, 3007), L1, Some(300_020)),
+            empty((3010, 3012)),
+        ],
+        3010,
+    );
+    let r = check(&h, &d);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    assert_eq!(r.allowed_causes()["still-leased/unseen-lease"], 2);
+    // With no longer lease ever shown, the lost pop's 1 s lease was over by the drain.
+    let r = check(&h, &drain_of(vec![empty((3000, 3002))], 3000));
+    assert_eq!(count(&r, "lost").bad, 2, "{:?}", r.anomalies);
+}
+
+#[test]
+fn a_lease_the_broker_would_not_show_holds_until_a_later_pop_gets_its_partition() {
+    // The broker answers the drain's extend 404: its lease on p may live on.
+    let probe = |at| {
+        let Op { request, .. } = extend(at, L1, None);
+        op(
+            9,
+            request,
+            at,
+            known(404, Some(json!({"error": "Not Found"}))),
+        )
+    };
+    let h = || {
+        History::new(vec![
+            push(&["a"], (0, 5), true),
+            pop(1, None, (10, 15), L1, &["a"]),
+            push(&["b", "c"], (20, 25), true),
+        ])
+    };
+    let d = drain_of(
+        vec![
+            empty((3000, 3002)),
+            probe((3005, 3007)),
+            empty((30_000, 30_002)),
+        ],
+        30_000,
+    );
+    let r = check(&h(), &d);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    assert_eq!(r.allowed_causes()["still-leased/unobserved-lease"], 2);
+    // Once the drain got p (L1 was gone by then, POP-2), what it did not get is lost.
+    let d = drain_of(
+        vec![
+            empty((3000, 3002)),
+            probe((3005, 3007)),
+            pop(8, None, (20_000, 20_002), L2, &["c"]),
+            ack(8, (20_003, 20_004), &[("c", "completed", Some(L2))], true),
+            empty((20_010, 20_012)),
+        ],
+        20_010,
+    );
+    let r = check(&h(), &d);
+    assert_eq!(
+        count(&r, "lost"),
+        Count { bad: 1, allowed: 0 },
+        "{:?}",
+        r.anomalies
+    );
+}
+
+/// An ack call of queue mode with a raw answer.
+fn ack_answered(at: (Millis, Millis), items: &[(&str, &str, Option<&str>)], answer: Answer) -> Op {
+    let Op { request, .. } = ack(1, at, items, true);
+    op(1, request, at, answer)
+}
+
+#[test]
+fn an_ack_answer_missing_noop_whose_success_is_true_releases_the_lease() {
+    let answers = [
+        known(
+            200,
+            Some(json!([{"index": 0, "transactionId": "a", "success": true}])),
+        ),
+        // Another 2xx, and an error text in another case: `success` alone is read.
+        known(
+            201,
+            Some(json!([{"success": true, "error": "None", "noop": null}])),
+        ),
+    ];
+    for answer in answers {
+        let r = run(vec![
+            push(&["a"], (0, 5), true),
+            pop(1, None, (10, 15), L1, &["a"]),
+            push(&["b"], (16, 17), true),
+            ack_answered((18, 19), &[("a", "completed", Some(L1))], answer),
+            pop(2, None, (20, 25), L2, &["b"]),
+            ack(2, (30, 35), &[("b", "completed", Some(L2))], true),
+        ]);
+        assert!(r.passed(), "{:?}", r.anomalies);
+        assert_eq!(count(&r, "double-lease"), Count::default());
+    }
+}
+
+#[test]
+fn an_ack_answer_that_does_not_parse_is_unknown() {
+    let unreadable = [
+        known(200, Some(json!({"Error": "Invalid Lease"}))),
+        known(201, Some(json!("OK"))),
+        known(
+            200,
+            Some(json!([{"index": 0, "ok": true}, {"index": 1, "success": "yes"}])),
+        ),
+        known(400, Some(json!({"error": "Bad Request"}))),
+    ];
+    for answer in unreadable {
+        // It may have released L1 (acking the whole span): no double lease.
+        let r = run(vec![
+            push(&["a", "b"], (0, 5), true),
+            pop(1, None, (10, 15), L1, &["a", "b"]),
+            push(&["c"], (16, 17), true),
+            ack_answered(
+                (20, 25),
+                &[("a", "completed", Some(L1)), ("b", "completed", Some(L1))],
+                answer.clone(),
+            ),
+            pop(2, None, (30, 35), L2, &["c"]),
+            ack(2, (40, 45), &[("c", "completed", Some(L2))], true),
+        ]);
+        assert!(r.passed(), "{answer:?}: {:?}", r.anomalies);
+        assert_eq!(count(&r, "double-lease"), Count::default());
+        // And it proves no commit: a delivered again after L1 expired is no past-cursor.
+        let r = run(vec![
+            push(&["a", "b"], (0, 5), true),
+            pop(1, None, (10, 15), L1, &["a", "b"]),
+            ack_answered((20, 25), &[("a", "completed", Some(L1))], answer.clone()),
+            pop(2, None, (3000, 3005), L2, &["a", "b"]),
+        ]);
+        assert!(r.passed(), "{answer:?}: {:?}", r.anomalies);
+        assert_eq!(count(&r, "past-cursor"), Count::default());
+    }
+}
+
+/// A push of `txns` to q/p answered `status` with per-item `statuses`.
+fn push_answered(txns: &[&str], at: (Millis, Millis), status: u16, item: &str) -> Op {
+    let Op { request, .. } = push(txns, at, false);
+    let body: Vec<Value> = txns
+        .iter()
+        .map(|t| json!({"status": item, "transactionId": t}))
+        .collect();
+    op(0, request, at, known(status, Some(json!(body))))
+}
+
+#[test]
+fn a_push_answered_200_with_item_statuses_is_an_answered_push() {
+    // Delivered: pushed, no phantom.
+    let r = run(vec![
+        push_answered(&["a"], (0, 5), 200, "queued"),
+        pop(1, None, (10, 15), L1, &["a"]),
+        ack(1, (20, 25), &[("a", "completed", Some(L1))], true),
+    ]);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    assert_eq!(count(&r, "phantom"), Count::default());
+    assert_eq!(count(&r, "unknown-push"), Count::default());
+    // Queued, so required: never delivered is lost.
+    let r = run(vec![
+        push_answered(&["a", "b"], (0, 5), 200, "Queued"),
+        pop(1, None, (10, 15), L1, &["a"]),
+    ]);
+    assert_eq!(
+        count(&r, "lost"),
+        Count { bad: 1, allowed: 0 },
+        "{:?}",
+        r.anomalies
+    );
+    // A `duplicate` item wrote nothing of its own: not required.
+    let r = run(vec![push_answered(&["a"], (0, 5), 202, "duplicate")]);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    // An item status that does not read is unknown: neither required nor a phantom.
+    let r = run(vec![
+        push_answered(&["a", "b"], (0, 5), 200, "stored"),
+        pop(1, None, (10, 15), L1, &["a"]),
+    ]);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    assert_eq!(count(&r, "unknown-push"), Count { bad: 0, allowed: 2 });
+}
+
+#[test]
+fn a_pop_answered_with_another_2xx_is_a_delivery() {
+    let Op { request, .. } = pop(1, None, (10, 15), L1, &["a"]);
+    let body = json!({"messages": [{"transactionId": "a", "partitionId": PART,
+        "partition": "p", "leaseId": L1}]});
+    let r = run(vec![
+        push(&["a"], (0, 5), true),
+        op(1, request, (10, 15), known(202, Some(body))),
+        ack(1, (20, 25), &[("a", "completed", Some(L1))], true),
+    ]);
+    assert!(r.passed(), "{:?}", r.anomalies);
+    assert_eq!(r.deliveries, 1);
 }
