@@ -3,6 +3,8 @@
 //! the suite against it.
 #![allow(dead_code)]
 
+pub mod deviant;
+
 use queen_conformance::lockstep::LockstepOptions;
 use queen_conformance::report::Report;
 use queen_conformance::runner::{self, RunOptions};
