@@ -126,6 +126,23 @@ fn own_findings(
         .collect()
 }
 
+/// A case that stopped on an answer it could not read (a bug of the case, shown as its
+/// failure rather than ending the run).
+fn panicked(case: &Case, why: Box<dyn std::any::Any + Send>) -> CaseOutcome {
+    let why = why
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| why.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    CaseOutcome {
+        status: Status::Failed(Failure::Assertion {
+            message: format!("the case stopped on an answer it could not read: {why}"),
+            rules: vec![],
+        }),
+        ..cut_short(case, "")
+    }
+}
+
 /// A case that did not run to its end because the broker had stopped answering.
 fn cut_short(case: &Case, why: &str) -> CaseOutcome {
     CaseOutcome {
@@ -195,18 +212,25 @@ pub async fn run(opts: &RunOptions) -> RunResults {
     // Cases that share the broker peacefully, at most `concurrency` at a time.
     let sem = Arc::new(tokio::sync::Semaphore::new(opts.jobs.max(1)));
     let mut set = tokio::task::JoinSet::new();
+    let mut task_case = std::collections::HashMap::new();
     for &i in &concurrent {
         let (target, case, p, sem) = (opts.target.clone(), all[i].clone(), prefix(i), sem.clone());
         let timeout = opts.case_timeout_s;
-        set.spawn(async move {
+        let task = set.spawn(async move {
             let _permit = sem.acquire_owned().await.expect("semaphore open");
             (i, run_case(target, case, p, timeout).await)
         });
+        task_case.insert(task.id(), i);
     }
     progress.update("cases", 0, total);
     while let Some(r) = set.join_next().await {
-        let Ok((i, o)) = r else {
-            continue; // aborted below, once the broker stopped answering
+        let (i, o) = match r {
+            Ok(done) => done,
+            Err(e) if e.is_panic() => {
+                let i = task_case[&e.id()];
+                (i, panicked(&all[i], e.into_panic()))
+            }
+            Err(_) => continue, // aborted below, once the broker stopped answering
         };
         outcomes[i] = Some(o);
         done += 1;
@@ -248,15 +272,16 @@ pub async fn run(opts: &RunOptions) -> RunResults {
         if opts.target.health.down().is_some() {
             break;
         }
-        outcomes[i] = Some(
-            run_case(
-                opts.target.clone(),
-                all[i].clone(),
-                prefix(i),
-                opts.case_timeout_s,
-            )
-            .await,
-        );
+        let task = tokio::spawn(run_case(
+            opts.target.clone(),
+            all[i].clone(),
+            prefix(i),
+            opts.case_timeout_s,
+        ));
+        outcomes[i] = Some(match task.await {
+            Ok(o) => o,
+            Err(e) => panicked(&all[i], e.into_panic()),
+        });
         done += 1;
         progress.update("cases", done, total);
     }

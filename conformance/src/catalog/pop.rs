@@ -14,6 +14,7 @@ pub fn cases() -> Vec<Case> {
         never_removes: "pop-1/never-removes-and-leases-the-span-in-offset-order", [POP_1], Seed, Core;
         leased_skipped: "pop-2/leased-partitions-are-skipped-not-waited-on", [POP_2, ACK_4], Seed, Core;
         batch_shared: "pop-3/batch-is-shared-and-partitions-caps-claims", [POP_3], Seed, Core;
+        defaults: "pop-3/defaults-batch-200-and-partitions-1", [POP_3], Seed, Core;
         partition_route: "pop-3/partition-route-claims-exactly-one-partition", [POP_3, POP_5], Seed, Core;
         any_order: "pop-4/any-claimable-partition-may-come-first", [POP_4], Open, Core;
         answer_shape: "pop-5/answer-shape-without-internal-fields", [POP_5], Seed, Core;
@@ -104,6 +105,40 @@ async fn leased_skipped(s: &mut Session) -> CaseResult {
     ensure(third.is_none(), || {
         ("both partitions are leased".into(), vec![ACK_4])
     })
+}
+
+/// Section 3's defaults, sent raw (the session's pop helpers name `batch`): without
+/// `batch` a pop takes every message of the partition it claims, without `partitions` it
+/// claims one, and `partitions=0` claims them all.
+async fn defaults(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push_many(&q, "p1", &["a", "b", "c"]).await?;
+    s.push1(&q, "p2", "d").await?;
+    s.push1(&q, "p3", "e").await?;
+    let path = PopRoute::Queue(q.clone()).path();
+    let r = s.get(&path, &[("consumerGroup", "g")]).await?;
+    let p: PopResponse = decode(&r, 200, "pop")?;
+    // POP-4 lets the broker pick the partition; all of its messages come.
+    let all = if p.partition == "p1" { 3 } else { 1 };
+    ensure(p.messages.len() == all && p.partitions_claimed == 1, || {
+        (
+            "without batch and partitions a pop takes every message of one partition (batch 200, partitions 1)".into(),
+            vec![POP_3],
+        )
+    })?;
+    let r = s
+        .get(&path, &[("consumerGroup", "g"), ("partitions", "0")])
+        .await?;
+    let rest: PopResponse = decode(&r, 200, "pop")?;
+    ensure(
+        rest.partitions_claimed == 2 && rest.messages.len() == 5 - all,
+        || {
+            (
+                "partitions=0 claims every claimable partition".into(),
+                vec![POP_3],
+            )
+        },
+    )
 }
 
 async fn batch_shared(s: &mut Session) -> CaseResult {

@@ -117,7 +117,10 @@ pub const CONCURRENT_RULES: [RuleId; 6] = [PUSH_7, ACK_1, ACK_2, ACK_4, ACK_6, A
 /// linearizable (a violation, or a search out of budget) or any anomaly is bad.
 fn concurrent_entry(c: &Scenario) -> Entry {
     let lin = c.outcome.verdict_name();
-    let failure = if lin == "unknown" && c.invariants.passed() {
+    let failure = if let Some(why) = c.inconclusive_reason() {
+        // Calls went unanswered: never called linearizable, whatever the search found.
+        Some(Failure::Inconclusive { step: 0, why })
+    } else if lin == "unknown" && c.invariants.passed() {
         Some(Failure::Inconclusive {
             step: 0,
             why: "the linearizability search could not decide (budget exhausted or the \

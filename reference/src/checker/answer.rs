@@ -696,20 +696,15 @@ fn pop_empty(cx: &mut Cx, actual: &HttpResponse) -> Check {
             })
         }
     }
-    cx.status(204, actual.status, POP_6, Level::Seed)?;
-    cx.expect(actual.body.is_none(), || {
-        Finding::new(
-            POP_6,
-            Kind::Shape,
-            "an empty pop carries a body (a bare 204 is due)",
-        )
-        .at("$")
-        .example(
-            actual
-                .body
-                .as_ref()
-                .map_or(String::new(), |b| b.to_string()),
-        )
+    // One finding for the whole answer: its status and body say the same thing.
+    hard(actual.status / 100 == 2, POP_6, || {
+        format!("status {} where a bare 204 is due", actual.status)
+    })?;
+    let shown = actual.body.as_ref().map(|b| format!(" {b}"));
+    cx.expect(actual.status == 204 && shown.is_none(), || {
+        Finding::new(POP_6, Kind::Shape, "an empty pop is not a bare 204")
+            .at("$")
+            .example(format!("{}{}", actual.status, shown.unwrap_or_default()))
     })
 }
 
@@ -967,6 +962,14 @@ fn message_content(cx: &mut Cx, m: &Value, ph: PartH, off: u32) -> Check {
 }
 
 fn extend(cx: &mut Cx, e: &ExtendOut, actual: &HttpResponse) -> Check {
+    // A 4xx to an extend the model takes: the broker validates the body otherwise, and
+    // which bodies are valid is LEASE-3's to say.
+    hard(actual.status / 100 != 4, LEASE_3, || {
+        format!(
+            "status {} to an extend with a valid body (absent, empty or a positive `seconds`)",
+            actual.status
+        )
+    })?;
     cx.status(200, actual.status, LEASE_2, Level::Seed)?;
     let mut b = actual.body.as_ref();
     if let Some(Value::Array(a)) = b {

@@ -69,61 +69,59 @@ impl World {
     }
 }
 
-/// Worlds being collected, each with its fingerprint and how many soft differences its
-/// answer needed.
-#[derive(Default)]
-struct Next {
-    worlds: Vec<World>,
-    prints: Vec<u64>,
-    added: Vec<usize>,
-    /// The model's answer for the first world kept, when matching it needed soft
-    /// differences.
+/// A world kept by a step, with what the step needed to reach it.
+struct Kept {
+    world: World,
+    print: u64,
+    /// How many soft differences the answer needed under this world.
+    added: usize,
+    /// The model's answer under this world, when it needed soft differences (what the
+    /// broker meant, for the case reading it and for a report).
     expected: Option<HttpResponse>,
 }
 
+/// Worlds being collected by a step.
+#[derive(Default)]
+struct Next {
+    kept: Vec<Kept>,
+}
+
 impl Next {
-    /// Adds `w` unless a world with the same state is there; of two, the one with fewer
-    /// findings is kept (the broker may still follow the protocol there).
-    fn merge(&mut self, w: World, added: usize) {
-        let fp = w.fingerprint();
+    /// Adds `k` unless a world with the same state is there; of two, the one needing
+    /// fewer soft differences, then with fewer findings, is kept (the broker may still
+    /// follow the protocol there).
+    fn merge(&mut self, k: Kept) {
         let twin = self
-            .prints
-            .iter()
-            .zip(self.worlds.iter_mut().zip(self.added.iter_mut()))
-            .find(|(p, (x, _))| **p == fp && x.same_state(&w));
+            .kept
+            .iter_mut()
+            .find(|x| x.print == k.print && x.world.same_state(&k.world));
         match twin {
-            Some((_, (x, a))) if w.findings.len() < x.findings.len() => {
-                *x = w;
-                *a = added;
+            Some(x) if (k.added, k.world.findings.len()) < (x.added, x.world.findings.len()) => {
+                *x = k
             }
             Some(_) => {}
-            None => {
-                self.worlds.push(w);
-                self.prints.push(fp);
-                self.added.push(added);
-            }
+            None => self.kept.push(k),
         }
     }
 
+    fn len(&self) -> usize {
+        self.kept.len()
+    }
+
     /// Keeps only the worlds whose answer needed the fewest soft differences: an
-    /// interpretation under which the broker said what the protocol says wins.
-    fn fewest_new_findings(&mut self) {
-        let Some(&least) = self.added.iter().min() else {
-            return;
-        };
-        let mut keep = self.added.iter().map(|a| *a == least);
-        let mut prints = self.prints.iter();
-        let (mut worlds, mut kept_prints) = (Vec::new(), Vec::new());
-        for w in self.worlds.drain(..) {
-            let p = *prints.next().expect("one print per world");
-            if keep.next() == Some(true) {
-                worlds.push(w);
-                kept_prints.push(p);
+    /// interpretation under which the broker said what the protocol says wins. Returns
+    /// the worlds and the model's answer under the first, when it needed differences.
+    fn fewest_differences(self) -> (Vec<World>, Option<HttpResponse>) {
+        let least = self.kept.iter().map(|k| k.added).min().unwrap_or(0);
+        let mut expected = None;
+        let mut worlds = Vec::new();
+        for k in self.kept.into_iter().filter(|k| k.added == least) {
+            if expected.is_none() {
+                expected = k.expected;
             }
+            worlds.push(k.world);
         }
-        self.worlds = worlds;
-        self.prints = kept_prints;
-        self.added = vec![least; self.worlds.len()];
+        (worlds, expected)
     }
 }
 
@@ -199,6 +197,8 @@ pub struct Checker {
     /// The model's answer to the last step, when that step matched only with new
     /// findings (for a report's expected answer and diff).
     last_expected: Option<HttpResponse>,
+    /// The last step was a pop followed as a smaller claim than the model allowed.
+    last_claim_short: bool,
 }
 
 impl Default for Checker {
@@ -219,6 +219,7 @@ impl Checker {
             keep_going: false,
             accept: Vec::new(),
             last_expected: None,
+            last_claim_short: false,
         }
     }
 
@@ -245,6 +246,12 @@ impl Checker {
         self.last_expected.as_ref()
     }
 
+    /// Whether the last step was a pop that claimed less than it could (followed as such
+    /// in keep-going mode): a client that needs the messages may ask again.
+    pub fn last_claim_short(&self) -> bool {
+        self.last_claim_short
+    }
+
     /// The states still possible.
     pub fn worlds(&self) -> &[World] {
         &self.worlds
@@ -260,6 +267,7 @@ impl Checker {
         actual: &HttpResponse,
     ) -> Result<usize, StepError> {
         self.last_expected = None;
+        self.last_claim_short = false;
         let now = Stamp::between(sent - self.skew_ms, received + self.skew_ms);
         let parsed = match parse_request(req, self.default_timeout_ms, self.body_limit) {
             Err(Rejection::NotFound) => return Ok(self.worlds.len()),
@@ -275,12 +283,13 @@ impl Checker {
             return Ok(n);
         }
         let (mut next, mut misses) = self.explore(req, now, actual, &op_in)?;
-        if next.worlds.is_empty() {
+        if next.kept.is_empty() {
             if let Some(smaller) = self.smaller_claim(req, now, actual, &op_in)? {
                 next = smaller;
+                self.last_claim_short = true;
             }
         }
-        if next.worlds.is_empty() {
+        if next.kept.is_empty() {
             let op = op_in(&self.worlds[0]);
             let mut rules: Vec<RuleId> = Vec::new();
             for m in &misses {
@@ -303,9 +312,9 @@ impl Checker {
                 rules,
             })));
         }
-        next.fewest_new_findings();
-        self.last_expected = next.expected.take();
-        self.worlds = next.worlds;
+        let (worlds, expected) = next.fewest_differences();
+        self.last_expected = expected;
+        self.worlds = worlds;
         Ok(self.worlds.len())
     }
 
@@ -345,12 +354,12 @@ impl Checker {
                         note(&mut w.findings, d);
                     }
                     match check_answer(&out, actual, &mut w, &req.path, judge) {
-                        Ok(added) => {
-                            if added > 0 && next.expected.is_none() {
-                                next.expected = Some(describe(&out, &w));
-                            }
-                            next.merge(w, added)
-                        }
+                        Ok(added) => next.merge(Kept {
+                            print: w.fingerprint(),
+                            expected: (added > 0).then(|| describe(&out, &w)),
+                            world: w,
+                            added,
+                        }),
                         Err(miss) => {
                             if misses.len() < 8 {
                                 let shown = match out {
@@ -366,7 +375,7 @@ impl Checker {
                     }
                 }
             }
-            if next.worlds.len() > self.max_worlds {
+            if next.len() > self.max_worlds {
                 return Err(StepError::Inconclusive(format!(
                     "more than {} possible states",
                     self.max_worlds
@@ -413,10 +422,11 @@ impl Checker {
         Some(self.worlds.len())
     }
 
-    /// A pop that delivered fewer messages (or partitions) than the model allows: in
-    /// keep-going mode, the same pop with `batch` and `partitions` set to what it
-    /// claimed; when that matches, the broker is followed with a [`Kind::Claim`]
-    /// finding (POP-3).
+    /// A pop that delivered fewer messages (or partitions) than the model allows, or
+    /// nothing at all: in keep-going mode, the same pop with `batch` and `partitions` set
+    /// to what it claimed; when that matches, the broker is followed with a
+    /// [`Kind::Claim`] finding (POP-3 for a smaller claim, POP-2 for none: what it did is
+    /// known, and a message it did not deliver is still owed to later pops).
     fn smaller_claim(
         &self,
         req: &HttpRequest,
@@ -424,7 +434,7 @@ impl Checker {
         actual: &HttpResponse,
         op_in: &dyn Fn(&World) -> Op,
     ) -> Result<Option<Next>, StepError> {
-        let Some(parts) = delivered_parts(actual).filter(|p| !p.is_empty()) else {
+        let Some(parts) = delivered_parts(actual) else {
             return Ok(None);
         };
         if !self.keep_going {
@@ -436,8 +446,11 @@ impl Checker {
         let k = claimed.len() as u32;
         let smaller = |w: &World| match op_in(w) {
             Op::Pop(mut p) if p.query.batch > n || p.query.partitions.is_none_or(|c| c > k) => {
+                // A budget of nothing claims nothing on any route.
                 p.query.batch = n;
-                p.query.partitions = Some(k);
+                if n > 0 {
+                    p.query.partitions = Some(k);
+                }
                 Op::Pop(p)
             }
             other => other,
@@ -456,19 +469,23 @@ impl Checker {
             ),
             _ => String::new(),
         };
-        let f = Finding::new(
-            POP_3,
-            Kind::Claim,
-            "a pop claims fewer messages or partitions than the request allows and are claimable",
-        )
+        let f = if n == 0 {
+            Finding::new(POP_2, Kind::Claim, "a pop answers nothing while messages are claimable")
+        } else {
+            Finding::new(
+                POP_3,
+                Kind::Claim,
+                "a pop claims fewer messages or partitions than the request allows and are claimable",
+            )
+        }
         .example(format!(
             "{} {} ({asked}) claimed {n} message(s) in {k} partition(s)",
             req.method, req.path
         ));
-        for w in &mut next.worlds {
-            note(&mut w.findings, f.clone());
+        for k in &mut next.kept {
+            note(&mut k.world.findings, f.clone());
         }
-        Ok((!next.worlds.is_empty()).then_some(next))
+        Ok((!next.kept.is_empty()).then_some(next))
     }
 }
 
@@ -509,22 +526,27 @@ impl Checker {
                 for d in taken {
                     note(&mut w.findings, d);
                 }
-                next.merge(w, 0);
+                next.merge(Kept {
+                    print: w.fingerprint(),
+                    world: w,
+                    added: 0,
+                    expected: None,
+                });
             }
-            if next.worlds.len() > self.max_worlds {
+            if next.len() > self.max_worlds {
                 return Err(StepError::Inconclusive(format!(
                     "more than {} possible states",
                     self.max_worlds
                 )));
             }
         }
-        if next.worlds.is_empty() {
+        if next.kept.is_empty() {
             return Err(StepError::Inconclusive(format!(
                 "no outcome for the unanswered {} {}",
                 req.method, req.path
             )));
         }
-        self.worlds = next.worlds;
+        self.worlds = next.fewest_differences().0;
         Ok(self.worlds.len())
     }
 }

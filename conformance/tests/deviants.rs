@@ -1,0 +1,184 @@
+//! The suite against brokers that are not ours: each double (`common::deviant`) is our
+//! correct broker behind a proxy that changes one realistic behaviour. For each, the
+//! run (cases and a short lockstep run, kept going as against any `--target`) must name
+//! exactly the rules the double breaks, give every finding a curl repro, and still pass
+//! at least 90 % of the cases about other rules: one deviation is one finding, and it
+//! hides nothing else.
+
+mod common;
+
+use common::deviant::{self, Deviation};
+use common::*;
+use queen_conformance::report::{Report, Verdict};
+use queen_conformance::rules::{Level, RuleId};
+use queen_reference::finding::Accept;
+use std::collections::BTreeSet;
+
+/// What one run against a double showed.
+struct Seen {
+    report: Report,
+    /// Rules of the findings and failures that count against the broker (not accepted).
+    named: BTreeSet<RuleId>,
+    /// Cases about rules the double does not break: (passed, run).
+    others: (usize, usize),
+}
+
+async fn check(d: Deviation, accept: &[&str]) -> Seen {
+    let broker = deviant::start(d).await;
+    let mut opts = options(&broker.url, &[], Some((7, 8, 20)));
+    opts.target.settings.keep_going = true;
+    opts.target.settings.accept = accept.iter().map(|a| Accept::parse(a).unwrap()).collect();
+    let accepted = opts.target.settings.accept.clone();
+    let results = queen_conformance::runner::run(&opts).await;
+    let report = Report::build_with(results, false, &BTreeSet::new(), &accepted);
+    broker.stop().await;
+    let broken: BTreeSet<&str> = d.rules().iter().copied().collect();
+    let mut named: BTreeSet<RuleId> = report
+        .findings
+        .iter()
+        .filter(|f| !f.accepted)
+        .map(|f| f.finding.rule)
+        .collect();
+    for e in report
+        .entries
+        .iter()
+        .filter(|e| e.verdict == Verdict::Failed)
+    {
+        named.extend(e.failure.as_ref().map(|f| f.rules()).unwrap_or_default());
+    }
+    let about_others: Vec<Verdict> = report
+        .entries
+        .iter()
+        .filter(|e| {
+            e.verdict != Verdict::Skipped && e.rules.iter().all(|r| !broken.contains(r.as_str()))
+        })
+        .map(|e| e.verdict)
+        .collect();
+    let passed = about_others
+        .iter()
+        .filter(|v| **v == Verdict::Passed)
+        .count();
+    Seen {
+        report,
+        named,
+        others: (passed, about_others.len()),
+    }
+}
+
+fn summary(d: Deviation, s: &Seen) -> String {
+    let named: Vec<&str> = s.named.iter().map(|r| r.as_str()).collect();
+    format!(
+        "{:<34} declared {:<40} named {:<40} findings {:>2}  other cases passing {}/{}",
+        d.name(),
+        d.rules().join(","),
+        named.join(","),
+        s.report.findings.len(),
+        s.others.0,
+        s.others.1
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_deviant_broker_is_named_by_exactly_the_rules_it_breaks() {
+    let mut lines = Vec::new();
+    let mut wrong = Vec::new();
+    for d in Deviation::ALL {
+        if d == Deviation::CrashOnNonUtf8 {
+            continue; // its own test: the run ends with exit status 3
+        }
+        let s = check(d, &[]).await;
+        lines.push(summary(d, &s));
+        let declared: BTreeSet<&str> = d.rules().iter().copied().collect();
+        let named: BTreeSet<&str> = s.named.iter().map(|r| r.as_str()).collect();
+        if named != declared {
+            wrong.push(format!(
+                "{}: named {named:?}, breaks {declared:?}",
+                d.name()
+            ));
+        }
+        for f in &s.report.findings {
+            if !f.curl.contains("curl ") {
+                wrong.push(format!(
+                    "{}: a finding without a curl repro: {}",
+                    d.name(),
+                    f.finding
+                ));
+            }
+        }
+        let (passed, of) = s.others;
+        if passed * 10 < of * 9 {
+            let text = queen_conformance::report::terminal::render(&s.report, false);
+            wrong.push(format!(
+                "{}: only {passed}/{of} other cases pass\n{text}",
+                d.name()
+            ));
+        }
+    }
+    println!("{}", lines.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{}\n\n{}",
+        lines.join("\n"),
+        wrong.join("\n\n")
+    );
+}
+
+/// An answer-only deviation seen everywhere, accepted: the run passes, lists it as
+/// accepted, and every case still checks the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accepted_answer_only_deviation_lets_the_run_pass() {
+    let s = check(Deviation::Status200Everywhere, &["PUSH-1:status", "POP-6"]).await;
+    let text = queen_conformance::report::terminal::render(&s.report, false);
+    assert!(s.report.passed(), "{text}");
+    assert!(s.report.findings.iter().any(|f| f.accepted), "{text}");
+    assert!(
+        text.contains("Accepted deviations (--accept): PUSH-1:status, POP-6"),
+        "{text}"
+    );
+    assert_eq!(s.report.exit_code(), 0);
+}
+
+/// A PROJECT deviation never fails a SEED case, nor the run without --strict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_deviation_fails_no_seed_case() {
+    let s = check(Deviation::NamespaceNotDerived, &[]).await;
+    let text = queen_conformance::report::terminal::render(&s.report, false);
+    for e in s.report.entries.iter().filter(|e| e.fails_run) {
+        panic!("{} fails the run [{}]:\n{text}", e.id, e.level);
+    }
+    assert!(s.report.passed(), "{text}");
+    assert!(
+        s.report
+            .findings
+            .iter()
+            .all(|f| f.finding.level == Level::Project),
+        "{text}"
+    );
+}
+
+/// The report of one double, for a person: `DEVIANT=<name> [ONLY=<case id part>] cargo
+/// test -p queen-conformance --test deviants report_of_one -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn report_of_one() {
+    let name = std::env::var("DEVIANT").unwrap_or_else(|_| "status-200-everywhere".into());
+    let d = Deviation::ALL
+        .into_iter()
+        .find(|d| d.name() == name)
+        .expect("a deviation name");
+    let broker = deviant::start(d).await;
+    let only: Vec<String> = std::env::var("ONLY").map(|o| vec![o]).unwrap_or_default();
+    let only: Vec<&str> = only.iter().map(String::as_str).collect();
+    let mut opts = options(&broker.url, &only, Some((7, 8, 20)));
+    opts.target.settings.keep_going = true;
+    let report = Report::build(
+        queen_conformance::runner::run(&opts).await,
+        false,
+        &BTreeSet::new(),
+    );
+    println!(
+        "{}",
+        queen_conformance::report::terminal::render(&report, std::env::var("VERBOSE").is_ok())
+    );
+    broker.stop().await;
+}
