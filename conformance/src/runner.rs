@@ -98,6 +98,7 @@ async fn run_case(target: Target, case: Case, prefix: String, timeout_s: u64) ->
         Ok(Ok(())) if own.is_empty() => Status::Passed,
         // Every answer was allowed, but only with findings on the case's own rules.
         Ok(Ok(())) => Status::Failed(Failure::Findings(own)),
+        Ok(Err(f @ Failure::Assertion { .. })) => Status::Failed(cause_of(f, &findings)),
         Ok(Err(f)) => Status::Failed(f),
         Err(_) => Status::Failed(Failure::Timeout(timeout_s)),
     };
@@ -140,6 +141,24 @@ fn panicked(case: &Case, why: Box<dyn std::any::Any + Send>) -> CaseOutcome {
             rules: vec![],
         }),
         ..cut_short(case, "")
+    }
+}
+
+/// A case's own assertion that failed after the broker did less than asked (a route it
+/// lacks, a pop that claimed less than it could): the case saw less than the protocol
+/// provides, so its assertion is no evidence against its own rules, and the failure is
+/// that departure's. Any other assertion stands.
+fn cause_of(f: Failure, seen: &[Seen]) -> Failure {
+    use queen_reference::finding::Kind;
+    let causes: Vec<_> = seen
+        .iter()
+        .map(|s| s.finding.clone())
+        .filter(|f| matches!(f.kind, Kind::Claim | Kind::RouteMissing))
+        .collect();
+    if causes.is_empty() {
+        f
+    } else {
+        Failure::Findings(causes)
     }
 }
 

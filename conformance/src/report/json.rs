@@ -36,6 +36,7 @@ fn finding_json(f: &super::FindingEntry) -> Value {
     let x = f.example.transcript.get(f.example.seen.step);
     json!({
         "finding": f.finding,
+        "instances": f.instances,
         "accepted": f.accepted,
         "failsRun": f.fails_run,
         "seenIn": f.seen_in,

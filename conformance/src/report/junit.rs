@@ -157,7 +157,7 @@ fn findings(x: &mut String, r: &Report) {
         let _ = writeln!(
             x,
             "    <testcase name=\"{}\" classname=\"queen.conformance.findings\" time=\"0\">",
-            esc(&format!("{} {}: {}", n.rule, n.kind, n.what))
+            esc(&format!("{} [{}]", n.rule, n.level))
         );
         let diff: String = e.diff.iter().map(|d| format!("{d}\n")).collect();
         let body = format!("{n}\nseen in: {}\n{diff}\n{}", e.seen_in.join(", "), e.curl);

@@ -68,10 +68,14 @@ pub struct Entry {
     pub fails_run: bool,
 }
 
-/// One departure of the broker, however many cases met it.
+/// One departure of the broker from one rule (at one level), however many cases met it,
+/// in however many places and kinds of difference.
 #[derive(Clone, Debug)]
 pub struct FindingEntry {
+    /// The first instance.
     pub finding: Finding,
+    /// Every distinct instance (its own text, path and example), the first included.
+    pub instances: Vec<Finding>,
     /// Covered by `--accept`: listed, never a failure.
     pub accepted: bool,
     /// Where it was met: case ids (and `lockstep/property-run`), in catalog order.
@@ -350,28 +354,29 @@ impl Report {
     }
 }
 
-/// One entry per distinct finding (rule, kind, text), from the first example of each, in
-/// rule order; each fails the run at its level unless accepted.
+/// One entry per broken rule (and level), from the first example of each, in rule
+/// order; each fails the run at its level unless every instance is accepted.
 fn findings(examples: Vec<Example>, accepted: &[Accept], strict: bool) -> Vec<FindingEntry> {
     let mut out: Vec<FindingEntry> = Vec::new();
+    let group = |f: &Finding| (f.rule, f.level);
     for e in examples {
-        if let Some(x) = out
-            .iter_mut()
-            .find(|x| x.finding.key() == e.seen.finding.key())
-        {
+        let f = &e.seen.finding;
+        if let Some(x) = out.iter_mut().find(|x| group(&x.finding) == group(f)) {
             if !x.seen_in.contains(&e.origin) {
                 x.seen_in.push(e.origin.clone());
+            }
+            if !x.instances.iter().any(|i| i.key() == f.key()) {
+                x.instances.push(f.clone());
+                if !accepted.iter().any(|a| a.covers(f)) {
+                    x.accepted = false;
+                    x.fails_run = fails(f.level, strict);
+                }
             }
             continue;
         }
         let f = e.seen.finding.clone();
         let is_accepted = accepted.iter().any(|a| a.covers(&f));
-        let fails_run = !is_accepted
-            && match f.level {
-                Level::Seed => true,
-                Level::Project => strict,
-                Level::Open => false,
-            };
+        let fails_run = !is_accepted && fails(f.level, strict);
         let at = e.seen.step;
         let diff = match (&e.seen.expected, e.transcript.get(at)) {
             (Some(want), Some(x)) => diff(want, &x.response),
@@ -381,6 +386,7 @@ fn findings(examples: Vec<Example>, accepted: &[Accept], strict: bool) -> Vec<Fi
         let curl = curl_marked(&e.transcript, &e.prefix, Some((at, mark)));
         out.push(FindingEntry {
             seen_in: vec![e.origin.clone()],
+            instances: vec![f.clone()],
             finding: f,
             accepted: is_accepted,
             example: e,
@@ -391,4 +397,13 @@ fn findings(examples: Vec<Example>, accepted: &[Accept], strict: bool) -> Vec<Fi
     }
     out.sort_by(|a, b| a.finding.cmp(&b.finding));
     out
+}
+
+/// Whether an unaccepted departure at `level` fails the run.
+fn fails(level: Level, strict: bool) -> bool {
+    match level {
+        Level::Seed => true,
+        Level::Project => strict,
+        Level::Open => false,
+    }
 }

@@ -102,14 +102,27 @@ fn finding_block(out: &mut String, f: &FindingEntry, verbose: bool) {
     let x = &f.finding;
     let _ = writeln!(
         out,
-        "  {mark} {} [{}] {}: {}",
+        "  {mark} {} [{}] {}",
         x.rule,
         x.level,
-        x.kind,
-        clip(&x.what, 200)
+        x.rule.rule().title
     );
-    if let Some(e) = &x.example {
-        let _ = writeln!(out, "       e.g. {}", clip(e, 300));
+    for i in f.instances.iter().take(6) {
+        let at = i
+            .path
+            .as_deref()
+            .map_or(String::new(), |p| format!(" at {p}"));
+        let _ = writeln!(out, "       {}: {}{at}", i.kind, clip(&i.what, 200));
+        if let Some(e) = &i.example {
+            let _ = writeln!(out, "         e.g. {}", clip(e, 300));
+        }
+    }
+    if f.instances.len() > 6 {
+        let _ = writeln!(
+            out,
+            "       … {} more (in the JSON report)",
+            f.instances.len() - 6
+        );
     }
     let n = f.seen_in.len();
     let shown: Vec<&str> = f.seen_in.iter().take(3).map(String::as_str).collect();
@@ -201,7 +214,7 @@ pub fn render(r: &Report, verbose: bool) -> String {
         let failing = r.findings.iter().filter(|f| f.fails_run).count();
         let _ = writeln!(
             out,
-            "Findings: {} distinct departure(s) from the protocol, {failing} failing the run (each once, by rule):",
+            "Findings: {} rule(s) the broker departs from, {failing} failing the run (each once, with every kind of difference seen):",
             r.findings.len()
         );
         for f in &r.findings {

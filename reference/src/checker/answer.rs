@@ -54,6 +54,8 @@ fn hard(ok: bool, rule: RuleId, why: impl FnOnce() -> String) -> Check {
 /// The world being matched and the judge of its soft checks.
 struct Cx<'w, 'a> {
     w: &'w mut World,
+    /// The state before the request (what a configure replaced).
+    before: &'a State,
     j: Judge<'a>,
     /// How many soft differences were allowed (recorded or already known).
     softened: usize,
@@ -110,8 +112,21 @@ impl Cx<'_, '_> {
         key: &str,
         rule: RuleId,
     ) -> Result<Option<&'v Value>, Miss> {
-        match obj.get(key) {
-            Some(v) => Ok(Some(v)),
+        if let Some(v) = obj.get(key) {
+            return Ok(Some(v));
+        }
+        match loose(obj, key) {
+            Some((name, v)) => {
+                self.soft(
+                    Finding::new(
+                        rule,
+                        Kind::MissingField,
+                        format!("`{key}` is named `{name}`"),
+                    )
+                    .at(format!("{path}.{key}")),
+                )?;
+                Ok(Some(v))
+            }
             None => {
                 self.soft(
                     Finding::new(rule, Kind::MissingField, format!("`{key}` is missing"))
@@ -262,6 +277,7 @@ impl Cx<'_, '_> {
         };
         match run(&mut Cx {
             w: &mut trial,
+            before: self.before,
             j: strict,
             softened: 0,
         }) {
@@ -274,6 +290,22 @@ impl Cx<'_, '_> {
             }
         }
     }
+}
+
+/// A key of `obj` that names `key` in another case or style (`messageId` for
+/// `message_id`): clients differ there, and what the field says can still be read.
+pub fn loose<'v>(obj: &'v Value, key: &str) -> Option<(&'v str, &'v Value)> {
+    let norm = |k: &str| {
+        k.chars()
+            .filter(|c| *c != '_' && *c != '-')
+            .flat_map(char::to_lowercase)
+            .collect::<String>()
+    };
+    let want = norm(key);
+    obj.as_object()?
+        .iter()
+        .find(|(k, _)| norm(k) == want)
+        .map(|(k, v)| (k.as_str(), v))
 }
 
 /// The messages a pop answer delivered, as `(partitionId, partition)` in order: empty
@@ -315,11 +347,13 @@ pub fn check_answer(
     out: &Outcome,
     actual: &HttpResponse,
     w: &mut World,
+    before: &State,
     path: &str,
     judge: Judge,
 ) -> Result<usize, Miss> {
     let cx = &mut Cx {
         w,
+        before,
         j: judge,
         softened: 0,
     };
@@ -428,6 +462,23 @@ fn rejected(cx: &mut Cx, e: &WireError, actual: &HttpResponse, path: &str) -> Ch
                 .map_or("(no body)".into(), |b| b.to_string()),
         )
     })
+}
+
+/// A time's format (POP-12: ISO-8601 UTC with a literal Z, soft), and its value if it
+/// parses at all.
+fn check_format(cx: &mut Cx, actual: &str, path: &str) -> Result<Option<i64>, Miss> {
+    if !is_iso_utc_z(actual) {
+        cx.soft(
+            Finding::new(
+                POP_12,
+                Kind::Value,
+                "a time is not ISO-8601 UTC with a literal Z",
+            )
+            .at(path.to_string())
+            .example(actual.to_string()),
+        )?;
+    }
+    Ok(parse_iso(actual))
 }
 
 fn check_time(cx: &mut Cx, actual: &str, s: Stamp, path: &str) -> Result<Option<i64>, Miss> {
@@ -1021,7 +1072,17 @@ fn extend(cx: &mut Cx, e: &ExtendOut, actual: &HttpResponse) -> Check {
     match (cx.get(b, "$", "expiresAt", LEASE_2)?, e.expires_at) {
         (None, _) | (Some(Value::Null), None) => {}
         (Some(Value::String(t)), Some(s)) => {
-            check_time(cx, t, s, "$.expiresAt")?;
+            // The deadline is state: another one is another lease duration, the queue's
+            // (POP-9) when the extend named no seconds, else the extend's own (LEASE-1).
+            let rule = if e.own_duration { POP_9 } else { LEASE_1 };
+            let t = check_format(cx, t, "$.expiresAt")?;
+            hard(t.is_none_or(|t| s.admits(t, 1)), rule, || {
+                format!(
+                    "expiresAt lies outside [{}, {}]",
+                    format_iso(s.lo),
+                    format_iso(s.hi)
+                )
+            })?;
         }
         (Some(a), _) => cx.soft(
             Finding::new(LEASE_1, Kind::Value, "`expiresAt` differs")
@@ -1098,12 +1159,34 @@ fn configure(cx: &mut Cx, out: &Outcome, body: Option<&Value>) -> Check {
     let expected = describe(out, cx.w)
         .body
         .expect("a configure answer has a body");
+    // An option answered as it was before this call was not replaced (CFG-1); any other
+    // value where the model has the default is another default (CFG-2).
+    let before = serde_json::to_value(cx.before.queues.get(&c.queue).map(|q| q.options))
+        .expect("serializes");
+    let defaults = serde_json::to_value(QueueOptions::default()).expect("serializes");
+    let answered = body.and_then(|b| b.get("options"));
     let rule_at = |p: &str| match p {
         "$.namespace" | "$.task" => CFG_3,
-        p if p.starts_with("$.options") => CFG_2,
+        p if p.starts_with("$.options.") => {
+            let key = &p["$.options.".len()..];
+            let got = answered.and_then(|o| o.get(key));
+            if got.is_some() && got == before.get(key) {
+                CFG_1
+            } else if expected["options"].get(key) == defaults.get(key) {
+                CFG_2
+            } else {
+                CFG_1
+            }
+        }
         _ => CFG_1,
     };
     cx.subset(&expected, body, "$", &rule_at)?;
+    // The broker is followed: the options it answered are the ones it applies.
+    if let Some(o) = answered.and_then(|o| QueueOptions::deserialize(o).ok()) {
+        if let Some(q) = cx.w.state.queue_mut(&c.queue) {
+            q.options = o;
+        }
+    }
     let read = |k: &str| {
         body.and_then(|b| b.get(k))
             .and_then(Value::as_str)

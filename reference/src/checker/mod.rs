@@ -353,7 +353,7 @@ impl Checker {
                     for d in taken {
                         note(&mut w.findings, d);
                     }
-                    match check_answer(&out, actual, &mut w, &req.path, judge) {
+                    match check_answer(&out, actual, &mut w, &world.state, &req.path, judge) {
                         Ok(added) => next.merge(Kept {
                             print: w.fingerprint(),
                             expected: (added > 0).then(|| describe(&out, &w)),
@@ -482,6 +482,19 @@ impl Checker {
             "{} {} ({asked}) claimed {n} message(s) in {k} partition(s)",
             req.method, req.path
         ));
+        if n == 0 {
+            // A pop that saw nothing may not have seen the queue at all (a stale read):
+            // its side effects (a queue row, a subscription, POP-8, POP-13) may be
+            // missing too, so the state before it stays possible.
+            for w in &self.worlds {
+                next.merge(Kept {
+                    print: w.fingerprint(),
+                    world: w.clone(),
+                    added: 0,
+                    expected: None,
+                });
+            }
+        }
         for k in &mut next.kept {
             note(&mut k.world.findings, f.clone());
         }
@@ -689,9 +702,12 @@ fn minted_txn(op: &Op, actual: &HttpResponse, i: usize) -> String {
         }
         _ => None,
     };
-    from.and_then(|x| x.get("transaction_id"))
-        .and_then(Value::as_str)
-        .map_or_else(|| format!("<minted {i}>"), str::to_string)
+    from.and_then(|x| {
+        x.get("transaction_id")
+            .or_else(|| answer::loose(x, "transaction_id").map(|(_, v)| v))
+    })
+    .and_then(Value::as_str)
+    .map_or_else(|| format!("<minted {i}>"), str::to_string)
 }
 
 /// The partition orders a pop answer may stand for, from the `(partitionId, partition)`

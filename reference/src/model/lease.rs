@@ -51,5 +51,6 @@ pub fn extend(
         lease_id: lease_id.to_string(),
         renewed,
         expires_at: expires,
+        own_duration: seconds.is_none(),
     }
 }

@@ -88,6 +88,8 @@ pub struct ExtendOut {
     pub lease_id: String,
     pub renewed: u32,
     pub expires_at: Option<Stamp>,
+    /// The extend named no `seconds`: each lease renewed by its own duration (LEASE-3).
+    pub own_duration: bool,
 }
 
 /// One transaction result.
