@@ -533,9 +533,9 @@ fn a_missing_route_is_a_finding_that_changes_nothing() {
     l.pop("ns.t", &[]);
 }
 
-/// A pop that takes fewer messages than `batch` allows (a broker defaulting `batch` to
-/// 1) is read as the smaller claim it was: a POP-3 finding, and the rest is delivered
-/// by the next pop as the model expects.
+/// A pop that takes fewer messages than `batch` allows (a broker whose default `batch`
+/// is one) is read as the smaller claim it was: a POP-3 finding, and the rest is
+/// delivered by the next pop as the model expects.
 #[test]
 fn a_smaller_claim_is_followed_with_a_finding() {
     let mut l = Lockstep::new(Policy::default());

@@ -171,12 +171,16 @@ impl Outcome {
     }
 }
 
-/// A checker configured as the target's model.
+/// A checker configured as the target's model. PROJECT points are held strictly (the
+/// search cannot list departures), but accepted deviations and, with `--keep-going`,
+/// answer-only differences are let through as in the cases, which report them.
 pub fn fresh_checker(settings: &CheckSettings) -> Checker {
     let mut c = Checker::new();
     c.skew_ms = settings.skew_ms;
     c.default_timeout_ms = settings.default_timeout_ms;
     c.body_limit = settings.body_limit;
+    c.keep_going = settings.keep_going;
+    c.accept = settings.accept.clone();
     c
 }
 
