@@ -21,9 +21,40 @@ use std::time::Duration;
 #[derive(Debug, Default)]
 pub struct Health {
     down: Mutex<Option<String>>,
+    /// Requests sent and not answered (in flight, or failed): the oldest is the one the
+    /// broker received last before it died, whichever session noticed first.
+    unanswered: Mutex<Unanswered>,
+}
+
+#[derive(Debug, Default)]
+struct Unanswered {
+    next: u64,
+    /// id -> (what sent it, the request).
+    open: std::collections::BTreeMap<u64, (String, HttpRequest)>,
 }
 
 impl Health {
+    /// Notes `req`, sent by `label`, until [`Health::answered`]. Long polls are not noted:
+    /// they are meant to wait.
+    pub fn sent(&self, label: &str, req: &HttpRequest) -> Option<u64> {
+        let parked = req.query.iter().any(|(k, v)| k == "wait" && v == "true");
+        if parked {
+            return None;
+        }
+        let mut u = self.unanswered.lock().expect("health");
+        u.next += 1;
+        let id = u.next;
+        u.open.insert(id, (label.to_string(), req.clone()));
+        Some(id)
+    }
+
+    /// The request `id` got an answer.
+    pub fn answered(&self, id: Option<u64>) {
+        if let Some(id) = id {
+            self.unanswered.lock().expect("health").open.remove(&id);
+        }
+    }
+
     /// Why the run must stop, once the broker stopped answering.
     pub fn down(&self) -> Option<String> {
         self.down.lock().expect("health").clone()
@@ -54,9 +85,18 @@ impl Health {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+        // The oldest request without an answer is the last one the broker received.
+        let (label, req) = {
+            let u = self.unanswered.lock().expect("health");
+            u.open
+                .values()
+                .next()
+                .cloned()
+                .unwrap_or_else(|| (label.to_string(), req.clone()))
+        };
         let why = format!(
-            "the broker stopped answering during {label}; the last request it received was:\n  {}\n  ({error})",
-            curl_one(&target.url, req)
+            "the broker stopped answering during {label}; the last request it received was:\n  {}\n  (then: {error})",
+            curl_one(&target.url, &req)
         );
         let mut down = self.down.lock().expect("health");
         Some(down.get_or_insert(why).clone())

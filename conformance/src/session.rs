@@ -354,10 +354,14 @@ impl Session {
     /// Sends a request and checks the answer against the model.
     pub async fn send(&mut self, req: HttpRequest) -> Result<HttpResponse, Failure> {
         let sent = now_ms();
+        let noted = self.target.health.sent(&self.label, &req);
         let answer = transmit(&self.target, &req).await;
         let received = now_ms();
         match answer {
-            Ok(a) => self.record(req, sent, received, a),
+            Ok(a) => {
+                self.target.health.answered(noted);
+                self.record(req, sent, received, a)
+            }
             Err(e) => Err(self.transport_failure(&req, e).await),
         }
     }

@@ -182,23 +182,6 @@ impl Cx<'_, '_> {
         self.typed(obj, path, key, rule, "a boolean", Value::as_bool)
     }
 
-    fn uint(
-        &mut self,
-        obj: &Value,
-        path: &str,
-        key: &str,
-        rule: RuleId,
-    ) -> Result<Option<u64>, Miss> {
-        self.typed(
-            obj,
-            path,
-            key,
-            rule,
-            "a non-negative integer",
-            Value::as_u64,
-        )
-    }
-
     /// A field that must equal `want` when present (soft [`Kind::Value`] otherwise).
     fn same<T: PartialEq + std::fmt::Debug>(
         &mut self,
@@ -216,6 +199,42 @@ impl Cx<'_, '_> {
             ),
             _ => Ok(()),
         }
+    }
+
+    /// `obj[key]` is `want` (soft: missing, mistyped and other values are findings under
+    /// `rule`).
+    fn is(
+        &mut self,
+        obj: &Value,
+        path: &str,
+        key: &str,
+        want: Value,
+        rule: RuleId,
+        what: &str,
+    ) -> Check {
+        let Some(got) = self.get(obj, path, key, rule)? else {
+            return Ok(());
+        };
+        let at = format!("{path}.{key}");
+        if std::mem::discriminant(got) != std::mem::discriminant(&want) {
+            return self.soft(
+                Finding::new(
+                    rule,
+                    Kind::MistypedField,
+                    format!("`{key}` has another type"),
+                )
+                .at(at)
+                .example(format!("{got} where {want} is expected")),
+            );
+        }
+        if *got != want {
+            return self.soft(
+                Finding::new(rule, Kind::Value, what.to_string())
+                    .at(at)
+                    .example(format!("{got} where {want} is expected")),
+            );
+        }
+        Ok(())
     }
 
     /// Every key of `expected` is in `actual` with an equal value (extra keys allowed),
@@ -535,19 +554,19 @@ fn push_item(cx: &mut Cx, o: &PushOut, a: &Value, path: &str) -> Check {
             )
         },
     )?;
-    let index = cx.uint(a, path, "index", PUSH_1)?;
-    cx.same(
-        index,
-        o.index as u64,
-        &format!("{path}.index"),
+    cx.is(
+        a,
+        path,
+        "index",
+        json!(o.index as u64),
         PUSH_1,
         "`index` is not the item's position",
     )?;
-    let queue = cx.str(a, path, "queueName", PUSH_1)?;
-    cx.same(
-        queue,
-        o.queue.as_str(),
-        &format!("{path}.queueName"),
+    cx.is(
+        a,
+        path,
+        "queueName",
+        json!(o.queue),
         PUSH_1,
         "`queueName` is not the item's queue",
     )?;
@@ -635,11 +654,11 @@ fn ack_item(cx: &mut Cx, o: &AckOut, a: &Value, path: &str) -> Check {
                 e.index
             ),
         })?;
-    let index = cx.uint(a, path, "index", ACK_0)?;
-    cx.same(
-        index,
-        e.index as u64,
-        &format!("{path}.index"),
+    cx.is(
+        a,
+        path,
+        "index",
+        json!(e.index as u64),
         ACK_0,
         "`index` is not the item's position",
     )?;
@@ -673,11 +692,11 @@ fn ack_item(cx: &mut Cx, o: &AckOut, a: &Value, path: &str) -> Check {
             e.error.as_deref().unwrap_or("applied")
         )
     })?;
-    let txn = cx.str(a, path, "transactionId", ACK_0)?;
-    cx.same(
-        txn,
-        e.transaction_id.as_str(),
-        &format!("{path}.transactionId"),
+    cx.is(
+        a,
+        path,
+        "transactionId",
+        json!(e.transaction_id),
         ACK_0,
         "`transactionId` is not the item's",
     )?;
@@ -786,36 +805,36 @@ fn pop(cx: &mut Cx, p: &PopOut, actual: &HttpResponse) -> Check {
             p.messages.len()
         )
     })?;
-    let success = cx.bool(b, "$", "success", POP_5)?;
-    cx.same(
-        success,
-        true,
-        "$.success",
+    cx.is(
+        b,
+        "$",
+        "success",
+        json!(true),
         POP_5,
         "`success` is not true on a delivery",
     )?;
-    let queue = cx.str(b, "$", "queue", POP_5)?;
-    cx.same(
-        queue,
-        p.queue.as_str(),
-        "$.queue",
+    cx.is(
+        b,
+        "$",
+        "queue",
+        json!(p.queue),
         POP_5,
         "the top-level `queue` differs",
     )?;
-    let group = cx.str(b, "$", "consumerGroup", POP_5)?;
-    cx.same(
-        group,
-        p.group.as_str(),
-        "$.consumerGroup",
+    cx.is(
+        b,
+        "$",
+        "consumerGroup",
+        json!(p.group),
         POP_5,
         "the top-level `consumerGroup` differs",
     )?;
-    let claimed = cx.uint(b, "$", "partitionsClaimed", POP_5)?;
-    cx.same(
-        claimed,
-        p.partitions_claimed as u64,
-        "$.partitionsClaimed",
-        POP_3,
+    cx.is(
+        b,
+        "$",
+        "partitionsClaimed",
+        json!(p.partitions_claimed as u64),
+        POP_5,
         "`partitionsClaimed` differs",
     )?;
     let lease = cx.str(b, "$", "leaseId", POP_5)?;
@@ -825,11 +844,11 @@ fn pop(cx: &mut Cx, p: &PopOut, actual: &HttpResponse) -> Check {
         why: "the claimed partition vanished".into(),
     })?;
     let first_name = first.name.clone();
-    let top = cx.str(b, "$", "partition", POP_5)?;
-    cx.same(
-        top,
-        first_name.as_str(),
-        "$.partition",
+    cx.is(
+        b,
+        "$",
+        "partition",
+        json!(first_name),
         POP_5,
         "the top-level `partition` is not the first claimed one",
     )?;
@@ -904,11 +923,11 @@ fn pop_message(
         })?;
         bind_part(cx, ph, id)?;
     }
-    let name = cx.str(m, MSG, "partition", POP_5)?;
-    cx.same(
-        name,
-        pname.as_str(),
-        &format!("{MSG}.partition"),
+    cx.is(
+        m,
+        MSG,
+        "partition",
+        json!(pname),
         POP_5,
         "a message's `partition` differs",
     )?;
@@ -931,11 +950,11 @@ fn pop_message(
             "a message's `leaseId` is not the top-level one",
         )?;
     }
-    let group = cx.str(m, MSG, "consumerGroup", POP_5)?;
-    cx.same(
-        group,
-        p.group.as_str(),
-        &format!("{MSG}.consumerGroup"),
+    cx.is(
+        m,
+        MSG,
+        "consumerGroup",
+        json!(p.group),
         POP_5,
         "a message's `consumerGroup` differs",
     )?;
@@ -1053,19 +1072,19 @@ fn extend(cx: &mut Cx, e: &ExtendOut, actual: &HttpResponse) -> Check {
             e.renewed
         )
     })?;
-    let lease = cx.str(b, "$", "leaseId", LEASE_2)?;
-    cx.same(
-        lease,
-        e.lease_id.as_str(),
-        "$.leaseId",
+    cx.is(
+        b,
+        "$",
+        "leaseId",
+        json!(e.lease_id),
         LEASE_2,
         "`leaseId` is not the path's",
     )?;
-    let success = cx.bool(b, "$", "success", LEASE_2)?;
-    cx.same(
-        success,
-        e.renewed > 0,
-        "$.success",
+    cx.is(
+        b,
+        "$",
+        "success",
+        json!(e.renewed > 0),
         LEASE_2,
         "`success` does not say whether anything was renewed",
     )?;

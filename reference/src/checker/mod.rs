@@ -48,6 +48,20 @@ pub struct World {
 }
 
 impl World {
+    /// The world an outcome of a request leads to: its state, the ids learnt so far, and
+    /// the findings with the PROJECT alternatives the outcome `taken`.
+    fn after(&self, state: State, taken: Vec<Finding>) -> World {
+        let mut w = World {
+            state,
+            ids: self.ids.clone(),
+            findings: self.findings.clone(),
+        };
+        for d in taken {
+            note(&mut w.findings, d);
+        }
+        w
+    }
+
     fn same_state(&self, other: &World) -> bool {
         self.state == other.state && self.ids == other.ids
     }
@@ -345,14 +359,7 @@ impl Checker {
                 )
                 .map_err(too_many(req))?;
                 for (out, st, taken) in branches {
-                    let mut w = World {
-                        state: st,
-                        ids: world.ids.clone(),
-                        findings: world.findings.clone(),
-                    };
-                    for d in taken {
-                        note(&mut w.findings, d);
-                    }
+                    let mut w = world.after(st, taken);
                     match check_answer(&out, actual, &mut w, &world.state, &req.path, judge) {
                         Ok(added) => next.merge(Kept {
                             print: w.fingerprint(),
@@ -531,14 +538,7 @@ impl Checker {
                 if matches!(out, Outcome::PopIllegal(..)) {
                     continue;
                 }
-                let mut w = World {
-                    state: st,
-                    ids: world.ids.clone(),
-                    findings: world.findings.clone(),
-                };
-                for d in taken {
-                    note(&mut w.findings, d);
-                }
+                let w = world.after(st, taken);
                 next.merge(Kept {
                     print: w.fingerprint(),
                     world: w,
