@@ -145,7 +145,7 @@ fn panicked(case: &Case, why: Box<dyn std::any::Any + Send>) -> CaseOutcome {
 }
 
 /// A case's own assertion that failed after the broker did less than asked (a route it
-/// lacks, a pop that claimed less than it could): the case saw less than the protocol
+/// lacks, a pop that claimed less than it could, a lease it kept): the case saw less than the protocol
 /// provides, so its assertion is no evidence against its own rules, and the failure is
 /// that departure's. Any other assertion stands.
 fn cause_of(f: Failure, seen: &[Seen]) -> Failure {
@@ -153,7 +153,7 @@ fn cause_of(f: Failure, seen: &[Seen]) -> Failure {
     let causes: Vec<_> = seen
         .iter()
         .map(|s| s.finding.clone())
-        .filter(|f| matches!(f.kind, Kind::Claim | Kind::RouteMissing))
+        .filter(|f| matches!(f.kind, Kind::Claim | Kind::RouteMissing | Kind::KeptLease))
         .collect();
     if causes.is_empty() {
         f

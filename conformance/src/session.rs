@@ -10,7 +10,7 @@ use crate::case::Failure;
 use crate::database::Database;
 use crate::health::Health;
 use queen_reference::checker::{Checker, StepError};
-use queen_reference::finding::{Accept, Finding};
+use queen_reference::finding::{Accept, Finding, Kind};
 use queen_reference::rules::{RuleId, ACK_0, POP_2};
 use queen_reference::time::Millis;
 use queen_reference::wire::*;
@@ -525,11 +525,12 @@ impl Session {
             }
         }
         // A broker that claimed nothing although messages were claimable (a finding,
-        // POP-2) is asked again a few times, as a client would, so that the case goes on
-        // to check its own rules.
+        // POP-2), or that keeps leases an ack released (ACK-1), is asked again a few
+        // times, as a client would, so that the case goes on to check its own rules.
         let mut r = self.get(&route.path(), &q).await?;
-        for wait_ms in [100, 200, 400, 800] {
-            if r.status != 204 || !self.checker.last_claim_short() {
+        for wait_ms in [100, 200, 400, 800, 1600] {
+            let kept = self.seen.iter().any(|s| s.finding.kind == Kind::KeptLease);
+            if r.status != 204 || !(self.checker.last_claim_short() || kept) {
                 break;
             }
             sleep_ms(wait_ms).await;

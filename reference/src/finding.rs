@@ -15,8 +15,8 @@ use crate::rules::{Level, RuleId};
 use serde::Serialize;
 
 /// What kind of departure a finding is. Every kind but [`Kind::Alternative`],
-/// [`Kind::Claim`] and [`Kind::RouteMissing`] is answer-only: the broker did what the
-/// model says and only said it differently.
+/// [`Kind::Claim`], [`Kind::KeptLease`] and [`Kind::RouteMissing`] is answer-only: the
+/// broker did what the model says and only said it differently.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
@@ -36,12 +36,15 @@ pub enum Kind {
     RouteMissing,
     /// A pop claimed less than the request allowed (a smaller batch or fewer partitions).
     Claim,
+    /// An ack that released the lease by the protocol said it kept it: the lease is
+    /// followed as live until some time before its deadline.
+    KeptLease,
     /// A PROJECT point decided the other way, with the state that follows from it.
     Alternative,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Status,
         Kind::MissingField,
         Kind::MistypedField,
@@ -50,6 +53,7 @@ impl Kind {
         Kind::Shape,
         Kind::RouteMissing,
         Kind::Claim,
+        Kind::KeptLease,
         Kind::Alternative,
     ];
 
@@ -63,6 +67,7 @@ impl Kind {
             Kind::Shape => "shape",
             Kind::RouteMissing => "route-missing",
             Kind::Claim => "claim",
+            Kind::KeptLease => "kept-lease",
             Kind::Alternative => "alternative",
         }
     }
@@ -73,7 +78,10 @@ impl Kind {
 
     /// Whether the broker only *said* something differently (its state is the model's).
     pub fn answer_only(self) -> bool {
-        !matches!(self, Kind::RouteMissing | Kind::Claim | Kind::Alternative)
+        !matches!(
+            self,
+            Kind::RouteMissing | Kind::Claim | Kind::KeptLease | Kind::Alternative
+        )
     }
 }
 

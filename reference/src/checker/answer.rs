@@ -76,6 +76,14 @@ impl Cx<'_, '_> {
         }
     }
 
+    /// A state reading the judge does not weigh (the caller only follows it when kept
+    /// going): recorded, and counted among the step's differences.
+    fn soft_state(&mut self, f: Finding) -> Check {
+        note(&mut self.w.findings, f);
+        self.softened += 1;
+        Ok(())
+    }
+
     fn expect(&mut self, ok: bool, f: impl FnOnce() -> Finding) -> Check {
         if ok {
             Ok(())
@@ -728,18 +736,44 @@ fn ack_item(cx: &mut Cx, o: &AckOut, a: &Value, path: &str) -> Check {
     // These three say what the ack did (a lease released, a dead letter filed, a cursor
     // already past): when present, another value is another state, not another wording.
     let released = cx.bool(a, path, "leaseReleased", ACK_0)?;
-    let released_rule = if e.lease_released { ACK_1 } else { ACK_STEP_5 };
-    state_flag(
-        released,
-        e.lease_released,
-        e.index,
-        "leaseReleased",
-        released_rule,
-    )?;
+    match (&o.released, released) {
+        (Some((ph, group)), Some(false)) if cx.j.keep_going => kept_lease(cx, *ph, group, e.index)?,
+        _ => {
+            let rule = if e.lease_released { ACK_1 } else { ACK_STEP_5 };
+            state_flag(released, e.lease_released, e.index, "leaseReleased", rule)?;
+        }
+    }
     let dlq = cx.bool(a, path, "dlq", ACK_6)?;
     state_flag(dlq, e.dlq, e.index, "dlq", ACK_6)?;
     let noop = cx.bool(a, path, "noop", ACK_3)?;
     state_flag(noop, e.noop, e.index, "noop", ACK_3)
+}
+
+/// A broker that says it kept the lease an ack released by the protocol (ACK-1: the
+/// span is acked away): followed, in keep-going mode, as the lease it held before the
+/// call, live until some time before its deadline (the broker decides when it lets
+/// go), so later pops are judged by it instead of failing every case on the way.
+fn kept_lease(cx: &mut Cx, ph: PartH, group: &str, index: usize) -> Check {
+    let held = cx
+        .before
+        .part(ph)
+        .and_then(|p| p.cursors.get(group))
+        .and_then(|c| c.lease.clone());
+    let Some(mut l) = held else {
+        return hard(false, ACK_1, || {
+            format!("ack item {index}: leaseReleased false where true is expected")
+        });
+    };
+    l.deadline = Stamp::between(l.deadline.lo - l.duration_ms, l.deadline.hi);
+    cx.w.state.cursor_mut(ph, group).lease = Some(l);
+    cx.soft_state(
+        Finding::new(
+            ACK_1,
+            Kind::KeptLease,
+            "an ack that completes the leased span keeps the lease",
+        )
+        .example(format!("ack item {index} answered leaseReleased:false")),
+    )
 }
 
 /// An ack item's flag that reports state: absent is a finding already; another value a miss.

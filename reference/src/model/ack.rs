@@ -63,6 +63,7 @@ pub fn ack(st: &mut State, items: &[AckIn], ctx: &mut Ctx) -> Vec<AckOut> {
                 out[i] = Some(AckOut {
                     result: r,
                     may_fail: false,
+                    released: None,
                 })
             }
             Step1::Valid { part, offset } => {
@@ -435,6 +436,7 @@ fn evaluate(
         }
         // ACK step 6 [OPEN]: a checker also accepts a refusal of a blocked completion.
         out[i] = Some(AckOut {
+            released: d.released_live.then(|| (ph, group.to_string())),
             result: r,
             may_fail: blocked && ctx.exploring(),
         });

@@ -80,6 +80,9 @@ pub struct AckOut {
     pub result: AckResult,
     /// `success:false` with any error is also accepted (ACK step 6 OPEN).
     pub may_fail: bool,
+    /// The `(partition, group)` whose lease the call released, on an item that says so
+    /// (a checker follows a broker that kept it, see `checker::answer`).
+    pub released: Option<(PartH, String)>,
 }
 
 /// An extend answer.
