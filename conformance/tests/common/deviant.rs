@@ -159,7 +159,8 @@ impl Deviation {
             // The spec's vocabulary says names appear URL-encoded in paths, under no rule
             // id; what a client sees is a pop of the queue finding nothing (POP-2).
             RawPathSegments => &["POP-2"],
-            ReadYourWritesLag => &["POP-2"],
+            // The stale read also seeds a group's subscription on the stale view.
+            ReadYourWritesLag => &["POP-2", "POP-13"],
             NamespaceNotDerived => &["CFG-3"],
             DlqOtherShape => &["DLQ-2"],
             CreatedAtWithoutZ => &["POP-12"],

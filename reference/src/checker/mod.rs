@@ -122,6 +122,19 @@ impl Next {
         self.kept.len()
     }
 
+    /// Adds `w` as another reading of the same answer: it needs as few differences as the
+    /// best reading kept so far, with that reading's expected answer.
+    fn merge_as_best(&mut self, w: World) {
+        let best = self.kept.iter().min_by_key(|k| k.added);
+        let (added, expected) = best.map_or((0, None), |k| (k.added, k.expected.clone()));
+        self.merge(Kept {
+            print: w.fingerprint(),
+            world: w,
+            added,
+            expected,
+        });
+    }
+
     /// Keeps only the worlds whose answer needed the fewest soft differences: an
     /// interpretation under which the broker said what the protocol says wins. Returns
     /// the worlds and the model's answer under the first, when it needed differences.
@@ -326,6 +339,9 @@ impl Checker {
                 rules,
             })));
         }
+        if !self.last_claim_short {
+            self.unseen_empty_pop(&op_in, actual, &mut next);
+        }
         let (worlds, expected) = next.fewest_differences();
         self.last_expected = expected;
         self.worlds = worlds;
@@ -429,6 +445,46 @@ impl Checker {
         Some(self.worlds.len())
     }
 
+    /// A pop answered with nothing may have done nothing at all, in keep-going mode: a
+    /// broker reading a stale view, or one that records no queue row (POP-8) or group
+    /// subscription (POP-13 [PROJECT]) for a pop that finds nothing. The state before
+    /// it stays possible, with a finding that shows once the model's own reading is
+    /// ruled out by a later answer.
+    fn unseen_empty_pop(
+        &self,
+        op_in: &dyn Fn(&World) -> Op,
+        actual: &HttpResponse,
+        next: &mut Next,
+    ) {
+        let empty = delivered_parts(actual).is_some_and(|p| p.is_empty());
+        if !self.keep_going || !empty {
+            return;
+        }
+        for w in &self.worlds {
+            let Op::Pop(p) = op_in(w) else { return };
+            let queue = match &p.route {
+                PopRoute::Queue(q) | PopRoute::Partition(q, _) => Some(q.clone()),
+                PopRoute::Discovery { .. } => None,
+            };
+            let f = match queue {
+                Some(q) if !w.state.queues.contains_key(&q) => Finding::new(
+                    POP_8,
+                    Kind::Claim,
+                    "a pop on an unknown queue that answered nothing did not create its row",
+                ),
+                _ => Finding::new(
+                    POP_13,
+                    Kind::Claim,
+                    "a pop that answered nothing did not record the group's subscription",
+                )
+                .at_level(Level::Project),
+            };
+            let mut unchanged = w.clone();
+            note(&mut unchanged.findings, f);
+            next.merge_as_best(unchanged);
+        }
+    }
+
     /// A pop that delivered fewer messages (or partitions) than the model allows, or
     /// nothing at all: in keep-going mode, the same pop with `batch` and `partitions` set
     /// to what it claimed; when that matches, the broker is followed with a
@@ -494,12 +550,7 @@ impl Checker {
             // its side effects (a queue row, a subscription, POP-8, POP-13) may be
             // missing too, so the state before it stays possible.
             for w in &self.worlds {
-                next.merge(Kept {
-                    print: w.fingerprint(),
-                    world: w.clone(),
-                    added: 0,
-                    expected: None,
-                });
+                next.merge_as_best(w.clone());
             }
         }
         for k in &mut next.kept {
