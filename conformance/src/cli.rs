@@ -177,7 +177,7 @@ pub struct RunArgs {
     /// A known deviation, allowed everywhere so that every other rule is still checked
     /// (repeatable; also `accept RULE-ID[:kind]` lines in --expect-failures). Kinds:
     /// status, missing-field, mistyped-field, value, error-text, shape, route-missing,
-    /// claim, alternative. Accepted findings are listed, never failures.
+    /// claim, kept-lease, alternative, state. Accepted findings are listed, never failures.
     #[arg(long, value_name = "RULE-ID[:kind]")]
     pub accept: Vec<String>,
     /// Record an answer that differs only in what it says (status code, field names,

@@ -96,6 +96,19 @@ async fn each_deviant_broker_is_named_by_exactly_the_rules_it_breaks() {
                 d.name()
             ));
         }
+        // One finding per broken rule, state departures included.
+        let found: Vec<&str> = s
+            .report
+            .findings
+            .iter()
+            .map(|f| f.finding.rule.as_str())
+            .collect();
+        if found.len() != declared.len() || found.iter().any(|r| !declared.contains(r)) {
+            wrong.push(format!(
+                "{}: findings {found:?}, breaks {declared:?}",
+                d.name()
+            ));
+        }
         for f in &s.report.findings {
             if !f.curl.contains("curl ") {
                 wrong.push(format!(

@@ -41,10 +41,13 @@ pub enum Kind {
     KeptLease,
     /// A PROJECT point decided the other way, with the state that follows from it.
     Alternative,
+    /// What the broker did differs from every allowed outcome: the case (or lockstep
+    /// sequence) ended there, as a divergence.
+    State,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Status,
         Kind::MissingField,
         Kind::MistypedField,
@@ -55,6 +58,7 @@ impl Kind {
         Kind::Claim,
         Kind::KeptLease,
         Kind::Alternative,
+        Kind::State,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -69,6 +73,7 @@ impl Kind {
             Kind::Claim => "claim",
             Kind::KeptLease => "kept-lease",
             Kind::Alternative => "alternative",
+            Kind::State => "state",
         }
     }
 
@@ -80,7 +85,7 @@ impl Kind {
     pub fn answer_only(self) -> bool {
         !matches!(
             self,
-            Kind::RouteMissing | Kind::Claim | Kind::KeptLease | Kind::Alternative
+            Kind::RouteMissing | Kind::Claim | Kind::KeptLease | Kind::Alternative | Kind::State
         )
     }
 }

@@ -20,7 +20,7 @@ use crate::rules::{Level, RuleId, ACK_1, ACK_2, ACK_4, ACK_6, ACK_7, PUSH_7};
 use crate::runner::{RunResults, Status, CONCURRENT_ID};
 use crate::session::{Example, Exchange};
 use queen_reference::diff::{diff, Difference};
-use queen_reference::finding::{Accept, Finding};
+use queen_reference::finding::{Accept, Finding, Kind};
 use std::collections::BTreeSet;
 
 /// The id under which the property run is reported.
@@ -210,6 +210,12 @@ impl Report {
             let level = failure
                 .as_ref()
                 .map_or(o.case.level, |f| f.level(o.case.level));
+            if let Some(e) = failure
+                .as_ref()
+                .and_then(|f| divergence_example(f, level, &o.transcript, &o.prefix, o.case.id))
+            {
+                examples.push(e);
+            }
             entries.push(Entry {
                 id: o.case.id.to_string(),
                 rules: o.case.rules.iter().map(|r| r.to_string()).collect(),
@@ -223,6 +229,22 @@ impl Report {
                 duration_ms: o.duration_ms,
                 fails_run: false,
             });
+        }
+        if let Some(c) = results
+            .lockstep
+            .as_ref()
+            .and_then(|l| l.counterexample.as_ref())
+        {
+            let level = c.failure.level(Level::Seed);
+            // The counterexample's own script (in its entry) makes the names fresh; this
+            // one replays them as they were.
+            examples.extend(divergence_example(
+                &c.failure,
+                level,
+                &c.transcript,
+                "",
+                LOCKSTEP_ID,
+            ));
         }
         if let Some(l) = &results.lockstep {
             let failure = l.counterexample.as_ref().map(|c| c.failure.clone());
@@ -397,6 +419,40 @@ fn findings(examples: Vec<Example>, accepted: &[Accept], strict: bool) -> Vec<Fi
     }
     out.sort_by(|a, b| a.finding.cmp(&b.finding));
     out
+}
+
+/// A divergence as a finding of kind `state` under the first rule whose check failed, so
+/// that a state departure is listed by rule beside the answer-only ones.
+fn divergence_example(
+    f: &Failure,
+    level: Level,
+    transcript: &[Exchange],
+    prefix: &str,
+    origin: &str,
+) -> Option<Example> {
+    let Failure::Diverged { step, divergence } = f else {
+        return None;
+    };
+    let rule = *divergence.rules.first()?;
+    let mut finding = Finding::new(
+        rule,
+        Kind::State,
+        "what the broker did differs from every allowed outcome",
+    )
+    .at_level(level);
+    if let Some(why) = divergence.reasons.first() {
+        finding = finding.example(why.clone());
+    }
+    Some(Example {
+        seen: crate::session::Seen {
+            finding,
+            step: *step,
+            expected: divergence.expected.first().cloned(),
+        },
+        origin: origin.to_string(),
+        prefix: prefix.to_string(),
+        transcript: transcript[..(*step + 1).min(transcript.len())].to_vec(),
+    })
 }
 
 /// Whether an unaccepted departure at `level` fails the run.
