@@ -7,7 +7,8 @@
 //! checks that the target answers a push and a pop with Queen-shaped answers (exit 2
 //! otherwise), and during the run the first request that gets no answer asks [`Health`]
 //! whether the broker is gone; if it is, the run ends at once (exit 3) naming the
-//! request the broker received last.
+//! request the broker received last (or, with several cases at once, the requests it
+//! left unanswered, among which that one is).
 
 use crate::lockstep::repro::curl_one;
 use crate::session::{transmit, Target};
@@ -85,19 +86,32 @@ impl Health {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
-        // The oldest request without an answer is the last one the broker received.
-        let (label, req) = {
+        // The requests without an answer, oldest first: the last one the broker received
+        // is among them (with several cases at once, which one cannot be told).
+        let open: Vec<(String, HttpRequest)> = {
             let u = self.unanswered.lock().expect("health");
-            u.open
-                .values()
-                .next()
-                .cloned()
-                .unwrap_or_else(|| (label.to_string(), req.clone()))
+            u.open.values().cloned().collect()
         };
-        let why = format!(
-            "the broker stopped answering during {label}; the last request it received was:\n  {}\n  (then: {error})",
-            curl_one(&target.url, &req)
-        );
+        let open = if open.is_empty() {
+            vec![(label.to_string(), req.clone())]
+        } else {
+            open
+        };
+        let (first, _) = &open[0];
+        let mut why = if open.len() == 1 {
+            format!(
+                "the broker stopped answering during {first}; the last request it received was:\n"
+            )
+        } else {
+            format!(
+                "the broker stopped answering during {first}; the last request it received is one of the {} it left unanswered:\n",
+                open.len()
+            )
+        };
+        for (l, r) in open.iter().take(8) {
+            why.push_str(&format!("  [{l}] {}\n", curl_one(&target.url, r)));
+        }
+        why.push_str(&format!("  (then: {error})"));
         let mut down = self.down.lock().expect("health");
         Some(down.get_or_insert(why).clone())
     }

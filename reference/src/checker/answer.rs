@@ -403,14 +403,7 @@ fn answer(cx: &mut Cx, out: &Outcome, actual: &HttpResponse, path: &str) -> Chec
         }
         Outcome::Push(items) => {
             cx.status(201, actual.status, PUSH_1, Level::Seed)?;
-            let arr = body.and_then(Value::as_array);
-            let arr = arr.ok_or_else(|| Miss {
-                rule: PUSH_1,
-                why: "push answer must be a JSON array of per-item results".into(),
-            })?;
-            hard(arr.len() == items.len(), PUSH_1, || {
-                format!("{} results for {} items", arr.len(), items.len())
-            })?;
+            let arr = results(body, items.len(), PUSH_1, "push")?;
             items
                 .iter()
                 .zip(arr)
@@ -420,13 +413,7 @@ fn answer(cx: &mut Cx, out: &Outcome, actual: &HttpResponse, path: &str) -> Chec
         Outcome::Pop(p) => pop(cx, p, actual),
         Outcome::Ack(items) => {
             cx.status(200, actual.status, ACK_0, Level::Seed)?;
-            let arr = body.and_then(Value::as_array).ok_or_else(|| Miss {
-                rule: ACK_0,
-                why: "ack answer must be a JSON array of per-item results".into(),
-            })?;
-            hard(arr.len() == items.len(), ACK_0, || {
-                format!("{} results for {} acknowledgments", arr.len(), items.len())
-            })?;
+            let arr = results(body, items.len(), ACK_0, "ack")?;
             items
                 .iter()
                 .zip(arr)
@@ -462,6 +449,24 @@ fn answer(cx: &mut Cx, out: &Outcome, actual: &HttpResponse, path: &str) -> Chec
             cx.subset(&expected, body, "$", &|_| rule)
         }
     }
+}
+
+/// The per-item results of a push or an ack answer: a JSON array with one result per
+/// item (hard: without it, what was done with each item cannot be read).
+fn results<'v>(
+    body: Option<&'v Value>,
+    n: usize,
+    rule: RuleId,
+    what: &str,
+) -> Result<&'v Vec<Value>, Miss> {
+    let arr = body.and_then(Value::as_array).ok_or_else(|| Miss {
+        rule,
+        why: format!("{what} answer must be a JSON array of per-item results"),
+    })?;
+    hard(arr.len() == n, rule, || {
+        format!("{} results for {n} items", arr.len())
+    })?;
+    Ok(arr)
 }
 
 /// Bad input: some 4xx (hard: anything else may have changed something), the rule's
