@@ -514,18 +514,7 @@ fn check_format(cx: &mut Cx, actual: &str, path: &str) -> Result<Option<i64>, Mi
 }
 
 fn check_time(cx: &mut Cx, actual: &str, s: Stamp, path: &str) -> Result<Option<i64>, Miss> {
-    if !is_iso_utc_z(actual) {
-        cx.soft(
-            Finding::new(
-                POP_12,
-                Kind::Value,
-                "a time is not ISO-8601 UTC with a literal Z",
-            )
-            .at(path.to_string())
-            .example(actual.to_string()),
-        )?;
-    }
-    let Some(t) = parse_iso(actual) else {
+    let Some(t) = check_format(cx, actual, path)? else {
         return Ok(None);
     };
     if s.admits(t, 1) {
