@@ -1,5 +1,5 @@
 //! Our server, both engines, driven by random operation sequences over HTTP, with every
-//! answer checked by the reference model's checker (PROTOCOL.md section 12). A
+//! answer checked by the reference model's checker (PROTOCOL.md section 13). A
 //! divergence prints the request, the answer and what the model allowed.
 
 use queen_reference::checker::{Checker, StepError};

@@ -1,6 +1,6 @@
 //! A case's conversation with the broker: every request goes out over HTTP, its send
 //! and receive times are recorded, and the answer is checked against the reference
-//! model before the case sees it (PROTOCOL.md section 12).
+//! model before the case sees it (PROTOCOL.md section 13).
 //!
 //! A [`Session`] owns one [`Checker`], so every exchange of a case is checked, in the
 //! order the broker committed them. Names are unique to the session (run id + case

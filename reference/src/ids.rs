@@ -1,4 +1,4 @@
-//! Which real id belongs to which model handle (PROTOCOL.md section 12).
+//! Which real id belongs to which model handle (PROTOCOL.md section 13).
 //!
 //! The model names messages, partitions and leases by its own handles. An
 //! [`IdBook`] ties each handle to the UUID a broker used for it, in both directions,

@@ -10,7 +10,7 @@
 /// time interval does not decide are `Time`; the rest are OPEN points of the spec.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ChoicePoint {
-    /// An uncertain comparison with a deadline (section 12).
+    /// An uncertain comparison with a deadline (section 13).
     Time,
     /// ACK-8: acking a message older than the dedup window. 0 = resolve, 1 = unresolvable.
     AckBeyondDedupWindow,

@@ -123,6 +123,8 @@ pub mod ids {
     pub const PUSH_8: RuleId = RuleId("PUSH-8");
     /// absent payload null or {}; plain-push traceId kept or dropped
     pub const PUSH_9: RuleId = RuleId("PUSH-9");
+    /// a full spool refuses with 503 and Retry-After; replay in committed chunks
+    pub const PUSH_10: RuleId = RuleId("PUSH-10");
     /// a pop never removes; leases (committed, end] in offset order
     pub const POP_1: RuleId = RuleId("POP-1");
     /// claimable: visible message past cursor and no live lease
@@ -191,6 +193,8 @@ pub mod ids {
     pub const TXN_2: RuleId = RuleId("TXN-2");
     /// answer shape; empty operations is 400
     pub const TXN_3: RuleId = RuleId("TXN-3");
+    /// a transaction with a push is refused with 503 while pushes would spool
+    pub const TXN_4: RuleId = RuleId("TXN-4");
     /// configure is a full replace
     pub const CFG_1: RuleId = RuleId("CFG-1");
     /// option defaults
@@ -201,10 +205,20 @@ pub mod ids {
     pub const DEL_1: RuleId = RuleId("DEL-1");
     /// health answers healthy and connected
     pub const HEALTH_1: RuleId = RuleId("HEALTH-1");
+    /// health reports the spool; a stuck replay is unhealthy
+    pub const HEALTH_2: RuleId = RuleId("HEALTH-2");
     /// push maintenance spools and replays
     pub const MAINT_1: RuleId = RuleId("MAINT-1");
     /// pop maintenance answers bare 204
     pub const MAINT_2: RuleId = RuleId("MAINT-2");
+    /// a request carries at most the configured number of items; more is 413
+    pub const LIMIT_1: RuleId = RuleId("LIMIT-1");
+    /// an internal error is a generic 500 with a request id; pops answer 204
+    pub const ERR_1: RuleId = RuleId("ERR-1");
+    /// slow clients are timed out; connections are capped; parked pops exempt
+    pub const CONN_1: RuleId = RuleId("CONN-1");
+    /// SIGTERM: stop accepting, answer parked pops, finish in-flight, flush, exit
+    pub const STOP_1: RuleId = RuleId("STOP-1");
 }
 
 pub use ids::*;
@@ -261,6 +275,11 @@ pub const RULES: &[Rule] = &[
         id: PUSH_9,
         level: Open,
         title: "absent payload null or {}; plain-push traceId kept or dropped",
+    },
+    Rule {
+        id: PUSH_10,
+        level: Project,
+        title: "a full spool refuses with 503 and Retry-After; replay in committed chunks",
     },
     Rule {
         id: POP_1,
@@ -434,6 +453,11 @@ pub const RULES: &[Rule] = &[
         title: "answer shape; empty operations is 400",
     },
     Rule {
+        id: TXN_4,
+        level: Project,
+        title: "a transaction with a push is refused with 503 while pushes would spool",
+    },
+    Rule {
         id: CFG_1,
         level: Seed,
         title: "configure is a full replace",
@@ -459,6 +483,11 @@ pub const RULES: &[Rule] = &[
         title: "health answers healthy and connected",
     },
     Rule {
+        id: HEALTH_2,
+        level: Project,
+        title: "health reports the spool; a stuck replay is unhealthy",
+    },
+    Rule {
         id: MAINT_1,
         level: Seed,
         title: "push maintenance spools and replays",
@@ -467,6 +496,26 @@ pub const RULES: &[Rule] = &[
         id: MAINT_2,
         level: Seed,
         title: "pop maintenance answers bare 204",
+    },
+    Rule {
+        id: LIMIT_1,
+        level: Project,
+        title: "a request carries at most the configured number of items; more is 413",
+    },
+    Rule {
+        id: ERR_1,
+        level: Project,
+        title: "an internal error is a generic 500 with a request id; pops answer 204",
+    },
+    Rule {
+        id: CONN_1,
+        level: Project,
+        title: "slow clients are timed out; connections are capped; parked pops exempt",
+    },
+    Rule {
+        id: STOP_1,
+        level: Project,
+        title: "SIGTERM: stop accepting, answer parked pops, finish in-flight, flush, exit",
     },
 ];
 

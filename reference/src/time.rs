@@ -2,7 +2,7 @@
 //!
 //! The model never reads a clock: every operation is told what time it is. Against a
 //! live broker that time is only known to lie between sending a request and reading
-//! its answer (PROTOCOL.md section 12), so a moment is a closed interval of
+//! its answer (PROTOCOL.md section 13), so a moment is a closed interval of
 //! milliseconds, [`Stamp`]. A deterministic engine uses exact stamps (`lo == hi`).
 //! Deadlines derived from an uncertain "now" (lease deadlines, retry delays) are
 //! uncertain by the same amount, and comparisons between uncertain moments are

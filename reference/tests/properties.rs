@@ -490,7 +490,7 @@ proptest! {
     }
 
     /// The checker accepts every answer of the engine, whatever its policy, with the
-    /// engine answering anywhere inside each request's time interval (section 12).
+    /// engine answering anywhere inside each request's time interval (section 13).
     #[test]
     fn checker_accepts_the_engine_under_any_policy_and_timing(
         steps in prop::collection::vec((step(), 0..400i64, 0..100u8), 1..40),

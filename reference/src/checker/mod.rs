@@ -1,4 +1,4 @@
-//! Checking a real broker's answers against the model (PROTOCOL.md section 12).
+//! Checking a real broker's answers against the model (PROTOCOL.md section 13).
 //!
 //! A [`Checker`] holds every state the broker may be in given what it has answered so
 //! far (a set of [`World`]s: model state plus the ids learnt). For each request it is
