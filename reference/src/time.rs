@@ -102,6 +102,16 @@ pub fn format_iso(t: Millis) -> String {
 /// A missing offset is read as UTC, the way PostgreSQL's `timestamptz` input does for
 /// a session at UTC. Returns `None` for anything else (POP-13: ignored, not an error).
 pub fn parse_iso(s: &str) -> Option<Millis> {
+    parse_any_iso(s).filter(|ms| (MIN_USABLE_MS..=MAX_USABLE_MS).contains(ms))
+}
+
+/// The first and last millisecond of the years 0001 to 9999: a time outside them has
+/// no four-digit ISO-8601 year, and PostgreSQL's range ends not far beyond, so it is
+/// as unusable as an unparseable one (POP-13).
+const MIN_USABLE_MS: Millis = -62_135_596_800_000;
+const MAX_USABLE_MS: Millis = 253_402_300_799_999;
+
+fn parse_any_iso(s: &str) -> Option<Millis> {
     let s = s.trim();
     if let Ok(dt) = DateTime::parse_from_rfc3339(s) {
         return Some(dt.timestamp_millis());
@@ -130,6 +140,15 @@ pub fn is_iso_utc_z(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// POP-13: a time outside the years 0001 to 9999 is ignored like an unparseable one.
+    #[test]
+    fn pop_13_a_time_outside_four_digit_years_is_unusable() {
+        assert_eq!(parse_iso("-200000-01-01T00:00:00"), None);
+        assert_eq!(parse_iso("+200000-01-01T00:00:00Z"), None);
+        assert_eq!(parse_iso("0001-01-01T00:00:00Z"), Some(MIN_USABLE_MS));
+        assert_eq!(parse_iso("9999-12-31T23:59:59.999Z"), Some(MAX_USABLE_MS));
+    }
 
     #[test]
     fn iso_round_trip_and_shape() {

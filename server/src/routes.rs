@@ -36,16 +36,17 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     // Everything taken from the request is dropped before the broker is called: a parked
     // long poll then holds only its parsed pop, not the request's headers, nor the
     // connection's read buffer they point into (10 000 parked polls, issue 7).
+    let request_id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-")
+        .to_string();
     let parsed = {
         let (parts, body) = req.into_parts();
         let body = match to_bytes(body, app.body_limit).await {
             Ok(b) => b,
-            Err(_) => {
-                return render(error_answer(
-                    413,
-                    format!("body exceeds the limit of {} bytes", app.body_limit),
-                ));
-            }
+            Err(e) => return render(unreadable_body(e, app.body_limit)),
         };
         let query = parts
             .uri
@@ -68,7 +69,38 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         Ok(req) => app.broker.call(req).await,
         Err(answer) => answer,
     };
-    render(answer)
+    render(scrub_internal_error(answer, &request_id))
+}
+
+/// ERR-1: the cause of a 500 goes to the log under the request's id, and the client
+/// gets only that id, never database internals.
+fn scrub_internal_error(answer: HttpResponse, request_id: &str) -> HttpResponse {
+    if answer.status != 500 {
+        return answer;
+    }
+    let cause = answer
+        .body
+        .as_ref()
+        .and_then(|b| b.get("error"))
+        .and_then(|e| e.as_str())
+        .unwrap_or("-");
+    tracing::error!(request_id, "internal error: {cause}");
+    json_answer(
+        500,
+        serde_json::json!({ "error": "internal error", "requestId": request_id }),
+    )
+}
+
+/// 413 for a body over the limit; 400 for one that could not be read at all (a
+/// malformed chunked encoding, a connection cut mid-body).
+fn unreadable_body(e: axum::Error, limit: usize) -> HttpResponse {
+    match e
+        .into_inner()
+        .downcast::<http_body_util::LengthLimitError>()
+    {
+        Ok(_) => error_answer(413, format!("body exceeds the limit of {limit} bytes")),
+        Err(e) => error_answer(400, format!("the request body could not be read: {e}")),
+    }
 }
 
 /// The answer to a request the wire layer refused.

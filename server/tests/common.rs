@@ -1,7 +1,11 @@
 //! Helpers for the server's own tests: JSON over HTTP, free ports, the binary.
 #![allow(dead_code)]
 
+use queen_server::app::spawn;
+use queen_server::config::Config;
+use queen_server::pg::PgBroker;
 use serde_json::Value;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub async fn get(c: &reqwest::Client, url: &str) -> (u16, Option<Value>) {
@@ -60,5 +64,48 @@ pub async fn wait_healthy(c: &reqwest::Client, base: &str, within: Duration) {
             "{base} did not become healthy in {within:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub fn config(spool: &std::path::Path) -> Config {
+    let mut c = Config::defaults();
+    c.spool_dir = spool.to_path_buf();
+    c
+}
+
+/// Our server with the PostgreSQL engine on a fresh database, with what must outlive it.
+pub struct PgApp {
+    pub server: queen_server::app::Running,
+    /// The broker behind the server: tests look at its tables through its pool.
+    pub broker: PgBroker,
+    pub _db: queen_pg::TestDb,
+    pub dir: std::path::PathBuf,
+}
+
+pub async fn pg_app(tag: &str) -> PgApp {
+    pg_app_with(tag, |_| {}).await
+}
+
+/// [`pg_app`] with `adjust` applied to the configuration first.
+pub async fn pg_app_with(tag: &str, adjust: impl FnOnce(&mut Config)) -> PgApp {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let dir = temp_dir(tag);
+    let mut cfg = config(&dir);
+    adjust(&mut cfg);
+    let broker = PgBroker::connect(db.url(), &cfg).await.unwrap();
+    let server = spawn(
+        Arc::new(broker.clone()),
+        &cfg,
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    PgApp {
+        server,
+        broker,
+        _db: db,
+        dir,
     }
 }

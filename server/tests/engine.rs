@@ -4,48 +4,10 @@
 mod common;
 use common::*;
 use queen_server::app::spawn;
-use queen_server::config::Config;
 use queen_server::pg::PgBroker;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn config(spool: &std::path::Path) -> Config {
-    let mut c = Config::defaults();
-    c.spool_dir = spool.to_path_buf();
-    c
-}
-
-/// Our server with the PostgreSQL engine on a fresh database, with what must outlive it.
-struct PgApp {
-    server: queen_server::app::Running,
-    /// The broker behind the server: tests look at its tables through its pool.
-    broker: PgBroker,
-    _db: queen_pg::TestDb,
-    dir: std::path::PathBuf,
-}
-
-async fn pg_app(tag: &str) -> PgApp {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
-    let dir = temp_dir(tag);
-    let cfg = config(&dir);
-    let broker = PgBroker::connect(db.url(), &cfg).await.unwrap();
-    let server = spawn(
-        Arc::new(broker.clone()),
-        &cfg,
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    PgApp {
-        server,
-        broker,
-        _db: db,
-        dir,
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_11_push_wakes_parked_pops_at_once_and_parked_pops_hold_no_connection() {

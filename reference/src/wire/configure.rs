@@ -1,7 +1,9 @@
 //! `POST /api/v1/configure` (PROTOCOL.md section 8): queue options, their defaults
 //! (CFG-2) and validation (CFG-3).
 
-use super::{as_object, check_name, derive_namespace_task, opt_str, req_str, WireError};
+use super::{
+    as_object, check_name, derive_namespace_task, opt_str, req_str, WireError, MAX_NAME_BYTES,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -112,6 +114,15 @@ pub fn parse_configure(body: &Value) -> Result<ConfigureRequest, WireError> {
     let (dns, dtask) = derive_namespace_task(&queue);
     let namespace = opt_str(obj, "namespace", "")?.unwrap_or(dns);
     let task = opt_str(obj, "task", "")?.unwrap_or(dtask);
+    // CFG-3: bounded like names; an empty one is allowed (a derived task often is).
+    for (key, v) in [("namespace", &namespace), ("task", &task)] {
+        if v.len() > MAX_NAME_BYTES {
+            return Err(WireError::bad(format!(
+                "{key} is {} bytes long; at most {MAX_NAME_BYTES} are allowed",
+                v.len()
+            )));
+        }
+    }
     let empty = Map::new();
     let o = match obj.get("options") {
         None | Some(Value::Null) => &empty,

@@ -258,7 +258,14 @@ impl PgBroker {
         let pool = &self.inner.pool;
         let result = match req {
             Request::Push(p) => return push::push_route(self, p).await,
-            Request::Pop { route, query } => pop::pop(pool, &route, &query).await,
+            Request::Pop { route, query } => {
+                // POP-6, ERR-1: an internal pop error (a queue deleted under the pop, say)
+                // is a bare 204.
+                return pop::pop(pool, &route, &query).await.unwrap_or_else(|e| {
+                    tracing::warn!("pop failed, answering 204: {e}");
+                    no_content()
+                });
+            }
             Request::Ack(a) => ack::ack_route(pool, &self.inner.wakes, vec![a]).await,
             Request::AckBatch(list) => ack::ack_route(pool, &self.inner.wakes, list).await,
             Request::Extend(e) => lease::extend(pool, &e).await,
@@ -272,14 +279,8 @@ impl PgBroker {
             Request::SetPopMaintenance(on) => admin::set_pop_maintenance(pool, on).await,
             Request::Health => return admin::health(pool).await,
         };
-        result.unwrap_or_else(|e| {
-            tracing::error!("database error: {e}");
-            if unreachable(&e) {
-                error_answer(500, "pool")
-            } else {
-                error_answer(500, format!("database error: {e}"))
-            }
-        })
+        // The route logs the cause under the request id and answers without it (ERR-1).
+        result.unwrap_or_else(|e| error_answer(500, format!("database error: {e}")))
     }
 }
 
