@@ -7,19 +7,26 @@ use crate::routes::{router, AppState};
 use axum::http::{HeaderName, Request};
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The application for `broker` under `config`.
-pub fn app(broker: Arc<dyn Broker>, config: &Config) -> axum::Router {
+/// The application for `broker` under `config`; `stopping` turns true at shutdown.
+pub fn app(
+    broker: Arc<dyn Broker>,
+    config: &Config,
+    stopping: tokio::sync::watch::Receiver<bool>,
+) -> axum::Router {
     let state = AppState {
         broker,
         body_limit: config.body_limit,
         default_timeout_ms: config.pop_timeout_ms(),
         backoff: config.backoff(),
+        body_timeout: Duration::from_millis(config.body_timeout_ms),
+        stopping,
     };
     router(state)
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
@@ -36,33 +43,37 @@ pub fn app(broker: Arc<dyn Broker>, config: &Config) -> axum::Router {
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
 }
 
-/// Serves until `shutdown` completes, then lets in-flight requests finish and flushes.
+/// Serves until `shutdown` completes, then shuts down as STOP-1 says: no new
+/// connections, parked pops answered at once, in-flight requests given the grace
+/// period, the broker flushed.
 pub async fn serve(
     listener: TcpListener,
     broker: Arc<dyn Broker>,
     config: &Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = app(broker.clone(), config);
-    // HTTP/1 with a small read buffer: a parked long poll keeps its connection's buffer
-    // for as long as it waits, and ten thousand of them should not cost ten thousand
-    // 16 KiB buffers (hyper's adaptive default grows to that).
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.max_buf_size(READ_BUFFER);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let app = app(broker.clone(), config, stop_rx);
+    let http = http_builder(config);
+    let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections as usize));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
                     // Out of file descriptors and the like: wait a moment, keep serving.
                     tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                     continue;
                 }
             },
             _ = &mut shutdown => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            refuse(stream, peer);
+            continue;
         };
         let _ = stream.set_nodelay(true);
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
@@ -72,14 +83,41 @@ pub async fn serve(
             if let Err(e) = conn.await {
                 tracing::debug!("connection ended: {e}");
             }
+            drop(slot);
         });
     }
-    // Stop accepting; let in-flight requests finish (parked pops answer at their
-    // timeout at the latest), then flush the broker.
     drop(listener);
-    graceful.shutdown().await;
+    let _ = stop_tx.send(true);
+    let grace = Duration::from_millis(config.shutdown_grace_ms);
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still in flight after the {grace:?} grace period; closing them");
+    }
     broker.shutdown().await;
     Ok(())
+}
+
+/// HTTP/1 with the CONN-1 head timeout and a small read buffer: a parked long poll
+/// keeps its connection's buffer for as long as it waits, and ten thousand of them
+/// should not cost ten thousand 16 KiB buffers (hyper's adaptive default grows to that).
+fn http_builder(config: &Config) -> hyper::server::conn::http1::Builder {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.max_buf_size(READ_BUFFER)
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_millis(config.header_timeout_ms));
+    http
+}
+
+/// CONN-1: a connection past the cap gets a 503 (if its socket takes it at once) and
+/// is closed.
+fn refuse(stream: tokio::net::TcpStream, peer: std::net::SocketAddr) {
+    tracing::warn!("refusing a connection from {peer}: at the connection limit");
+    const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n\
+        retry-after: 1\r\nconnection: close\r\ncontent-length: 49\r\n\r\n\
+        {\"error\":\"the server is at its connection limit\"}";
+    let _ = stream.try_write(BUSY);
 }
 
 /// The most a connection's read buffer grows to (hyper's minimum).

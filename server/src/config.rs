@@ -59,6 +59,21 @@ pub struct Config {
     /// Directory of the push spool (PUSH-7).
     #[arg(long, env = "SPOOL_DIR", default_value = ".queen/spool")]
     pub spool_dir: PathBuf,
+    /// CONN-1: how long a connection may take to deliver a request's head, in ms. The
+    /// clock starts when the connection begins waiting for a head, so on a kept-alive
+    /// connection this is also how long it may sit idle between requests.
+    #[arg(long, env = "HEADER_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_ms: u64,
+    /// CONN-1: how long a request's body may take to arrive once its head has (408 after).
+    #[arg(long, env = "BODY_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_timeout_ms: u64,
+    /// CONN-1: connections served at once; more are answered 503 and closed. Each parked
+    /// long poll holds one.
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = 16_384, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+    /// STOP-1: how long in-flight requests may take to finish after SIGTERM, in ms.
+    #[arg(long, env = "SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
+    pub shutdown_grace_ms: u64,
     /// Default long-poll timeout in ms; wins over POP_DEFAULT_TIMEOUT_MS.
     #[arg(long, env = "DEFAULT_TIMEOUT")]
     pub default_timeout: Option<u64>,

@@ -10,6 +10,9 @@
 //! `minPopWaitTime` lets an under-full (but non-empty) batch wait to fill: the pop parks
 //! until the batch would be full, the fill time is over, or the timeout comes, whichever
 //! is first; then it takes what there is.
+//!
+//! STOP-1: when the server begins to shut down, every parked pop answers 204 at once
+//! instead of holding the shutdown until its own timeout.
 
 use crate::broker::Broker;
 use crate::config::Backoff;
@@ -23,6 +26,7 @@ pub async fn pop(
     route: PopRoute,
     query: PopQuery,
     backoff: Backoff,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
 ) -> HttpResponse {
     let deadline = Instant::now() + Duration::from_millis(query.timeout_ms);
     let bell = broker.wakes().bell(match &route {
@@ -45,10 +49,11 @@ pub async fn pop(
             if n > 0 && n < query.batch {
                 let until =
                     *fill_until.get_or_insert_with(|| (Instant::now() + fill_wait).min(deadline));
-                if Instant::now() < until {
+                if Instant::now() < until && !*stopping.borrow() {
                     tokio::select! {
                         _ = &mut notified => {}
                         _ = tokio::time::sleep_until(until.min(Instant::now() + interval)) => {}
+                        _ = stopping.wait_for(|s| *s) => {}
                     }
                     continue;
                 }
@@ -63,7 +68,10 @@ pub async fn pop(
         // A parked pop that meets a busy pool (a herd woken by one push) or a database
         // hiccup keeps waiting instead of failing; at its deadline it answers what it got.
         let retry = answer.status >= 500 || answer.status == 204;
-        if !retry || !query.wait || Instant::now() >= deadline || broker.pop_paused().await {
+        if !retry || !query.wait || Instant::now() >= deadline || *stopping.borrow() {
+            return answer;
+        }
+        if broker.pop_paused().await {
             return answer;
         }
         let sleep_until = (Instant::now() + interval).min(deadline);
@@ -79,6 +87,7 @@ pub async fn pop(
                     interval = interval.mul_f64(backoff.multiplier).min(backoff.max);
                 }
             }
+            _ = stopping.wait_for(|s| *s) => return crate::broker::empty_answer(),
         }
     }
 }

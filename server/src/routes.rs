@@ -25,6 +25,10 @@ pub struct AppState {
     pub body_limit: usize,
     pub default_timeout_ms: u64,
     pub backoff: Backoff,
+    /// CONN-1: how long a body may take to arrive.
+    pub body_timeout: std::time::Duration,
+    /// STOP-1: turns true when the server begins to shut down; parked pops answer then.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The router: every path goes to [`handle`].
@@ -44,10 +48,20 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         .to_string();
     let parsed = {
         let (parts, body) = req.into_parts();
-        let body = match to_bytes(body, app.body_limit).await {
-            Ok(b) => b,
-            Err(e) => return render(unreadable_body(e, app.body_limit)),
-        };
+        let body =
+            match tokio::time::timeout(app.body_timeout, to_bytes(body, app.body_limit)).await {
+                Ok(Ok(b)) => b,
+                Ok(Err(e)) => return render(unreadable_body(e, app.body_limit)),
+                Err(_) => {
+                    return render(error_answer(
+                        408,
+                        format!(
+                            "the request body did not arrive within {} ms",
+                            app.body_timeout.as_millis()
+                        ),
+                    ))
+                }
+            };
         let query = parts
             .uri
             .query()
@@ -64,7 +78,14 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     };
     let answer = match parsed {
         Ok(Request::Pop { route, query }) => {
-            longpoll::pop(app.broker.as_ref(), route, query, app.backoff).await
+            longpoll::pop(
+                app.broker.as_ref(),
+                route,
+                query,
+                app.backoff,
+                app.stopping.clone(),
+            )
+            .await
         }
         Ok(req) => app.broker.call(req).await,
         Err(answer) => answer,

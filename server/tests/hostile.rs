@@ -139,3 +139,222 @@ async fn a_malformed_chunked_body_is_400() {
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
     assert!(answer.contains("could not be read"), "{answer}");
 }
+
+/// A raw connection to `addr` that has sent `bytes`.
+fn raw(addr: std::net::SocketAddr, bytes: &[u8]) -> std::net::TcpStream {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    s.write_all(bytes).unwrap();
+    s
+}
+
+/// Reads until the server closes the connection (or 20 s pass): what it sent.
+fn read_to_close(mut s: std::net::TcpStream) -> (String, bool) {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return (String::from_utf8_lossy(&out).into(), true),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return (String::from_utf8_lossy(&out).into(), true)
+            }
+            Err(_) => return (String::from_utf8_lossy(&out).into(), false),
+        }
+    }
+}
+
+fn short_timeouts(c: &mut queen_server::config::Config) {
+    c.header_timeout_ms = 300;
+    c.body_timeout_ms = 300;
+}
+
+/// CONN-1: a half-sent head, a body that stops half-way and an idle kept-alive
+/// connection are each closed by the server (the body with a 408), instead of holding
+/// a connection for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conn_1_slow_clients_are_cut_off() {
+    let app = pg_app_with("slow", short_timeouts).await;
+    let addr = app.server.addr;
+    let (head, body, idle) = tokio::task::spawn_blocking(move || {
+        let head = raw(addr, b"POST /api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Le");
+        let body = raw(
+            addr,
+            b"POST /api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"items\"",
+        );
+        let idle = raw(addr, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+        (
+            read_to_close(head),
+            read_to_close(body),
+            read_to_close(idle),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(head.1, "a half-sent head is closed: {head:?}");
+    assert!(
+        head.0.is_empty() || head.0.starts_with("HTTP/1.1 408"),
+        "{head:?}"
+    );
+    assert!(body.1, "a stalled body's connection is closed: {body:?}");
+    assert!(body.0.starts_with("HTTP/1.1 408"), "{body:?}");
+    assert!(body.0.contains("did not arrive within 300 ms"), "{body:?}");
+    assert!(idle.1, "an idle kept-alive connection is closed: {idle:?}");
+    assert!(idle.0.starts_with("HTTP/1.1 200"), "{idle:?}");
+}
+
+/// CONN-1: a parked pop is not a slow client: it waits its own timeout, well past the
+/// head and body timeouts, and then answers 204.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conn_1_a_parked_pop_outlives_the_connection_timeouts() {
+    let app = pg_app_with("parked", short_timeouts).await;
+    let started = std::time::Instant::now();
+    let r = reqwest::Client::new()
+        .get(format!(
+            "{}/api/v1/pop/queue/q?wait=true&timeout=1500",
+            app.server.url()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 204);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(1400),
+        "answered after {:?}, before its own timeout",
+        started.elapsed()
+    );
+}
+
+/// CONN-1: connections past the cap are answered 503 and closed; those under it are
+/// served, and a freed slot serves the next one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conn_1_connections_past_the_cap_are_refused() {
+    let app = pg_app_with("cap", |c| c.max_connections = 3).await;
+    let addr = app.server.addr;
+    let held: Vec<_> = (0..3)
+        .map(|_| raw(addr, b"GET /health HTTP/1.1\r\nHost: x\r\n"))
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let refused = tokio::task::spawn_blocking(move || {
+        read_to_close(raw(addr, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"))
+    })
+    .await
+    .unwrap();
+    assert!(refused.0.starts_with("HTTP/1.1 503"), "{refused:?}");
+    assert!(refused.0.contains("connection limit"), "{refused:?}");
+    drop(held);
+    let url = format!("{}/health", app.server.url());
+    let mut status = 0;
+    for _ in 0..50 {
+        match reqwest::get(&url).await {
+            Ok(r) if r.status().as_u16() == 200 => {
+                status = 200;
+                break;
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
+    assert_eq!(status, 200, "a freed slot serves the next connection");
+}
+
+/// STOP-1: shutting down with pops parked for an hour and half-sent heads open answers
+/// every parked pop 204 at once and ends; the flush has run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_1_shutdown_answers_parked_pops_and_ends() {
+    let app = pg_app_with("stop", |c| c.shutdown_grace_ms = 2000).await;
+    let (url, addr) = (app.server.url(), app.server.addr);
+    let c = reqwest::Client::new();
+    let pops: Vec<_> = (0..50)
+        .map(|k| {
+            let (c, url) = (
+                c.clone(),
+                format!("{url}/api/v1/pop/queue/q{k}?wait=true&timeout=3600000"),
+            );
+            tokio::spawn(async move { c.get(url).send().await.map(|r| r.status().as_u16()) })
+        })
+        .collect();
+    let _heads: Vec<_> = (0..10)
+        .map(|_| raw(addr, b"POST /api/v1/push HTTP/1.1\r\nHost: x\r\n"))
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let PgApp { server, .. } = app;
+    let stopped = tokio::time::timeout(std::time::Duration::from_secs(30), server.stop()).await;
+    assert!(
+        matches!(stopped, Ok(Ok(()))),
+        "the server stopped: {stopped:?}"
+    );
+    for p in pops {
+        assert_eq!(
+            p.await.unwrap().ok(),
+            Some(204),
+            "a parked pop is answered 204"
+        );
+    }
+}
+
+/// STOP-1: shutdown under push load loses nothing it acknowledged: every message a
+/// 201 said was queued is in the table afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_1_shutdown_under_push_load_loses_nothing_acknowledged() {
+    let app = pg_app("stopload").await;
+    let (url, pool) = (app.server.url(), app.broker.pool().clone());
+    let c = reqwest::Client::new();
+    let producers: Vec<_> = (0..8)
+        .map(|p| {
+            let (c, url) = (c.clone(), url.clone());
+            tokio::spawn(async move {
+                let mut acked = Vec::new();
+                for n in 0.. {
+                    let items: Vec<_> = (0..10)
+                        .map(|i| json!({"queue": format!("q{p}"), "payload": n * 10 + i}))
+                        .collect();
+                    let Ok(r) = c
+                        .post(format!("{url}/api/v1/push"))
+                        .json(&json!({ "items": items }))
+                        .send()
+                        .await
+                    else {
+                        break;
+                    };
+                    if r.status().as_u16() != 201 {
+                        break;
+                    }
+                    let Ok(body) = r.json::<serde_json::Value>().await else {
+                        break;
+                    };
+                    for item in body.as_array().unwrap() {
+                        assert_eq!(item["status"], "queued");
+                        acked.push(
+                            uuid::Uuid::parse_str(item["message_id"].as_str().unwrap()).unwrap(),
+                        );
+                    }
+                }
+                acked
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let PgApp { server, _db, .. } = app;
+    server.stop().await.unwrap();
+    let mut acked = Vec::new();
+    for p in producers {
+        acked.extend(p.await.unwrap());
+    }
+    assert!(
+        acked.len() > 100,
+        "the load ran: {} acknowledged",
+        acked.len()
+    );
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM queen_messages WHERE id = ANY($1)")
+        .bind(&acked)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored as usize,
+        acked.len(),
+        "every acknowledged push is stored"
+    );
+    drop(_db);
+}
