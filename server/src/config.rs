@@ -74,6 +74,15 @@ pub struct Config {
     /// STOP-1: how long in-flight requests may take to finish after SIGTERM, in ms.
     #[arg(long, env = "SHUTDOWN_GRACE_MS", default_value_t = 10_000)]
     pub shutdown_grace_ms: u64,
+    /// PUSH-10: the most bytes the spool holds; a push past it is answered 503.
+    #[arg(long, env = "SPOOL_MAX_BYTES", default_value_t = 1 << 30)]
+    pub spool_max_bytes: u64,
+    /// PUSH-10: the most bytes one replay transaction writes (a larger push goes alone).
+    #[arg(long, env = "SPOOL_CHUNK_BYTES", default_value_t = 8 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub spool_chunk_bytes: u64,
+    /// PUSH-10: the most items one replay transaction writes.
+    #[arg(long, env = "SPOOL_CHUNK_ITEMS", default_value_t = 5000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub spool_chunk_items: u64,
     /// Default long-poll timeout in ms; wins over POP_DEFAULT_TIMEOUT_MS.
     #[arg(long, env = "DEFAULT_TIMEOUT")]
     pub default_timeout: Option<u64>,

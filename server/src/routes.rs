@@ -136,10 +136,11 @@ fn rejection_answer(rejection: Rejection, http: &HttpRequest) -> HttpResponse {
     }
 }
 
-/// Turns an answer into an HTTP response: JSON, or nothing at all for a 204.
+/// Turns an answer into an HTTP response: JSON, or nothing at all for a 204. A 503 says
+/// when to try again (PUSH-10, TXN-4: the broker refuses for now, not for good).
 pub fn render(answer: HttpResponse) -> Response {
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    match answer.body {
+    let mut response = match answer.body {
         None => status.into_response(),
         Some(v) => (
             status,
@@ -147,5 +148,11 @@ pub fn render(answer: HttpResponse) -> Response {
             Body::from(serde_json::to_vec(&v).expect("JSON serializes")),
         )
             .into_response(),
+    };
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
     }
+    response
 }

@@ -60,7 +60,11 @@ async fn no_arguments_starts_embedded_postgres_and_keeps_data_across_restart() {
     let (s, body) = get(&c, &format!("{base}/health")).await;
     assert_eq!(
         (s, body.unwrap()),
-        (200, json!({"status": "healthy", "database": "connected"}))
+        (
+            200,
+            json!({"status": "healthy", "database": "connected",
+                   "spool": {"items": 0, "bytes": 0, "capacity": 1u64 << 30, "replay": "idle"}})
+        )
     );
     let (s, _) = post(
         &c,

@@ -187,16 +187,27 @@ pub(crate) async fn set_pop_maintenance(
     pop_maintenance(pool).await
 }
 
-/// HEALTH-1: 200 when the database answers, 503 otherwise.
-pub(crate) async fn health(pool: &PgPool) -> HttpResponse {
-    match sqlx::query("SELECT 1").execute(pool).await {
-        Ok(_) => ok(&HealthResponse {
-            status: "healthy".into(),
-            database: "connected".into(),
-        }),
+/// HEALTH-1: 200 when the database answers, 503 otherwise; HEALTH-2: with the spool's
+/// state, and 503 while its replay is stuck.
+pub(crate) async fn health(b: &PgBroker) -> HttpResponse {
+    let (spool, stuck) = b.spool_state();
+    match sqlx::query("SELECT 1").execute(&b.inner.pool).await {
+        Ok(_) if !stuck => {
+            let mut body = serde_json::to_value(HealthResponse {
+                status: "healthy".into(),
+                database: "connected".into(),
+            })
+            .expect("serializes");
+            body["spool"] = spool;
+            json_answer(200, body)
+        }
+        Ok(_) => json_answer(
+            503,
+            serde_json::json!({"status": "unhealthy", "database": "connected", "spool": spool}),
+        ),
         Err(e) => json_answer(
             503,
-            serde_json::json!({"status": "unhealthy", "database": "disconnected", "error": e.to_string()}),
+            serde_json::json!({"status": "unhealthy", "database": "disconnected", "error": e.to_string(), "spool": spool}),
         ),
     }
 }

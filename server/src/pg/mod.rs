@@ -30,7 +30,7 @@ pub use push::Prepared;
 
 use crate::broker::{empty_answer, error_answer, json_answer, Broker};
 use crate::config::Config;
-use crate::spool::Spool;
+use crate::spool::{ChunkLimits, Spool};
 use crate::wakes::Wakes;
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -38,6 +38,7 @@ use queen_reference::wire::{HttpResponse, PopQuery, PopRoute, Request};
 use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::PgConnection;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,12 +71,27 @@ struct Inner {
     group: group::Group,
     /// Pushes accepted while the database cannot take them (PUSH-7).
     spool: Spool,
+    /// How the spool's replay goes (PUSH-10, HEALTH-2).
+    replay: Replay,
     /// Until when (ms since the epoch) pushes go straight to the spool, because the
     /// database was just found unreachable; saves every push an acquire timeout.
     down_until: std::sync::atomic::AtomicI64,
     /// Background tasks (the listener, the spool replayer), stopped on drop.
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
+
+/// The spool's replay: one at a time, in bounded chunks, with its failures counted so
+/// that a replay that cannot make progress shows in `/health` (HEALTH-2).
+struct Replay {
+    /// Held while a replay runs.
+    running: tokio::sync::Mutex<()>,
+    limits: ChunkLimits,
+    /// Chunks that failed in a row while the database answered.
+    failures: std::sync::atomic::AtomicU32,
+}
+
+/// Failed chunks in a row, with the database answering, after which a replay is stuck.
+const STUCK_AFTER: u32 = 3;
 
 impl Drop for Inner {
     fn drop(&mut self) {
@@ -134,7 +150,8 @@ impl PgBroker {
             .await
             .map_err(StartError::Connect)?;
         MIGRATOR.run(&pool).await.map_err(StartError::Migrate)?;
-        let spool = Spool::open(&config.spool_dir).map_err(StartError::Spool)?;
+        let spool =
+            Spool::open(&config.spool_dir, config.spool_max_bytes).map_err(StartError::Spool)?;
         let wakes = Arc::new(Wakes::new());
         // By default half the pool writes pushes; the rest serves pops, acks and the rest.
         let (group, writers) = group::Group::spawn(
@@ -152,6 +169,14 @@ impl PgBroker {
                 wakes,
                 group,
                 spool,
+                replay: Replay {
+                    running: Default::default(),
+                    limits: ChunkLimits {
+                        bytes: config.spool_chunk_bytes,
+                        items: config.spool_chunk_items as usize,
+                    },
+                    failures: Default::default(),
+                },
                 down_until: Default::default(),
                 tasks: Default::default(),
             }),
@@ -167,9 +192,7 @@ impl PgBroker {
             tasks.extend([listener, replayer]);
             tasks.extend(writers);
         }
-        if broker.inner.spool.pending() > 0 {
-            broker.replay_spool().await;
-        }
+        // A spool left behind is replayed by the replay loop: start-up does not wait.
         Ok(broker)
     }
 
@@ -205,36 +228,62 @@ impl PgBroker {
                     .load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Replays the spool when push maintenance is off and the database answers.
-    /// Returns whether the spool is empty afterwards.
+    /// Replays the spool, chunk by chunk, when push maintenance is off and the database
+    /// answers. Returns whether the spool is empty afterwards.
     pub async fn replay_spool(&self) -> bool {
-        if self.inner.spool.pending() == 0 {
-            return true;
-        }
-        match admin::switch(&self.inner.pool, "push_maintenance").await {
-            Ok(false) => {}
-            _ => return false,
-        }
-        match self
-            .inner
-            .spool
-            .replay(|lines| push::replay(&self.inner.pool, lines))
-            .await
-        {
-            Ok(queues) => {
-                for q in queues {
-                    self.inner.wakes.ring(&q);
-                }
-                true
+        // One replay at a time; a second caller waits for it, then finds what is left.
+        let _only_one = self.inner.replay.running.lock().await;
+        while self.inner.spool.pending() > 0 {
+            match admin::switch(&self.inner.pool, "push_maintenance").await {
+                Ok(false) => {}
+                _ => return false,
             }
-            Err(e) => {
+            if let Err(e) = self.replay_chunk().await {
                 if unreachable(&e) {
                     self.mark_down();
+                } else {
+                    self.inner.replay.failures.fetch_add(1, Ordering::SeqCst);
                 }
                 tracing::warn!("spool replay failed, will retry: {e}");
-                false
+                return false;
             }
+            self.inner.replay.failures.store(0, Ordering::SeqCst);
         }
+        true
+    }
+
+    /// Writes the spool's next chunk in one transaction, then commits it in the spool.
+    async fn replay_chunk(&self) -> Result<(), sqlx::Error> {
+        let spool = &self.inner.spool;
+        let Some(chunk) = spool.next_chunk(self.inner.replay.limits).await? else {
+            return Ok(());
+        };
+        let queues = push::replay(&self.inner.pool, &chunk.items).await?;
+        spool.commit(chunk).await?;
+        for q in queues {
+            self.inner.wakes.ring(&q);
+        }
+        Ok(())
+    }
+
+    /// HEALTH-2: the spool's depth and how its replay goes (`stuck`: the database
+    /// answers, maintenance is off, and chunks keep failing).
+    pub(crate) fn spool_state(&self) -> (serde_json::Value, bool) {
+        let spool = &self.inner.spool;
+        let stuck =
+            spool.pending() > 0 && self.inner.replay.failures.load(Ordering::SeqCst) >= STUCK_AFTER;
+        let replay = match (spool.pending(), stuck) {
+            (0, _) => "idle",
+            (_, false) => "pending",
+            (_, true) => "stuck",
+        };
+        let state = serde_json::json!({
+            "items": spool.pending(),
+            "bytes": spool.bytes(),
+            "capacity": spool.capacity(),
+            "replay": replay,
+        });
+        (state, stuck)
     }
 }
 
@@ -277,7 +326,7 @@ impl PgBroker {
             Request::SetPushMaintenance(on) => admin::set_push_maintenance(self, on).await,
             Request::GetPopMaintenance => admin::pop_maintenance(pool).await,
             Request::SetPopMaintenance(on) => admin::set_pop_maintenance(pool, on).await,
-            Request::Health => return admin::health(pool).await,
+            Request::Health => return admin::health(self).await,
         };
         // The route logs the cause under the request id and answers without it (ERR-1).
         result.unwrap_or_else(|e| error_answer(500, format!("database error: {e}")))

@@ -5,6 +5,7 @@
 use super::group::WriteError;
 use super::{db_now, PgBroker};
 use crate::broker::{error_answer, json_answer};
+use crate::spool::AppendError;
 use chrono::{DateTime, Utc};
 use queen_reference::wire::{
     derive_namespace_task, HttpResponse, Payload, PushRequest, PushResult, PushStatus, QueueOptions,
@@ -95,11 +96,16 @@ pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> HttpRespo
     }
 }
 
-/// PUSH-7: appends to the disk spool (fsynced) and answers `buffered`.
+/// PUSH-7: appends to the disk spool (fsynced) and answers `buffered`; PUSH-10: a full
+/// spool answers 503 (the route adds `Retry-After`).
 async fn spool(broker: &PgBroker, items: &[Prepared]) -> HttpResponse {
-    if let Err(e) = broker.inner.spool.append(items).await {
-        tracing::error!("cannot write the spool: {e}");
-        return error_answer(500, format!("cannot write the spool: {e}"));
+    match broker.inner.spool.append(items).await {
+        Ok(()) => {}
+        Err(e @ AppendError::Full { .. }) => {
+            tracing::warn!("refusing a push: {e}");
+            return error_answer(503, format!("the push spool is full, try again later: {e}"));
+        }
+        Err(e) => return error_answer(500, e),
     }
     let out = answers(items.iter(), PushStatus::Buffered);
     json_answer(201, serde_json::to_value(out).expect("serializes"))
@@ -122,19 +128,52 @@ pub(crate) fn answers<'a>(
         .collect()
 }
 
-/// Writes spooled items in order, subject to dedup, in one transaction. Returns the
-/// queues written to.
-pub(crate) async fn replay(
-    pool: &PgPool,
-    items: Vec<Prepared>,
-) -> Result<Vec<String>, sqlx::Error> {
+/// Writes spooled items in order, subject to dedup, in one transaction, skipping those
+/// already stored (a chunk replayed again after a crash: PUSH-10). Returns the queues
+/// written to.
+pub(crate) async fn replay(pool: &PgPool, items: &[Prepared]) -> Result<Vec<String>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    write(&mut tx, &items.iter().collect::<Vec<_>>()).await?;
+    let stored = already_stored(&mut tx, items).await?;
+    let fresh: Vec<&Prepared> = items
+        .iter()
+        .filter(|i| !stored.contains(&i.message_id))
+        .collect();
+    if !fresh.is_empty() {
+        write(&mut tx, &fresh).await?;
+    }
     tx.commit().await?;
-    let mut queues: Vec<String> = items.into_iter().map(|i| i.queue).collect();
+    let mut queues: Vec<String> = fresh.into_iter().map(|i| i.queue.clone()).collect();
     queues.sort();
     queues.dedup();
     Ok(queues)
+}
+
+/// The message ids of `items` already in the table (found through the transactionId
+/// index: a message id is decided with its item, so it names one stored message).
+async fn already_stored(
+    conn: &mut PgConnection,
+    items: &[Prepared],
+) -> Result<std::collections::HashSet<Uuid>, sqlx::Error> {
+    let (mut q, mut p, mut t, mut i) = (vec![], vec![], vec![], vec![]);
+    for it in items {
+        q.push(it.queue.as_str());
+        p.push(it.partition.as_str());
+        t.push(it.transaction_id.as_str());
+        i.push(it.message_id);
+    }
+    sqlx::query_scalar(
+        "SELECT m.id FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[]) AS k(q, p, t, i)
+         JOIN queen_queues q ON q.name = k.q
+         JOIN queen_partitions p ON p.queue_id = q.id AND p.name = k.p
+         JOIN queen_messages m ON m.partition_id = p.id AND m.transaction_id = k.t AND m.id = k.i",
+    )
+    .bind(&q)
+    .bind(&p)
+    .bind(&t)
+    .bind(&i)
+    .fetch_all(&mut *conn)
+    .await
+    .map(|ids| ids.into_iter().collect())
 }
 
 /// Writes `items` atomically in the caller's transaction and answers them (PUSH-1).
