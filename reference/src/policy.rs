@@ -38,6 +38,9 @@ pub enum ChoicePoint {
     /// partitions start at their beginning), 1 = every pop seeds the partitions the
     /// group has no cursor on yet with that pop's subscription parameters.
     SubscriptionPerPartition,
+    /// TXN-4 [PROJECT]: 0 = a transaction with a push is refused (503) while push
+    /// maintenance is on, 1 = it is written as if maintenance were off.
+    TxnWritesUnderMaintenance,
 }
 
 /// How an absent `payload` is stored (PUSH-9).
@@ -106,6 +109,8 @@ pub struct Policy {
     pub txn_keeps_failed_ack: u32,
     /// Alternative index taken at [`ChoicePoint::SubscriptionPerPartition`] (PROJECT).
     pub subscription_per_partition: u32,
+    /// Alternative index taken at [`ChoicePoint::TxnWritesUnderMaintenance`] (PROJECT).
+    pub txn_writes_under_maintenance: u32,
 }
 
 impl Policy {
@@ -134,6 +139,7 @@ impl Policy {
             ack_releases_on_partial_commit: 1,
             txn_keeps_failed_ack: 1,
             subscription_per_partition: 1,
+            txn_writes_under_maintenance: 1,
             ..Policy::default()
         }
     }
@@ -150,6 +156,7 @@ impl Policy {
             ChoicePoint::AckReleasesOnPartialCommit => self.ack_releases_on_partial_commit,
             ChoicePoint::TxnKeepsFailedAck => self.txn_keeps_failed_ack,
             ChoicePoint::SubscriptionPerPartition => self.subscription_per_partition,
+            ChoicePoint::TxnWritesUnderMaintenance => self.txn_writes_under_maintenance,
         }
     }
 }

@@ -222,6 +222,12 @@ pub mod ids {
 }
 
 pub use ids::*;
+
+/// Rules about how a broker operates under faults and load (its spool's capacity, its
+/// limits, internal errors, slow clients, shutdown). A black-box case cannot provoke
+/// them without knowing the broker's configuration or killing it, so they are checked
+/// by the server's own tests and the fault scenarios, not by conformance cases.
+pub const OPERATIONAL: &[RuleId] = &[PUSH_10, HEALTH_2, LIMIT_1, ERR_1, CONN_1, STOP_1];
 use Level::{Open, Project, Seed};
 
 /// Every rule id of PROTOCOL.md, in the order of the spec.

@@ -17,6 +17,7 @@ pub fn cases() -> Vec<Case> {
         push_maintenance: "maint-1/push-maintenance-buffers-and-replays-in-order", [MAINT_1, PUSH_7, PUSH_5], Seed, Maintenance, alone = true;
         pop_maintenance: "maint-2/pop-maintenance-answers-a-bare-204", [MAINT_2, POP_6], Seed, Maintenance, alone = true;
         maintenance_body: "maint-1/bad-switch-body-is-400", [MAINT_1, MAINT_2], Project, Maintenance, needs [BadInput], alone = true;
+        txn_under_maintenance: "txn-4/a-transaction-push-is-refused-under-maintenance", [TXN_4], Project, Maintenance, alone = true;
     ]
 }
 
@@ -136,6 +137,69 @@ async fn push_maintenance_body(s: &mut Session) -> CaseResult {
     let p = s.pop_q(&q, &[("batch", "10")]).await?;
     ensure(txns(&p) == ["before", "s1", "s2"], || {
         (format!("after replay: {:?}", txns(&p)), vec![PUSH_7])
+    })
+}
+
+async fn txn_under_maintenance(s: &mut Session) -> CaseResult {
+    let r = txn_under_maintenance_body(s).await;
+    switch_off(s).await;
+    r
+}
+
+/// TXN-4: with push maintenance on, a transaction with a push is refused 503 and
+/// applies nothing (its ack neither); one with acks only goes through.
+async fn txn_under_maintenance_body(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push_many(&q, "p", &["a", "b"]).await?;
+    let p = s
+        .pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")])
+        .await?;
+    let lease = p.lease_id.clone();
+    s.post("/api/v1/system/maintenance", json!({"enabled": true}))
+        .await?;
+    let mut ack = acks_for(&p, "completed").remove(0);
+    ack["type"] = json!("ack");
+    ack["consumerGroup"] = json!("g");
+    let push =
+        json!({"type": "push", "items": [{"queue": q, "partition": "p", "transactionId": "t"}]});
+    let r = s
+        .post(
+            "/api/v1/transaction",
+            json!({"operations": [push, ack.clone()]}),
+        )
+        .await?;
+    ensure(r.status == 503, || {
+        (
+            format!(
+                "a transaction with a push under maintenance answered {}",
+                r.status
+            ),
+            vec![TXN_4],
+        )
+    })?;
+    let r = s
+        .post("/api/v1/transaction", json!({"operations": [ack]}))
+        .await?;
+    let t: TxnResponse = decode(&r, 200, "transaction")?;
+    ensure(t.success, || {
+        (
+            format!("an acks-only transaction under maintenance: {:?}", t.error),
+            vec![TXN_4],
+        )
+    })?;
+    s.post("/api/v1/system/maintenance", json!({"enabled": false}))
+        .await?;
+    let next = s
+        .pop_q(&q, &[("consumerGroup", "g"), ("batch", "10")])
+        .await?;
+    ensure(txns(&next) == ["b"], || {
+        (
+            format!(
+                "after the refused transaction (lease {lease}): {:?}",
+                txns(&next)
+            ),
+            vec![TXN_4],
+        )
     })
 }
 

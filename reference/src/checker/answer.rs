@@ -354,9 +354,10 @@ pub fn delivered_parts(actual: &HttpResponse) -> Option<Vec<(String, String)>> {
 
 /// The PROJECT rule that decides the answer to a rejected request on `path` (its status
 /// beyond "some 4xx" and its body shape), and the level of that half of the rule.
-fn rejection_rule(path: &str) -> (RuleId, Level) {
+fn rejection_rule(path: &str, status: u16) -> (RuleId, Level) {
     let route = path.strip_prefix("/api/v1/").unwrap_or(path);
     match route.split('/').next().unwrap_or("") {
+        "transaction" if status == 503 => (TXN_4, Level::Project),
         "ack" => (ACK_0, Level::Project),
         "lease" => (LEASE_3, Level::Project),
         "configure" => (CFG_3, Level::Project),
@@ -472,7 +473,7 @@ fn results<'v>(
 /// Bad input: some 4xx (hard: anything else may have changed something), the rule's
 /// exact status and a body `{"error": "..."}` (soft).
 fn rejected(cx: &mut Cx, e: &WireError, actual: &HttpResponse, path: &str) -> Check {
-    let (rule, level) = rejection_rule(path);
+    let (rule, level) = rejection_rule(path, e.status);
     cx.status(e.status, actual.status, rule, level)?;
     let text = actual
         .body

@@ -75,9 +75,10 @@ pub fn apply(st: &mut State, op: &Op, hints: &mut Hints, ctx: &mut Ctx) -> Outco
             lease_id,
             seconds,
         } => Outcome::Extend(lease::extend(st, *lease, lease_id, *seconds, ctx)),
-        Op::Txn { ops, required } => {
-            Outcome::Txn(txn::transaction(st, ops, required, hints.minter, ctx))
-        }
+        Op::Txn { ops, required } => match txn::refused_under_maintenance(st, ops, ctx) {
+            Some(e) => Outcome::Rejected(e),
+            None => Outcome::Txn(txn::transaction(st, ops, required, hints.minter, ctx)),
+        },
         Op::Configure(req) => Outcome::Configure(admin::configure(st, req)),
         Op::Delete(name) => Outcome::Delete(admin::delete_queue(st, name)),
         Op::Dlq(q) => Outcome::Dlq(admin::list_dlq(st, q)),

@@ -16,10 +16,34 @@ pub enum TxnOpIn {
     Ack(AckIn),
 }
 
+/// TXN-4's refusal text.
+pub const TXN_MAINTENANCE_ERROR: &str =
+    "push maintenance is on: a transaction with a push cannot be spooled; try again later";
+
+/// TXN-4 [PROJECT]: under push maintenance a transaction with a push is refused (503),
+/// since it cannot be spooled as a unit; another broker may write it anyway.
+pub fn refused_under_maintenance(
+    st: &State,
+    ops: &[TxnOpIn],
+    ctx: &mut Ctx,
+) -> Option<crate::wire::WireError> {
+    let pushes = ops.iter().any(|o| matches!(o, TxnOpIn::Push(_)));
+    let refused = st.push_maintenance
+        && pushes
+        && !ctx.project(
+            ChoicePoint::TxnWritesUnderMaintenance,
+            crate::rules::TXN_4,
+            "wrote a transaction's push while push maintenance was on (ours: 503)",
+        );
+    refused.then(|| crate::wire::WireError {
+        status: 503,
+        message: TXN_MAINTENANCE_ERROR.into(),
+    })
+}
+
 /// TXN-1..3. `required` are the `requiredLeases`: each must be a live lease
-/// [PROJECT], else the transaction aborts. Pushes inside write even under push
-/// maintenance [PROJECT: the spool serves the push route only]. `minter` is asked
-/// for transactionIds by the running index of pushed items across the call.
+/// [PROJECT], else the transaction aborts. `minter` is asked for transactionIds by the
+/// running index of pushed items across the call.
 pub fn transaction(
     st: &mut State,
     ops: &[TxnOpIn],

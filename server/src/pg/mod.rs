@@ -309,8 +309,14 @@ impl PgBroker {
             Request::Push(p) => return push::push_route(self, p).await,
             Request::Pop { route, query } => {
                 // POP-6, ERR-1: an internal pop error (a queue deleted under the pop, say)
-                // is a bare 204.
+                // is a bare 204. A database that cannot be reached is a 503 instead:
+                // the pop may have claimed before the connection broke, and a 204 would
+                // tell the client that nothing was there.
                 return pop::pop(pool, &route, &query).await.unwrap_or_else(|e| {
+                    if unreachable(&e) {
+                        self.mark_down();
+                        return error_answer(503, "the database cannot be reached");
+                    }
                     tracing::warn!("pop failed, answering 204: {e}");
                     no_content()
                 });
@@ -318,7 +324,17 @@ impl PgBroker {
             Request::Ack(a) => ack::ack_route(pool, &self.inner.wakes, vec![a]).await,
             Request::AckBatch(list) => ack::ack_route(pool, &self.inner.wakes, list).await,
             Request::Extend(e) => lease::extend(pool, &e).await,
-            Request::Transaction(t) => txn::transaction(pool, &self.inner.wakes, &t).await,
+            Request::Transaction(t) => {
+                let spooling = self.spool_first();
+                match txn::transaction(pool, &self.inner.wakes, &t, spooling).await {
+                    // TXN-4: the database is away; the transaction cannot wait in the spool.
+                    Err(e) if unreachable(&e) => {
+                        self.mark_down();
+                        return error_answer(503, txn::AWAY_ERROR);
+                    }
+                    other => other,
+                }
+            }
             Request::Configure(c) => admin::configure(pool, &c).await,
             Request::DeleteQueue(q) => admin::delete_queue(pool, &q).await,
             Request::Dlq(q) => admin::list_dlq(pool, &q).await,

@@ -2,16 +2,29 @@
 //! rolled back as a whole when any ack would answer `success:false` (TXN-2).
 
 use super::{ok, push};
+use crate::broker::error_answer;
 use crate::wakes::Wakes;
+use queen_reference::model::txn::TXN_MAINTENANCE_ERROR;
 use queen_reference::wire::{HttpResponse, TxnOp, TxnRequest, TxnResponse, TxnResult};
 use sqlx::PgPool;
 use uuid::Uuid;
+
+/// TXN-4's answer while the database cannot be reached.
+pub(crate) const AWAY_ERROR: &str =
+    "the database cannot be reached: a transaction cannot be spooled; try again later";
 
 pub(crate) async fn transaction(
     pool: &PgPool,
     wakes: &Wakes,
     req: &TxnRequest,
+    spooling: bool,
 ) -> Result<HttpResponse, sqlx::Error> {
+    // TXN-4: a transaction cannot be spooled as a unit; while pushes spool, one with a
+    // push is refused for now (the route adds Retry-After).
+    let pushes = req.operations.iter().any(|o| matches!(o, TxnOp::Push(_)));
+    if pushes && (spooling || super::admin::switch(pool, "push_maintenance").await?) {
+        return Ok(error_answer(503, TXN_MAINTENANCE_ERROR));
+    }
     let id = Uuid::now_v7().to_string();
     let abort = |error: String| {
         ok(&TxnResponse {
