@@ -173,11 +173,14 @@ pub(crate) async fn pop(
             .filter(|r| r.get::<Option<i64>, _>(TRIED + 1).is_some())
             .map(|r| message(r, TRIED + 1, id, &name, &lease_str, group))
             .collect::<Vec<_>>();
-        let claimed = if messages.is_empty() {
-            vec![]
-        } else {
-            vec![(id, name)]
-        };
+        if !messages.is_empty() {
+            return Ok(answer(vec![(id, name)], messages));
+        }
+        // Nothing claimed: the pair's lock may have been held by a pop that was only
+        // looking at it. Ask again, waiting for the lock (POP-2 skips only a lease).
+        drop(conn);
+        let lone = vec![candidate(first)];
+        let (claimed, messages) = second_pass(pool, lone, q, lease_id, &lease_str, u32::MAX).await?;
         return Ok(answer(claimed, messages));
     }
     // Nothing to set up and no candidate (most often a parked pop's re-check): answered
@@ -227,14 +230,7 @@ pub(crate) async fn pop(
         .into_iter()
         // The head's row without a candidate (nothing claimable, or not `ready`).
         .filter(|r| r.get::<Option<Uuid>, _>(CAND).is_some())
-        .map(|r| Candidate {
-            id: r.get(CAND),
-            name: r.get(CAND + 1),
-            options: super::options_of(r.get(CAND + 2)),
-            last_write_at: r.get(CAND + 3),
-            seq: r.get(CAND + 4),
-            oldest: r.get(CAND + 5),
-        })
+        .map(|r| candidate(&r))
         // POP-14: windowBuffer holds back a partition written to within the window.
         .filter(|c| {
             c.options.window_buffer == 0
@@ -263,6 +259,7 @@ pub(crate) async fn pop(
     let mut budget = q.batch as i64;
     let mut claimed: Vec<(Uuid, String)> = Vec::new();
     let mut messages: Vec<PopMessage> = Vec::new();
+    let mut skipped = Vec::new();
     for c in cands {
         if budget == 0 || claimed.len() as u32 >= cap {
             break;
@@ -274,33 +271,10 @@ pub(crate) async fn pop(
                 .fetch_one(&mut *tx)
                 .await?;
         if !got {
-            continue; // POP-2: another pop or ack holds this pair right now
+            skipped.push(c); // another pop or ack holds this pair right now
+            continue;
         }
-        // POP-14: delayedProcessing delivers only messages old enough.
-        let visible_before = (c.options.delayed_processing > 0)
-            .then(|| now - Duration::seconds(c.options.delayed_processing as i64));
-        // One statement reads the cursor again under the lock (it may have moved since
-        // the scan), reads the span past it and claims it: the lease (POP-9: leaseSeconds
-        // if given, else the queue's leaseTime) or, with autoAck, the commit (POP-7).
-        // Offsets are contiguous (pushes assign them under the partition lock), so the
-        // span ends at the highest offset read. No rows: leased, waiting, or nothing new.
-        let secs = q.lease_seconds.unwrap_or(c.options.lease_time) as i64;
-        let span = |sql| {
-            sqlx::query(sql)
-                .bind(c.id)
-                .bind(now)
-                .bind(visible_before)
-                .bind(budget)
-                .bind(group)
-        };
-        let claim = match lease_id {
-            Some(l) => span(&CLAIM_LEASE)
-                .bind(l)
-                .bind(now + Duration::seconds(secs))
-                .bind(secs * 1000),
-            None => span(&CLAIM_AUTO_ACK),
-        };
-        let rows = claim.fetch_all(&mut *tx).await?;
+        let rows = claim(&mut tx, &c, q, lease_id, now, budget).await?;
         if rows.is_empty() {
             continue;
         }
@@ -312,7 +286,97 @@ pub(crate) async fn pop(
         claimed.push((c.id, c.name));
     }
     tx.commit().await?;
+    if claimed.is_empty() && !skipped.is_empty() {
+        let (c, m) = second_pass(pool, skipped, q, lease_id, &lease_str, cap).await?;
+        (claimed, messages) = (c, m);
+    }
     Ok(answer(claimed, messages))
+}
+
+/// A candidate partition from a row whose candidate columns start at [`CAND`].
+fn candidate(r: &PgRow) -> Candidate {
+    Candidate {
+        id: r.get(CAND),
+        name: r.get(CAND + 1),
+        options: super::options_of(r.get(CAND + 2)),
+        last_write_at: r.get(CAND + 3),
+        seq: r.get(CAND + 4),
+        oldest: r.get(CAND + 5),
+    }
+}
+
+/// Claims `c`'s span in `tx`, whose caller holds the pair's lock. One statement reads
+/// the cursor again under the lock (it may have moved since the scan), reads the span
+/// past it and claims it: the lease (POP-9: leaseSeconds if given, else the queue's
+/// leaseTime) or, with autoAck, the commit (POP-7). Offsets are contiguous (pushes
+/// assign them under the partition lock), so the span ends at the highest offset read.
+/// No rows: leased, waiting, or nothing new.
+async fn claim(
+    tx: &mut PgConnection,
+    c: &Candidate,
+    q: &PopQuery,
+    lease_id: Option<Uuid>,
+    now: DateTime<Utc>,
+    budget: i64,
+) -> Result<Vec<PgRow>, sqlx::Error> {
+    // POP-14: delayedProcessing delivers only messages old enough.
+    let visible_before = (c.options.delayed_processing > 0)
+        .then(|| now - Duration::seconds(c.options.delayed_processing as i64));
+    let secs = q.lease_seconds.unwrap_or(c.options.lease_time) as i64;
+    let span = |sql| {
+        sqlx::query(sql)
+            .bind(c.id)
+            .bind(now)
+            .bind(visible_before)
+            .bind(budget)
+            .bind(q.consumer_group.as_str())
+    };
+    let claim = match lease_id {
+        Some(l) => span(&CLAIM_LEASE)
+            .bind(l)
+            .bind(now + Duration::seconds(secs))
+            .bind(secs * 1000),
+        None => span(&CLAIM_AUTO_ACK),
+    };
+    claim.fetch_all(&mut *tx).await
+}
+
+/// POP-2: a pop that claimed nothing because other transactions held the locks of
+/// `skipped` asks each again, waiting for its lock this time: the holder may have been
+/// a pop that only looked at the partition and leased another, and a partition is
+/// skipped only for a live lease. Each ask is a transaction of its own holding no other
+/// lock, so no two pops can wait on each other; its "now" is its own.
+async fn second_pass(
+    pool: &PgPool,
+    skipped: Vec<Candidate>,
+    q: &PopQuery,
+    lease_id: Option<Uuid>,
+    lease_str: &str,
+    cap: u32,
+) -> Result<(Vec<(Uuid, String)>, Vec<PopMessage>), sqlx::Error> {
+    let group = q.consumer_group.as_str();
+    let (mut budget, mut claimed, mut messages) = (q.batch as i64, Vec::new(), Vec::new());
+    for c in skipped {
+        if budget == 0 || claimed.len() as u32 >= cap {
+            break;
+        }
+        let mut tx = pool.begin().await?;
+        sqlx::query(&format!("SELECT pg_advisory_xact_lock({PAIR_KEY_SQL})"))
+            .bind(c.id)
+            .bind(group)
+            .execute(&mut *tx)
+            .await?;
+        let now = super::db_now(&mut tx).await?;
+        let rows = claim(&mut tx, &c, q, lease_id, now, budget).await?;
+        tx.commit().await?;
+        if rows.is_empty() {
+            continue;
+        }
+        messages.extend(rows.iter().map(|r| message(r, 0, c.id, &c.name, lease_str, group)));
+        budget -= rows.len() as i64;
+        claimed.push((c.id, c.name));
+    }
+    Ok((claimed, messages))
 }
 
 /// A claimed message from a claim's row, whose columns start at `at`.
