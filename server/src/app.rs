@@ -26,6 +26,7 @@ pub fn app(
         default_timeout_ms: config.pop_timeout_ms(),
         backoff: config.backoff(),
         body_timeout: Duration::from_millis(config.body_timeout_ms),
+        max_items: config.max_items as usize,
         stopping,
     };
     router(state)

@@ -59,6 +59,10 @@ pub struct Config {
     /// Directory of the push spool (PUSH-7).
     #[arg(long, env = "SPOOL_DIR", default_value = ".queen/spool")]
     pub spool_dir: PathBuf,
+    /// LIMIT-1: the most items one request carries (push items, batch acks, a
+    /// transaction's operations with each pushed item counted); 413 above.
+    #[arg(long, env = "MAX_ITEMS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_items: u64,
     /// CONN-1: how long a connection may take to deliver a request's head, in ms. The
     /// clock starts when the connection begins waiting for a head, so on a kept-alive
     /// connection this is also how long it may sit idle between requests.

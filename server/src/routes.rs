@@ -25,6 +25,8 @@ pub struct AppState {
     pub body_limit: usize,
     pub default_timeout_ms: u64,
     pub backoff: Backoff,
+    /// LIMIT-1: the most items a request carries.
+    pub max_items: usize,
     /// CONN-1: how long a body may take to arrive.
     pub body_timeout: std::time::Duration,
     /// STOP-1: turns true when the server begins to shut down; parked pops answer then.
@@ -75,6 +77,7 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         };
         parse_request(&http, app.default_timeout_ms, app.body_limit)
             .map_err(|e| rejection_answer(e, &http))
+            .and_then(|req| within_item_limit(req, app.max_items))
     };
     let answer = match parsed {
         Ok(Request::Pop { route, query }) => {
@@ -110,6 +113,33 @@ fn scrub_internal_error(answer: HttpResponse, request_id: &str) -> HttpResponse 
         500,
         serde_json::json!({ "error": "internal error", "requestId": request_id }),
     )
+}
+
+/// LIMIT-1: a request with more items than the limit is refused whole (413), before
+/// anything is written, so one request cannot hold a writer or a transaction for long.
+fn within_item_limit(req: Request, max: usize) -> Result<Request, HttpResponse> {
+    let (n, what) = match &req {
+        Request::Push(p) => (p.items.len(), "push items"),
+        Request::AckBatch(list) => (list.len(), "acknowledgments"),
+        Request::Transaction(t) => (
+            t.operations
+                .iter()
+                .map(|op| match op {
+                    queen_reference::wire::TxnOp::Push(items) => items.len(),
+                    queen_reference::wire::TxnOp::Ack(_) => 1,
+                })
+                .sum(),
+            "transaction operations (each pushed item counted)",
+        ),
+        _ => return Ok(req),
+    };
+    if n > max {
+        return Err(error_answer(
+            413,
+            format!("the request carries {n} {what}; at most {max} are allowed per request"),
+        ));
+    }
+    Ok(req)
 }
 
 /// 413 for a body over the limit; 400 for one that could not be read at all (a

@@ -358,3 +358,55 @@ async fn stop_1_shutdown_under_push_load_loses_nothing_acknowledged() {
     );
     drop(_db);
 }
+
+/// LIMIT-1: a push, a batch ack or a transaction over the item limit is a 413 naming
+/// the limit, and nothing of it is written; at the limit it goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limit_1_requests_over_the_item_limit_are_413_and_write_nothing() {
+    let app = pg_app_with("limit", |c| c.max_items = 50).await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    let items = |n: usize| {
+        (0..n)
+            .map(|i| json!({"queue": "q", "payload": i}))
+            .collect::<Vec<_>>()
+    };
+    let ack = json!({"transactionId": "t", "partitionId": uuid::Uuid::nil().to_string()});
+    let over = [
+        (
+            "/api/v1/push",
+            json!({ "items": items(51) }),
+            "51 push items",
+        ),
+        (
+            "/api/v1/ack/batch",
+            json!({ "acknowledgments": vec![ack.clone(); 51] }),
+            "51 acknowledgments",
+        ),
+        (
+            "/api/v1/transaction",
+            json!({"operations": [{"type": "push", "items": items(50)}, {"type": "push", "items": items(1)}]}),
+            "51 transaction operations",
+        ),
+    ];
+    for (path, body, what) in over {
+        let (status, answer) = post(&c, &format!("{base}{path}"), &body).await;
+        assert_eq!(status, 413, "{path}: {answer:?}");
+        let error = answer.unwrap()["error"].as_str().unwrap().to_string();
+        assert!(
+            error.contains(what) && error.contains("at most 50"),
+            "{error}"
+        );
+    }
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM queen_messages")
+        .fetch_one(app.broker.pool())
+        .await
+        .unwrap();
+    assert_eq!(stored, 0);
+    let (status, _) = post(
+        &c,
+        &format!("{base}/api/v1/push"),
+        &json!({ "items": items(50) }),
+    )
+    .await;
+    assert_eq!(status, 201, "at the limit a push goes through");
+}

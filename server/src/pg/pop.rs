@@ -180,7 +180,8 @@ pub(crate) async fn pop(
         // looking at it. Ask again, waiting for the lock (POP-2 skips only a lease).
         drop(conn);
         let lone = vec![candidate(first)];
-        let (claimed, messages) = second_pass(pool, lone, q, lease_id, &lease_str, u32::MAX).await?;
+        let (claimed, messages) =
+            second_pass(pool, lone, q, lease_id, &lease_str, u32::MAX).await?;
         return Ok(answer(claimed, messages));
     }
     // Nothing to set up and no candidate (most often a parked pop's re-check): answered
@@ -372,7 +373,10 @@ async fn second_pass(
         if rows.is_empty() {
             continue;
         }
-        messages.extend(rows.iter().map(|r| message(r, 0, c.id, &c.name, lease_str, group)));
+        messages.extend(
+            rows.iter()
+                .map(|r| message(r, 0, c.id, &c.name, lease_str, group)),
+        );
         budget -= rows.len() as i64;
         claimed.push((c.id, c.name));
     }
