@@ -19,6 +19,7 @@ mod machine;
 mod parked;
 mod push;
 mod report;
+mod scaling;
 mod stats;
 mod target;
 mod wake;
@@ -38,7 +39,7 @@ struct Args {
     /// The target's database, for the raw ceiling and connection counts (with --target).
     #[arg(long)]
     database_url: Option<String>,
-    /// Comma-separated: push-batch, push-batch-spread, push-single, consume, wake-latency, parked-polls, pg-ceiling.
+    /// Comma-separated: push-batch, push-batch-spread, push-single, consume, wake-latency, parked-polls, pg-ceiling, request-scaling.
     #[arg(
         long,
         default_value = "pg-ceiling,push-batch,push-batch-spread,push-single,consume,wake-latency,parked-polls"
@@ -154,6 +155,7 @@ async fn run(a: Args) -> Result<(), String> {
                     parked::run(&c, &target, &format!("bench-parked-{run_id}"), a.polls).await?,
                 );
             }
+            "request-scaling" => outcomes.extend(scaling::run(&client, run_id).await?),
             other => return Err(format!("unknown workload {other}")),
         }
         // The whole workload's, unless it measured its own (wake-latency, per parking time).

@@ -17,6 +17,10 @@ impl Latencies {
         self.micros.extend(other.micros);
     }
 
+    pub fn clear(&mut self) {
+        self.micros.clear();
+    }
+
     pub fn len(&self) -> usize {
         self.micros.len()
     }

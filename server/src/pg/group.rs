@@ -3,7 +3,8 @@
 //! A push answers 201 only after its transaction commits, and a commit costs a WAL
 //! flush; with many small pushes in flight that flush, not the SQL, bounds throughput.
 //! Each request goes to the writer its first queue hashes to, or a large request to one
-//! partition to its partition's (see [`Group`]); a writer
+//! partition to its partition's (see [`Group`]), and a very large one is written on its
+//! own, outside the writers (see [`ALONE_ITEMS`]); a writer
 //! takes whatever has accumulated (up to `PUSH_BATCH_ITEMS` items), writes it in one
 //! transaction and answers every request from it. (Measured with 16 producers of
 //! 100-item batches on a quiet machine: caps of 600, 1,000 and 2,000 items gave the same
@@ -69,7 +70,16 @@ struct Job {
 /// msgs/s at batch 100 and 3.2 K at batch 1; one writer per queue, 34 K and 5.4 K.)
 pub(crate) struct Group {
     writers: Vec<mpsc::Sender<Job>>,
+    /// For requests large enough to be written on their own.
+    pool: PgPool,
+    wakes: Arc<Wakes>,
 }
+
+/// Requests of at least this many items are written in a transaction of their own,
+/// outside the writers: a writer is shared by every queue that hashes to it, and one
+/// large write would hold all of them up for as long as it takes. A request this
+/// large fills a transaction by itself, so sharing one would gain nothing.
+const ALONE_ITEMS: usize = 1000;
 
 impl Group {
     /// Starts `workers` writers on `pool`.
@@ -91,11 +101,27 @@ impl Group {
                 max_items.max(1),
             )));
         }
-        (Group { writers }, tasks)
+        (
+            Group {
+                writers,
+                pool,
+                wakes,
+            },
+            tasks,
+        )
     }
 
-    /// Writes one request's items (in a transaction shared with others under load).
+    /// Writes one request's items (in a transaction shared with others under load, or
+    /// of its own when large).
     pub async fn write(&self, items: Arc<Vec<Prepared>>) -> Reply {
+        if items.len() >= ALONE_ITEMS {
+            let (reply, answer_rx) = oneshot::channel();
+            let result = write_all(&self.pool, &items.iter().collect::<Vec<_>>()).await;
+            answer(&self.wakes, vec![Job { items, reply }], result);
+            return answer_rx
+                .await
+                .unwrap_or_else(|_| Err(WriteError::Other("the push answer was lost".into())));
+        }
         let (reply, answer) = oneshot::channel();
         let writer = &self.writers[lane(&items) % self.writers.len()];
         if writer.send(Job { items, reply }).await.is_err() {

@@ -6,7 +6,7 @@ use crate::broker::error_answer;
 use crate::wakes::Wakes;
 use queen_reference::model::txn::TXN_MAINTENANCE_ERROR;
 use queen_reference::wire::{HttpResponse, TxnOp, TxnRequest, TxnResponse, TxnResult};
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 /// TXN-4's answer while the database cannot be reached.
@@ -51,19 +51,22 @@ pub(crate) async fn transaction(
     }
     let mut results = Vec::new();
     let mut queues = Vec::new();
+    // Consecutive push operations are written as one: the same items in the same order
+    // in the same transaction, so dedup and offsets come out as if written one by one,
+    // at the cost of one write instead of one per operation.
+    let mut pending: Vec<push::Prepared> = Vec::new();
     for (i, op) in req.operations.iter().enumerate() {
+        if !matches!(op, TxnOp::Push(_)) && !pending.is_empty() {
+            write_pushes(&mut tx, &mut pending, &mut results, &mut queues).await?;
+        }
         match op {
             TxnOp::Push(items) => {
                 // The traceId of a transaction's push is kept (PUSH-9, seed pop-routes.md).
-                let prepared: Vec<push::Prepared> = items
-                    .iter()
-                    .map(|it| push::Prepared::from_item(it.clone(), true))
-                    .collect();
-                for mut r in push::write(&mut tx, &prepared.iter().collect::<Vec<_>>()).await? {
-                    r.index = results.len();
-                    results.push(TxnResult::Push(r));
-                }
-                queues.extend(items.iter().map(|it| it.queue.clone()));
+                pending.extend(
+                    items
+                        .iter()
+                        .map(|it| push::Prepared::from_item(it.clone(), true)),
+                );
             }
             TxnOp::Ack(item) => {
                 let (mut r, touched) = super::ack::ack(&mut tx, std::slice::from_ref(item)).await?;
@@ -86,7 +89,12 @@ pub(crate) async fn transaction(
             }
         }
     }
+    if !pending.is_empty() {
+        write_pushes(&mut tx, &mut pending, &mut results, &mut queues).await?;
+    }
     tx.commit().await?;
+    queues.sort();
+    queues.dedup();
     for q in queues {
         wakes.ring(&q);
     }
@@ -96,4 +104,19 @@ pub(crate) async fn transaction(
         results,
         error: None,
     }))
+}
+
+/// Writes the pushed items gathered so far and appends their results.
+async fn write_pushes(
+    tx: &mut PgConnection,
+    pending: &mut Vec<push::Prepared>,
+    results: &mut Vec<TxnResult>,
+    queues: &mut Vec<String>,
+) -> Result<(), sqlx::Error> {
+    for mut r in push::write(tx, &pending.iter().collect::<Vec<_>>()).await? {
+        r.index = results.len();
+        results.push(TxnResult::Push(r));
+    }
+    queues.extend(pending.drain(..).map(|p| p.queue));
+    Ok(())
 }
