@@ -95,6 +95,11 @@ pub struct FaultsArgs {
     /// Also write the scenarios' reports (verdicts, drain, anomaly counts) here as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Run the stress scenarios (spool-capacity, slow-client, shutdown-under-load) at
+    /// the size their defects were found at (a gigabyte spooled, 3,000 stalled
+    /// connections, 500 parked pops) instead of the bounded size.
+    #[arg(long)]
+    pub full_stress: bool,
     /// Progress lines on stderr.
     #[arg(long, short)]
     pub verbose: bool,
@@ -466,6 +471,9 @@ pub async fn faults(args: &FaultsArgs) -> Result<(String, bool), String> {
     opts.budget = args.budget;
     opts.verbose = args.verbose;
     opts.failures_dir = Some(args.failures_dir.clone());
+    if args.full_stress {
+        opts.stress = crate::faults::stress::StressSizes::full();
+    }
     let list = if args.faults.is_empty() {
         Fault::ALL.to_vec()
     } else {

@@ -122,3 +122,26 @@ async fn client_timeouts_shorter_than_the_work_stay_linearizable() {
     let r = scenario(Fault::ClientTimeouts, &o).await;
     assert!(r.unknown > 0, "{}", r.summary());
 }
+
+/// The stress scenarios in their bounded form: a full spool refuses with 503 and a
+/// replay killed mid-way loses and repeats nothing (PUSH-10); stalled connections past
+/// the cap are refused and the rest closed (CONN-1); SIGTERM under load answers parked
+/// pops and loses nothing acknowledged (STOP-1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stress_scenarios_hold_their_operational_rules() {
+    for fault in [
+        Fault::SpoolCapacity,
+        Fault::SlowClient,
+        Fault::ShutdownUnderLoad,
+    ] {
+        let _turn = ONE_AT_A_TIME.lock().await;
+        let r = run(fault, &options(7)).await;
+        eprintln!("{}", r.summary());
+        assert!(r.passed(), "{}", r.summary());
+        assert!(
+            !r.events.is_empty(),
+            "figures were measured: {}",
+            r.summary()
+        );
+    }
+}

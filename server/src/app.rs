@@ -6,6 +6,7 @@ use crate::config::Config;
 use crate::routes::{router, AppState};
 use axum::http::{HeaderName, Request};
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -19,6 +20,7 @@ pub fn app(
     broker: Arc<dyn Broker>,
     config: &Config,
     stopping: tokio::sync::watch::Receiver<bool>,
+    in_flight: Arc<AtomicUsize>,
 ) -> axum::Router {
     let state = AppState {
         broker,
@@ -27,6 +29,7 @@ pub fn app(
         backoff: config.backoff(),
         body_timeout: Duration::from_millis(config.body_timeout_ms),
         max_items: config.max_items as usize,
+        in_flight,
         stopping,
     };
     router(state)
@@ -54,10 +57,12 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let app = app(broker.clone(), config, stop_rx);
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let app = app(broker.clone(), config, stop_rx, in_flight.clone());
     let http = http_builder(config);
     let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections as usize));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -80,7 +85,8 @@ pub async fn serve(
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
         let conn = http.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
-        tokio::spawn(async move {
+        while connections.try_join_next().is_some() {} // reap the ended ones
+        connections.spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!("connection ended: {e}");
             }
@@ -90,15 +96,42 @@ pub async fn serve(
     drop(listener);
     let _ = stop_tx.send(true);
     let grace = Duration::from_millis(config.shutdown_grace_ms);
-    if tokio::time::timeout(grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!("requests still in flight after the {grace:?} grace period; closing them");
-    }
+    finish_in_flight(graceful, &in_flight, grace).await;
+    // Idle connections and ones still sending a head have no request to finish.
+    connections.abort_all();
     broker.shutdown().await;
     Ok(())
 }
+
+/// STOP-1: waits until every connection has closed, or the grace period is over, or
+/// no request is in flight any more (then a moment longer, for the last answers to be
+/// written out), whichever is first.
+async fn finish_in_flight(
+    graceful: hyper_util::server::graceful::GracefulShutdown,
+    in_flight: &AtomicUsize,
+    grace: Duration,
+) {
+    let closed = graceful.shutdown();
+    tokio::pin!(closed);
+    let idle = async {
+        while in_flight.load(Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::select! {
+        _ = &mut closed => return,
+        _ = idle => {}
+        _ = tokio::time::sleep(grace) => {
+            tracing::warn!("requests still in flight after the {grace:?} grace period; closing them");
+            return;
+        }
+    }
+    let _ = tokio::time::timeout(ANSWERS_FLUSH, closed).await;
+}
+
+/// How long connections whose requests have all been answered get to write the answers
+/// out at shutdown before the rest (idle, or still sending a head) are closed.
+const ANSWERS_FLUSH: Duration = Duration::from_millis(250);
 
 /// HTTP/1 with the CONN-1 head timeout and a small read buffer: a parked long poll
 /// keeps its connection's buffer for as long as it waits, and ten thousand of them

@@ -31,6 +31,25 @@ pub struct AppState {
     pub body_timeout: std::time::Duration,
     /// STOP-1: turns true when the server begins to shut down; parked pops answer then.
     pub stopping: tokio::sync::watch::Receiver<bool>,
+    /// STOP-1: requests being handled; shutdown waits for these, not for connections
+    /// that are idle or still sending a head.
+    pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts one request as in flight for as long as it lives.
+struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    fn enter(n: &Arc<std::sync::atomic::AtomicUsize>) -> InFlight {
+        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlight(n.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// The router: every path goes to [`handle`].
@@ -39,6 +58,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
+    let _counted = InFlight::enter(&app.in_flight);
     // Everything taken from the request is dropped before the broker is called: a parked
     // long poll then holds only its parsed pop, not the request's headers, nor the
     // connection's read buffer they point into (10 000 parked polls, issue 7).

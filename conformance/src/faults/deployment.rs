@@ -72,6 +72,8 @@ pub struct Deployment {
     servers: Vec<Server>,
     program: ServerProgram,
     pool_size: u32,
+    /// Extra environment of every server process (a scenario's limits).
+    env: Vec<(String, String)>,
     http: reqwest::Client,
 }
 
@@ -125,6 +127,16 @@ impl Deployment {
         servers: usize,
         pool_size: u32,
     ) -> Result<Deployment, String> {
+        Deployment::start_with(program, servers, pool_size, vec![]).await
+    }
+
+    /// [`Deployment::start`] with `env` added to every server process's environment.
+    pub async fn start_with(
+        program: ServerProgram,
+        servers: usize,
+        pool_size: u32,
+        env: Vec<(String, String)>,
+    ) -> Result<Deployment, String> {
         let dir = std::env::temp_dir().join(format!(
             "queen-faults-{}-{}",
             std::process::id(),
@@ -142,6 +154,7 @@ impl Deployment {
             servers: Vec::new(),
             program,
             pool_size,
+            env,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(5))
                 .build()
@@ -208,6 +221,7 @@ impl Deployment {
                 "RUST_LOG",
                 std::env::var("QUEEN_FAULTS_LOG").unwrap_or_else(|_| "info,sqlx=warn".into()),
             )
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log);
@@ -373,6 +387,37 @@ impl Deployment {
         signal(c.id() as i32, libc::SIGKILL);
         c.wait().map_err(|e| format!("reaping server {i}: {e}"))?;
         Ok(())
+    }
+
+    /// SIGTERMs server `i` and waits up to `within` for it to exit: how long it took
+    /// (`None`: still running, then SIGKILLed).
+    pub async fn terminate_server(&mut self, i: usize, within: Duration) -> Option<Duration> {
+        let mut c = self.servers[i].child.take()?;
+        let t = Instant::now();
+        signal(c.id() as i32, libc::SIGTERM);
+        while t.elapsed() < within {
+            if let Ok(Some(_)) = c.try_wait() {
+                return Some(t.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        None
+    }
+
+    /// Server `i`'s resident memory in MiB (from /proc), if it runs.
+    pub fn server_rss_mib(&self, i: usize) -> Option<f64> {
+        let pid = self.servers[i].child.as_ref()?.id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let kb: f64 = status
+            .lines()
+            .find(|l| l.starts_with("VmRSS:"))?
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        Some(kb / 1024.0)
     }
 
     /// Starts server `i` again (same port, same spool directory) and waits for health.

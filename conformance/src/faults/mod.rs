@@ -29,6 +29,7 @@
 pub mod audit;
 pub mod deployment;
 pub mod serve;
+pub mod stress;
 
 use crate::concurrent::invariants::{self, facts::Facts, InvariantReport};
 use crate::concurrent::linearize::check_until;
@@ -45,15 +46,24 @@ pub enum Fault {
     ServerKill,
     TwoServers,
     ClientTimeouts,
+    /// Stress (see [`stress`]): a full spool, a killed replay.
+    SpoolCapacity,
+    /// Stress: stalled connections past the cap.
+    SlowClient,
+    /// Stress: SIGTERM under push load with parked pops.
+    ShutdownUnderLoad,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 5] = [
+    pub const ALL: [Fault; 8] = [
         Fault::PgPause,
         Fault::PgKill,
         Fault::ServerKill,
         Fault::TwoServers,
         Fault::ClientTimeouts,
+        Fault::SpoolCapacity,
+        Fault::SlowClient,
+        Fault::ShutdownUnderLoad,
     ];
 
     pub fn name(self) -> &'static str {
@@ -63,7 +73,18 @@ impl Fault {
             Fault::ServerKill => "server-kill",
             Fault::TwoServers => "two-servers",
             Fault::ClientTimeouts => "client-timeouts",
+            Fault::SpoolCapacity => "spool-capacity",
+            Fault::SlowClient => "slow-client",
+            Fault::ShutdownUnderLoad => "shutdown-under-load",
         }
+    }
+
+    /// A stress scenario (see [`stress`]) rather than the workload under a fault.
+    pub fn is_stress(self) -> bool {
+        matches!(
+            self,
+            Fault::SpoolCapacity | Fault::SlowClient | Fault::ShutdownUnderLoad
+        )
     }
 
     fn servers(self) -> usize {
@@ -102,6 +123,8 @@ pub struct Options {
     pub failures_dir: Option<std::path::PathBuf>,
     /// Progress lines on stderr.
     pub verbose: bool,
+    /// How large the stress scenarios are.
+    pub stress: stress::StressSizes,
 }
 
 impl Options {
@@ -124,6 +147,7 @@ impl Options {
             lease_seconds: 1,
             failures_dir: None,
             verbose: false,
+            stress: stress::StressSizes::bounded(),
         }
     }
 }
@@ -163,6 +187,29 @@ pub struct Report {
 }
 
 impl Report {
+    /// A report of `fault` with nothing in it yet.
+    pub fn empty(fault: Fault) -> Report {
+        Report {
+            fault,
+            events: vec![],
+            rounds: 0,
+            calls: 0,
+            unknown: 0,
+            verdicts: vec![],
+            failures: vec![],
+            pushes: audit::PushTally::default(),
+            invariants: InvariantReport::default(),
+            drain_calls: 0,
+            drain_ms: 0.0,
+            merged: History::default(),
+            starts: vec![],
+            adopted_logs: 0,
+            problems: vec![],
+            undecided: vec![],
+            elapsed: Duration::ZERO,
+        }
+    }
+
     /// Every round shown linearizable and no bad anomaly: an undecided round is not a
     /// pass.
     pub fn passed(&self) -> bool {
@@ -176,6 +223,9 @@ impl Report {
     }
 
     pub fn summary(&self) -> String {
+        if self.fault.is_stress() {
+            return self.stress_summary();
+        }
         let mut s = format!(
             "fault scenario {}: {} in {:.1} s\n  {} rounds, {} calls ({} unknown), verdicts {:?}; server starts {:?}, spool adoptions logged {}\n  {}\n  drain: {} calls in {:.1} s\n  {}",
             self.fault.name(),
@@ -203,6 +253,23 @@ impl Report {
         }
         for f in &self.failures {
             s.push_str(&format!("  {}\n", f.replace('\n', "\n  ")));
+        }
+        s
+    }
+
+    /// A stress scenario's verdict, figures and problems.
+    fn stress_summary(&self) -> String {
+        let mut s = format!(
+            "stress scenario {}: {} in {:.1} s\n",
+            self.fault.name(),
+            if self.passed() { "passed" } else { "FAILED" },
+            self.elapsed.as_secs_f64()
+        );
+        for e in &self.events {
+            s.push_str(&format!("  {e}\n"));
+        }
+        for p in &self.problems {
+            s.push_str(&format!("  BAD: {p}\n"));
         }
         s
     }
@@ -310,6 +377,9 @@ async fn inject(
                 Fault::TwoServers | Fault::ClientTimeouts => {
                     tokio::time::sleep(opts.duration).await;
                 }
+                Fault::SpoolCapacity | Fault::SlowClient | Fault::ShutdownUnderLoad => {
+                    unreachable!("stress scenarios inject nothing into the workload")
+                }
             }
             cycle += 1;
             // server-kill runs both of its forms at least once.
@@ -326,26 +396,14 @@ async fn inject(
 
 /// Runs one scenario from a fresh deployment to its verdict.
 pub async fn run(fault: Fault, opts: &Options) -> Report {
+    match fault {
+        Fault::SpoolCapacity => return stress::spool_capacity(opts).await,
+        Fault::SlowClient => return stress::slow_client(opts).await,
+        Fault::ShutdownUnderLoad => return stress::shutdown_under_load(opts).await,
+        _ => {}
+    }
     let t0 = Instant::now();
-    let mut report = Report {
-        fault,
-        events: vec![],
-        rounds: 0,
-        calls: 0,
-        unknown: 0,
-        verdicts: vec![],
-        failures: vec![],
-        pushes: audit::PushTally::default(),
-        invariants: InvariantReport::default(),
-        drain_calls: 0,
-        drain_ms: 0.0,
-        merged: History::default(),
-        starts: vec![],
-        adopted_logs: 0,
-        problems: vec![],
-        undecided: vec![],
-        elapsed: Duration::ZERO,
-    };
+    let mut report = Report::empty(fault);
     let d = match Deployment::start(opts.program.clone(), fault.servers(), 6).await {
         Ok(d) => d,
         Err(e) => {
