@@ -410,3 +410,48 @@ async fn limit_1_requests_over_the_item_limit_are_413_and_write_nothing() {
     .await;
     assert_eq!(status, 201, "at the limit a push goes through");
 }
+
+/// POP-5: `data` comes back verbatim: numbers with their digits as written (past u64
+/// and f64 precision, negative zero, trailing zeros) and object keys in their order,
+/// from both engines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pop_5_numbers_come_back_as_written() {
+    let payload =
+        r#"[18446744073709551616,-0,1E2,3.141592653589793238462643383279,{"b":1e-7,"a":[0.10]}]"#;
+    let app = pg_app("verbatim").await;
+    let mem: std::sync::Arc<dyn queen_server::broker::Broker> =
+        std::sync::Arc::new(queen_server::memory::MemoryBroker::new(30_000, 1 << 20));
+    let mem_server = queen_server::app::spawn(
+        mem,
+        &queen_server::config::Config::defaults(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let c = reqwest::Client::new();
+    for base in [app.server.url(), mem_server.url()] {
+        let body = format!(r#"{{"items":[{{"queue":"q","payload":{payload}}}]}}"#);
+        let r = c
+            .post(format!("{base}/api/v1/push"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 201);
+        let popped = c
+            .get(format!("{base}/api/v1/pop/queue/q"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        // The exponent's spelling is the one thing that may change (POP-5): 1E2 as 1e+2.
+        let want = payload.replace("1E2", "1e+2");
+        assert!(
+            popped.contains(&format!(r#""data":{want}"#)),
+            "{base}: {popped}"
+        );
+    }
+}
