@@ -20,6 +20,31 @@ pub async fn delete(c: &reqwest::Client, url: &str) -> (u16, Option<Value>) {
     answer(c.delete(url)).await
 }
 
+/// Pushes one item whose payload is the JSON text `payload`, exactly as written, then
+/// pops `queue`: the pop's body as text.
+pub async fn push_raw_then_pop(
+    c: &reqwest::Client,
+    base: &str,
+    queue: &str,
+    payload: &str,
+) -> String {
+    let body = format!(r#"{{"items":[{{"queue":"{queue}","payload":{payload}}}]}}"#);
+    let r = c
+        .post(format!("{base}/api/v1/push"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let r = c
+        .get(format!("{base}/api/v1/pop/queue/{queue}"))
+        .send()
+        .await
+        .unwrap();
+    r.text().await.unwrap()
+}
+
 /// Sends `req`: the status and the JSON body, if any.
 async fn answer(req: reqwest::RequestBuilder) -> (u16, Option<Value>) {
     let r = req.send().await.expect("server answers");

@@ -11,20 +11,12 @@ use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_11_push_wakes_parked_pops_at_once_and_parked_pops_hold_no_connection() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
-    let dir = temp_dir("wake");
-    let mut cfg = config(&dir);
-    cfg.pool_size = 4;
-    let broker = PgBroker::connect(db.url(), &cfg).await.unwrap();
-    let server = spawn(
-        Arc::new(broker.clone()),
-        &cfg,
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let PgApp {
+        server,
+        broker,
+        _db,
+        dir,
+    } = pg_app_with("wake", |c| c.pool_size = 4).await;
     let base = server.url();
     let c = reqwest::Client::new();
 
@@ -379,22 +371,8 @@ async fn pop_5_data_keeps_its_key_order() {
     } = pg_app("order").await;
     let base = server.url();
     let c = reqwest::Client::new();
-    let raw = r#"{"items":[{"queue":"order","payload":{"zebra":1,"apple":{"z":[3,2,1],"a":null},"mid":"x"}}]}"#;
-    let r = c
-        .post(format!("{base}/api/v1/push"))
-        .body(raw)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
-    let text = c
-        .get(format!("{base}/api/v1/pop/queue/order"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let payload = r#"{"zebra":1,"apple":{"z":[3,2,1],"a":null},"mid":"x"}"#;
+    let text = push_raw_then_pop(&c, &base, "order", payload).await;
     assert!(
         text.contains(r#""data":{"zebra":1,"apple":{"z":[3,2,1],"a":null},"mid":"x"}"#),
         "{text}"
