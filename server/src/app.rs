@@ -3,6 +3,7 @@
 
 use crate::broker::Broker;
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::routes::{router, AppState};
 use axum::http::{HeaderName, Request};
 use std::future::Future;
@@ -21,6 +22,7 @@ pub fn app(
     config: &Config,
     stopping: tokio::sync::watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
+    metrics: Arc<Metrics>,
 ) -> axum::Router {
     let state = AppState {
         broker,
@@ -30,6 +32,7 @@ pub fn app(
         body_timeout: Duration::from_millis(config.body_timeout_ms),
         max_items: config.max_items as usize,
         in_flight,
+        metrics,
         stopping,
     };
     router(state)
@@ -58,7 +61,14 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let in_flight = Arc::new(AtomicUsize::new(0));
-    let app = app(broker.clone(), config, stop_rx, in_flight.clone());
+    let metrics = Arc::new(Metrics::new());
+    let app = app(
+        broker.clone(),
+        config,
+        stop_rx,
+        in_flight.clone(),
+        metrics.clone(),
+    );
     let http = http_builder(config);
     let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections as usize));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -78,6 +88,7 @@ pub async fn serve(
             _ = &mut shutdown => break,
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
+            metrics.connections_refused.inc();
             refuse(stream, peer);
             continue;
         };

@@ -35,6 +35,11 @@ pub trait Broker: Send + Sync + 'static {
         0
     }
 
+    /// The on-disk spool's state, for an engine that has one (HEALTH-2, metrics).
+    fn spool(&self) -> Option<crate::spool::SpoolState> {
+        None
+    }
+
     /// Flushes what must reach disk before the process exits (the spool).
     async fn shutdown(&self) {}
 }

@@ -6,6 +6,7 @@
 //! * [`pg`] — the PostgreSQL engine; [`spool`] — the disk spool of PUSH-7.
 //! * [`memory`] — the reference model as an engine (`--engine memory`).
 //! * [`config`], [`app`] — flags and environment, serving and graceful shutdown.
+//! * [`metrics`] — operational counters and the spool's gauges for Prometheus.
 
 pub mod app;
 pub mod broker;
@@ -13,6 +14,7 @@ pub mod config;
 pub mod embedded;
 pub mod longpoll;
 pub mod memory;
+pub mod metrics;
 pub mod pg;
 pub mod routes;
 pub mod spool;

@@ -31,6 +31,8 @@ pub struct AppState {
     pub body_timeout: std::time::Duration,
     /// STOP-1: turns true when the server begins to shut down; parked pops answer then.
     pub stopping: tokio::sync::watch::Receiver<bool>,
+    /// Operational counters and the spool's gauges (`/metrics/prometheus`).
+    pub metrics: Arc<crate::metrics::Metrics>,
     /// STOP-1: requests being handled; shutdown waits for these, not for connections
     /// that are idle or still sending a head.
     pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
@@ -59,6 +61,9 @@ pub fn router(state: AppState) -> Router {
 
 async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     let _counted = InFlight::enter(&app.in_flight);
+    if req.method() == axum::http::Method::GET && req.uri().path() == METRICS_PATH {
+        return metrics_answer(&app);
+    }
     // Everything taken from the request is dropped before the broker is called: a parked
     // long poll then holds only its parsed pop, not the request's headers, nor the
     // connection's read buffer they point into (10 000 parked polls, issue 7).
@@ -97,7 +102,11 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         };
         parse_request(&http, app.default_timeout_ms, app.body_limit)
             .map_err(|e| rejection_answer(e, &http))
-            .and_then(|req| within_item_limit(req, app.max_items))
+            .and_then(|req| {
+                within_item_limit(req, app.max_items).inspect_err(|_| {
+                    app.metrics.over_item_limit.inc();
+                })
+            })
     };
     let answer = match parsed {
         Ok(Request::Pop { route, query }) => {
@@ -113,7 +122,26 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         Ok(req) => app.broker.call(req).await,
         Err(answer) => answer,
     };
+    if answer.status == 500 {
+        app.metrics.internal_errors.inc();
+    }
     render(scrub_internal_error(answer, &request_id))
+}
+
+/// Where the Prometheus text exposition is served.
+const METRICS_PATH: &str = "/metrics/prometheus";
+
+/// The metrics, in the OpenMetrics text format Prometheus scrapes.
+fn metrics_answer(app: &AppState) -> Response {
+    let text = app.metrics.render(app.broker.spool());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }
 
 /// ERR-1: the cause of a 500 goes to the log under the request's id, and the client

@@ -42,6 +42,39 @@ pub struct Spool {
     capacity: u64,
 }
 
+/// What `/health` and the metrics say of a spool (HEALTH-2).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SpoolState {
+    /// Items waiting for replay.
+    pub items: u64,
+    pub bytes: u64,
+    pub capacity: u64,
+    /// The database answers, maintenance is off, and replay keeps failing.
+    pub stuck: bool,
+}
+
+impl SpoolState {
+    /// `idle` (empty), `pending` (waiting for the database or for maintenance to end) or
+    /// `stuck`.
+    pub fn replay(&self) -> &'static str {
+        match (self.items, self.stuck) {
+            (0, _) => "idle",
+            (_, false) => "pending",
+            (_, true) => "stuck",
+        }
+    }
+
+    /// The `spool` object of the health answer.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "items": self.items,
+            "bytes": self.bytes,
+            "capacity": self.capacity,
+            "replay": self.replay(),
+        })
+    }
+}
+
 /// Why a push could not be spooled.
 #[derive(Debug, thiserror::Error)]
 pub enum AppendError {

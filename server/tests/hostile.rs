@@ -113,6 +113,10 @@ async fn err_1_an_internal_error_says_nothing_of_the_database() {
     let id = r.headers()["x-request-id"].to_str().unwrap().to_string();
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body, json!({"error": "internal error", "requestId": id}));
+    assert_eq!(
+        metric(&app.server.url(), "queen_internal_errors_total").await,
+        1.0
+    );
 }
 
 /// A chunked body that breaks the chunked encoding is a 400, not "body exceeds the
@@ -244,6 +248,9 @@ async fn conn_1_connections_past_the_cap_are_refused() {
     assert!(refused.0.starts_with("HTTP/1.1 503"), "{refused:?}");
     assert!(refused.0.contains("connection limit"), "{refused:?}");
     drop(held);
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let base = app.server.url();
+    assert_eq!(metric(&base, "queen_connections_refused_total").await, 1.0);
     let url = format!("{}/health", app.server.url());
     let mut status = 0;
     for _ in 0..50 {
@@ -402,6 +409,10 @@ async fn limit_1_requests_over_the_item_limit_are_413_and_write_nothing() {
         .await
         .unwrap();
     assert_eq!(stored, 0);
+    assert_eq!(
+        metric(&base, "queen_requests_over_item_limit_total").await,
+        3.0
+    );
     let (status, _) = post(
         &c,
         &format!("{base}/api/v1/push"),
@@ -437,5 +448,66 @@ async fn pop_5_numbers_come_back_as_written() {
             popped.contains(&format!(r#""data":{want}"#)),
             "{base}: {popped}"
         );
+    }
+}
+
+/// POP-2: a partition is skipped only for a live lease. A pop that finds the
+/// `(partition, group)` lock held by a transaction that then leases nothing (another
+/// pop only looking at it, emulated here by a transaction holding that lock) must not
+/// answer 204: it asks again, waiting for the lock, and claims the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pop_2_a_partition_locked_by_a_transaction_that_leases_nothing_is_not_skipped() {
+    let app = pg_app("lockedlook").await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    for queue in ["lone", "two"] {
+        // "lone": one candidate (the pop's one-statement head); "two": the general path.
+        // A first pop subscribes g, so the later one has nothing to set up.
+        let first = format!("{base}/api/v1/pop/queue/{queue}?consumerGroup=g");
+        assert_eq!(get(&c, &first).await.0, 204);
+        let items: Vec<_> = ["p0", "p1"]
+            .iter()
+            .take(if queue == "lone" { 1 } else { 2 })
+            .map(|p| json!({"queue": queue, "partition": p}))
+            .collect();
+        assert_eq!(
+            post(
+                &c,
+                &format!("{base}/api/v1/push"),
+                &json!({ "items": items })
+            )
+            .await
+            .0,
+            201
+        );
+        let pids: Vec<uuid::Uuid> = sqlx::query_scalar(
+            "SELECT p.id FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id WHERE q.name = $1",
+        )
+        .bind(queue)
+        .fetch_all(app.broker.pool())
+        .await
+        .unwrap();
+        // Look at every partition of the queue for group g, as a pop would, and hold on.
+        let mut looking = app.broker.pool().begin().await.unwrap();
+        for pid in &pids {
+            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text || '/' || $2, 0))")
+                .bind(pid)
+                .bind("g")
+                .execute(&mut *looking)
+                .await
+                .unwrap();
+        }
+        let url = format!("{base}/api/v1/pop/queue/{queue}?consumerGroup=g");
+        let pop = tokio::spawn({
+            let c = c.clone();
+            async move { get(&c, &url).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        looking.rollback().await.unwrap(); // it leased nothing
+        let (status, body) = pop.await.unwrap();
+        assert_eq!(
+            status, 200,
+            "{queue}: the pop waited for the lock and claimed: {body:?}"
+        );
+        assert_eq!(body.unwrap()["messages"].as_array().unwrap().len(), 1);
     }
 }

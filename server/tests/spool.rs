@@ -120,6 +120,12 @@ async fn push_10_a_full_spool_refuses_with_503_and_replays_in_chunks() {
     assert_eq!(spool["items"], accepted.len());
     assert_eq!(spool["replay"], "pending");
     assert!(spool["bytes"].as_u64().unwrap() <= 64 * 1024);
+    // The same depth in the metrics Prometheus scrapes.
+    assert_eq!(
+        metric(&base, "queen_spool_items").await,
+        accepted.len() as f64
+    );
+    assert_eq!(metric(&base, "queen_spool_capacity_bytes").await, 65536.0);
     let off = maintenance(&c, &base, false).await;
     assert_eq!(off["bufferedMessages"], 0, "{off}");
     assert_eq!(
@@ -161,6 +167,7 @@ async fn health_2_a_stuck_replay_is_unhealthy_until_it_goes_through() {
     maintenance(&c, &base, false).await;
     let stuck = wait_for_health(&c, &base, 503).await;
     assert_eq!(stuck["spool"]["replay"], "stuck", "{stuck}");
+    assert_eq!(metric(&base, "queen_spool_replay_stuck").await, 1.0);
     assert_eq!(stuck["database"], "connected");
     // A restart meanwhile starts serving without waiting for the replay.
     let PgApp {

@@ -190,7 +190,8 @@ pub(crate) async fn set_pop_maintenance(
 /// HEALTH-1: 200 when the database answers, 503 otherwise; HEALTH-2: with the spool's
 /// state, and 503 while its replay is stuck.
 pub(crate) async fn health(b: &PgBroker) -> HttpResponse {
-    let (spool, stuck) = b.spool_state();
+    let state = b.spool_state();
+    let (spool, stuck) = (state.to_json(), state.stuck);
     match sqlx::query("SELECT 1").execute(&b.inner.pool).await {
         Ok(_) if !stuck => {
             let mut body = serde_json::to_value(HealthResponse {

@@ -30,7 +30,7 @@ pub use push::Prepared;
 
 use crate::broker::{empty_answer, error_answer, json_answer, Broker};
 use crate::config::Config;
-use crate::spool::{ChunkLimits, Spool};
+use crate::spool::{ChunkLimits, Spool, SpoolState};
 use crate::wakes::Wakes;
 use async_trait::async_trait;
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -268,22 +268,15 @@ impl PgBroker {
 
     /// HEALTH-2: the spool's depth and how its replay goes (`stuck`: the database
     /// answers, maintenance is off, and chunks keep failing).
-    pub(crate) fn spool_state(&self) -> (serde_json::Value, bool) {
+    pub(crate) fn spool_state(&self) -> SpoolState {
         let spool = &self.inner.spool;
-        let stuck =
-            spool.pending() > 0 && self.inner.replay.failures.load(Ordering::SeqCst) >= STUCK_AFTER;
-        let replay = match (spool.pending(), stuck) {
-            (0, _) => "idle",
-            (_, false) => "pending",
-            (_, true) => "stuck",
-        };
-        let state = serde_json::json!({
-            "items": spool.pending(),
-            "bytes": spool.bytes(),
-            "capacity": spool.capacity(),
-            "replay": replay,
-        });
-        (state, stuck)
+        SpoolState {
+            items: spool.pending() as u64,
+            bytes: spool.bytes(),
+            capacity: spool.capacity(),
+            stuck: spool.pending() > 0
+                && self.inner.replay.failures.load(Ordering::SeqCst) >= STUCK_AFTER,
+        }
     }
 }
 
@@ -391,6 +384,10 @@ impl Broker for PgBroker {
         admin::switch(&self.inner.pool, "pop_maintenance")
             .await
             .unwrap_or(false)
+    }
+
+    fn spool(&self) -> Option<SpoolState> {
+        Some(self.spool_state())
     }
 
     async fn shutdown(&self) {
