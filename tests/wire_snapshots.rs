@@ -48,10 +48,12 @@ impl Scenario {
         }
         let mut body = r.body.clone();
         if req.path == "/health" {
-            // HEALTH-2's spool is the PostgreSQL engine's own (server/tests/spool.rs);
-            // the memory engine has none, and the two must snapshot alike.
+            // HEALTH-2's spool and the push writers are the PostgreSQL engine's own
+            // (server/tests/spool.rs, hostile.rs); the memory engine has neither, and
+            // the two must snapshot alike.
             if let Some(b) = body.as_mut().and_then(Value::as_object_mut) {
                 b.remove("spool");
+                b.remove("pushWriterRestarts");
             }
         }
         self.shots.push(Shot {

@@ -15,7 +15,7 @@ use queen_reference::policy::Policy;
 use queen_reference::time::Millis;
 use queen_reference::time::Stamp;
 use queen_reference::wire::{HttpResponse, PopQuery, PopRoute, Request};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Random UUIDv7s with the given timestamp.
 #[derive(Default)]
@@ -57,10 +57,16 @@ impl MemoryBroker {
         }
     }
 
+    /// The engine, also after a request panicked while holding it: [`guarded`] put
+    /// its state back, so the lock's poison says nothing about the data.
+    fn engine(&self) -> MutexGuard<'_, Engine<RandomIds>> {
+        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The same engine deciding OPEN (and modelled PROJECT) points by `policy` instead
     /// of this project's choices: test doubles of other legal brokers.
     pub fn with_policy(self, policy: Policy) -> MemoryBroker {
-        self.engine.lock().expect("engine lock").policy = policy;
+        self.engine().policy = policy;
         self
     }
 }
@@ -68,11 +74,11 @@ impl MemoryBroker {
 #[async_trait]
 impl Broker for MemoryBroker {
     async fn call(&self, req: Request) -> HttpResponse {
-        let answer = self
-            .engine
-            .lock()
-            .expect("engine lock")
-            .request(&req, now_ms());
+        let answer =
+            guarded(&mut self.engine(), |e| e.request(&req, now_ms())).unwrap_or_else(|| {
+                tracing::error!("the model panicked on a request; its state is as before it");
+                crate::broker::error_answer(500, "the engine failed on this request")
+            });
         // Ring the bells of whatever may have become claimable.
         match &req {
             Request::Push(p) if answer.status == 201 => {
@@ -95,7 +101,7 @@ impl Broker for MemoryBroker {
     }
 
     async fn min_pop_wait(&self, queue: &str) -> std::time::Duration {
-        let e = self.engine.lock().expect("engine lock");
+        let e = self.engine();
         let ms = e
             .state
             .queues
@@ -106,7 +112,7 @@ impl Broker for MemoryBroker {
 
     async fn claimable(&self, route: &PopRoute, query: &PopQuery) -> u32 {
         // A pop on a copy of the state: what it would deliver, without delivering it.
-        let e = self.engine.lock().expect("engine lock");
+        let e = self.engine();
         let mut copy = e.state.clone();
         let mut ctx = Ctx::policy(Stamp::exact(now_ms()), &e.policy);
         let req = PopRequest {
@@ -120,10 +126,63 @@ impl Broker for MemoryBroker {
     }
 
     async fn pop_paused(&self) -> bool {
-        self.engine
-            .lock()
-            .expect("engine lock")
-            .state
-            .pop_maintenance
+        self.engine().state.pop_maintenance
+    }
+}
+
+/// Runs `f` on the engine; if it panics, puts the model's state and ids back as they
+/// were (copies are cheap: the state is structurally shared) and answers `None`, so one
+/// failing request neither takes the engine down nor leaves half its change behind.
+fn guarded<R>(e: &mut Engine<RandomIds>, f: impl FnOnce(&mut Engine<RandomIds>) -> R) -> Option<R> {
+    let (state, ids) = (e.state.clone(), e.ids.clone());
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(e))) {
+        Ok(r) => Some(r),
+        Err(_) => {
+            e.state = state;
+            e.ids = ids;
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queen_reference::wire::{parse_request, HttpRequest};
+    use serde_json::json;
+
+    fn push(b: &MemoryBroker, queue: &str) -> Request {
+        let http = HttpRequest::post("/api/v1/push", &json!({"items": [{"queue": queue}]}));
+        let _ = b;
+        parse_request(&http, 30_000, 1 << 20).unwrap()
+    }
+
+    /// A request that panics half-way leaves the model as it was, and the next
+    /// request is served; a lock poisoned by a panicking holder is recovered.
+    #[tokio::test]
+    async fn the_memory_engine_survives_a_panicking_request() {
+        let b = MemoryBroker::new(30_000, 1 << 20);
+        assert_eq!(b.call(push(&b, "before")).await.status, 201);
+        let before = b.engine().state.clone();
+        let out = guarded(&mut b.engine(), |e| {
+            e.request(&push(&b, "half-way"), now_ms());
+            panic!("a bug in the model");
+        });
+        assert!(out.is_none());
+        assert!(b.engine().state == before, "the half-done push is undone");
+        std::thread::scope(|s| {
+            let _ = s
+                .spawn(|| {
+                    let _held = b.engine.lock();
+                    panic!("a panic while holding the engine");
+                })
+                .join();
+        });
+        assert!(b.engine.is_poisoned());
+        assert_eq!(
+            b.call(push(&b, "after")).await.status,
+            201,
+            "served after both"
+        );
     }
 }

@@ -511,3 +511,23 @@ async fn pop_2_a_partition_locked_by_a_transaction_that_leases_nothing_is_not_sk
         assert_eq!(body.unwrap()["messages"].as_array().unwrap().len(), 1);
     }
 }
+
+/// A push writer whose task dies (as on a panic) is started again: the next push is
+/// written, and `/health` counts the restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_writer_that_dies_is_started_again() {
+    let app = pg_app_with("writer", |c| c.push_writers = Some(1)).await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    let push = json!({"items": [{"queue": "q", "transactionId": "a"}]});
+    assert_eq!(post(&c, &format!("{base}/api/v1/push"), &push).await.0, 201);
+    app.broker.abort_push_writer(0);
+    for (n, t) in ["b", "c"].iter().enumerate() {
+        let push = json!({"items": [{"queue": "q", "transactionId": t}]});
+        let (status, body) = post(&c, &format!("{base}/api/v1/push"), &push).await;
+        assert_eq!(status, 201, "push {n} after the writer died: {body:?}");
+        assert_eq!(body.unwrap()[0]["status"], "queued");
+    }
+    assert_eq!(app.broker.writer_restarts(), 1);
+    let (_, health) = get(&c, &format!("{base}/health")).await;
+    assert_eq!(health.unwrap()["pushWriterRestarts"], 1);
+}

@@ -200,6 +200,7 @@ pub(crate) async fn health(b: &PgBroker) -> HttpResponse {
             })
             .expect("serializes");
             body["spool"] = spool;
+            body["pushWriterRestarts"] = b.writer_restarts().into();
             json_answer(200, body)
         }
         Ok(_) => json_answer(

@@ -22,6 +22,7 @@ use crate::wakes::Wakes;
 use chrono::{DateTime, Utc};
 use queen_reference::wire::{PushResult, PushStatus};
 use sqlx::PgPool;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
@@ -70,6 +71,10 @@ struct Job {
 /// msgs/s at batch 100 and 3.2 K at batch 1; one writer per queue, 34 K and 5.4 K.)
 pub(crate) struct Group {
     writers: Vec<mpsc::Sender<Job>>,
+    /// The running task of each writer, for [`Group::abort_writer`].
+    running: Vec<Running>,
+    /// Writers that died and were started again.
+    restarts: Arc<AtomicU64>,
     /// For requests large enough to be written on their own.
     pool: PgPool,
     wakes: Arc<Wakes>,
@@ -89,26 +94,44 @@ impl Group {
         workers: usize,
         max_items: usize,
     ) -> (Group, Vec<tokio::task::JoinHandle<()>>) {
-        let mut writers = Vec::new();
-        let mut tasks = Vec::new();
-        for _ in 0..workers.max(1) {
+        let (mut writers, mut running, mut tasks) = (Vec::new(), Vec::new(), Vec::new());
+        let restarts = Arc::new(AtomicU64::new(0));
+        for lane in 0..workers.max(1) {
             let (tx, rx) = mpsc::channel::<Job>(8192);
             writers.push(tx);
-            tasks.push(tokio::spawn(worker(
-                pool.clone(),
-                wakes.clone(),
-                rx,
-                max_items.max(1),
+            let current = Running::default();
+            running.push(current.clone());
+            let (pool, wakes, restarts) = (pool.clone(), wakes.clone(), restarts.clone());
+            let rx = Arc::new(tokio::sync::Mutex::new(rx));
+            tasks.push(tokio::spawn(supervise(
+                lane,
+                restarts,
+                current,
+                move || worker(pool.clone(), wakes.clone(), rx.clone(), max_items.max(1)),
             )));
         }
         (
             Group {
                 writers,
+                running,
+                restarts,
                 pool,
                 wakes,
             },
             tasks,
         )
+    }
+
+    /// Writers that died and were started again since the engine started.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(Ordering::SeqCst)
+    }
+
+    /// Ends writer `lane`'s task as a panic would (for tests of the supervision).
+    pub fn abort_writer(&self, lane: usize) {
+        if let Some(h) = self.running[lane].lock().expect("writer handle").as_ref() {
+            h.abort();
+        }
     }
 
     /// Writes one request's items (in a transaction shared with others under load, or
@@ -165,7 +188,40 @@ fn lane(items: &[Prepared]) -> usize {
     std::hash::Hasher::finish(&h) as usize
 }
 
-async fn worker(pool: PgPool, wakes: Arc<Wakes>, mut rx: mpsc::Receiver<Job>, max_items: usize) {
+/// The abort handle of a writer's current task.
+type Running = Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>>;
+
+/// Runs writer `lane`, started again whenever its task dies (a panic, or an abort):
+/// its queue of requests outlives it, so the requests after the failure are written
+/// by the new task; those the dead one held get no answer, and their routes answer
+/// 500 (nothing of them is acknowledged). Ends when the writer ends on its own (the
+/// broker is gone).
+async fn supervise<F, Fut>(lane: usize, restarts: Arc<AtomicU64>, current: Running, start: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    loop {
+        let task = tokio::spawn(start());
+        *current.lock().expect("writer handle") = Some(task.abort_handle());
+        match task.await {
+            Ok(()) => return,
+            Err(e) => {
+                restarts.fetch_add(1, Ordering::SeqCst);
+                tracing::error!("push writer {lane} died ({e}); starting it again");
+            }
+        }
+    }
+}
+
+async fn worker(
+    pool: PgPool,
+    wakes: Arc<Wakes>,
+    rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>,
+    max_items: usize,
+) {
+    // Held for the task's life; a dead task's guard goes with it.
+    let mut rx = rx.lock().await;
     loop {
         let jobs = {
             let Some(first) = rx.recv().await else { return };

@@ -196,6 +196,17 @@ impl PgBroker {
         Ok(broker)
     }
 
+    /// Ends push writer `lane` as a panic would; it is started again (tests).
+    #[doc(hidden)]
+    pub fn abort_push_writer(&self, lane: usize) {
+        self.inner.group.abort_writer(lane);
+    }
+
+    /// Push writers that died and were started again.
+    pub fn writer_restarts(&self) -> u64 {
+        self.inner.group.restarts()
+    }
+
     /// The pool (tests inspect the tables through it).
     pub fn pool(&self) -> &PgPool {
         &self.inner.pool
