@@ -380,7 +380,7 @@ impl Broker for PgBroker {
         .bind(queue)
         .fetch_optional(&self.inner.pool)
         .await
-        .ok()
+        .unwrap_or_else(|e| logged(e, "reading minPopWaitTime", None))
         .flatten();
         Duration::from_millis(ms.unwrap_or(0).max(0) as u64)
     }
@@ -388,13 +388,13 @@ impl Broker for PgBroker {
     async fn claimable(&self, route: &PopRoute, query: &PopQuery) -> u32 {
         pop::claimable(&self.inner.pool, route, query)
             .await
-            .unwrap_or(0)
+            .unwrap_or_else(|e| logged(e, "counting claimable messages", 0))
     }
 
     async fn pop_paused(&self) -> bool {
         admin::switch(&self.inner.pool, "pop_maintenance")
             .await
-            .unwrap_or(false)
+            .unwrap_or_else(|e| logged(e, "reading the pop maintenance switch", false))
     }
 
     fn spool(&self) -> Option<SpoolState> {
@@ -443,5 +443,15 @@ pub(crate) fn no_content() -> HttpResponse {
 
 /// Options of a queue row, as stored.
 pub(crate) fn options_of(v: Value) -> queen_reference::wire::QueueOptions {
-    serde_json::from_value(v).unwrap_or_default()
+    serde_json::from_value(v).unwrap_or_else(|e| {
+        tracing::error!("a queue's stored options do not parse ({e}); using the defaults");
+        Default::default()
+    })
+}
+
+/// A long poll's side question failed: logged, and answered with `fallback`, which
+/// keeps the poll going (its next attempt asks again).
+fn logged<T>(e: sqlx::Error, what: &str, fallback: T) -> T {
+    tracing::warn!("{what} failed: {e}");
+    fallback
 }
