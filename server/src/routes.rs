@@ -64,50 +64,16 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     if req.method() == axum::http::Method::GET && req.uri().path() == METRICS_PATH {
         return metrics_answer(&app);
     }
-    // Everything taken from the request is dropped before the broker is called: a parked
-    // long poll then holds only its parsed pop, not the request's headers, nor the
-    // connection's read buffer they point into (10 000 parked polls, issue 7).
+    // Everything taken from the request but its id is dropped before the broker is
+    // called: a parked long poll then holds only its parsed pop, not the request's
+    // headers, nor the connection's read buffer they point into.
     let request_id = req
         .headers()
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-")
         .to_string();
-    let parsed = {
-        let (parts, body) = req.into_parts();
-        let body =
-            match tokio::time::timeout(app.body_timeout, to_bytes(body, app.body_limit)).await {
-                Ok(Ok(b)) => b,
-                Ok(Err(e)) => return render(unreadable_body(e, app.body_limit)),
-                Err(_) => {
-                    return render(error_answer(
-                        408,
-                        format!(
-                            "the request body did not arrive within {} ms",
-                            app.body_timeout.as_millis()
-                        ),
-                    ))
-                }
-            };
-        let query = parts
-            .uri
-            .query()
-            .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-            .unwrap_or_default();
-        let http = HttpRequest {
-            method: parts.method.as_str().to_string(),
-            path: parts.uri.path().to_string(),
-            query,
-            body: body.to_vec(),
-        };
-        parse_request(&http, app.default_timeout_ms, app.body_limit)
-            .map_err(|e| rejection_answer(e, &http))
-            .and_then(|req| {
-                within_item_limit(req, app.max_items).inspect_err(|_| {
-                    app.metrics.over_item_limit.inc();
-                })
-            })
-    };
+    let parsed = parse(&app, req).await;
     let answer = match parsed {
         Ok(Request::Pop { route, query }) => {
             longpoll::pop(
@@ -126,6 +92,44 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         app.metrics.internal_errors.inc();
     }
     render(scrub_internal_error(answer, &request_id))
+}
+
+/// Reads the body (413 over the limit, 408 when it does not arrive in time, 400 when it
+/// cannot be read) and parses the request with the shared wire layer, within the item
+/// limit (LIMIT-1); a refusal is the answer to send.
+async fn parse(app: &AppState, req: AxumRequest) -> Result<Request, HttpResponse> {
+    let (parts, body) = req.into_parts();
+    let body = match tokio::time::timeout(app.body_timeout, to_bytes(body, app.body_limit)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return Err(unreadable_body(e, app.body_limit)),
+        Err(_) => {
+            return Err(error_answer(
+                408,
+                format!(
+                    "the request body did not arrive within {} ms",
+                    app.body_timeout.as_millis()
+                ),
+            ))
+        }
+    };
+    let query = parts
+        .uri
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    let http = HttpRequest {
+        method: parts.method.as_str().to_string(),
+        path: parts.uri.path().to_string(),
+        query,
+        body: body.to_vec(),
+    };
+    parse_request(&http, app.default_timeout_ms, app.body_limit)
+        .map_err(|e| rejection_answer(e, &http))
+        .and_then(|req| {
+            within_item_limit(req, app.max_items).inspect_err(|_| {
+                app.metrics.over_item_limit.inc();
+            })
+        })
 }
 
 /// Where the Prometheus text exposition is served.

@@ -396,11 +396,8 @@ async fn inject(
 
 /// Runs one scenario from a fresh deployment to its verdict.
 pub async fn run(fault: Fault, opts: &Options) -> Report {
-    match fault {
-        Fault::SpoolCapacity => return stress::spool_capacity(opts).await,
-        Fault::SlowClient => return stress::slow_client(opts).await,
-        Fault::ShutdownUnderLoad => return stress::shutdown_under_load(opts).await,
-        _ => {}
+    if fault.is_stress() {
+        return stress::run(fault, opts).await;
     }
     let t0 = Instant::now();
     let mut report = Report::empty(fault);

@@ -15,7 +15,7 @@
 //!   period, answer every parked pop 204, and lose nothing it acknowledged.
 
 use super::deployment::Deployment;
-use super::{Options, Report};
+use super::{Fault, Options, Report};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -110,7 +110,49 @@ async fn drain(c: &reqwest::Client, base: &str, queue: &str) -> Result<Vec<Strin
     }
 }
 
-fn report(fault: super::Fault, t0: Instant, figures: Vec<String>, problems: Vec<String>) -> Report {
+/// Runs stress scenario `fault` on a deployment of its own, started with the limits
+/// the scenario needs, and reports its figures and problems.
+pub async fn run(fault: Fault, opts: &Options) -> Report {
+    let t0 = Instant::now();
+    let s = &opts.stress;
+    let mut d = match Deployment::start_with(opts.program.clone(), 1, 6, env_of(fault, s)).await {
+        Ok(d) => d,
+        Err(e) => return report(fault, t0, vec![], vec![e]),
+    };
+    let (mut figures, mut problems) = (vec![], vec![]);
+    let (f, p) = (&mut figures, &mut problems);
+    let r = match fault {
+        Fault::SpoolCapacity => spool_capacity(&mut d, s, f, p).await,
+        Fault::SlowClient => slow_client(&d, s, f, p).await,
+        Fault::ShutdownUnderLoad => shutdown_under_load(&mut d, s, f, p).await,
+        other => Err(format!("{} is not a stress scenario", other.name())),
+    };
+    if let Err(e) = r {
+        problems.push(e);
+    }
+    d.stop().await;
+    report(fault, t0, figures, problems)
+}
+
+/// The server environment each scenario needs.
+fn env_of(fault: Fault, s: &StressSizes) -> Vec<(String, String)> {
+    let pairs: Vec<(&str, String)> = match fault {
+        // Chunks of two pushes, so that the replay has many steps to be killed between.
+        Fault::SpoolCapacity => vec![
+            ("SPOOL_MAX_BYTES", s.spool_capacity.to_string()),
+            ("SPOOL_CHUNK_BYTES", (2 * s.push_bytes + 4096).to_string()),
+        ],
+        Fault::SlowClient => vec![
+            ("MAX_CONNECTIONS", s.max_connections.to_string()),
+            ("HEADER_TIMEOUT_MS", "2000".to_string()),
+        ],
+        Fault::ShutdownUnderLoad => vec![("SHUTDOWN_GRACE_MS", "5000".to_string())],
+        _ => vec![],
+    };
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+fn report(fault: Fault, t0: Instant, figures: Vec<String>, problems: Vec<String>) -> Report {
     let mut r = Report::empty(fault);
     r.events = figures;
     r.problems = problems;
@@ -119,31 +161,7 @@ fn report(fault: super::Fault, t0: Instant, figures: Vec<String>, problems: Vec<
 }
 
 /// spool-capacity: see the module documentation.
-pub async fn spool_capacity(opts: &Options) -> Report {
-    let t0 = Instant::now();
-    let s = &opts.stress;
-    // Chunks of two pushes, so that the replay has many steps to be killed between.
-    let env = vec![
-        ("SPOOL_MAX_BYTES".to_string(), s.spool_capacity.to_string()),
-        (
-            "SPOOL_CHUNK_BYTES".to_string(),
-            (2 * s.push_bytes + 4096).to_string(),
-        ),
-    ];
-    let mut d = match Deployment::start_with(opts.program.clone(), 1, 6, env).await {
-        Ok(d) => d,
-        Err(e) => return report(super::Fault::SpoolCapacity, t0, vec![], vec![e]),
-    };
-    let (mut figures, mut problems) = (vec![], vec![]);
-    let r = spool_capacity_body(&mut d, s, &mut figures, &mut problems).await;
-    if let Err(e) = r {
-        problems.push(e);
-    }
-    d.stop().await;
-    report(super::Fault::SpoolCapacity, t0, figures, problems)
-}
-
-async fn spool_capacity_body(
+async fn spool_capacity(
     d: &mut Deployment,
     s: &StressSizes,
     figures: &mut Vec<String>,
@@ -284,26 +302,7 @@ async fn spool_capacity_body(
 }
 
 /// slow-client: see the module documentation.
-pub async fn slow_client(opts: &Options) -> Report {
-    let t0 = Instant::now();
-    let s = &opts.stress;
-    let env = vec![
-        ("MAX_CONNECTIONS".to_string(), s.max_connections.to_string()),
-        ("HEADER_TIMEOUT_MS".to_string(), "2000".to_string()),
-    ];
-    let d = match Deployment::start_with(opts.program.clone(), 1, 6, env).await {
-        Ok(d) => d,
-        Err(e) => return report(super::Fault::SlowClient, t0, vec![], vec![e]),
-    };
-    let (mut figures, mut problems) = (vec![], vec![]);
-    if let Err(e) = slow_client_body(&d, s, &mut figures, &mut problems).await {
-        problems.push(e);
-    }
-    d.stop().await;
-    report(super::Fault::SlowClient, t0, figures, problems)
-}
-
-async fn slow_client_body(
+async fn slow_client(
     d: &Deployment,
     s: &StressSizes,
     figures: &mut Vec<String>,
@@ -387,22 +386,7 @@ async fn slow_client_body(
 }
 
 /// shutdown-under-load: see the module documentation.
-pub async fn shutdown_under_load(opts: &Options) -> Report {
-    let t0 = Instant::now();
-    let env = vec![("SHUTDOWN_GRACE_MS".to_string(), "5000".to_string())];
-    let mut d = match Deployment::start_with(opts.program.clone(), 1, 6, env).await {
-        Ok(d) => d,
-        Err(e) => return report(super::Fault::ShutdownUnderLoad, t0, vec![], vec![e]),
-    };
-    let (mut figures, mut problems) = (vec![], vec![]);
-    if let Err(e) = shutdown_body(&mut d, &opts.stress, &mut figures, &mut problems).await {
-        problems.push(e);
-    }
-    d.stop().await;
-    report(super::Fault::ShutdownUnderLoad, t0, figures, problems)
-}
-
-async fn shutdown_body(
+async fn shutdown_under_load(
     d: &mut Deployment,
     s: &StressSizes,
     figures: &mut Vec<String>,

@@ -22,7 +22,7 @@ pub(crate) async fn transaction(
     // TXN-4: a transaction cannot be spooled as a unit; while pushes spool, one with a
     // push is refused for now (the route adds Retry-After).
     let pushes = req.operations.iter().any(|o| matches!(o, TxnOp::Push(_)));
-    if pushes && (spooling || super::admin::switch(pool, "push_maintenance").await?) {
+    if pushes && spooling {
         return Ok(error_answer(503, TXN_MAINTENANCE_ERROR));
     }
     let id = Uuid::now_v7().to_string();
@@ -35,7 +35,16 @@ pub(crate) async fn transaction(
         })
     };
     let mut tx = pool.begin().await?;
-    let now = super::db_now(&mut tx).await?;
+    // "Now" and the maintenance switch in one round trip, as the push writers read them.
+    let (now, maintenance): (chrono::DateTime<chrono::Utc>, bool) = sqlx::query_as(
+        "SELECT now(), COALESCE((SELECT enabled FROM queen_switches WHERE name = 'push_maintenance'), false)",
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if pushes && maintenance {
+        tx.rollback().await?;
+        return Ok(error_answer(503, TXN_MAINTENANCE_ERROR));
+    }
     // [PROJECT] every required lease must be live.
     for l in &req.required_leases {
         let lease = Uuid::parse_str(l).expect("validated by the wire layer");
