@@ -33,6 +33,7 @@ impl Bins {
         self.dir.join("postgres")
     }
 
+    #[cfg(feature = "test-sources")]
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }

@@ -113,6 +113,7 @@ impl Error {
         }
     }
 
+    #[cfg(feature = "test-sources")]
     pub(crate) fn sql(url: &str, reason: impl fmt::Display) -> Self {
         Error::Sql {
             url: crate::urls::redact(url),

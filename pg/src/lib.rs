@@ -21,6 +21,10 @@
 //! # Ok(()) }
 //! ```
 //!
+//! The three sources and [`TestDb`] sit behind the `test-sources` feature, which the
+//! workspace's tests turn on; `queen-server` itself links only the cluster code, so a production
+//! binary carries no Docker client.
+//!
 //! For the embedded server, [`PersistentCluster`] keeps a cluster in a data directory
 //! (default [`PersistentCluster::DEFAULT_DIR`]) across restarts.
 //!
@@ -40,23 +44,30 @@
 //!
 //! See `pg/NOTES.md` for the same in short, and for the CI image.
 
+#[cfg(feature = "test-sources")]
 mod bg;
 mod bins;
 mod cluster;
+#[cfg(feature = "test-sources")]
 mod docker;
 mod error;
 mod local;
 mod persistent;
+#[cfg(feature = "test-sources")]
 mod source;
 mod sql;
+#[cfg(feature = "test-sources")]
 mod testdb;
 mod tied;
 mod urls;
 mod user;
 
+#[cfg(feature = "test-sources")]
 pub use docker::{engine_answers as docker_engine_answers, image as docker_image, DEFAULT_IMAGE};
 pub use error::{Error, Result};
 pub use local::LocalCluster;
 pub use persistent::PersistentCluster;
+#[cfg(feature = "test-sources")]
 pub use source::{database_url, forced_source, local_binaries, server, shared, Server, Source};
+#[cfg(feature = "test-sources")]
 pub use testdb::TestDb;

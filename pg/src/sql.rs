@@ -7,8 +7,11 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgConnection};
-use sqlx::{ConnectOptions, Connection};
+use sqlx::ConnectOptions;
+#[cfg(feature = "test-sources")]
+use sqlx::Connection;
 
+#[cfg(feature = "test-sources")]
 use crate::error::{Error, Result};
 
 /// How long one connection attempt may take before it counts as failed.
@@ -26,6 +29,7 @@ pub(crate) async fn connect(url: &str) -> std::result::Result<PgConnection, Stri
     }
 }
 
+#[cfg(feature = "test-sources")]
 /// Connects, retrying until `limit` passes (servers refuse connections while starting up).
 pub(crate) async fn connect_within(url: &str, limit: Duration) -> Result<PgConnection> {
     let deadline = tokio::time::Instant::now() + limit;
@@ -43,6 +47,7 @@ pub(crate) async fn connect_within(url: &str, limit: Duration) -> Result<PgConne
     }
 }
 
+#[cfg(feature = "test-sources")]
 /// `CREATE DATABASE name` on the server behind `admin_url`.
 pub(crate) async fn create_database(admin_url: &str, name: &str) -> Result<()> {
     let mut conn = connect(admin_url)
@@ -60,6 +65,7 @@ pub(crate) async fn create_database(admin_url: &str, name: &str) -> Result<()> {
     })
 }
 
+#[cfg(feature = "test-sources")]
 /// `DROP DATABASE IF EXISTS name`, disconnecting whoever is still connected to it.
 pub(crate) async fn drop_database(admin_url: &str, name: &str) -> Result<()> {
     let mut conn = connect(admin_url)
@@ -81,6 +87,7 @@ pub(crate) async fn drop_database(admin_url: &str, name: &str) -> Result<()> {
     result.map_err(|e| Error::sql(admin_url, format!("cannot drop database {name}: {e}")))
 }
 
+#[cfg(feature = "test-sources")]
 fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }

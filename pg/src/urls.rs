@@ -3,8 +3,10 @@
 //! Exists because every source ends in the same place, a `postgres://` URL, and tests need the
 //! same URL pointed at another database (their own) or printed without a password.
 
+#[cfg(feature = "test-sources")]
 use url::Url;
 
+#[cfg(feature = "test-sources")]
 use crate::error::{Error, Result};
 
 /// `postgres://postgres@127.0.0.1:PORT/postgres`: the superuser URL of a cluster we started
@@ -13,6 +15,7 @@ pub(crate) fn loopback(port: u16) -> String {
     format!("postgres://postgres@127.0.0.1:{port}/postgres")
 }
 
+#[cfg(feature = "test-sources")]
 /// The same server and credentials as `url`, but database `name`.
 pub(crate) fn with_database(url: &str, name: &str) -> Result<String> {
     let mut parsed = parse(url)?;
@@ -20,6 +23,7 @@ pub(crate) fn with_database(url: &str, name: &str) -> Result<String> {
     Ok(parsed.into())
 }
 
+#[cfg(feature = "test-sources")]
 /// `url` with any password replaced by `***`, for messages.
 pub(crate) fn redact(url: &str) -> String {
     match Url::parse(url) {
@@ -32,6 +36,7 @@ pub(crate) fn redact(url: &str) -> String {
     }
 }
 
+#[cfg(feature = "test-sources")]
 fn parse(url: &str) -> Result<Url> {
     let parsed = Url::parse(url).map_err(|e| Error::BadUrl {
         url: redact(url),
@@ -46,7 +51,7 @@ fn parse(url: &str) -> Result<Url> {
     Ok(parsed)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "test-sources"))]
 mod tests {
     use super::*;
 
