@@ -2,7 +2,7 @@
 //! rows; steps 2–6 are the reference model's [`decide`]; the decision is written back
 //! under the `(partition, group)` advisory lock.
 
-use super::{db_now, ok, PAIR_KEY_SQL};
+use super::{db_now, ok};
 use crate::wakes::Wakes;
 use chrono::{DateTime, Duration, Utc};
 use queen_reference::model::ack::{decide, PairView, ValidAck};
@@ -125,11 +125,7 @@ pub(crate) async fn ack(
     let mut dead = Vec::new();
     for pi in order {
         let ((pid, group), list) = &pairs[pi];
-        sqlx::query(&format!("SELECT pg_advisory_xact_lock({PAIR_KEY_SQL})"))
-            .bind(pid)
-            .bind(group)
-            .execute(&mut *conn)
-            .await?;
+        super::pair::lock(conn, *pid, group).await?;
         let cursor = read_cursor(conn, *pid, group).await?;
         let (queue, opts) = &parts[pid];
         // Step 1 for the items of this pair.

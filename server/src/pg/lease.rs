@@ -2,7 +2,7 @@
 //! shortens one, never revives one (LEASE-1), under each pair's advisory lock so an
 //! extend and a pop or ack on the same cursor serialize.
 
-use super::{db_now, iso, ok, PAIR_KEY_SQL};
+use super::{db_now, iso, ok};
 use chrono::{DateTime, Utc};
 use queen_reference::wire::{ExtendRequest, ExtendResponse, HttpResponse, ERR_LEASE_NOT_FOUND};
 use sqlx::{PgPool, Row};
@@ -28,11 +28,7 @@ pub(crate) async fn extend(
     let mut renewed = 0u32;
     let mut latest: Option<DateTime<Utc>> = None;
     for (pid, group) in holders {
-        sqlx::query(&format!("SELECT pg_advisory_xact_lock({PAIR_KEY_SQL})"))
-            .bind(pid)
-            .bind(&group)
-            .execute(&mut *tx)
-            .await?;
+        super::pair::lock(&mut tx, pid, &group).await?;
         // LEASE-3: no `seconds` means the lease's own duration.
         let deadline: Option<DateTime<Utc>> = sqlx::query_scalar(
             "UPDATE queen_cursors

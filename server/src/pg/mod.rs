@@ -22,8 +22,10 @@ mod group;
 mod lease;
 mod listen;
 mod minted;
+mod pair;
 mod pop;
 pub(crate) mod push;
+mod schema;
 mod txn;
 
 pub use push::Prepared;
@@ -42,16 +44,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Schema migrations, embedded in the binary.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+pub use schema::MIGRATOR;
 
 /// Why the engine could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("cannot connect to PostgreSQL: {0}")]
     Connect(#[source] sqlx::Error),
-    #[error("cannot apply the schema migrations: {0}")]
-    Migrate(#[source] sqlx::migrate::MigrateError),
+    #[error(transparent)]
+    Schema(#[from] schema::SchemaError),
     #[error("cannot open the spool: {0}")]
     Spool(#[source] std::io::Error),
 }
@@ -101,9 +102,6 @@ impl Drop for Inner {
     }
 }
 
-/// The lock key of one `(partition, group)`: see the module documentation.
-pub(crate) const PAIR_KEY_SQL: &str = "hashtextextended($1::text || '/' || $2, 0)";
-
 /// A pooled connection idle this long is pinged before it is used again.
 const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 
@@ -149,7 +147,7 @@ impl PgBroker {
             .connect_with(connect_options(url).map_err(StartError::Connect)?)
             .await
             .map_err(StartError::Connect)?;
-        MIGRATOR.run(&pool).await.map_err(StartError::Migrate)?;
+        schema::apply(&pool).await?;
         let spool =
             Spool::open(&config.spool_dir, config.spool_max_bytes).map_err(StartError::Spool)?;
         let wakes = Arc::new(Wakes::new());

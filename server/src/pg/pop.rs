@@ -1,102 +1,163 @@
-//! Pop (PROTOCOL.md section 3), one attempt: which partitions are claimable for the
-//! group, claiming them in POP-4's oldest-first order under the pair's advisory lock,
-//! the lease or the autoAck commit, and subscription seeding (POP-13).
+//! Pop (PROTOCOL.md section 3), one attempt, in three steps:
+//!
+//! 1. **head**: one round trip (`queen_pop_head`, `server/sql/04_pop_head.sql`) reads the
+//!    maintenance switch, "now", the queue, the group's subscription and the open
+//!    candidates, and claims a lone candidate itself, so a parked pop woken by a push
+//!    answers in one round trip;
+//! 2. **set-up**: a pop that must create its queue (POP-8) or subscription (POP-13) does
+//!    so in a transaction and reads the candidates there;
+//! 3. **claim**: the candidates, oldest first (POP-4), each under the pair's lock, until
+//!    the batch or the partition cap is reached; a pop that found every lock held asks
+//!    again, waiting (POP-2 skips only a lease).
+//!
+//! Every rule about what may be claimed lives in SQL, once: `queen_pop_candidates`
+//! (what is claimable), `queen_claim` (the lease or autoAck commit, with its guard) and
+//! the small rules of `server/sql/01_rules.sql`. Rows are read by column name.
 
 use super::push::ensure_queue;
-use super::{iso, no_content, ok, PAIR_KEY_SQL};
-use chrono::{DateTime, Duration, Utc};
+use super::{iso, no_content, ok, pair};
+use chrono::{DateTime, Utc};
 use queen_reference::time::parse_iso;
 use queen_reference::wire::{
     HttpResponse, PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, QUEUE_MODE,
 };
+use serde_json::Value;
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::PgRow;
-use sqlx::{PgConnection, PgPool, Postgres, Row, Transaction};
-use std::sync::LazyLock;
+use sqlx::{FromRow, PgConnection, PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
-/// The cursor of partition $1 for group $5, read under the pair's lock (taken by the
-/// previous statement, so this statement's snapshot sees every commit made under it):
-/// one row with the committed offset, or none while the pair is leased (ACK-4) or waits
-/// out a `retryDelay` (ACK-6) at $2 ("now").
-const FREE_CURSOR: &str = "cur AS (
-    SELECT committed, lease_deadline, not_before FROM queen_cursors WHERE partition_id = $1 AND consumer_group = $5),
-  free AS (
-    SELECT COALESCE((SELECT committed FROM cur), 0) AS committed
-    WHERE NOT EXISTS (SELECT 1 FROM cur WHERE lease_deadline > $2 OR not_before > $2)),
-  m AS (
-    SELECT \"offset\", id, transaction_id, trace_id, data, created_at FROM queen_messages, free
-    WHERE partition_id = $1 AND \"offset\" > free.committed AND ($3::timestamptz IS NULL OR created_at <= $3)
-    ORDER BY \"offset\" LIMIT $4)";
-
-/// Reads the claimable span of partition $1 past its free cursor (see [`FREE_CURSOR`]),
-/// visible before $3, at most $4 messages, and leases it for group $5 with lease $6 until
-/// $7 ($8 ms).
-static CLAIM_LEASE: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH {FREE_CURSOR},
-  claim AS (
-    INSERT INTO queen_cursors (partition_id, consumer_group, lease_id, lease_end, lease_deadline, lease_duration_ms)
-    SELECT $1, $5, $6, max(\"offset\"), $7, $8 FROM m HAVING count(*) > 0
-    ON CONFLICT (partition_id, consumer_group) DO UPDATE SET lease_id = EXCLUDED.lease_id, lease_end = EXCLUDED.lease_end,
-      lease_deadline = EXCLUDED.lease_deadline, lease_duration_ms = EXCLUDED.lease_duration_ms, not_before = NULL)
-  SELECT * FROM m ORDER BY \"offset\""
-    )
-});
-
-/// The same span, committed at once (autoAck): no lease, and retries at or below the new
-/// cursor forgotten.
-static CLAIM_AUTO_ACK: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "WITH {FREE_CURSOR},
-  claim AS (
-    INSERT INTO queen_cursors (partition_id, consumer_group, committed)
-    SELECT $1, $5, max(\"offset\") FROM m HAVING count(*) > 0
-    ON CONFLICT (partition_id, consumer_group) DO UPDATE SET committed = EXCLUDED.committed, lease_id = NULL, lease_end = NULL,
-      lease_deadline = NULL, lease_duration_ms = NULL, not_before = NULL,
-      retries = COALESCE((SELECT jsonb_object_agg(k, v) FROM jsonb_each(queen_cursors.retries) AS e(k, v)
-                          WHERE k::bigint > EXCLUDED.committed), '{{}}'))
-  SELECT * FROM m ORDER BY \"offset\""
-    )
-});
-
-/// Where a candidate's columns start in a row of [`CANDIDATES`] or of [`HEAD`].
-const CAND: usize = 5;
-
-/// The candidates of queues $1 for group $2 at $4 ("now"), optionally only partition $3,
-/// after setting up (creating the queue, subscribing): the partitions with something
-/// past the group's cursor, not leased or waiting, checked again under their lock. Each
-/// queue's come from migration 0004's `queen_pop_candidates`, the definition the head
-/// uses too. Five placeholder columns first, so the candidate starts at [`CAND`] as in
-/// the head's rows.
-const CANDIDATES: &str = "SELECT NULL, NULL, NULL, NULL, NULL, c.*
-     FROM queen_queues q, LATERAL queen_pop_candidates(q.id, $2, $3, $4, q.options) AS c
-     WHERE q.id = ANY($1)";
-
-/// Where the claiming head's own columns start: the candidate it tried to claim (NULL if
-/// it tried none), then a claimed message's columns, as a claim's rows have them.
-const TRIED: usize = CAND + 6;
-
-/// The head of every pop: the maintenance switch, "now", the queue's id, whether the
-/// group is subscribed there, and `ready` (nothing to set up first), then the candidate
-/// partitions from [`CAND`] on; for a queue-scoped pop with exactly one candidate left
-/// after POP-14's windowBuffer, also its claim, so that a parked pop woken by a push
-/// (the queue exists, the group is set up, one partition has the new message) answers
-/// in one round trip. It is the function `queen_pop_head` (migration 0004 says what its
-/// rows are, and why it is a function rather than one statement); the tried candidate
-/// is at [`TRIED`], then a claimed message's columns. A discovery pop has no queue
-/// ($1 is NULL): it is never `ready` and gets the switch and "now" alone. With two or
-/// more candidates the claims run in a transaction here.
+/// The head of every pop; see the module documentation and the function's file.
 const HEAD: &str = "SELECT * FROM queen_pop_head($1, $2, $3, $4, $5, $6, $7)";
 
+/// The open candidates of queues $1 for group $2 at $4 ("now"), optionally only
+/// partition $3, read after setting up.
+const CANDIDATES: &str = "SELECT c.id, c.name, c.options, c.seq, c.oldest
+     FROM queen_queues q, LATERAL queen_pop_candidates(q.id, $2, $3, $4, q.options) AS c
+     WHERE q.id = ANY($1) AND c.window_open";
+
+/// The claim of one partition, under the pair's lock the caller holds.
+const CLAIM: &str = "SELECT * FROM queen_claim($1, $2, $3, $4, $5, $6, $7)";
+
+/// One row of [`HEAD`]: the head's own columns, a candidate's, the candidate whose claim
+/// was tried, and a claimed message's (`m_*`).
+#[derive(FromRow)]
+struct HeadRow {
+    paused: Option<bool>,
+    now: DateTime<Utc>,
+    queue_id: Option<i64>,
+    subscribed: bool,
+    ready: bool,
+    id: Option<Uuid>,
+    name: Option<String>,
+    options: Option<Value>,
+    seq: Option<i64>,
+    oldest: Option<DateTime<Utc>>,
+    tried: Option<Uuid>,
+    m_offset: Option<i64>,
+    m_id: Option<Uuid>,
+    m_transaction_id: Option<String>,
+    m_trace_id: Option<Uuid>,
+    m_data: Option<Value>,
+    m_created_at: Option<DateTime<Utc>>,
+}
+
 /// A partition that may be claimable (checked again under its lock).
+#[derive(FromRow, Clone)]
 struct Candidate {
     id: Uuid,
     name: String,
-    options: QueueOptions,
-    last_write_at: Option<DateTime<Utc>>,
-    oldest: Option<DateTime<Utc>>,
+    /// The queue's stored options, handed back to `queen_claim` as they are.
+    options: Value,
     seq: i64,
+    oldest: Option<DateTime<Utc>>,
+}
+
+/// A message a claim took, as `queen_claim` returns it.
+#[derive(FromRow)]
+struct Claimed {
+    id: Uuid,
+    transaction_id: String,
+    trace_id: Option<Uuid>,
+    data: Value,
+    created_at: DateTime<Utc>,
+}
+
+/// What a pop's head found.
+struct Head {
+    paused: bool,
+    now: DateTime<Utc>,
+    queue_id: Option<i64>,
+    subscribed: bool,
+    ready: bool,
+    /// The open candidates, when the head tried no claim.
+    candidates: Vec<Candidate>,
+    /// The lone candidate the head tried to claim, and what it claimed.
+    tried: Option<(Candidate, Vec<Claimed>)>,
+}
+
+/// A partition claimed by this pop, with its messages in offset order.
+type Claim = (Candidate, Vec<Claimed>);
+
+/// One pop's inputs, derived once.
+struct Pop<'a> {
+    route: &'a PopRoute,
+    q: &'a PopQuery,
+    group: &'a str,
+    /// The queue of a queue-scoped route.
+    scoped: Option<&'a str>,
+    /// The partition of the partition route.
+    only: Option<&'a str>,
+    /// None with autoAck: no lease.
+    lease_id: Option<Uuid>,
+    /// At most this many partitions.
+    cap: u32,
+}
+
+impl<'a> Pop<'a> {
+    fn new(route: &'a PopRoute, q: &'a PopQuery) -> Self {
+        let (scoped, only, cap) = match route {
+            PopRoute::Queue(name) => (Some(name.as_str()), None, q.partitions.unwrap_or(u32::MAX)),
+            PopRoute::Partition(name, p) => (Some(name.as_str()), Some(p.as_str()), 1),
+            PopRoute::Discovery { .. } => (None, None, q.partitions.unwrap_or(u32::MAX)),
+        };
+        Pop {
+            route,
+            q,
+            group: q.consumer_group.as_str(),
+            scoped,
+            only,
+            lease_id: (!q.auto_ack).then(Uuid::now_v7),
+            cap,
+        }
+    }
+
+    /// The answer: 204 when nothing was claimed (POP-6), else the messages of every
+    /// claimed partition in claim order, named after the first.
+    fn answer(&self, claims: Vec<Claim>) -> HttpResponse {
+        let Some((first, _)) = claims.first() else {
+            return no_content();
+        };
+        let lease = self.lease_id.map(|l| l.to_string()).unwrap_or_default();
+        let (partition, partition_id) = (first.name.clone(), first.id.to_string());
+        let partitions_claimed = claims.len() as u32;
+        let messages = claims
+            .into_iter()
+            .flat_map(|(c, rows)| {
+                let (group, lease) = (self.group, lease.clone());
+                rows.into_iter().map(move |m| message(&c, m, &lease, group))
+            })
+            .collect();
+        ok(&PopResponse {
+            success: true,
+            queue: self.scoped.unwrap_or_default().to_string(),
+            partition,
+            partition_id,
+            lease_id: lease,
+            consumer_group: self.group.to_string(),
+            messages,
+            partitions_claimed,
+        })
+    }
 }
 
 pub(crate) async fn pop(
@@ -104,242 +165,163 @@ pub(crate) async fn pop(
     route: &PopRoute,
     q: &PopQuery,
 ) -> Result<HttpResponse, sqlx::Error> {
+    let pop = Pop::new(route, q);
     let mut conn = pool.acquire().await?;
-    let group = q.consumer_group.as_str();
-    // One round trip for the maintenance switch, "now", the queue of a queue-scoped
-    // route, whether the group already has its subscription there and, when nothing is
-    // left to set up (the queue exists, the group needs no subscription), the candidate
-    // partitions too: a parked pop woken by a push claims in as few round trips as can be.
-    let scoped = match route {
-        PopRoute::Queue(name) | PopRoute::Partition(name, _) => Some(name.as_str()),
-        PopRoute::Discovery { .. } => None,
-    };
-    let only = match route {
-        PopRoute::Partition(_, p) => Some(p.as_str()),
-        _ => None,
-    };
-    // POP-9: the pop's leaseSeconds, else the queue's leaseTime; autoAck: no lease.
-    let lease_id = (!q.auto_ack).then(Uuid::now_v7);
-    let head = sqlx::query(HEAD)
-        .bind(scoped)
-        .bind(group)
-        .bind(only)
-        .bind(QUEUE_MODE)
-        .bind(q.batch as i64)
-        .bind(lease_id)
-        .bind(q.lease_seconds.map(i64::from))
-        .fetch_all(&mut *conn)
-        .await?;
-    let first = head.first().ok_or(sqlx::Error::RowNotFound)?;
-    let (paused, now, queue_id, subscribed, ready): (
-        Option<bool>,
-        DateTime<Utc>,
-        Option<i64>,
-        bool,
-        bool,
-    ) = (
-        first.get(0),
-        first.get(1),
-        first.get(2),
-        first.get(3),
-        first.get(4),
-    );
+    let head = head(&mut conn, &pop).await?;
     // MAINT-2 / POP-6: a bare 204 while pop maintenance is on.
-    if paused == Some(true) {
+    if head.paused {
         return Ok(no_content());
     }
-    let lease_str = lease_id.map(|l| l.to_string()).unwrap_or_default();
-    let answer = |claimed: Vec<(Uuid, String)>, messages: Vec<PopMessage>| {
-        if claimed.is_empty() {
-            return no_content();
+    if let Some((lone, rows)) = head.tried {
+        if !rows.is_empty() {
+            return Ok(pop.answer(vec![(lone, rows)]));
         }
-        ok(&PopResponse {
-            success: true,
-            queue: scoped.unwrap_or_default().to_string(),
-            partition: claimed[0].1.clone(),
-            partition_id: claimed[0].0.to_string(),
-            lease_id: lease_str.clone(),
-            consumer_group: group.to_string(),
-            messages,
-            partitions_claimed: claimed.len() as u32,
-        })
-    };
-    // The head tried the claim itself (one candidate): that claim is the pop's answer,
-    // messages or none (POP-2: the pair's lock was held; or the cursor moved).
-    if let Some(id) = scoped.and_then(|_| first.get::<Option<Uuid>, _>(TRIED)) {
-        let name: String = first.get(CAND + 1);
-        let messages = head
-            .iter()
-            .filter(|r| r.get::<Option<i64>, _>(TRIED + 1).is_some())
-            .map(|r| message(r, TRIED + 1, id, &name, &lease_str, group))
-            .collect::<Vec<_>>();
-        if !messages.is_empty() {
-            return Ok(answer(vec![(id, name)], messages));
-        }
-        // Nothing claimed: the pair's lock may have been held by a pop that was only
-        // looking at it. Ask again, waiting for the lock (POP-2 skips only a lease).
+        // Nothing claimed: the lock may have been held by a pop that was only looking.
         drop(conn);
-        let lone = vec![candidate(first)];
-        let (claimed, messages) =
-            second_pass(pool, lone, q, lease_id, &lease_str, u32::MAX).await?;
-        return Ok(answer(claimed, messages));
+        return Ok(pop.answer(second_pass(pool, &pop, vec![lone]).await?));
     }
     // Nothing to set up and no candidate (most often a parked pop's re-check): answered
-    // from the head alone, read outside a transaction, in one round trip instead of three.
-    // Otherwise, setting up runs in a transaction, and so do the claims; the head's
-    // candidates are only hints, each checked again under its lock.
-    if ready
-        && head
-            .iter()
-            .all(|r| r.get::<Option<Uuid>, _>(CAND).is_none())
-    {
+    // from the head alone, in one round trip.
+    if head.ready && head.candidates.is_empty() {
         return Ok(no_content());
     }
-    let (rows, claims) = if ready {
-        (head, Claims::NotYet(conn))
+    let now = head.now;
+    let (mut cands, mut tx) = if head.ready {
+        (head.candidates, Transaction::begin(conn, None).await?)
     } else {
-        let mut tx = Transaction::begin(conn, None).await?;
-        let queues: Vec<i64> = match (route, queue_id) {
-            (PopRoute::Queue(_) | PopRoute::Partition(..), Some(id)) => vec![id],
-            (PopRoute::Queue(name) | PopRoute::Partition(name, _), None) => {
-                // POP-8: a queue-scoped pop on an unknown queue creates its configuration row.
-                vec![ensure_queue(&mut tx, name, QueueOptions::implicit()).await?.0]
-            }
-            (PopRoute::Discovery { namespace, task }, _) => {
-                sqlx::query_scalar("SELECT id FROM queen_queues WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR task = $2) ORDER BY id")
-                    .bind(namespace)
-                    .bind(task)
-                    .fetch_all(&mut *tx)
-                    .await?
-            }
-        };
-        if group != QUEUE_MODE && !(scoped.is_some() && subscribed) {
-            for qid in &queues {
-                subscribe(&mut tx, *qid, q, now).await?;
-            }
-        }
-        let rows = sqlx::query(CANDIDATES)
-            .bind(&queues)
-            .bind(group)
-            .bind(only)
-            .bind(now)
-            .fetch_all(&mut *tx)
-            .await?;
-        (rows, Claims::Tx(tx))
+        set_up(conn, &pop, &head).await?
     };
-    let mut cands: Vec<Candidate> = rows
-        .into_iter()
-        // The head's row without a candidate (nothing claimable, or not `ready`).
-        .filter(|r| r.get::<Option<Uuid>, _>(CAND).is_some())
-        .map(|r| candidate(&r))
-        // POP-14: windowBuffer holds back a partition written to within the window.
-        .filter(|c| {
-            c.options.window_buffer == 0
-                || c.last_write_at
-                    .is_none_or(|w| w + Duration::seconds(c.options.window_buffer as i64) <= now)
-        })
-        .collect();
     // POP-4 (our choice): the oldest unconsumed message first, then creation order.
     cands.sort_by_key(|c| (c.oldest, c.seq));
+    let (claims, skipped) = claim_in_order(&mut tx, &pop, cands, now).await?;
+    tx.commit().await?;
+    if claims.is_empty() && !skipped.is_empty() {
+        return Ok(pop.answer(second_pass(pool, &pop, skipped).await?));
+    }
+    Ok(pop.answer(claims))
+}
 
-    let cap = match route {
-        PopRoute::Partition(..) => 1,
-        _ => q.partitions.unwrap_or(u32::MAX),
+/// Step 1: the head's rows, read into what they say.
+async fn head(conn: &mut PgConnection, pop: &Pop<'_>) -> Result<Head, sqlx::Error> {
+    let rows: Vec<HeadRow> = sqlx::query_as(HEAD)
+        .bind(pop.scoped)
+        .bind(pop.group)
+        .bind(pop.only)
+        .bind(QUEUE_MODE)
+        .bind(pop.q.batch as i64)
+        .bind(pop.lease_id)
+        .bind(pop.q.lease_seconds.map(i64::from))
+        .fetch_all(conn)
+        .await?;
+    let first = rows.first().ok_or(sqlx::Error::RowNotFound)?;
+    let mut head = Head {
+        paused: first.paused == Some(true),
+        now: first.now,
+        queue_id: first.queue_id,
+        subscribed: first.subscribed,
+        ready: first.ready,
+        candidates: Vec::new(),
+        tried: None,
     };
-    // Several candidates (the head claims a lone one itself): the claims run in a
-    // transaction, each after a lock statement, so that claims of several partitions
-    // commit together, and a candidate whose lock is taken costs only that small
-    // statement. (Claiming each of several candidates in one statement, as long as the
-    // cap was one, made the consume benchmark, where 4 consumers race for the same
-    // oldest partitions with `partitions=1`, about 10 % slower.)
-    let mut tx = match claims {
-        Claims::Tx(tx) => tx,
-        Claims::NotYet(_) if cands.is_empty() => return Ok(no_content()),
-        Claims::NotYet(conn) => Transaction::begin(conn, None).await?,
+    if first.tried.is_some() {
+        let lone = first.candidate().ok_or(sqlx::Error::RowNotFound)?;
+        head.tried = Some((
+            lone,
+            rows.into_iter().filter_map(HeadRow::claimed).collect(),
+        ));
+    } else {
+        head.candidates = rows.iter().filter_map(HeadRow::candidate).collect();
+    }
+    Ok(head)
+}
+
+impl HeadRow {
+    /// The row's candidate; none on the row that stands for "no candidate".
+    fn candidate(&self) -> Option<Candidate> {
+        Some(Candidate {
+            id: self.id?,
+            name: self.name.clone()?,
+            options: self.options.clone()?,
+            seq: self.seq?,
+            oldest: self.oldest,
+        })
+    }
+
+    /// The row's claimed message; none on the row of a claim that got nothing.
+    fn claimed(self) -> Option<Claimed> {
+        self.m_offset?;
+        Some(Claimed {
+            id: self.m_id?,
+            transaction_id: self.m_transaction_id?,
+            trace_id: self.m_trace_id,
+            data: self.m_data?,
+            created_at: self.m_created_at?,
+        })
+    }
+}
+
+/// Step 2: creates the queue of a queue-scoped pop (POP-8) and the group's
+/// subscriptions (POP-13) in a transaction, and reads the candidates there.
+async fn set_up(
+    conn: PoolConnection<Postgres>,
+    pop: &Pop<'_>,
+    head: &Head,
+) -> Result<(Vec<Candidate>, Transaction<'static, Postgres>), sqlx::Error> {
+    let mut tx = Transaction::begin(conn, None).await?;
+    let queues: Vec<i64> = match (pop.route, head.queue_id) {
+        (PopRoute::Queue(_) | PopRoute::Partition(..), Some(id)) => vec![id],
+        (PopRoute::Queue(name) | PopRoute::Partition(name, _), None) => {
+            vec![ensure_queue(&mut tx, name, QueueOptions::implicit()).await?.0]
+        }
+        (PopRoute::Discovery { namespace, task }, _) => {
+            sqlx::query_scalar("SELECT id FROM queen_queues WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR task = $2) ORDER BY id")
+                .bind(namespace)
+                .bind(task)
+                .fetch_all(&mut *tx)
+                .await?
+        }
     };
-    let mut budget = q.batch as i64;
-    let mut claimed: Vec<(Uuid, String)> = Vec::new();
-    let mut messages: Vec<PopMessage> = Vec::new();
-    let mut skipped = Vec::new();
+    if pop.group != QUEUE_MODE && !(pop.scoped.is_some() && head.subscribed) {
+        for qid in &queues {
+            subscribe(&mut tx, *qid, pop.q, head.now).await?;
+        }
+    }
+    let cands = sqlx::query_as(CANDIDATES)
+        .bind(&queues)
+        .bind(pop.group)
+        .bind(pop.only)
+        .bind(head.now)
+        .fetch_all(&mut *tx)
+        .await?;
+    Ok((cands, tx))
+}
+
+/// Step 3: claims `cands` in order in `tx`, each after trying its pair's lock, so that
+/// claims of several partitions commit together and a candidate whose lock is taken
+/// costs only that small statement. Answers the claims and the candidates skipped for a
+/// held lock.
+async fn claim_in_order(
+    tx: &mut PgConnection,
+    pop: &Pop<'_>,
+    cands: Vec<Candidate>,
+    now: DateTime<Utc>,
+) -> Result<(Vec<Claim>, Vec<Candidate>), sqlx::Error> {
+    let (mut claims, mut skipped, mut budget) = (Vec::new(), Vec::new(), pop.q.batch as i64);
     for c in cands {
-        if budget == 0 || claimed.len() as u32 >= cap {
+        if budget == 0 || claims.len() as u32 >= pop.cap {
             break;
         }
-        let got: bool =
-            sqlx::query_scalar(&format!("SELECT pg_try_advisory_xact_lock({PAIR_KEY_SQL})"))
-                .bind(c.id)
-                .bind(group)
-                .fetch_one(&mut *tx)
-                .await?;
-        if !got {
+        if !pair::try_lock(tx, c.id, pop.group).await? {
             skipped.push(c); // another pop or ack holds this pair right now
             continue;
         }
-        let rows = claim(&mut tx, &c, q, lease_id, now, budget).await?;
-        if rows.is_empty() {
-            continue;
+        let rows = claim(tx, &c, pop, now, budget).await?;
+        if !rows.is_empty() {
+            budget -= rows.len() as i64;
+            claims.push((c, rows));
         }
-        messages.extend(
-            rows.iter()
-                .map(|r| message(r, 0, c.id, &c.name, &lease_str, group)),
-        );
-        budget -= rows.len() as i64;
-        claimed.push((c.id, c.name));
     }
-    tx.commit().await?;
-    if claimed.is_empty() && !skipped.is_empty() {
-        let (c, m) = second_pass(pool, skipped, q, lease_id, &lease_str, cap).await?;
-        (claimed, messages) = (c, m);
-    }
-    Ok(answer(claimed, messages))
-}
-
-/// A candidate partition from a row whose candidate columns start at [`CAND`].
-fn candidate(r: &PgRow) -> Candidate {
-    Candidate {
-        id: r.get(CAND),
-        name: r.get(CAND + 1),
-        options: super::options_of(r.get(CAND + 2)),
-        last_write_at: r.get(CAND + 3),
-        seq: r.get(CAND + 4),
-        oldest: r.get(CAND + 5),
-    }
-}
-
-/// Claims `c`'s span in `tx`, whose caller holds the pair's lock. One statement reads
-/// the cursor again under the lock (it may have moved since the scan), reads the span
-/// past it and claims it: the lease (POP-9: leaseSeconds if given, else the queue's
-/// leaseTime) or, with autoAck, the commit (POP-7). Offsets are contiguous (pushes
-/// assign them under the partition lock), so the span ends at the highest offset read.
-/// No rows: leased, waiting, or nothing new.
-async fn claim(
-    tx: &mut PgConnection,
-    c: &Candidate,
-    q: &PopQuery,
-    lease_id: Option<Uuid>,
-    now: DateTime<Utc>,
-    budget: i64,
-) -> Result<Vec<PgRow>, sqlx::Error> {
-    // POP-14: delayedProcessing delivers only messages old enough.
-    let visible_before = (c.options.delayed_processing > 0)
-        .then(|| now - Duration::seconds(c.options.delayed_processing as i64));
-    let secs = q.lease_seconds.unwrap_or(c.options.lease_time) as i64;
-    let span = |sql| {
-        sqlx::query(sql)
-            .bind(c.id)
-            .bind(now)
-            .bind(visible_before)
-            .bind(budget)
-            .bind(q.consumer_group.as_str())
-    };
-    let claim = match lease_id {
-        Some(l) => span(&CLAIM_LEASE)
-            .bind(l)
-            .bind(now + Duration::seconds(secs))
-            .bind(secs * 1000),
-        None => span(&CLAIM_AUTO_ACK),
-    };
-    claim.fetch_all(&mut *tx).await
+    Ok((claims, skipped))
 }
 
 /// POP-2: a pop that claimed nothing because other transactions held the locks of
@@ -349,76 +331,68 @@ async fn claim(
 /// lock, so no two pops can wait on each other; its "now" is its own.
 async fn second_pass(
     pool: &PgPool,
+    pop: &Pop<'_>,
     skipped: Vec<Candidate>,
-    q: &PopQuery,
-    lease_id: Option<Uuid>,
-    lease_str: &str,
-    cap: u32,
-) -> Result<(Vec<(Uuid, String)>, Vec<PopMessage>), sqlx::Error> {
-    let group = q.consumer_group.as_str();
-    let (mut budget, mut claimed, mut messages) = (q.batch as i64, Vec::new(), Vec::new());
+) -> Result<Vec<Claim>, sqlx::Error> {
+    let (mut claims, mut budget) = (Vec::new(), pop.q.batch as i64);
     for c in skipped {
-        if budget == 0 || claimed.len() as u32 >= cap {
+        if budget == 0 || claims.len() as u32 >= pop.cap {
             break;
         }
         let mut tx = pool.begin().await?;
-        sqlx::query(&format!("SELECT pg_advisory_xact_lock({PAIR_KEY_SQL})"))
-            .bind(c.id)
-            .bind(group)
-            .execute(&mut *tx)
-            .await?;
+        pair::lock(&mut tx, c.id, pop.group).await?;
         let now = super::db_now(&mut tx).await?;
-        let rows = claim(&mut tx, &c, q, lease_id, now, budget).await?;
+        let rows = claim(&mut tx, &c, pop, now, budget).await?;
         tx.commit().await?;
-        if rows.is_empty() {
-            continue;
+        if !rows.is_empty() {
+            budget -= rows.len() as i64;
+            claims.push((c, rows));
         }
-        messages.extend(
-            rows.iter()
-                .map(|r| message(r, 0, c.id, &c.name, lease_str, group)),
-        );
-        budget -= rows.len() as i64;
-        claimed.push((c.id, c.name));
     }
-    Ok((claimed, messages))
+    Ok(claims)
 }
 
-/// A claimed message from a claim's row, whose columns start at `at`.
-fn message(
-    r: &PgRow,
-    at: usize,
-    partition_id: Uuid,
-    partition: &str,
-    lease_id: &str,
-    group: &str,
-) -> PopMessage {
-    let trace: Option<Uuid> = r.get(at + 3);
+/// Claims at most `budget` messages of `c` (`queen_claim`); the caller holds the lock.
+async fn claim(
+    conn: &mut PgConnection,
+    c: &Candidate,
+    pop: &Pop<'_>,
+    now: DateTime<Utc>,
+    budget: i64,
+) -> Result<Vec<Claimed>, sqlx::Error> {
+    sqlx::query_as(CLAIM)
+        .bind(c.id)
+        .bind(pop.group)
+        .bind(&c.options)
+        .bind(now)
+        .bind(budget)
+        .bind(pop.lease_id)
+        .bind(pop.q.lease_seconds.map(i64::from))
+        .fetch_all(conn)
+        .await
+}
+
+/// A claimed message on the wire.
+fn message(c: &Candidate, m: Claimed, lease_id: &str, group: &str) -> PopMessage {
     PopMessage {
-        id: r.get::<Uuid, _>(at + 1).to_string(),
-        transaction_id: r.get(at + 2),
-        trace_id: trace.map(|t| t.to_string()),
-        data: r.get(at + 4),
+        id: m.id.to_string(),
+        transaction_id: m.transaction_id,
+        trace_id: m.trace_id.map(|t| t.to_string()),
+        data: m.data,
         producer_sub: None,
-        created_at: iso(r.get(at + 5)),
-        partition_id: partition_id.to_string(),
-        partition: partition.to_string(),
+        created_at: iso(m.created_at),
+        partition_id: c.id.to_string(),
+        partition: c.name.clone(),
         lease_id: lease_id.to_string(),
         consumer_group: group.to_string(),
     }
 }
 
-/// Where a pop's claims run.
-enum Claims {
-    /// Not in a transaction yet: nothing was set up, the head read the candidates.
-    NotYet(PoolConnection<Postgres>),
-    /// In the transaction that set up the queue or the subscription.
-    Tx(Transaction<'static, Postgres>),
-}
-
-/// How many messages a queue-route pop could take now (POP-15's "under-full" test):
-/// unconsumed messages of the claimable partitions, at most `batch` each, over at most
-/// `partitions` of them. Visibility delays are not counted, so the estimate can only be
-/// high, which makes a pop stop waiting early, never late.
+/// How many messages a queue-route pop could take now (POP-15's "under-full" test): the
+/// backlog of the claimable partitions (`queen_pop_candidates`, the definition every
+/// pop uses), at most `batch` each, over at most `partitions` of them. Visibility delays
+/// are not counted, so the estimate can only be high, which makes a pop stop waiting
+/// early, never late.
 pub(crate) async fn claimable(
     pool: &PgPool,
     route: &PopRoute,
@@ -429,12 +403,9 @@ pub(crate) async fn claimable(
     };
     let n: i64 = sqlx::query_scalar(
         "SELECT COALESCE(sum(n), 0)::bigint FROM (
-           SELECT LEAST(p.last_offset - COALESCE(c.committed, 0), $3) AS n
-           FROM queen_partitions p JOIN queen_queues qq ON qq.id = p.queue_id
-           LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = $2
-           WHERE qq.name = $1 AND p.last_offset > COALESCE(c.committed, 0)
-             AND (c.lease_deadline IS NULL OR c.lease_deadline <= now())
-             AND (c.not_before IS NULL OR c.not_before <= now())
+           SELECT LEAST(c.backlog, $3) AS n
+           FROM queen_queues qq, LATERAL queen_pop_candidates(qq.id, $2, NULL, now(), qq.options) AS c
+           WHERE qq.name = $1
            ORDER BY n DESC LIMIT $4) s",
     )
     .bind(name)
@@ -527,19 +498,6 @@ mod tests {
     fn the_statements_use_exactly_the_parameters_pop_binds() {
         assert_eq!(params(HEAD), vec![1, 2, 3, 4, 5, 6, 7]);
         assert_eq!(params(CANDIDATES), vec![1, 2, 3, 4]);
-        assert_eq!(params(&CLAIM_LEASE), vec![1, 2, 3, 4, 5, 6, 7, 8]);
-        assert_eq!(params(&CLAIM_AUTO_ACK), vec![1, 2, 3, 4, 5]);
-    }
-
-    #[test]
-    fn the_function_returns_the_columns_pop_reads() {
-        // Head (5) + candidate (6) + tried (1) + message (6), as migration 0004 declares.
-        let migration = include_str!("../../migrations/0004_pop_head_function.sql");
-        let returns = migration
-            .split_once(") RETURNS TABLE (")
-            .and_then(|(_, rest)| rest.split_once(") LANGUAGE"))
-            .expect("the function's RETURNS TABLE")
-            .0;
-        assert_eq!(returns.matches("r_").count(), TRIED + 1 + 6);
+        assert_eq!(params(CLAIM), vec![1, 2, 3, 4, 5, 6, 7]);
     }
 }

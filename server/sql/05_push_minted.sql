@@ -1,0 +1,52 @@
+-- The write of a push whose every transactionId the broker minted (PUSH-4), as a
+-- function: lock the partitions, number and insert the messages, bump the partitions'
+-- last offsets and notify other processes, in one round trip and one transaction
+-- (`server/src/pg/minted.rs` says why this path exists).
+--
+-- A function and not one statement for the same reason as `queen_pop_head`: small
+-- statements keep cheap cached plans (docs/decisions/0003-sql-functions.md).
+--
+-- Arguments (the caller builds them): the distinct (queue, partition) keys `p_qn`/`p_pn`
+-- in canonical order with each key's item count `p_cnt`; per item, its key's position
+-- `p_ki` (from 0), its rank among its key's items `p_rank` (from 1), its id, transactionId,
+-- traceId and data; and the queues to notify.
+-- Returns `go` (written) and `maintenance` (push maintenance is on: nothing written). Both
+-- false: a queue or partition is missing and nothing was written; the caller creates
+-- them on the general path.
+CREATE OR REPLACE FUNCTION queen_push_minted(
+    p_qn text[], p_pn text[], p_cnt bigint[],
+    p_ki int[], p_rank bigint[], p_id uuid[], p_txn text[], p_trace uuid[], p_data text[],
+    p_queues text[]
+) RETURNS TABLE (go boolean, maintenance boolean)
+LANGUAGE plpgsql VOLATILE AS $fn$
+DECLARE
+    v_ids uuid[];
+    v_last bigint[];
+BEGIN
+    IF coalesce((SELECT enabled FROM queen_switches WHERE name = 'push_maintenance'), false) THEN
+        RETURN QUERY SELECT false, true;
+        RETURN;
+    END IF;
+    -- Lock the partitions in canonical order (queue id, partition name), as the general
+    -- path does, so the two never wait on each other in a cycle; FOR UPDATE returns the
+    -- newest committed last_offset after any wait. Indexed by key position + 1.
+    SELECT array_agg(lk.id ORDER BY lk.n), array_agg(lk.last_offset ORDER BY lk.n)
+    INTO v_ids, v_last
+    FROM (SELECT p.id, p.last_offset, k.n FROM queen_partitions p
+          JOIN queen_queues q ON q.id = p.queue_id
+          JOIN unnest(p_qn, p_pn) WITH ORDINALITY AS k(qn, pn, n) ON q.name = k.qn AND p.name = k.pn
+          ORDER BY p.queue_id, p.name FOR UPDATE OF p) lk;
+    IF coalesce(cardinality(v_ids), 0) <> cardinality(p_qn) THEN
+        RETURN QUERY SELECT false, false;
+        RETURN;
+    END IF;
+    -- PUSH-6: offsets follow on from the locked last offset, in request order.
+    INSERT INTO queen_messages (partition_id, "offset", id, transaction_id, trace_id, data, created_at)
+    SELECT v_ids[x.ki + 1], v_last[x.ki + 1] + x.r, x.i, x.t, x.tr, x.d::json, now()
+    FROM unnest(p_ki, p_rank, p_id, p_txn, p_trace, p_data) AS x(ki, r, i, t, tr, d);
+    UPDATE queen_partitions p SET last_offset = u.last + u.cnt, last_write_at = now()
+    FROM unnest(v_ids, v_last, p_cnt) AS u(id, last, cnt) WHERE p.id = u.id;
+    PERFORM pg_notify('queen_push', q) FROM unnest(p_queues) AS q;
+    RETURN QUERY SELECT true, false;
+END
+$fn$;

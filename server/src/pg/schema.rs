@@ -1,0 +1,117 @@
+//! The database's shape: tables in migrations, functions in `server/sql`.
+//!
+//! Tables change by migration, once, in order; a migration is never edited after it
+//! lands. Functions are code: each lives in one file under `server/sql`, and every start
+//! applies them all with `CREATE OR REPLACE` after the migrations, so changing a rule's
+//! SQL is an edit of the one file that holds it. A function whose result columns change
+//! needs its old version dropped by a migration first (PostgreSQL cannot replace that).
+
+use sqlx::PgPool;
+
+/// Schema migrations, embedded in the binary.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// The function files, in the order they are applied (later ones call earlier ones).
+pub(crate) const FUNCTIONS: [(&str, &str); 5] = [
+    ("01_rules.sql", include_str!("../../sql/01_rules.sql")),
+    (
+        "02_candidates.sql",
+        include_str!("../../sql/02_candidates.sql"),
+    ),
+    ("03_claim.sql", include_str!("../../sql/03_claim.sql")),
+    ("04_pop_head.sql", include_str!("../../sql/04_pop_head.sql")),
+    (
+        "05_push_minted.sql",
+        include_str!("../../sql/05_push_minted.sql"),
+    ),
+];
+
+/// The advisory lock servers starting at once take, so their replacements of the same
+/// functions do not collide ("tuple concurrently updated").
+const APPLY_LOCK: i64 = 0x7175_6565_6e5f_666e; // "queen_fn"
+
+/// Why the schema could not be brought up to date.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    #[error("cannot apply the schema migrations: {0}")]
+    Migrate(#[source] sqlx::migrate::MigrateError),
+    #[error("cannot apply server/sql/{file}: {source}")]
+    Function {
+        file: &'static str,
+        #[source]
+        source: sqlx::Error,
+    },
+}
+
+/// Runs the pending migrations, then, when any function file differs from the one last
+/// applied, replaces every function, in one transaction.
+pub(crate) async fn apply(pool: &PgPool) -> Result<(), SchemaError> {
+    MIGRATOR.run(pool).await.map_err(SchemaError::Migrate)?;
+    let fail = |file| move |source| SchemaError::Function { file, source };
+    let mut tx = pool.begin().await.map_err(fail("(begin)"))?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(APPLY_LOCK)
+        .execute(&mut *tx)
+        .await
+        .map_err(fail("(lock)"))?;
+    let applied: Vec<(String, String)> = sqlx::query_as("SELECT file, source FROM queen_functions")
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(fail("(read queen_functions)"))?;
+    let current = applied.len() == FUNCTIONS.len()
+        && FUNCTIONS
+            .iter()
+            .all(|(f, sql)| applied.iter().any(|(af, asql)| af == f && asql == sql));
+    if current {
+        return Ok(());
+    }
+    sqlx::query("DELETE FROM queen_functions")
+        .execute(&mut *tx)
+        .await
+        .map_err(fail("(clear queen_functions)"))?;
+    for (file, sql) in FUNCTIONS {
+        sqlx::raw_sql(sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(fail(file))?;
+        sqlx::query("INSERT INTO queen_functions (file, source) VALUES ($1, $2)")
+            .bind(file)
+            .bind(sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(fail(file))?;
+    }
+    tx.commit().await.map_err(fail("(commit)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_in_the_folder_is_applied_in_name_order() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/sql");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .expect("server/sql")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        on_disk.sort();
+        let applied: Vec<&str> = FUNCTIONS.iter().map(|(f, _)| *f).collect();
+        assert_eq!(on_disk, applied);
+    }
+
+    #[test]
+    fn function_files_only_create_or_replace_and_migrations_create_no_new_functions() {
+        for (file, sql) in FUNCTIONS {
+            assert!(
+                !sql.contains("CREATE FUNCTION"),
+                "{file} must CREATE OR REPLACE"
+            );
+            assert!(
+                !sql.contains("CREATE TYPE"),
+                "{file}: types belong in migrations"
+            );
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The schema's functions (`server/sql`): applied after the migrations, again only when a
+//! file changed, and the options row the SQL rules read is always complete.
+
+mod common;
+
+use common::{config, temp_dir};
+use queen_server::pg::PgBroker;
+
+async fn stored(pool: &sqlx::PgPool) -> Vec<(String, String)> {
+    sqlx::query_as("SELECT file, source FROM queen_functions ORDER BY file")
+        .fetch_all(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn functions_are_replaced_only_when_a_file_changed() {
+    let db = queen_pg::TestDb::new().await.expect("a PostgreSQL for tests");
+    let cfg = config(&temp_dir("schema"));
+    let first = PgBroker::connect(db.url(), &cfg).await.unwrap();
+    let pool = first.pool().clone();
+    let files = stored(&pool).await;
+    assert_eq!(files.len(), 5, "every file under server/sql is recorded");
+    let oid = |pool: sqlx::PgPool| async move {
+        let (oid, xmin): (i64, String) = sqlx::query_as(
+            "SELECT oid::bigint, xmin::text FROM pg_proc WHERE proname = 'queen_claim'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        (oid, xmin)
+    };
+    let before = oid(pool.clone()).await;
+    drop(first);
+    // A start with the same files leaves the functions alone (no new catalog row).
+    let cfg2 = config(&temp_dir("schema2"));
+    let again = PgBroker::connect(db.url(), &cfg2).await.unwrap();
+    assert_eq!(oid(pool.clone()).await, before);
+    drop(again);
+    // A start whose files differ from the recorded ones replaces them all.
+    sqlx::query("UPDATE queen_functions SET source = 'changed' WHERE file = '03_claim.sql'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let cfg3 = config(&temp_dir("schema3"));
+    let _third = PgBroker::connect(db.url(), &cfg3).await.unwrap();
+    assert_ne!(oid(pool.clone()).await.1, before.1, "queen_claim was replaced");
+    assert_eq!(stored(&pool).await, files);
+}
+
+#[tokio::test]
+async fn a_queue_row_without_the_options_the_sql_rules_read_is_refused() {
+    let db = queen_pg::TestDb::new().await.expect("a PostgreSQL for tests");
+    let broker = PgBroker::connect(db.url(), &config(&temp_dir("schemaopts")))
+        .await
+        .unwrap();
+    let err = sqlx::query(
+        "INSERT INTO queen_queues (name, namespace, task, options) VALUES ('q', '', '', '{\"retryLimit\": 3}')",
+    )
+    .execute(broker.pool())
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("queen_queues_options_complete"), "{err}");
+}
