@@ -110,54 +110,131 @@ fn step1(st: &mut State, i: usize, it: &AckIn, ctx: &mut Ctx) -> Step1 {
         return unresolvable();
     }
     let cursor = p.cursors.get(&it.group);
-    if cursor.is_none() && it.lease == LeaseRef::Absent {
-        // Step 7 [OPEN]: no cursor for this group. Ours: unresolvable; else a commit.
-        if ctx.choose(ChoicePoint::AckWithoutCursor, 2) == 0 {
-            return unresolvable();
+    let found = Found {
+        index: i,
+        transaction_id: txn,
+        offset,
+        status: it.status,
+        committed: cursor.map(|c| c.committed),
+        names_lease: it.lease != LeaseRef::Absent,
+    };
+    let mut facts = ModelFacts {
+        lease: cursor
+            .and_then(|c| c.lease.as_ref())
+            .map(|l| (l.id, l.deadline, l.end)),
+        named: it.lease,
+        ctx,
+    };
+    match step_one(&found, &mut facts) {
+        StepOne::Answered(r) => Step1::Answered(r),
+        StepOne::Valid { creates_cursor } => {
+            if creates_cursor {
+                st.part_mut(ph)
+                    .expect("exists")
+                    .cursors
+                    .entry(it.group.clone())
+                    .or_default();
+            }
+            Step1::Valid { part: ph, offset }
         }
-        st.part_mut(ph)
-            .expect("exists")
-            .cursors
-            .entry(it.group.clone())
-            .or_default();
-        return Step1::Valid { part: ph, offset };
     }
-    let committed = cursor.map_or(0, |c| c.committed);
-    if offset <= committed {
-        // ACK-3: nothing to do, and never faked.
-        return Step1::Answered(if it.status == AckStatus::Completed {
+}
+
+/// An ack item whose message step 1 found: what the rest of step 1 needs to know.
+#[derive(Clone, Copy, Debug)]
+pub struct Found<'a> {
+    pub index: usize,
+    pub transaction_id: &'a str,
+    pub offset: u32,
+    pub status: AckStatus,
+    /// The group's committed offset on the partition; `None`: the group has no cursor.
+    pub committed: Option<u32>,
+    /// The item carries a `leaseId` (ACK-5 checks it).
+    pub names_lease: bool,
+}
+
+/// The facts and choices step 1 asks for only when it reaches them, so that an engine
+/// answers from its rows and a checker explores only the branches that matter.
+pub trait StepOneFacts {
+    /// The end of the item's lease span when the lease it names is the pair's live one.
+    fn live_lease_end(&mut self) -> Option<u32>;
+    /// Step 7 [OPEN]: an ack with no lease for a group without a cursor commits (ours:
+    /// it is unresolvable).
+    fn commit_without_cursor(&mut self) -> bool;
+    /// ACK-5 [PROJECT]: an offset outside the live lease's span is accepted (ours: no).
+    fn accept_outside_span(&mut self) -> bool;
+}
+
+/// What step 1 decided for one found item.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepOne {
+    /// The item is answered now.
+    Answered(AckResult),
+    /// The item goes on to steps 2–6; `creates_cursor`: it commits for a group that had
+    /// no cursor (step 7's alternative).
+    Valid { creates_cursor: bool },
+}
+
+/// Step 1 after resolution, for both engines: step 7 for a group without a cursor,
+/// ACK-3 at or below the cursor (never faked), ACK-5's lease check.
+pub fn step_one(item: &Found, facts: &mut impl StepOneFacts) -> StepOne {
+    let (i, txn) = (item.index, item.transaction_id);
+    let refuse = |error| StepOne::Answered(answer(i, txn, false, Some(error), false));
+    if item.committed.is_none() && !item.names_lease {
+        if facts.commit_without_cursor() {
+            return StepOne::Valid {
+                creates_cursor: true,
+            };
+        }
+        return refuse(ERR_UNRESOLVABLE);
+    }
+    if item.offset <= item.committed.unwrap_or(0) {
+        return StepOne::Answered(if item.status == AckStatus::Completed {
             answer(i, txn, true, None, true)
         } else {
             answer(i, txn, false, Some(ERR_ALREADY_COMMITTED), false)
         });
     }
-    match it.lease {
-        LeaseRef::Absent => Step1::Valid { part: ph, offset },
-        LeaseRef::Unknown => Step1::Answered(answer(i, txn, false, Some(ERR_INVALID_LEASE), false)),
-        LeaseRef::Known(h) => {
-            let live = cursor
-                .and_then(|c| c.lease.as_ref())
-                .filter(|l| l.id == h)
-                .map(|l| (l.deadline, l.end));
-            match live {
-                Some((deadline, end)) if ctx.now_before(deadline) => {
-                    // ACK-5 [PROJECT]: the offset must lie in the lease's span; another
-                    // broker may accept it (explored by a checker that is not strict).
-                    if offset <= end
-                        || ctx.project(
-                            ChoicePoint::AckOutsideSpan,
-                            crate::rules::ACK_5,
-                            "accepted an ack carrying the live lease id for an offset outside the lease's span (ours: invalid or expired lease)",
-                        )
-                    {
-                        Step1::Valid { part: ph, offset }
-                    } else {
-                        Step1::Answered(answer(i, txn, false, Some(ERR_INVALID_LEASE), false))
-                    }
-                }
-                _ => Step1::Answered(answer(i, txn, false, Some(ERR_INVALID_LEASE), false)),
-            }
-        }
+    if !item.names_lease {
+        return StepOne::Valid {
+            creates_cursor: false,
+        };
+    }
+    match facts.live_lease_end() {
+        Some(end) if item.offset <= end || facts.accept_outside_span() => StepOne::Valid {
+            creates_cursor: false,
+        },
+        _ => refuse(ERR_INVALID_LEASE),
+    }
+}
+
+/// Step 1's facts in the model: the pair's lease, the named one, and the choices asked
+/// of the context.
+struct ModelFacts<'c, 'p> {
+    lease: Option<(LeaseH, crate::time::Stamp, u32)>,
+    named: LeaseRef,
+    ctx: &'c mut Ctx<'p>,
+}
+
+impl StepOneFacts for ModelFacts<'_, '_> {
+    fn live_lease_end(&mut self) -> Option<u32> {
+        let LeaseRef::Known(h) = self.named else {
+            return None;
+        };
+        let (_, deadline, end) = self.lease.filter(|l| l.0 == h)?;
+        self.ctx.now_before(deadline).then_some(end)
+    }
+
+    fn commit_without_cursor(&mut self) -> bool {
+        self.ctx.choose(ChoicePoint::AckWithoutCursor, 2) == 1
+    }
+
+    fn accept_outside_span(&mut self) -> bool {
+        self.ctx.project(
+            ChoicePoint::AckOutsideSpan,
+            crate::rules::ACK_5,
+            "accepted an ack carrying the live lease id for an offset outside the lease's span (ours: invalid or expired lease)",
+        )
     }
 }
 
@@ -213,6 +290,18 @@ pub struct Decision {
     pub released_live: bool,
     /// Per valid item: (index, dlq, blocked completion above the new cursor).
     pub items: Vec<(usize, bool, bool)>,
+}
+
+impl Decision {
+    /// The pair's retries after this decision (DLQ-1): the charged offsets count one
+    /// more, and those at or below the new cursor are forgotten.
+    pub fn retries_after(&self, before: &BTreeMap<u32, u32>) -> BTreeMap<u32, u32> {
+        let mut retries = before.clone();
+        for off in self.charged.iter().chain(&self.also_charged) {
+            *retries.entry(*off).or_insert(0) += 1;
+        }
+        retries.split_off(&(self.new_cursor + 1))
+    }
 }
 
 /// Steps 2–6 of section 4 for one `(partition, group)`.
@@ -399,11 +488,8 @@ fn evaluate(
     if d.release {
         cur.lease = None;
     }
-    for off in d.charged.iter().chain(&d.also_charged) {
-        *cur.retries.entry(*off).or_insert(0) += 1;
-    }
+    cur.retries = d.retries_after(&cur.retries);
     cur.committed = d.new_cursor;
-    cur.retries = cur.retries.split_off(&(d.new_cursor + 1));
     if d.failed_back {
         cur.not_before = Some(now.plus(retry_delay));
     }
