@@ -7,7 +7,7 @@ use queen_reference::wire::{
     ConfigureRequest, ConfigureResponse, DeadLetter, DeleteResponse, DlqQuery, DlqResponse,
     HealthResponse, HttpResponse, MaintenanceResponse, PopMaintenanceResponse,
 };
-use sqlx::{PgPool, Row};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 /// CFG-1: full replace of the options, namespace and task; creates the queue if needed.
@@ -78,6 +78,22 @@ pub(crate) async fn delete_queue(pool: &PgPool, name: &str) -> Result<HttpRespon
     }))
 }
 
+/// One dead letter with its message, as the listing reads it.
+#[derive(sqlx::FromRow)]
+struct DeadLetterRow {
+    id: Uuid,
+    transaction_id: String,
+    partition_id: Uuid,
+    partition: String,
+    queue: String,
+    consumer_group: String,
+    error_message: Option<String>,
+    retry_count: i32,
+    data: serde_json::Value,
+    created_at: chrono::DateTime<chrono::Utc>,
+    failed_at: chrono::DateTime<chrono::Utc>,
+}
+
 /// DLQ-2: filters, filing order, one page.
 pub(crate) async fn list_dlq(pool: &PgPool, q: &DlqQuery) -> Result<HttpResponse, sqlx::Error> {
     const FILTER: &str = "FROM queen_dead_letters d
@@ -91,9 +107,9 @@ pub(crate) async fn list_dlq(pool: &PgPool, q: &DlqQuery) -> Result<HttpResponse
         .bind(&q.partition)
         .fetch_one(pool)
         .await?;
-    let rows = sqlx::query(&format!(
-        "SELECT m.id, m.transaction_id, p.id, p.name, q.name, d.consumer_group, d.error_message, d.retry_count, m.data,
-                m.created_at, d.failed_at
+    let rows: Vec<DeadLetterRow> = sqlx::query_as(&format!(
+        "SELECT m.id, m.transaction_id, p.id AS partition_id, p.name AS partition, q.name AS queue,
+                d.consumer_group, d.error_message, d.retry_count, m.data, m.created_at, d.failed_at
          {FILTER} ORDER BY d.seq LIMIT $4 OFFSET $5"
     ))
     .bind(&q.queue)
@@ -106,17 +122,17 @@ pub(crate) async fn list_dlq(pool: &PgPool, q: &DlqQuery) -> Result<HttpResponse
     let messages = rows
         .into_iter()
         .map(|r| DeadLetter {
-            id: r.get::<Uuid, _>(0).to_string(),
-            transaction_id: r.get(1),
-            partition_id: r.get::<Uuid, _>(2).to_string(),
-            partition: r.get(3),
-            queue: r.get(4),
-            consumer_group: r.get(5),
-            error_message: r.get(6),
-            retry_count: r.get::<i32, _>(7) as u32,
-            data: r.get(8),
-            created_at: iso(r.get(9)),
-            failed_at: iso(r.get(10)),
+            id: r.id.to_string(),
+            transaction_id: r.transaction_id,
+            partition_id: r.partition_id.to_string(),
+            partition: r.partition,
+            queue: r.queue,
+            consumer_group: r.consumer_group,
+            error_message: r.error_message,
+            retry_count: u32::try_from(r.retry_count).unwrap_or(0),
+            data: r.data,
+            created_at: iso(r.created_at),
+            failed_at: iso(r.failed_at),
         })
         .collect();
     Ok(ok(&DlqResponse {
