@@ -207,6 +207,8 @@ pub mod ids {
     pub const HEALTH_1: RuleId = RuleId("HEALTH-1");
     /// health reports the spool; a stuck replay is unhealthy
     pub const HEALTH_2: RuleId = RuleId("HEALTH-2");
+    /// health lists the components recovered from a failure within the last minute
+    pub const HEALTH_3: RuleId = RuleId("HEALTH-3");
     /// push maintenance spools and replays
     pub const MAINT_1: RuleId = RuleId("MAINT-1");
     /// pop maintenance answers bare 204
@@ -227,7 +229,7 @@ pub use ids::*;
 /// limits, internal errors, slow clients, shutdown). A black-box case cannot provoke
 /// them without knowing the broker's configuration or killing it, so they are checked
 /// by the server's own tests and the fault scenarios, not by conformance cases.
-pub const OPERATIONAL: &[RuleId] = &[PUSH_10, HEALTH_2, LIMIT_1, ERR_1, CONN_1, STOP_1];
+pub const OPERATIONAL: &[RuleId] = &[PUSH_10, HEALTH_2, HEALTH_3, LIMIT_1, ERR_1, CONN_1, STOP_1];
 use Level::{Open, Project, Seed};
 
 /// Every rule id of PROTOCOL.md, in the order of the spec.
@@ -492,6 +494,11 @@ pub const RULES: &[Rule] = &[
         id: HEALTH_2,
         level: Project,
         title: "health reports the spool; a stuck replay is unhealthy",
+    },
+    Rule {
+        id: HEALTH_3,
+        level: Project,
+        title: "health lists the components recovered from a failure within the last minute",
     },
     Rule {
         id: MAINT_1,

@@ -40,6 +40,11 @@ pub trait Broker: Send + Sync + 'static {
         None
     }
 
+    /// HEALTH-3: the components that failed and were recovered within the last minute.
+    fn degraded(&self) -> Vec<serde_json::Value> {
+        Vec::new()
+    }
+
     /// Flushes what must reach disk before the process exits (the spool).
     async fn shutdown(&self) {}
 }

@@ -7,6 +7,7 @@
 //! * [`memory`] — the reference model as an engine (`--engine memory`).
 //! * [`config`], [`app`] — flags and environment, serving and graceful shutdown.
 //! * [`metrics`] — operational counters and the spool's gauges for Prometheus.
+//! * [`recoveries`] — internal failures recovered from, for `/health` (HEALTH-3).
 
 pub mod app;
 pub mod broker;
@@ -16,6 +17,7 @@ pub mod longpoll;
 pub mod memory;
 pub mod metrics;
 pub mod pg;
+pub mod recoveries;
 pub mod routes;
 pub mod spool;
 pub mod wakes;

@@ -44,6 +44,8 @@ pub struct MemoryBroker {
     /// The model; one request at a time, as the model is a sequential state machine.
     engine: Mutex<Engine<RandomIds>>,
     wakes: Wakes,
+    /// Requests the model panicked on (HEALTH-3).
+    recoveries: crate::recoveries::Recoveries,
 }
 
 impl MemoryBroker {
@@ -54,6 +56,7 @@ impl MemoryBroker {
         MemoryBroker {
             engine: Mutex::new(engine),
             wakes: Wakes::new(),
+            recoveries: Default::default(),
         }
     }
 
@@ -77,6 +80,7 @@ impl Broker for MemoryBroker {
         let answer =
             guarded(&mut self.engine(), |e| e.request(&req, now_ms())).unwrap_or_else(|| {
                 tracing::error!("the model panicked on a request; its state is as before it");
+                self.recoveries.record("engine");
                 crate::broker::error_answer(500, "the engine failed on this request")
             });
         // Ring the bells of whatever may have become claimable.
@@ -98,6 +102,10 @@ impl Broker for MemoryBroker {
 
     fn wakes(&self) -> &Wakes {
         &self.wakes
+    }
+
+    fn degraded(&self) -> Vec<serde_json::Value> {
+        self.recoveries.degraded(std::time::Instant::now())
     }
 
     async fn min_pop_wait(&self, queue: &str) -> std::time::Duration {

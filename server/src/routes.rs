@@ -85,6 +85,13 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
             )
             .await
         }
+        Ok(Request::Health) => {
+            let mut answer = app.broker.call(Request::Health).await;
+            if let Some(serde_json::Value::Object(body)) = answer.body.as_mut() {
+                body.insert("degraded".into(), app.broker.degraded().into());
+            }
+            answer
+        }
         Ok(req) => app.broker.call(req).await,
         Err(answer) => answer,
     };

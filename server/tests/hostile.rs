@@ -513,7 +513,7 @@ async fn pop_2_a_partition_locked_by_a_transaction_that_leases_nothing_is_not_sk
 }
 
 /// A push writer whose task dies (as on a panic) is started again: the next push is
-/// written, and `/health` counts the restart.
+/// written, and `/health` counts the restart and lists the writer as degraded (HEALTH-3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_writer_that_dies_is_started_again() {
     let app = pg_app_with("writer", |c| c.push_writers = Some(1)).await;
@@ -529,5 +529,17 @@ async fn a_push_writer_that_dies_is_started_again() {
     }
     assert_eq!(app.broker.writer_restarts(), 1);
     let (_, health) = get(&c, &format!("{base}/health")).await;
-    assert_eq!(health.unwrap()["pushWriterRestarts"], 1);
+    let health = health.unwrap();
+    assert_eq!(health["pushWriterRestarts"], 1);
+    assert_eq!(
+        health["status"], "healthy",
+        "a recovered failure does not stop service"
+    );
+    let degraded = health["degraded"].as_array().expect("degraded list");
+    assert_eq!(degraded.len(), 1, "{health}");
+    assert_eq!(degraded[0]["component"], "push-writer");
+    assert_eq!(degraded[0]["failures"], 1);
+    assert!(degraded[0]["lastAt"]
+        .as_str()
+        .is_some_and(|t| t.ends_with('Z')));
 }

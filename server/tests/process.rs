@@ -64,7 +64,7 @@ async fn no_arguments_starts_embedded_postgres_and_keeps_data_across_restart() {
             200,
             json!({"status": "healthy", "database": "connected",
                    "spool": {"items": 0, "bytes": 0, "capacity": 1u64 << 30, "replay": "idle"},
-                   "pushWriterRestarts": 0})
+                   "pushWriterRestarts": 0, "degraded": []})
         )
     );
     let (s, _) = post(

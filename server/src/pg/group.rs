@@ -18,11 +18,11 @@
 use super::minted::{self, Minted};
 use super::push::{answers, write_at, Prepared};
 use super::unreachable;
+use crate::recoveries::Recoveries;
 use crate::wakes::Wakes;
 use chrono::{DateTime, Utc};
 use queen_reference::wire::{PushResult, PushStatus};
 use sqlx::PgPool;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
@@ -73,12 +73,15 @@ pub(crate) struct Group {
     writers: Vec<mpsc::Sender<Job>>,
     /// The running task of each writer, for [`Group::abort_writer`].
     running: Vec<Running>,
-    /// Writers that died and were started again.
-    restarts: Arc<AtomicU64>,
+    /// Writers that died and were started again (component `push-writer`).
+    recoveries: Arc<Recoveries>,
     /// For requests large enough to be written on their own.
     pool: PgPool,
     wakes: Arc<Wakes>,
 }
+
+/// The component name of a push writer in `/health` (HEALTH-3).
+const WRITER: &str = "push-writer";
 
 /// Requests of at least this many items are written in a transaction of their own,
 /// outside the writers: a writer is shared by every queue that hashes to it, and one
@@ -93,19 +96,19 @@ impl Group {
         wakes: Arc<Wakes>,
         workers: usize,
         max_items: usize,
+        recoveries: Arc<Recoveries>,
     ) -> (Group, Vec<tokio::task::JoinHandle<()>>) {
         let (mut writers, mut running, mut tasks) = (Vec::new(), Vec::new(), Vec::new());
-        let restarts = Arc::new(AtomicU64::new(0));
         for lane in 0..workers.max(1) {
             let (tx, rx) = mpsc::channel::<Job>(8192);
             writers.push(tx);
             let current = Running::default();
             running.push(current.clone());
-            let (pool, wakes, restarts) = (pool.clone(), wakes.clone(), restarts.clone());
+            let (pool, wakes, recoveries) = (pool.clone(), wakes.clone(), recoveries.clone());
             let rx = Arc::new(tokio::sync::Mutex::new(rx));
             tasks.push(tokio::spawn(supervise(
                 lane,
-                restarts,
+                recoveries,
                 current,
                 move || worker(pool.clone(), wakes.clone(), rx.clone(), max_items.max(1)),
             )));
@@ -114,7 +117,7 @@ impl Group {
             Group {
                 writers,
                 running,
-                restarts,
+                recoveries,
                 pool,
                 wakes,
             },
@@ -124,7 +127,7 @@ impl Group {
 
     /// Writers that died and were started again since the engine started.
     pub fn restarts(&self) -> u64 {
-        self.restarts.load(Ordering::SeqCst)
+        self.recoveries.count(WRITER)
     }
 
     /// Ends writer `lane`'s task as a panic would (for tests of the supervision).
@@ -196,7 +199,7 @@ type Running = Arc<std::sync::Mutex<Option<tokio::task::AbortHandle>>>;
 /// by the new task; those the dead one held get no answer, and their routes answer
 /// 500 (nothing of them is acknowledged). Ends when the writer ends on its own (the
 /// broker is gone).
-async fn supervise<F, Fut>(lane: usize, restarts: Arc<AtomicU64>, current: Running, start: F)
+async fn supervise<F, Fut>(lane: usize, recoveries: Arc<Recoveries>, current: Running, start: F)
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
@@ -207,7 +210,7 @@ where
         match task.await {
             Ok(()) => return,
             Err(e) => {
-                restarts.fetch_add(1, Ordering::SeqCst);
+                recoveries.record(WRITER);
                 tracing::error!("push writer {lane} died ({e}); starting it again");
             }
         }

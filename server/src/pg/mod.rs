@@ -11,7 +11,8 @@
 //!   advisory lock keyed by that pair: pops *try* it and skip the partition when it is
 //!   held (POP-2: leased partitions are skipped, not waited on), acks and extends wait
 //!   for it. Keying the lock on the pair rather than on the cursor row works before the
-//!   row exists and never blocks pushes or other groups. See ARCHITECTURE.md.
+//!   row exists and never blocks pushes or other groups (`pair.rs`;
+//!   `docs/decisions/0004-postgres-concurrency.md`).
 //!
 //! The ack evaluation (steps 2–6 of section 4) is the reference model's own
 //! [`queen_reference::model::ack::decide`]; only reading and writing rows is here.
@@ -74,6 +75,8 @@ struct Inner {
     spool: Spool,
     /// How the spool's replay goes (PUSH-10, HEALTH-2).
     replay: Replay,
+    /// Failures the engine recovered from (HEALTH-3).
+    recoveries: Arc<crate::recoveries::Recoveries>,
     /// Until when (ms since the epoch) pushes go straight to the spool, because the
     /// database was just found unreachable; saves every push an acquire timeout.
     down_until: std::sync::atomic::AtomicI64,
@@ -152,6 +155,7 @@ impl PgBroker {
             Spool::open(&config.spool_dir, config.spool_max_bytes).map_err(StartError::Spool)?;
         let wakes = Arc::new(Wakes::new());
         // By default half the pool writes pushes; the rest serves pops, acks and the rest.
+        let recoveries = Arc::new(crate::recoveries::Recoveries::default());
         let (group, writers) = group::Group::spawn(
             pool.clone(),
             wakes.clone(),
@@ -160,6 +164,7 @@ impl PgBroker {
                 .unwrap_or(config.pool_size as usize / 2)
                 .max(1),
             config.push_batch_items as usize,
+            recoveries.clone(),
         );
         let broker = PgBroker {
             inner: Arc::new(Inner {
@@ -175,6 +180,7 @@ impl PgBroker {
                     },
                     failures: Default::default(),
                 },
+                recoveries,
                 down_until: Default::default(),
                 tasks: Default::default(),
             }),
@@ -369,6 +375,10 @@ impl Broker for PgBroker {
 
     fn wakes(&self) -> &Wakes {
         &self.inner.wakes
+    }
+
+    fn degraded(&self) -> Vec<serde_json::Value> {
+        self.inner.recoveries.degraded(std::time::Instant::now())
     }
 
     async fn min_pop_wait(&self, queue: &str) -> Duration {
