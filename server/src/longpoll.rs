@@ -91,3 +91,224 @@ pub async fn pop(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The loop under paused tokio time: every sleep ends when the test says, so each
+    //! check is about the order of events, never about how fast the machine is.
+
+    use super::*;
+    use crate::broker::{empty_answer, json_answer};
+    use crate::wakes::Wakes;
+    use async_trait::async_trait;
+    use serde_json::json;
+    use std::collections::VecDeque;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    /// A broker whose pop attempts answer from a script (then 204), counting attempts.
+    #[derive(Default)]
+    struct Scripted {
+        wakes: Wakes,
+        answers: Mutex<VecDeque<HttpResponse>>,
+        attempts: AtomicUsize,
+        paused: AtomicBool,
+        /// POP-15: the queue's fill time and the claimable count.
+        fill_wait: Duration,
+        claimable: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Broker for Scripted {
+        async fn call(&self, _req: Request) -> HttpResponse {
+            self.attempts.fetch_add(1, Ordering::SeqCst);
+            let next = self.answers.lock().unwrap().pop_front();
+            next.unwrap_or_else(empty_answer)
+        }
+        fn wakes(&self) -> &Wakes {
+            &self.wakes
+        }
+        async fn pop_paused(&self) -> bool {
+            self.paused.load(Ordering::SeqCst)
+        }
+        async fn min_pop_wait(&self, _queue: &str) -> Duration {
+            self.fill_wait
+        }
+        async fn claimable(&self, _route: &PopRoute, _query: &PopQuery) -> u32 {
+            self.claimable.load(Ordering::SeqCst) as u32
+        }
+    }
+
+    fn backoff() -> Backoff {
+        Backoff {
+            initial: Duration::from_millis(100),
+            threshold: 2,
+            multiplier: 2.0,
+            max: Duration::from_millis(400),
+        }
+    }
+
+    fn query(wait: bool, timeout_ms: u64, batch: u32) -> PopQuery {
+        PopQuery {
+            wait,
+            timeout_ms,
+            batch,
+            ..PopQuery::defaults(30_000)
+        }
+    }
+
+    fn delivered() -> HttpResponse {
+        json_answer(200, json!({"messages": [{"id": "m"}]}))
+    }
+
+    /// Runs one long poll in a task; the test drives time and the broker meanwhile.
+    fn spawn_pop(
+        broker: &Arc<Scripted>,
+        q: PopQuery,
+    ) -> (
+        tokio::task::JoinHandle<(HttpResponse, Instant)>,
+        tokio::sync::watch::Sender<bool>,
+    ) {
+        let (stop, stopping) = tokio::sync::watch::channel(false);
+        let b = broker.clone();
+        let task = tokio::spawn(async move {
+            let route = PopRoute::Queue("q".into());
+            let answer = pop(b.as_ref(), route, q, backoff(), stopping).await;
+            (answer, Instant::now())
+        });
+        (task, stop)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pop_11_without_wait_one_attempt_answers() {
+        let b = Arc::new(Scripted::default());
+        let (task, _stop) = spawn_pop(&b, query(false, 5_000, 10));
+        let (answer, _) = task.await.unwrap();
+        assert_eq!(answer.status, 204);
+        assert_eq!(b.attempts.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pop_11_an_empty_wait_answers_204_at_its_timeout_with_backing_off_checks() {
+        let b = Arc::new(Scripted::default());
+        let start = Instant::now();
+        let (task, _stop) = spawn_pop(&b, query(true, 1_000, 10));
+        let (answer, at) = task.await.unwrap();
+        assert_eq!(answer.status, 204);
+        assert_eq!(
+            at - start,
+            Duration::from_millis(1_000),
+            "answers at its deadline"
+        );
+        // Checks at 0, 100, 200 (two empty checks: the interval doubles), 400, 800
+        // (capped at 400), then the last one at the deadline.
+        assert_eq!(b.attempts.load(Ordering::SeqCst), 6);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pop_11_a_ring_wakes_a_parked_pop_before_its_next_check() {
+        let b = Arc::new(Scripted::default());
+        let start = Instant::now();
+        let (task, _stop) = spawn_pop(&b, query(true, 10_000, 10));
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert_eq!(
+            b.attempts.load(Ordering::SeqCst),
+            1,
+            "parked after one attempt"
+        );
+        b.answers.lock().unwrap().push_back(delivered());
+        b.wakes.ring("q");
+        let (answer, at) = task.await.unwrap();
+        assert_eq!(answer.status, 200);
+        assert_eq!(
+            at - start,
+            Duration::from_millis(30),
+            "woken by the ring, not the timer"
+        );
+        assert_eq!(b.attempts.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn maint_2_pop_maintenance_ends_the_wait_after_the_attempt() {
+        let b = Arc::new(Scripted::default());
+        b.paused.store(true, Ordering::SeqCst);
+        let start = Instant::now();
+        let (task, _stop) = spawn_pop(&b, query(true, 10_000, 10));
+        let (answer, at) = task.await.unwrap();
+        assert_eq!(answer.status, 204);
+        assert_eq!(at, start, "no waiting while pop maintenance is on");
+        assert_eq!(b.attempts.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stop_1_a_parked_pop_answers_204_when_shutdown_begins() {
+        let b = Arc::new(Scripted::default());
+        let start = Instant::now();
+        let (task, stop) = spawn_pop(&b, query(true, 60_000, 10));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        stop.send(true).unwrap();
+        let (answer, at) = task.await.unwrap();
+        assert_eq!(answer.status, 204);
+        assert_eq!(at - start, Duration::from_millis(250));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_5xx_attempt_of_a_parked_pop_is_tried_again_until_it_delivers() {
+        let b = Arc::new(Scripted::default());
+        b.answers.lock().unwrap().extend([
+            json_answer(503, json!({"error": "busy"})),
+            json_answer(500, json!({"error": "hiccup"})),
+            delivered(),
+        ]);
+        let (task, _stop) = spawn_pop(&b, query(true, 10_000, 10));
+        let (answer, _) = task.await.unwrap();
+        assert_eq!(answer.status, 200);
+        assert_eq!(b.attempts.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pop_15_an_under_full_batch_waits_its_fill_time_then_takes_what_there_is() {
+        let b = Arc::new(Scripted {
+            fill_wait: Duration::from_millis(500),
+            ..Scripted::default()
+        });
+        b.claimable.store(3, Ordering::SeqCst);
+        b.answers.lock().unwrap().push_back(delivered());
+        let start = Instant::now();
+        let (task, _stop) = spawn_pop(&b, query(true, 10_000, 10));
+        let (answer, at) = task.await.unwrap();
+        assert_eq!(answer.status, 200);
+        assert_eq!(
+            at - start,
+            Duration::from_millis(500),
+            "held for the fill time"
+        );
+        assert_eq!(
+            b.attempts.load(Ordering::SeqCst),
+            1,
+            "one attempt, after the wait"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pop_15_a_batch_that_fills_is_taken_at_once() {
+        let b = Arc::new(Scripted {
+            fill_wait: Duration::from_millis(500),
+            ..Scripted::default()
+        });
+        b.claimable.store(3, Ordering::SeqCst);
+        b.answers.lock().unwrap().push_back(delivered());
+        let start = Instant::now();
+        let (task, _stop) = spawn_pop(&b, query(true, 10_000, 10));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        b.claimable.store(10, Ordering::SeqCst);
+        b.wakes.ring("q");
+        let (answer, at) = task.await.unwrap();
+        assert_eq!(answer.status, 200);
+        assert_eq!(
+            at - start,
+            Duration::from_millis(50),
+            "the ring that filled it ends the wait"
+        );
+    }
+}

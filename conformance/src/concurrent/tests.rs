@@ -179,7 +179,7 @@ mod against_our_server {
         assert!(counts["still-leased"].allowed > 0, "{text}");
         assert!(extends(&s) > 0, "{text}");
         // It stops once it has seen the leases outlive it, not at its 31 s limit.
-        assert!(s.drain.elapsed_ms < 15_000.0, "{text}");
+        assert!(s.drain.elapsed_ms < 30_000.0, "{text}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
