@@ -43,7 +43,7 @@ pub enum Command {
     Rules,
     /// Fault scenarios: the concurrent workload against a PostgreSQL cluster and
     /// queen-server processes this command starts, while PostgreSQL is paused or
-    /// killed, a server process is killed, ... (see `faults` in ARCHITECTURE.md).
+    /// killed, a server process is killed, ... (see `conformance/README.md`).
     #[cfg(feature = "embedded")]
     Faults(Box<FaultsArgs>),
     /// Runs our server in this process, as `queen-server` would (the fault scenarios

@@ -15,7 +15,9 @@ async fn stored(pool: &sqlx::PgPool) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn functions_are_replaced_only_when_a_file_changed() {
-    let db = queen_pg::TestDb::new().await.expect("a PostgreSQL for tests");
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
     let cfg = config(&temp_dir("schema"));
     let first = PgBroker::connect(db.url(), &cfg).await.unwrap();
     let pool = first.pool().clone();
@@ -44,13 +46,19 @@ async fn functions_are_replaced_only_when_a_file_changed() {
         .unwrap();
     let cfg3 = config(&temp_dir("schema3"));
     let _third = PgBroker::connect(db.url(), &cfg3).await.unwrap();
-    assert_ne!(oid(pool.clone()).await.1, before.1, "queen_claim was replaced");
+    assert_ne!(
+        oid(pool.clone()).await.1,
+        before.1,
+        "queen_claim was replaced"
+    );
     assert_eq!(stored(&pool).await, files);
 }
 
 #[tokio::test]
 async fn a_queue_row_without_the_options_the_sql_rules_read_is_refused() {
-    let db = queen_pg::TestDb::new().await.expect("a PostgreSQL for tests");
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
     let broker = PgBroker::connect(db.url(), &config(&temp_dir("schemaopts")))
         .await
         .unwrap();
@@ -60,5 +68,8 @@ async fn a_queue_row_without_the_options_the_sql_rules_read_is_refused() {
     .execute(broker.pool())
     .await
     .unwrap_err();
-    assert!(err.to_string().contains("queen_queues_options_complete"), "{err}");
+    assert!(
+        err.to_string().contains("queen_queues_options_complete"),
+        "{err}"
+    );
 }
