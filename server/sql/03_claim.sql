@@ -2,7 +2,7 @@
 -- the head's claim of a lone candidate and the server's claim loop call it.
 --
 -- The caller holds the pair's advisory lock (`queen_pair_key`). The function is
--- VOLATILE, so its statement takes a fresh snapshot after that lock and sees every
+-- VOLATILE, so its first statement takes a fresh snapshot after that lock and sees every
 -- commit made under it. It reads the cursor; a live lease (ACK-4) or a running
 -- retryDelay (ACK-6) means no claim. Otherwise it reads at most `p_batch` messages past
 -- the cursor that POP-14's delayedProcessing lets through, and either leases them
@@ -17,34 +17,40 @@ CREATE OR REPLACE FUNCTION queen_claim(
 ) RETURNS TABLE (
     "offset" bigint, id uuid, transaction_id text, trace_id uuid, data json,
     created_at timestamptz
-) LANGUAGE plpgsql VOLATILE AS $fn$
+) LANGUAGE plpgsql VOLATILE
+AS $fn$
 #variable_conflict use_column
 DECLARE
+    v_cur record;
+    v_committed bigint;
     v_visible timestamptz := queen_visible_before(p_options, p_now);
-    v_secs bigint := CASE WHEN p_lease IS NOT NULL THEN queen_lease_seconds(p_lease_secs, p_options) END;
+    v_secs bigint;
 BEGIN
-    -- One statement (each statement costs an executor start), for both kinds: a lease
-    -- leaves `committed` and the retries alone, an autoAck commit clears any lease.
+    SELECT k.committed, k.lease_deadline, k.not_before INTO v_cur
+    FROM queen_cursors k WHERE k.partition_id = p_partition AND k.consumer_group = p_group;
+    IF FOUND AND NOT queen_cursor_free(v_cur.lease_deadline, v_cur.not_before, p_now) THEN
+        RETURN;
+    END IF;
+    v_committed := COALESCE(v_cur.committed, 0);
+    IF p_lease IS NOT NULL THEN
+        v_secs := queen_lease_seconds(p_lease_secs, p_options);
+    END IF;
+    -- One statement for both kinds: a lease leaves `committed` and the retries alone, an
+    -- autoAck commit clears any lease. (Folding the cursor read above into it as a CTE
+    -- made the consume benchmark slower: docs/decisions/0003-sql-functions.md.)
     RETURN QUERY
-    WITH cur AS (
-        SELECT k.committed, k.lease_deadline, k.not_before FROM queen_cursors k
-        WHERE k.partition_id = p_partition AND k.consumer_group = p_group),
-    free AS (
-        SELECT COALESCE((SELECT cur.committed FROM cur), 0) AS committed
-        WHERE NOT EXISTS (SELECT 1 FROM cur
-                          WHERE NOT queen_cursor_free(cur.lease_deadline, cur.not_before, p_now))),
-    m AS (
+    WITH m AS (
         SELECT q."offset", q.id, q.transaction_id, q.trace_id, q.data, q.created_at
-        FROM queen_messages q, free
-        WHERE q.partition_id = p_partition AND q."offset" > free.committed
+        FROM queen_messages q
+        WHERE q.partition_id = p_partition AND q."offset" > v_committed
           AND (v_visible IS NULL OR q.created_at <= v_visible)
         ORDER BY q."offset" LIMIT p_batch),
     claim AS (
         INSERT INTO queen_cursors AS k (partition_id, consumer_group, committed, lease_id,
                                         lease_end, lease_deadline, lease_duration_ms)
         SELECT p_partition, p_group,
-               CASE WHEN p_lease IS NULL THEN max(m."offset") ELSE (SELECT committed FROM free) END,
-               p_lease, CASE WHEN p_lease IS NOT NULL THEN max(m."offset") END,
+               CASE WHEN p_lease IS NULL THEN max(m."offset") ELSE v_committed END, p_lease,
+               CASE WHEN p_lease IS NOT NULL THEN max(m."offset") END,
                p_now + make_interval(secs => v_secs), v_secs * 1000
         FROM m HAVING count(*) > 0
         ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
@@ -55,9 +61,7 @@ BEGIN
             retries = CASE WHEN p_lease IS NOT NULL THEN k.retries
                 ELSE COALESCE((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(k.retries) AS e
                                WHERE e.key::bigint > EXCLUDED.committed), '{}') END
-        -- The cursor read above is still the newest: the lock makes this hold, and the
-        -- check keeps a claim from ever overwriting a cursor that moved.
-        WHERE k.committed = (SELECT committed FROM free)
+        WHERE k.committed = v_committed
           AND queen_cursor_free(k.lease_deadline, k.not_before, p_now)
         RETURNING 1)
     SELECT m.* FROM m WHERE EXISTS (SELECT 1 FROM claim) ORDER BY m."offset";

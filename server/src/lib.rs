@@ -5,18 +5,21 @@
 //! * [`broker`] — the [`broker::Broker`] trait between HTTP and storage.
 //! * [`pg`] — the PostgreSQL engine; [`spool`] — the disk spool of PUSH-7.
 //! * [`memory`] — the reference model as an engine (`--engine memory`).
+//! * [`prepared`] — a pushed item with its ids decided; [`clock`] — the wall clock.
 //! * [`config`], [`app`] — flags and environment, serving and graceful shutdown.
 //! * [`metrics`] — operational counters and the spool's gauges for Prometheus.
 //! * [`recoveries`] — internal failures recovered from, for `/health` (HEALTH-3).
 
 pub mod app;
 pub mod broker;
+pub mod clock;
 pub mod config;
 pub mod embedded;
 pub mod longpoll;
 pub mod memory;
 pub mod metrics;
 pub mod pg;
+pub mod prepared;
 pub mod recoveries;
 pub mod routes;
 pub mod spool;

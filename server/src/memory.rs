@@ -6,6 +6,7 @@
 //! PostgreSQL engine can be compared against the model answer for answer.
 
 use crate::broker::Broker;
+use crate::clock::now_ms;
 use crate::wakes::Wakes;
 use async_trait::async_trait;
 use queen_reference::choice::Ctx;
@@ -30,14 +31,6 @@ impl IdSource for RandomIds {
         );
         uuid::Uuid::new_v7(ts).hyphenated().to_string()
     }
-}
-
-/// The wall clock in milliseconds.
-pub fn now_ms() -> Millis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .unwrap_or(0)
 }
 
 pub struct MemoryBroker {

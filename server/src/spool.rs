@@ -18,7 +18,7 @@
 //! own, so a restart after a long outage copies nothing; the others are appended to it.
 //! The spool refuses a push that would take it past its capacity (PUSH-10).
 
-use crate::pg::Prepared;
+use crate::prepared::Prepared;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
@@ -359,7 +359,7 @@ impl Spool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pg::push::Prepared;
+    use crate::prepared::Prepared;
 
     fn item(n: usize) -> Prepared {
         Prepared {

@@ -129,6 +129,23 @@ fn target(st: &mut State, item: &PushItem) -> (PartH, i64) {
     (st.ensure_partition(&item.queue, &item.partition), window_ms)
 }
 
+/// PUSH-5, for both engines: an item duplicates `newest`, the newest message of its
+/// partition with its transactionId (`M`, created at `T`), when the client gave the id
+/// (a minted one cannot repeat), the queue has a window, and `within(created, window_ms)`
+/// says the window since `created` still runs.
+pub fn duplicate_of<M, T>(
+    minted: bool,
+    window_ms: i64,
+    newest: Option<(M, T)>,
+    within: impl FnOnce(T, i64) -> bool,
+) -> Option<M> {
+    if minted || window_ms <= 0 {
+        return None;
+    }
+    let (msg, created) = newest?;
+    within(created, window_ms).then_some(msg)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn write_one(
     st: &mut State,
@@ -144,21 +161,20 @@ fn write_one(
     let part = st.part(ph).expect("just ensured");
     let probe = part.txn_index.probe(&transaction_id, &part.messages);
     // PUSH-5: the same transactionId in the same partition within the window.
-    if !minted_txn && window_ms > 0 {
-        if let Some(off) = probe.found {
-            let orig = part.at(off);
-            let (orig_msg, created) = (orig.msg, st.created(orig));
-            if ctx.now_before(created.plus(window_ms)) {
-                return PushOut {
-                    index,
-                    msg: Some(orig_msg),
-                    transaction_id,
-                    minted_txn,
-                    queue: item.queue.clone(),
-                    status: PushStatus::Duplicate,
-                };
-            }
-        }
+    let newest = probe.found.map(|off| {
+        let orig = part.at(off);
+        (orig.msg, st.created(orig))
+    });
+    let within = |created: crate::time::Stamp, window: i64| ctx.now_before(created.plus(window));
+    if let Some(orig_msg) = duplicate_of(minted_txn, window_ms, newest, within) {
+        return PushOut {
+            index,
+            msg: Some(orig_msg),
+            transaction_id,
+            minted_txn,
+            queue: item.queue.clone(),
+            status: PushStatus::Duplicate,
+        };
     }
     let msg = st.mint_msg();
     let trace = match (&item.trace_id, kind) {

@@ -3,7 +3,7 @@
 //! model decide (step 1's [`step_one`], steps 2–6's [`decide`]), and write the decision.
 //! No rule is decided here: only rows are read and written.
 
-use super::{db_now, ok};
+use super::rows::{db_now, ok};
 use crate::wakes::Wakes;
 use chrono::{DateTime, Duration, Utc};
 use queen_reference::model::ack::{
@@ -140,7 +140,7 @@ async fn resolve(
     .fetch_all(&mut *conn)
     .await?
     .into_iter()
-    .map(|(id, name, options): (Uuid, String, Value)| (id, (name, super::options_of(options))))
+    .map(|(id, name, options): (Uuid, String, Value)| (id, (name, super::rows::options_of(options))))
     .collect();
     let (kp, kt): (Vec<Uuid>, Vec<&str>) = items
         .iter()

@@ -1,7 +1,8 @@
 //! Configure (section 8), queue delete (9), health (10), maintenance switches (11) and
 //! the dead-letter listing (DLQ-2).
 
-use super::{iso, ok, PgBroker};
+use super::rows::{iso, ok};
+use super::PgBroker;
 use crate::broker::json_answer;
 use queen_reference::wire::{
     ConfigureRequest, ConfigureResponse, DeadLetter, DeleteResponse, DlqQuery, DlqResponse,

@@ -17,7 +17,7 @@
 
 use super::minted::{self, Minted};
 use super::push::{answers, write_at, Prepared};
-use super::unreachable;
+use super::rows::unreachable;
 use crate::recoveries::Recoveries;
 use crate::wakes::Wakes;
 use chrono::{DateTime, Utc};

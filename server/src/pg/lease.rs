@@ -2,7 +2,7 @@
 //! shortens one, never revives one (LEASE-1), under each pair's advisory lock so an
 //! extend and a pop or ack on the same cursor serialize.
 
-use super::{db_now, iso, ok};
+use super::rows::{db_now, iso, ok};
 use chrono::{DateTime, Utc};
 use queen_reference::wire::{ExtendRequest, ExtendResponse, HttpResponse, ERR_LEASE_NOT_FOUND};
 use sqlx::{PgPool, Row};

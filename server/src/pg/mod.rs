@@ -26,21 +26,22 @@ mod minted;
 mod pair;
 mod pop;
 pub(crate) mod push;
+mod queues;
+mod rows;
 mod schema;
 mod txn;
 
 pub use push::Prepared;
+pub use rows::unreachable;
+use rows::{logged, no_content};
 
-use crate::broker::{empty_answer, error_answer, json_answer, Broker};
+use crate::broker::{error_answer, Broker};
 use crate::config::Config;
 use crate::spool::{ChunkLimits, Spool, SpoolState};
 use crate::wakes::Wakes;
 use async_trait::async_trait;
-use chrono::{DateTime, SecondsFormat, Utc};
 use queen_reference::wire::{HttpResponse, PopQuery, PopRoute, Request};
-use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::PgConnection;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -226,7 +227,7 @@ impl PgBroker {
 
     /// Notes that the database did not answer: pushes spool directly for a second.
     pub(crate) fn mark_down(&self) {
-        let until = crate::memory::now_ms() + 1000;
+        let until = crate::clock::now_ms() + 1000;
         self.inner
             .down_until
             .store(until, std::sync::atomic::Ordering::SeqCst);
@@ -236,7 +237,7 @@ impl PgBroker {
     /// found away, or earlier pushes still wait in the spool (replay keeps their order).
     pub(crate) fn spool_first(&self) -> bool {
         self.inner.spool.pending() > 0
-            || crate::memory::now_ms()
+            || crate::clock::now_ms()
                 < self
                     .inner
                     .down_until
@@ -415,51 +416,4 @@ impl Broker for PgBroker {
         }
         self.inner.spool.sync();
     }
-}
-
-/// Whether an error means the database cannot be reached (PUSH-7: then pushes spool).
-pub fn unreachable(e: &sqlx::Error) -> bool {
-    matches!(
-        e,
-        sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::WorkerCrashed
-    ) || matches!(e, sqlx::Error::Database(d) if d.code().is_some_and(|c| c.starts_with("57P") || c.starts_with("08")))
-}
-
-/// ISO-8601 UTC with a literal `Z` (POP-12), microseconds as PostgreSQL keeps them.
-pub(crate) fn iso(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Micros, true)
-}
-
-/// The database's "now" for this transaction.
-pub(crate) async fn db_now(conn: &mut PgConnection) -> Result<DateTime<Utc>, sqlx::Error> {
-    sqlx::query_scalar("SELECT now()").fetch_one(conn).await
-}
-
-/// A 200 JSON answer from any wire type.
-pub(crate) fn ok<T: serde::Serialize>(t: &T) -> HttpResponse {
-    json_answer(200, serde_json::to_value(t).expect("wire types serialize"))
-}
-
-/// The bare 204 of POP-6.
-pub(crate) fn no_content() -> HttpResponse {
-    empty_answer()
-}
-
-/// Options of a queue row, as stored.
-pub(crate) fn options_of(v: Value) -> queen_reference::wire::QueueOptions {
-    serde_json::from_value(v).unwrap_or_else(|e| {
-        tracing::error!("a queue's stored options do not parse ({e}); using the defaults");
-        Default::default()
-    })
-}
-
-/// A long poll's side question failed: logged, and answered with `fallback`, which
-/// keeps the poll going (its next attempt asks again).
-fn logged<T>(e: sqlx::Error, what: &str, fallback: T) -> T {
-    tracing::warn!("{what} failed: {e}");
-    fallback
 }

@@ -14,8 +14,9 @@
 //! (what is claimable), `queen_claim` (the lease or autoAck commit, with its guard) and
 //! the small rules of `server/sql/01_rules.sql`. Rows are read by column name.
 
-use super::push::ensure_queue;
-use super::{iso, no_content, ok, pair};
+use super::pair;
+use super::queues::ensure_queue;
+use super::rows::{iso, no_content, ok};
 use chrono::{DateTime, Utc};
 use queen_reference::time::parse_iso;
 use queen_reference::wire::{
@@ -341,7 +342,7 @@ async fn second_pass(
         }
         let mut tx = pool.begin().await?;
         pair::lock(&mut tx, c.id, pop.group).await?;
-        let now = super::db_now(&mut tx).await?;
+        let now = super::rows::db_now(&mut tx).await?;
         let rows = claim(&mut tx, &c, pop, now, budget).await?;
         tx.commit().await?;
         if !rows.is_empty() {

@@ -1,7 +1,8 @@
 //! Transactions (PROTOCOL.md section 7): pushes and acks in one database transaction,
 //! rolled back as a whole when any ack would answer `success:false` (TXN-2).
 
-use super::{ok, push};
+use super::push;
+use super::rows::ok;
 use crate::broker::error_answer;
 use crate::wakes::Wakes;
 use queen_reference::model::txn::TXN_MAINTENANCE_ERROR;
@@ -26,81 +27,29 @@ pub(crate) async fn transaction(
         return Ok(error_answer(503, TXN_MAINTENANCE_ERROR));
     }
     let id = Uuid::now_v7().to_string();
-    let abort = |error: String| {
-        ok(&TxnResponse {
-            transaction_id: id.clone(),
-            success: false,
-            results: vec![],
-            error: Some(error),
-        })
-    };
     let mut tx = pool.begin().await?;
-    // "Now" and the maintenance switch in one round trip, as the push writers read them.
-    let (now, maintenance): (chrono::DateTime<chrono::Utc>, bool) = sqlx::query_as(
-        "SELECT now(), COALESCE((SELECT enabled FROM queen_switches WHERE name = 'push_maintenance'), false)",
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    if pushes && maintenance {
-        tx.rollback().await?;
-        return Ok(error_answer(503, TXN_MAINTENANCE_ERROR));
-    }
-    // [PROJECT] every required lease must be live.
-    for l in &req.required_leases {
-        let lease = Uuid::parse_str(l).expect("validated by the wire layer");
-        let live: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM queen_cursors WHERE lease_id = $1 AND lease_deadline > $2)")
-            .bind(lease)
-            .bind(now)
-            .fetch_one(&mut *tx)
-            .await?;
-        if !live {
+    let refused = match refusal(&mut tx, req, pushes).await? {
+        Some(r) => Err(r),
+        None => run(&mut tx, req).await?,
+    };
+    let (results, mut queues) = match refused {
+        Ok(done) => done,
+        // TXN-2: everything is rolled back, and before answering: a dropped transaction
+        // rolls back lazily, keeping the (partition, group) lock an ack took, and a pop
+        // sent right after this answer would find the partition locked and skip it.
+        Err(r) => {
             tx.rollback().await?;
-            return Ok(abort(format!("required lease {l} is not held")));
+            return Ok(match r {
+                Refusal::Maintenance => error_answer(503, TXN_MAINTENANCE_ERROR),
+                Refusal::Abort(error) => ok(&TxnResponse {
+                    transaction_id: id,
+                    success: false,
+                    results: vec![],
+                    error: Some(error),
+                }),
+            });
         }
-    }
-    let mut results = Vec::new();
-    let mut queues = Vec::new();
-    // Consecutive push operations are written as one: the same items in the same order
-    // in the same transaction, so dedup and offsets come out as if written one by one,
-    // at the cost of one write instead of one per operation.
-    let mut pending: Vec<push::Prepared> = Vec::new();
-    for (i, op) in req.operations.iter().enumerate() {
-        if !matches!(op, TxnOp::Push(_)) && !pending.is_empty() {
-            write_pushes(&mut tx, &mut pending, &mut results, &mut queues).await?;
-        }
-        match op {
-            TxnOp::Push(items) => {
-                // The traceId of a transaction's push is kept (PUSH-9, seed pop-routes.md).
-                pending.extend(
-                    items
-                        .iter()
-                        .map(|it| push::Prepared::from_item(it.clone(), true)),
-                );
-            }
-            TxnOp::Ack(item) => {
-                let (mut r, touched) = super::ack::ack(&mut tx, std::slice::from_ref(item)).await?;
-                let mut r = r.remove(0);
-                if !r.success {
-                    // TXN-2: everything is rolled back, and before answering: a dropped
-                    // transaction rolls back lazily, keeping the (partition, group) lock
-                    // this ack took, and a pop sent right after this answer would find
-                    // the partition locked and skip it.
-                    tx.rollback().await?;
-                    let why = r.error.take().unwrap_or_default();
-                    return Ok(abort(format!(
-                        "operations[{i}]: ack of {} failed: {why}",
-                        item.transaction_id
-                    )));
-                }
-                r.index = results.len();
-                results.push(TxnResult::Ack(r));
-                queues.extend(touched);
-            }
-        }
-    }
-    if !pending.is_empty() {
-        write_pushes(&mut tx, &mut pending, &mut results, &mut queues).await?;
-    }
+    };
     tx.commit().await?;
     queues.sort();
     queues.dedup();
@@ -113,6 +62,91 @@ pub(crate) async fn transaction(
         results,
         error: None,
     }))
+}
+
+/// Why a transaction is not committed.
+enum Refusal {
+    /// TXN-4: push maintenance is on and the transaction pushes.
+    Maintenance,
+    /// TXN-2: aborted, with the reason the answer gives.
+    Abort(String),
+}
+
+/// What must hold before any operation runs: no push under maintenance (TXN-4), and
+/// every required lease live ([PROJECT]).
+async fn refusal(
+    tx: &mut PgConnection,
+    req: &TxnRequest,
+    pushes: bool,
+) -> Result<Option<Refusal>, sqlx::Error> {
+    // "Now" and the maintenance switch in one round trip, as the push writers read them.
+    let (now, maintenance): (chrono::DateTime<chrono::Utc>, bool) = sqlx::query_as(
+        "SELECT now(), COALESCE((SELECT enabled FROM queen_switches WHERE name = 'push_maintenance'), false)",
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    if pushes && maintenance {
+        return Ok(Some(Refusal::Maintenance));
+    }
+    for l in &req.required_leases {
+        let lease = Uuid::parse_str(l).expect("validated by the wire layer");
+        let live: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM queen_cursors WHERE lease_id = $1 AND lease_deadline > $2)")
+            .bind(lease)
+            .bind(now)
+            .fetch_one(&mut *tx)
+            .await?;
+        if !live {
+            return Ok(Some(Refusal::Abort(format!(
+                "required lease {l} is not held"
+            ))));
+        }
+    }
+    Ok(None)
+}
+
+/// Runs the operations in order: their results and the queues to wake, or the abort of
+/// the first ack that fails (TXN-2).
+async fn run(
+    tx: &mut PgConnection,
+    req: &TxnRequest,
+) -> Result<Result<(Vec<TxnResult>, Vec<String>), Refusal>, sqlx::Error> {
+    let (mut results, mut queues) = (Vec::new(), Vec::new());
+    // Consecutive push operations are written as one: the same items in the same order
+    // in the same transaction, so dedup and offsets come out as if written one by one,
+    // at the cost of one write instead of one per operation.
+    let mut pending: Vec<push::Prepared> = Vec::new();
+    for (i, op) in req.operations.iter().enumerate() {
+        if !matches!(op, TxnOp::Push(_)) && !pending.is_empty() {
+            write_pushes(tx, &mut pending, &mut results, &mut queues).await?;
+        }
+        match op {
+            // The traceId of a transaction's push is kept (PUSH-9, seed pop-routes.md).
+            TxnOp::Push(items) => pending.extend(
+                items
+                    .iter()
+                    .map(|it| push::Prepared::from_item(it.clone(), true)),
+            ),
+            TxnOp::Ack(item) => {
+                let (mut r, touched) = super::ack::ack(tx, std::slice::from_ref(item)).await?;
+                let mut r = r.remove(0);
+                if !r.success {
+                    let why = r.error.take().unwrap_or_default();
+                    let what = format!(
+                        "operations[{i}]: ack of {} failed: {why}",
+                        item.transaction_id
+                    );
+                    return Ok(Err(Refusal::Abort(what)));
+                }
+                r.index = results.len();
+                results.push(TxnResult::Ack(r));
+                queues.extend(touched);
+            }
+        }
+    }
+    if !pending.is_empty() {
+        write_pushes(tx, &mut pending, &mut results, &mut queues).await?;
+    }
+    Ok(Ok((results, queues)))
 }
 
 /// Writes the pushed items gathered so far and appends their results.
