@@ -179,38 +179,40 @@ mod tests {
         (task, stop)
     }
 
+    /// How a long poll ended: its status, when (after `start`), and after how many
+    /// attempts.
+    async fn ended(
+        b: &Scripted,
+        task: tokio::task::JoinHandle<(HttpResponse, Instant)>,
+        start: Instant,
+    ) -> (u16, Duration, usize) {
+        let (answer, at) = task.await.unwrap();
+        (answer.status, at - start, b.attempts.load(Ordering::SeqCst))
+    }
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+
     #[tokio::test(start_paused = true)]
     async fn pop_11_without_wait_one_attempt_answers() {
-        let b = Arc::new(Scripted::default());
+        let (b, start) = (Arc::new(Scripted::default()), Instant::now());
         let (task, _stop) = spawn_pop(&b, query(false, 5_000, 10));
-        let (answer, _) = task.await.unwrap();
-        assert_eq!(answer.status, 204);
-        assert_eq!(b.attempts.load(Ordering::SeqCst), 1);
+        assert_eq!(ended(&b, task, start).await, (204, MS(0), 1));
     }
 
     #[tokio::test(start_paused = true)]
     async fn pop_11_an_empty_wait_answers_204_at_its_timeout_with_backing_off_checks() {
-        let b = Arc::new(Scripted::default());
-        let start = Instant::now();
+        let (b, start) = (Arc::new(Scripted::default()), Instant::now());
         let (task, _stop) = spawn_pop(&b, query(true, 1_000, 10));
-        let (answer, at) = task.await.unwrap();
-        assert_eq!(answer.status, 204);
-        assert_eq!(
-            at - start,
-            Duration::from_millis(1_000),
-            "answers at its deadline"
-        );
-        // Checks at 0, 100, 200 (two empty checks: the interval doubles), 400, 800
-        // (capped at 400), then the last one at the deadline.
-        assert_eq!(b.attempts.load(Ordering::SeqCst), 6);
+        // At its deadline, after checks at 0, 100, 200 (two empty checks: the interval
+        // doubles), 400, 800 (capped at 400) and a last one at the deadline.
+        assert_eq!(ended(&b, task, start).await, (204, MS(1_000), 6));
     }
 
     #[tokio::test(start_paused = true)]
     async fn pop_11_a_ring_wakes_a_parked_pop_before_its_next_check() {
-        let b = Arc::new(Scripted::default());
-        let start = Instant::now();
+        let (b, start) = (Arc::new(Scripted::default()), Instant::now());
         let (task, _stop) = spawn_pop(&b, query(true, 10_000, 10));
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        tokio::time::sleep(MS(30)).await;
         assert_eq!(
             b.attempts.load(Ordering::SeqCst),
             1,
@@ -218,97 +220,67 @@ mod tests {
         );
         b.answers.lock().unwrap().push_back(delivered());
         b.wakes.ring("q");
-        let (answer, at) = task.await.unwrap();
-        assert_eq!(answer.status, 200);
-        assert_eq!(
-            at - start,
-            Duration::from_millis(30),
-            "woken by the ring, not the timer"
-        );
-        assert_eq!(b.attempts.load(Ordering::SeqCst), 2);
+        // Woken by the ring at 30 ms, not by the timer at 100.
+        assert_eq!(ended(&b, task, start).await, (200, MS(30), 2));
     }
 
     #[tokio::test(start_paused = true)]
     async fn maint_2_pop_maintenance_ends_the_wait_after_the_attempt() {
-        let b = Arc::new(Scripted::default());
+        let (b, start) = (Arc::new(Scripted::default()), Instant::now());
         b.paused.store(true, Ordering::SeqCst);
-        let start = Instant::now();
         let (task, _stop) = spawn_pop(&b, query(true, 10_000, 10));
-        let (answer, at) = task.await.unwrap();
-        assert_eq!(answer.status, 204);
-        assert_eq!(at, start, "no waiting while pop maintenance is on");
-        assert_eq!(b.attempts.load(Ordering::SeqCst), 1);
+        assert_eq!(ended(&b, task, start).await, (204, MS(0), 1));
     }
 
     #[tokio::test(start_paused = true)]
     async fn stop_1_a_parked_pop_answers_204_when_shutdown_begins() {
-        let b = Arc::new(Scripted::default());
-        let start = Instant::now();
+        let (b, start) = (Arc::new(Scripted::default()), Instant::now());
         let (task, stop) = spawn_pop(&b, query(true, 60_000, 10));
-        tokio::time::sleep(Duration::from_millis(250)).await;
+        tokio::time::sleep(MS(250)).await;
         stop.send(true).unwrap();
-        let (answer, at) = task.await.unwrap();
-        assert_eq!(answer.status, 204);
-        assert_eq!(at - start, Duration::from_millis(250));
+        let (status, at, _) = ended(&b, task, start).await;
+        assert_eq!((status, at), (204, MS(250)), "at once, not at its timeout");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_5xx_attempt_of_a_parked_pop_is_tried_again_until_it_delivers() {
-        let b = Arc::new(Scripted::default());
+        let (b, start) = (Arc::new(Scripted::default()), Instant::now());
         b.answers.lock().unwrap().extend([
             json_answer(503, json!({"error": "busy"})),
             json_answer(500, json!({"error": "hiccup"})),
             delivered(),
         ]);
         let (task, _stop) = spawn_pop(&b, query(true, 10_000, 10));
-        let (answer, _) = task.await.unwrap();
-        assert_eq!(answer.status, 200);
-        assert_eq!(b.attempts.load(Ordering::SeqCst), 3);
+        assert_eq!(ended(&b, task, start).await, (200, MS(200), 3));
+    }
+
+    /// A broker whose queue has a 500 ms fill time and 3 claimable messages.
+    fn under_full() -> Arc<Scripted> {
+        let b = Arc::new(Scripted {
+            fill_wait: MS(500),
+            ..Scripted::default()
+        });
+        b.claimable.store(3, Ordering::SeqCst);
+        b.answers.lock().unwrap().push_back(delivered());
+        b
     }
 
     #[tokio::test(start_paused = true)]
     async fn pop_15_an_under_full_batch_waits_its_fill_time_then_takes_what_there_is() {
-        let b = Arc::new(Scripted {
-            fill_wait: Duration::from_millis(500),
-            ..Scripted::default()
-        });
-        b.claimable.store(3, Ordering::SeqCst);
-        b.answers.lock().unwrap().push_back(delivered());
-        let start = Instant::now();
+        let (b, start) = (under_full(), Instant::now());
         let (task, _stop) = spawn_pop(&b, query(true, 10_000, 10));
-        let (answer, at) = task.await.unwrap();
-        assert_eq!(answer.status, 200);
-        assert_eq!(
-            at - start,
-            Duration::from_millis(500),
-            "held for the fill time"
-        );
-        assert_eq!(
-            b.attempts.load(Ordering::SeqCst),
-            1,
-            "one attempt, after the wait"
-        );
+        // Held for the fill time, then one attempt.
+        assert_eq!(ended(&b, task, start).await, (200, MS(500), 1));
     }
 
     #[tokio::test(start_paused = true)]
     async fn pop_15_a_batch_that_fills_is_taken_at_once() {
-        let b = Arc::new(Scripted {
-            fill_wait: Duration::from_millis(500),
-            ..Scripted::default()
-        });
-        b.claimable.store(3, Ordering::SeqCst);
-        b.answers.lock().unwrap().push_back(delivered());
-        let start = Instant::now();
+        let (b, start) = (under_full(), Instant::now());
         let (task, _stop) = spawn_pop(&b, query(true, 10_000, 10));
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(MS(50)).await;
         b.claimable.store(10, Ordering::SeqCst);
         b.wakes.ring("q");
-        let (answer, at) = task.await.unwrap();
-        assert_eq!(answer.status, 200);
-        assert_eq!(
-            at - start,
-            Duration::from_millis(50),
-            "the ring that filled it ends the wait"
-        );
+        // The ring that filled it ends the wait.
+        assert_eq!(ended(&b, task, start).await, (200, MS(50), 1));
     }
 }
