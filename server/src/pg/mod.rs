@@ -1,8 +1,9 @@
 //! `PgBroker`: the PostgreSQL engine.
 //!
-//! Every request is one database transaction. The schema (`server/migrations`, embedded
-//! and applied at start) keeps partitions as append-only logs with offsets and one
-//! cursor row per `(partition, group)` that also carries the lease.
+//! Every request is one database transaction. The schema (tables in `server/migrations`,
+//! functions in `server/sql`, both embedded and applied at start: `schema.rs`) keeps
+//! partitions as append-only logs with offsets and one cursor row per
+//! `(partition, group)` that also carries the lease.
 //!
 //! Concurrency, across any number of server processes on one database:
 //! * pushes lock the partition rows they append to (`SELECT ... FOR UPDATE`, in a
@@ -14,8 +15,9 @@
 //!   row exists and never blocks pushes or other groups (`pair.rs`;
 //!   `docs/decisions/0004-postgres-concurrency.md`).
 //!
-//! The ack evaluation (steps 2–6 of section 4) is the reference model's own
-//! [`queen_reference::model::ack::decide`]; only reading and writing rows is here.
+//! The rules the model decides, the model decides here too: ack step 1 and steps 2–6
+//! ([`queen_reference::model::ack::step_one`], [`queen_reference::model::ack::decide`]),
+//! the retry bookkeeping and PUSH-5's duplicate test; the engine reads and writes rows.
 
 mod ack;
 mod admin;
