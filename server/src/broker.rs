@@ -8,7 +8,7 @@
 
 use crate::wakes::Wakes;
 use async_trait::async_trait;
-use queen_reference::wire::{HttpResponse, PopQuery, PopRoute, Request};
+use queen_reference::wire::{HttpResponse, PopQuery, PopResponse, PopRoute, Request};
 use serde_json::json;
 
 #[async_trait]
@@ -17,11 +17,32 @@ pub trait Broker: Send + Sync + 'static {
     /// done above, in [`crate::longpoll`]).
     async fn call(&self, req: Request) -> HttpResponse;
 
+    /// One pop attempt, typed, so that a long poll tells "nothing yet" from "pop
+    /// maintenance is on" without asking again. The engines answer it directly; the
+    /// default goes through [`Broker::call`] (so a wrapper that rewrites pop answers there
+    /// keeps working) and asks [`Broker::pop_paused`] after an empty answer.
+    async fn pop(&self, route: &PopRoute, query: &PopQuery) -> Popped {
+        let answer = self
+            .call(Request::Pop {
+                route: route.clone(),
+                query: query.clone(),
+            })
+            .await;
+        match answer.status {
+            204 if self.pop_paused().await => Popped::Paused,
+            204 => Popped::Empty,
+            _ => Popped::Raw(answer),
+        }
+    }
+
     /// Where pushes announce themselves to parked pops.
     fn wakes(&self) -> &Wakes;
 
-    /// Pop maintenance is on (MAINT-2): parked pops stop waiting.
-    async fn pop_paused(&self) -> bool;
+    /// Pop maintenance is on (MAINT-2), for the default [`Broker::pop`]; an engine whose
+    /// pop answers [`Popped::Paused`] itself never needs it.
+    async fn pop_paused(&self) -> bool {
+        false
+    }
 
     /// POP-15: how long an under-full batch on `queue` may be held back to fill.
     /// The default: never (an engine that does not implement POP-15's "may").
@@ -47,6 +68,33 @@ pub trait Broker: Send + Sync + 'static {
 
     /// Flushes what must reach disk before the process exits (the spool).
     async fn shutdown(&self) {}
+}
+
+/// What one pop attempt found.
+#[derive(Debug)]
+pub enum Popped {
+    /// POP-5: the claimed messages.
+    Messages(PopResponse),
+    /// POP-6: nothing to deliver now.
+    Empty,
+    /// MAINT-2: pop maintenance is on; a parked pop stops waiting.
+    Paused,
+    /// Any other answer, as the engine (or a wrapper) gave it: a 503 while the database
+    /// is away, a 500, or a rewritten answer.
+    Raw(HttpResponse),
+}
+
+impl Popped {
+    /// The answer on the wire: 200 with the messages, a bare 204 when empty or paused.
+    pub fn into_answer(self) -> HttpResponse {
+        match self {
+            Popped::Messages(m) => {
+                json_answer(200, serde_json::to_value(m).expect("wire types serialize"))
+            }
+            Popped::Empty | Popped::Paused => empty_answer(),
+            Popped::Raw(answer) => answer,
+        }
+    }
 }
 
 /// A JSON answer.

@@ -14,9 +14,9 @@
 //! STOP-1: when the server begins to shut down, every parked pop answers 204 at once
 //! instead of holding the shutdown until its own timeout.
 
-use crate::broker::Broker;
+use crate::broker::{Broker, Popped};
 use crate::config::Backoff;
-use queen_reference::wire::{HttpResponse, PopQuery, PopRoute, Request};
+use queen_reference::wire::{HttpResponse, PopQuery, PopRoute};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -59,20 +59,16 @@ pub async fn pop(
                 }
             }
         }
-        let answer = broker
-            .call(Request::Pop {
-                route: route.clone(),
-                query: query.clone(),
-            })
-            .await;
-        // A parked pop that meets a busy pool (a herd woken by one push) or a database
-        // hiccup keeps waiting instead of failing; at its deadline it answers what it got.
-        let retry = answer.status >= 500 || answer.status == 204;
+        let popped = broker.pop(&route, &query).await;
+        // Nothing yet keeps a parked pop waiting, and so does a busy pool (a herd woken by
+        // one push) or a database hiccup; at its deadline it answers what it got.
+        let retry = match &popped {
+            Popped::Empty => true,
+            Popped::Raw(answer) => answer.status >= 500,
+            Popped::Messages(_) | Popped::Paused => false,
+        };
         if !retry || !query.wait || Instant::now() >= deadline || *stopping.borrow() {
-            return answer;
-        }
-        if broker.pop_paused().await {
-            return answer;
+            return popped.into_answer();
         }
         let sleep_until = (Instant::now() + interval).min(deadline);
         tokio::select! {
@@ -101,6 +97,7 @@ mod tests {
     use crate::broker::{empty_answer, json_answer};
     use crate::wakes::Wakes;
     use async_trait::async_trait;
+    use queen_reference::wire::Request;
     use serde_json::json;
     use std::collections::VecDeque;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -252,6 +249,47 @@ mod tests {
         ]);
         let (task, _stop) = spawn_pop(&b, query(true, 10_000, 10));
         assert_eq!(ended(&b, task, start).await, (200, MS(200), 3));
+    }
+
+    /// An engine whose pop is typed: it says "paused" itself, so a parked pop never
+    /// asks for the maintenance switch on the side.
+    #[derive(Default)]
+    struct Typed {
+        wakes: Wakes,
+        attempts: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Broker for Typed {
+        async fn call(&self, _req: Request) -> HttpResponse {
+            unreachable!("the long poll asks `pop`")
+        }
+        async fn pop(&self, _route: &PopRoute, _query: &PopQuery) -> Popped {
+            match self.attempts.fetch_add(1, Ordering::SeqCst) {
+                0 => Popped::Empty,
+                _ => Popped::Paused,
+            }
+        }
+        fn wakes(&self) -> &Wakes {
+            &self.wakes
+        }
+        async fn pop_paused(&self) -> bool {
+            panic!("an engine with a typed pop is never asked for the switch")
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn maint_2_a_typed_paused_answer_ends_the_wait_without_a_side_question() {
+        let (b, start) = (Typed::default(), Instant::now());
+        let (_stop, stopping) = tokio::sync::watch::channel(false);
+        let route = PopRoute::Queue("q".into());
+        let answer = pop(&b, route, query(true, 10_000, 10), backoff(), stopping).await;
+        assert_eq!(answer.status, 204);
+        // Empty at 0, parked until the timer at 100 ms, then paused.
+        assert_eq!(
+            (Instant::now() - start, b.attempts.load(Ordering::SeqCst)),
+            (MS(100), 2)
+        );
     }
 
     /// A broker whose queue has a 500 ms fill time and 3 claimable messages.

@@ -5,7 +5,7 @@
 //! memory); this engine exists so that the HTTP layer, the conformance suite and the
 //! PostgreSQL engine can be compared against the model answer for answer.
 
-use crate::broker::Broker;
+use crate::broker::{Broker, Popped};
 use crate::clock::now_ms;
 use crate::wakes::Wakes;
 use async_trait::async_trait;
@@ -123,6 +123,22 @@ impl Broker for MemoryBroker {
         match queen_reference::model::pop::pop(&mut copy, &req, None, &mut ctx) {
             Outcome::Pop(p) => p.messages.len() as u32,
             _ => 0,
+        }
+    }
+
+    /// The model's pop answer, with "empty" and "paused" (MAINT-2) told apart.
+    async fn pop(&self, route: &PopRoute, query: &PopQuery) -> Popped {
+        let req = Request::Pop {
+            route: route.clone(),
+            query: query.clone(),
+        };
+        let answer = self.call(req).await;
+        match (answer.status, answer.body) {
+            (204, _) if self.engine().state.pop_maintenance => Popped::Paused,
+            (204, _) => Popped::Empty,
+            // The model's rendered answer as it is: parsing it back into `PopResponse`
+            // would respell numbers in `data` (`-0` as `0`), which POP-5 forbids.
+            (status, body) => Popped::Raw(HttpResponse { status, body }),
         }
     }
 

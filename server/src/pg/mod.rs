@@ -34,10 +34,10 @@ mod schema;
 mod txn;
 
 pub use push::Prepared;
+use rows::logged;
 pub use rows::unreachable;
-use rows::{logged, no_content};
 
-use crate::broker::{error_answer, Broker};
+use crate::broker::{error_answer, Broker, Popped};
 use crate::config::Config;
 use crate::spool::{ChunkLimits, Spool, SpoolState};
 use crate::wakes::Wakes;
@@ -312,6 +312,23 @@ async fn replay_loop(weak: std::sync::Weak<Inner>) {
 }
 
 impl PgBroker {
+    /// One pop attempt in the current task. POP-6, ERR-1: an internal pop error (a queue
+    /// deleted under the pop, say) is a bare 204. A database that cannot be reached is a
+    /// 503 instead: the pop may have claimed before the connection broke, and a 204 would
+    /// tell the client that nothing was there.
+    async fn pop_here(&self, route: &PopRoute, query: &PopQuery) -> Popped {
+        pop::pop(&self.inner.pool, route, query)
+            .await
+            .unwrap_or_else(|e| {
+                if unreachable(&e) {
+                    self.mark_down();
+                    return Popped::Raw(error_answer(503, "the database cannot be reached"));
+                }
+                tracing::warn!("pop failed, answering 204: {e}");
+                Popped::Empty
+            })
+    }
+
     /// Answers one request in the current task: cancelling it (dropping the future)
     /// mid-transaction is what [`Broker::call`] prevents.
     async fn call_here(&self, req: Request) -> HttpResponse {
@@ -319,18 +336,7 @@ impl PgBroker {
         let result = match req {
             Request::Push(p) => return push::push_route(self, p).await,
             Request::Pop { route, query } => {
-                // POP-6, ERR-1: an internal pop error (a queue deleted under the pop, say)
-                // is a bare 204. A database that cannot be reached is a 503 instead:
-                // the pop may have claimed before the connection broke, and a 204 would
-                // tell the client that nothing was there.
-                return pop::pop(pool, &route, &query).await.unwrap_or_else(|e| {
-                    if unreachable(&e) {
-                        self.mark_down();
-                        return error_answer(503, "the database cannot be reached");
-                    }
-                    tracing::warn!("pop failed, answering 204: {e}");
-                    no_content()
-                });
+                return self.pop_here(&route, &query).await.into_answer()
             }
             Request::Ack(a) => ack::ack_route(pool, &self.inner.wakes, vec![a]).await,
             Request::AckBatch(list) => ack::ack_route(pool, &self.inner.wakes, list).await,
@@ -376,6 +382,15 @@ impl Broker for PgBroker {
         }
     }
 
+    /// In a task of its own, for the reason [`Broker::call`] gives.
+    async fn pop(&self, route: &PopRoute, query: &PopQuery) -> Popped {
+        let (me, route, query) = (self.clone(), route.clone(), query.clone());
+        match tokio::spawn(async move { me.pop_here(&route, &query).await }).await {
+            Ok(popped) => popped,
+            Err(e) => Popped::Raw(error_answer(500, format!("request task failed: {e}"))),
+        }
+    }
+
     fn wakes(&self) -> &Wakes {
         &self.inner.wakes
     }
@@ -402,6 +417,8 @@ impl Broker for PgBroker {
             .unwrap_or_else(|e| logged(e, "counting claimable messages", 0))
     }
 
+    /// For wrappers that answer pops through [`Broker::call`]; this engine's own
+    /// [`Broker::pop`] reads the switch in its head.
     async fn pop_paused(&self) -> bool {
         admin::switch(&self.inner.pool, "pop_maintenance")
             .await

@@ -16,11 +16,12 @@
 
 use super::pair;
 use super::queues::ensure_queue;
-use super::rows::{iso, no_content, ok};
+use super::rows::iso;
+use crate::broker::Popped;
 use chrono::{DateTime, Utc};
 use queen_reference::time::parse_iso;
 use queen_reference::wire::{
-    HttpResponse, PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, QUEUE_MODE,
+    PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, QUEUE_MODE,
 };
 use serde_json::Value;
 use sqlx::pool::PoolConnection;
@@ -134,9 +135,9 @@ impl<'a> Pop<'a> {
 
     /// The answer: 204 when nothing was claimed (POP-6), else the messages of every
     /// claimed partition in claim order, named after the first.
-    fn answer(&self, claims: Vec<Claim>) -> HttpResponse {
+    fn answer(&self, claims: Vec<Claim>) -> Popped {
         let Some((first, _)) = claims.first() else {
-            return no_content();
+            return Popped::Empty;
         };
         let lease = self.lease_id.map(|l| l.to_string()).unwrap_or_default();
         let (partition, partition_id) = (first.name.clone(), first.id.to_string());
@@ -148,7 +149,7 @@ impl<'a> Pop<'a> {
                 rows.into_iter().map(move |m| message(&c, m, &lease, group))
             })
             .collect();
-        ok(&PopResponse {
+        Popped::Messages(PopResponse {
             success: true,
             queue: self.scoped.unwrap_or_default().to_string(),
             partition,
@@ -165,13 +166,13 @@ pub(crate) async fn pop(
     pool: &PgPool,
     route: &PopRoute,
     q: &PopQuery,
-) -> Result<HttpResponse, sqlx::Error> {
+) -> Result<Popped, sqlx::Error> {
     let pop = Pop::new(route, q);
     let mut conn = pool.acquire().await?;
     let head = head(&mut conn, &pop).await?;
     // MAINT-2 / POP-6: a bare 204 while pop maintenance is on.
     if head.paused {
-        return Ok(no_content());
+        return Ok(Popped::Paused);
     }
     if let Some((lone, rows)) = head.tried {
         if !rows.is_empty() {
@@ -184,7 +185,7 @@ pub(crate) async fn pop(
     // Nothing to set up and no candidate (most often a parked pop's re-check): answered
     // from the head alone, in one round trip.
     if head.ready && head.candidates.is_empty() {
-        return Ok(no_content());
+        return Ok(Popped::Empty);
     }
     let now = head.now;
     let (mut cands, mut tx) = if head.ready {

@@ -2,7 +2,7 @@
 //! wire values (times, options, 200 and 204 answers), "now", and which errors mean the
 //! database cannot be reached.
 
-use crate::broker::{empty_answer, json_answer};
+use crate::broker::json_answer;
 use chrono::{DateTime, SecondsFormat, Utc};
 use queen_reference::wire::HttpResponse;
 use serde_json::Value;
@@ -33,11 +33,6 @@ pub(crate) async fn db_now(conn: &mut PgConnection) -> Result<DateTime<Utc>, sql
 /// A 200 JSON answer from any wire type.
 pub(crate) fn ok<T: serde::Serialize>(t: &T) -> HttpResponse {
     json_answer(200, serde_json::to_value(t).expect("wire types serialize"))
-}
-
-/// The bare 204 of POP-6.
-pub(crate) fn no_content() -> HttpResponse {
-    empty_answer()
 }
 
 /// Options of a queue row, as stored.
