@@ -1,7 +1,9 @@
 //! The seam between HTTP and storage.
 //!
 //! Routes parse a request with the shared wire layer, hand the validated [`Request`] to
-//! a [`Broker`], and render the [`HttpResponse`] it returns. Two engines implement it:
+//! a [`Broker`], and render the [`HttpResponse`] it returns; a pop attempt answers a
+//! typed [`Popped`] (messages, empty, paused), which the long poll reads and renders.
+//! Two engines implement it:
 //! PostgreSQL ([`crate::pg::PgBroker`]) and the reference model in memory
 //! ([`crate::memory::MemoryBroker`]), so one HTTP layer serves both and they can be
 //! compared answer for answer.
