@@ -64,7 +64,7 @@ struct HeadRow {
 }
 
 /// A partition that may be claimable (checked again under its lock).
-#[derive(FromRow, Clone)]
+#[derive(FromRow)]
 struct Candidate {
     id: Uuid,
     name: String,
@@ -308,22 +308,19 @@ async fn claim_in_order(
     cands: Vec<Candidate>,
     now: DateTime<Utc>,
 ) -> Result<(Vec<Claim>, Vec<Candidate>), sqlx::Error> {
-    let (mut claims, mut skipped, mut budget) = (Vec::new(), Vec::new(), pop.q.batch as i64);
+    let (mut taken, mut skipped) = (Taken::new(pop), Vec::new());
     for c in cands {
-        if budget == 0 || claims.len() as u32 >= pop.cap {
+        if taken.full(pop) {
             break;
         }
         if !pair::try_lock(tx, c.id, pop.group).await? {
             skipped.push(c); // another pop or ack holds this pair right now
             continue;
         }
-        let rows = claim(tx, &c, pop, now, budget).await?;
-        if !rows.is_empty() {
-            budget -= rows.len() as i64;
-            claims.push((c, rows));
-        }
+        let rows = claim(tx, &c, pop, now, taken.budget).await?;
+        taken.add(c, rows);
     }
-    Ok((claims, skipped))
+    Ok((taken.claims, skipped))
 }
 
 /// POP-2: a pop that claimed nothing because other transactions held the locks of
@@ -336,22 +333,48 @@ async fn second_pass(
     pop: &Pop<'_>,
     skipped: Vec<Candidate>,
 ) -> Result<Vec<Claim>, sqlx::Error> {
-    let (mut claims, mut budget) = (Vec::new(), pop.q.batch as i64);
+    let mut taken = Taken::new(pop);
     for c in skipped {
-        if budget == 0 || claims.len() as u32 >= pop.cap {
+        if taken.full(pop) {
             break;
         }
         let mut tx = pool.begin().await?;
         pair::lock(&mut tx, c.id, pop.group).await?;
         let now = super::rows::db_now(&mut tx).await?;
-        let rows = claim(&mut tx, &c, pop, now, budget).await?;
+        let rows = claim(&mut tx, &c, pop, now, taken.budget).await?;
         tx.commit().await?;
-        if !rows.is_empty() {
-            budget -= rows.len() as i64;
-            claims.push((c, rows));
+        taken.add(c, rows);
+    }
+    Ok(taken.claims)
+}
+
+/// What a pop's claims have taken so far, against its batch and partition cap.
+struct Taken {
+    claims: Vec<Claim>,
+    /// Messages the batch still has room for.
+    budget: i64,
+}
+
+impl Taken {
+    fn new(pop: &Pop<'_>) -> Self {
+        Taken {
+            claims: Vec::new(),
+            budget: i64::from(pop.q.batch),
         }
     }
-    Ok(claims)
+
+    /// The batch is full or the partition cap reached.
+    fn full(&self, pop: &Pop<'_>) -> bool {
+        self.budget == 0 || self.claims.len() as u32 >= pop.cap
+    }
+
+    /// Counts a claim that took something.
+    fn add(&mut self, c: Candidate, rows: Vec<Claimed>) {
+        if !rows.is_empty() {
+            self.budget -= rows.len() as i64;
+            self.claims.push((c, rows));
+        }
+    }
 }
 
 /// Claims at most `budget` messages of `c` (`queen_claim`); the caller holds the lock.

@@ -1,7 +1,7 @@
 //! Queue and partition rows: created when a push or a pop first names them (PUSH-2,
 //! POP-8), and the partition rows a push locks before it numbers its messages (PUSH-6).
 
-use super::push::Prepared;
+use crate::prepared::Prepared;
 use queen_reference::wire::{derive_namespace_task, QueueOptions};
 use sqlx::{PgConnection, Row};
 use std::collections::{BTreeMap, HashMap};
