@@ -15,7 +15,7 @@ use queen_reference::wire::*;
 use queen_server::broker::Broker;
 use queen_server::memory::MemoryBroker;
 use queen_server::wakes::Wakes;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::sync::Arc;
 
 /// How a double breaks the protocol.
@@ -37,77 +37,29 @@ struct Broken {
 
 #[async_trait]
 impl Broker for Broken {
-    async fn call(&self, req: Request) -> HttpResponse {
+    async fn call(&self, req: Request) -> Answer {
         match (self.how, req) {
             (Breakage::EmptyPopIs200, req @ Request::Pop { .. }) => {
-                let a = self.inner.call(req).await;
-                if a.status == 204 {
-                    HttpResponse {
+                match self.inner.call(req).await {
+                    Answer::Empty => Answer::Raw(HttpResponse {
                         status: 200,
                         body: Some(json!({})),
-                    }
-                } else {
-                    a
+                    }),
+                    a => a,
                 }
             }
-            (Breakage::SkipsClamp, Request::AckBatch(items)) => {
-                let completes = |p: &str| {
-                    items
-                        .iter()
-                        .any(|i| i.partition_id == p && i.status == AckStatus::Completed)
-                };
-                let keep: Vec<bool> = items
-                    .iter()
-                    .map(|i| i.status == AckStatus::Completed || !completes(&i.partition_id))
-                    .collect();
-                let kept: Vec<AckItem> = items
-                    .iter()
-                    .zip(&keep)
-                    .filter(|(_, k)| **k)
-                    .map(|(i, _)| i.clone())
-                    .collect();
-                let a = self.inner.call(Request::AckBatch(kept)).await;
-                let Some(Value::Array(res)) = a.body.clone() else {
-                    return a;
-                };
-                let mut res = res.into_iter();
-                let released = a
-                    .body
-                    .as_ref()
-                    .and_then(|b| b.as_array())
-                    .is_some_and(|r| r.iter().any(|x| x["leaseReleased"] == json!(true)));
-                let out: Vec<Value> = items
-                    .iter()
-                    .zip(&keep)
-                    .enumerate()
-                    .map(|(index, (i, k))| {
-                        let mut v = if *k {
-                            res.next().expect("one result per kept item")
-                        } else {
-                            json!({"transactionId": i.transaction_id, "success": true, "error": null, "leaseReleased": released, "dlq": false, "noop": false})
-                        };
-                        v["index"] = json!(index);
-                        v
-                    })
-                    .collect();
-                HttpResponse {
-                    status: 200,
-                    body: Some(Value::Array(out)),
-                }
-            }
-            (Breakage::FakesAcks, req) => {
-                let mut a = self.inner.call(req).await;
-                if let Some(Value::Array(items)) = a.body.as_mut() {
-                    for i in items {
-                        if i["error"] == json!(ERR_ALREADY_COMMITTED) {
-                            i["success"] = json!(true);
-                            i["noop"] = json!(true);
-                            i["error"] = Value::Null;
+            (Breakage::SkipsClamp, Request::AckBatch(items)) => self.skip_clamp(items).await,
+            (Breakage::FakesAcks, req) => match self.inner.call(req).await {
+                Answer::Acked(mut items) => {
+                    for i in &mut items {
+                        if i.error.as_deref() == Some(ERR_ALREADY_COMMITTED) {
+                            (i.success, i.noop, i.error) = (true, true, None);
                         }
                     }
+                    Answer::Acked(items)
                 }
-                a
-            }
+                a => a,
+            },
             (_, req) => self.inner.call(req).await,
         }
     }
@@ -118,6 +70,51 @@ impl Broker for Broken {
 
     async fn pop_paused(&self) -> bool {
         self.inner.pop_paused().await
+    }
+}
+
+impl Broken {
+    /// ACK-2 broken: the failures of a partition the batch also completes are dropped,
+    /// and answered as if they had succeeded.
+    async fn skip_clamp(&self, items: Vec<AckItem>) -> Answer {
+        let completes = |p: &str| {
+            items
+                .iter()
+                .any(|i| *i.partition_id == *p && i.status == AckStatus::Completed)
+        };
+        let keep: Vec<bool> = items
+            .iter()
+            .map(|i| i.status == AckStatus::Completed || !completes(&i.partition_id))
+            .collect();
+        let kept: Vec<AckItem> = items
+            .iter()
+            .zip(&keep)
+            .filter(|(_, k)| **k)
+            .map(|(i, _)| i.clone())
+            .collect();
+        let res = match self.inner.call(Request::AckBatch(kept)).await {
+            Answer::Acked(res) => res,
+            other => return other,
+        };
+        let released = res.iter().any(|r| r.lease_released);
+        let mut res = res.into_iter();
+        let out = items
+            .iter()
+            .zip(&keep)
+            .enumerate()
+            .map(|(index, (i, k))| {
+                let mut r = if *k {
+                    res.next().expect("one result per kept item")
+                } else {
+                    let mut faked = AckResult::new(index, &i.transaction_id, true, None, false);
+                    faked.lease_released = released;
+                    faked
+                };
+                r.index = index;
+                r
+            })
+            .collect();
+        Answer::Acked(out)
     }
 }
 

@@ -16,7 +16,6 @@ use queen_reference::wire::*;
 use queen_server::broker::Broker;
 use queen_server::memory::MemoryBroker;
 use queen_server::wakes::Wakes;
-use serde_json::json;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -77,33 +76,25 @@ async fn pg_engine_histories_are_linearizable() {
 /// given, under a second, fresh lease: two live leases on one cursor.
 struct DoubleLease {
     inner: MemoryBroker,
-    last: Mutex<HashMap<String, serde_json::Value>>,
+    last: Mutex<HashMap<String, PopResponse>>,
 }
 
 #[async_trait]
 impl Broker for DoubleLease {
-    async fn call(&self, req: Request) -> HttpResponse {
+    async fn call(&self, req: Request) -> Answer {
         if let Request::Pop { .. } = &req {
             let key = format!("{req:?}");
             let replay = self.last.lock().unwrap().remove(&key);
-            if let Some(mut body) = replay {
-                {
-                    let lease = uuid::Uuid::new_v4().to_string();
-                    body["leaseId"] = json!(lease);
-                    for m in body["messages"].as_array_mut().into_iter().flatten() {
-                        m["leaseId"] = json!(lease);
-                    }
-                    return HttpResponse {
-                        status: 200,
-                        body: Some(body),
-                    };
+            if let Some(mut again) = replay {
+                again.lease_id = uuid::Uuid::new_v4().to_string();
+                for m in &mut again.messages {
+                    m.lease_id = again.lease_id.clone();
                 }
+                return Answer::Popped(again);
             }
             let a = self.inner.call(req).await;
-            if a.status == 200 {
-                if let Some(b) = a.body.clone() {
-                    self.last.lock().unwrap().insert(key, b);
-                }
+            if let Answer::Popped(p) = &a {
+                self.last.lock().unwrap().insert(key, p.clone());
             }
             return a;
         }
@@ -161,23 +152,22 @@ struct AcksBeforeDurable {
 
 #[async_trait]
 impl Broker for AcksBeforeDurable {
-    async fn call(&self, req: Request) -> HttpResponse {
+    async fn call(&self, req: Request) -> Answer {
         if let Request::Push(p) = &req {
             if self.pushes.fetch_add(1, Ordering::SeqCst) % 3 == 2 {
-                let items: Vec<_> = p
+                let items = p
                     .items
                     .iter()
                     .enumerate()
-                    .map(|(i, it)| {
-                        json!({"index": i, "message_id": uuid::Uuid::now_v7().to_string(),
-                            "transaction_id": it.transaction_id.clone().unwrap_or_default(),
-                            "queueName": it.queue, "status": "queued"})
+                    .map(|(index, it)| PushResult {
+                        index,
+                        message_id: uuid::Uuid::now_v7().to_string(),
+                        transaction_id: it.transaction_id.clone().unwrap_or_default(),
+                        queue_name: it.queue.clone(),
+                        status: PushStatus::Queued,
                     })
                     .collect();
-                return HttpResponse {
-                    status: 201,
-                    body: Some(json!(items)),
-                };
+                return Answer::Pushed(items);
             }
         }
         self.inner.call(req).await

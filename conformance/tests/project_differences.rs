@@ -22,7 +22,7 @@ use queen_reference::wire::*;
 use queen_server::broker::Broker;
 use queen_server::memory::MemoryBroker;
 use queen_server::wakes::Wakes;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 
 /// The memory engine with the PROJECT alternatives, duplicates carrying fresh ids.
@@ -32,14 +32,14 @@ struct OtherProjectDecisions {
 
 #[async_trait]
 impl Broker for OtherProjectDecisions {
-    async fn call(&self, req: Request) -> HttpResponse {
-        let is_push = matches!(req, Request::Push(_));
+    async fn call(&self, req: Request) -> Answer {
         let mut a = self.inner.call(req).await;
-        if let (true, Some(Value::Array(items))) = (is_push, a.body.as_mut()) {
-            for i in items {
-                if i["status"] == json!("duplicate") {
-                    i["message_id"] = json!(uuid::Uuid::now_v7().hyphenated().to_string());
-                }
+        if let Answer::Pushed(items) = &mut a {
+            for i in items
+                .iter_mut()
+                .filter(|i| i.status == PushStatus::Duplicate)
+            {
+                i.message_id = uuid::Uuid::now_v7().hyphenated().to_string();
             }
         }
         a

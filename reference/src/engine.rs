@@ -12,10 +12,8 @@ use crate::policy::Policy;
 use crate::render::Renderer;
 use crate::time::{format_iso, Millis, Stamp};
 use crate::wire::{
-    parse_request, DiscoveryError, HttpRequest, HttpResponse, Rejection, Request,
-    DEFAULT_POP_TIMEOUT_MS,
+    parse_request, Answer, HttpRequest, HttpResponse, Request, DEFAULT_POP_TIMEOUT_MS,
 };
-use serde_json::json;
 
 /// Where an engine gets new ids.
 pub trait IdSource {
@@ -74,24 +72,13 @@ impl<I: IdSource> Engine<I> {
     /// Answers a raw HTTP request at time `now`.
     pub fn handle(&mut self, req: &HttpRequest, now: Millis) -> HttpResponse {
         match parse_request(req, self.default_timeout_ms, self.body_limit) {
-            Ok(r) => self.request(&r, now),
-            Err(Rejection::Bad(e)) => HttpResponse {
-                status: e.status,
-                body: Some(json!({ "error": e.message })),
-            },
-            Err(Rejection::DiscoveryScope) => HttpResponse {
-                status: 400,
-                body: Some(serde_json::to_value(DiscoveryError::new()).expect("serializes")),
-            },
-            Err(Rejection::NotFound) => HttpResponse {
-                status: 404,
-                body: Some(json!({ "error": format!("no route {} {}", req.method, req.path) })),
-            },
+            Ok(r) => self.request(&r, now).into_http(),
+            Err(rejection) => Answer::rejection(rejection, &req.method, &req.path).into_http(),
         }
     }
 
     /// Answers a validated request at time `now`.
-    pub fn request(&mut self, req: &Request, now: Millis) -> HttpResponse {
+    pub fn request(&mut self, req: &Request, now: Millis) -> Answer {
         let op = self.ids.resolve(req);
         let source = &mut self.source;
         let mut minter = |_i: usize| source.uuid_v7(now);
@@ -114,6 +101,6 @@ impl<I: IdSource> Engine<I> {
             mint: &mut mint,
             time: &|t: Stamp| format_iso(t.lo),
         }
-        .render(&out)
+        .answer(&out)
     }
 }

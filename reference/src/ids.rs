@@ -127,7 +127,7 @@ impl IdBook {
             Request::AckBatch(list) => Op::Ack(list.iter().map(|a| self.ack_in(a)).collect()),
             Request::Extend(e) => Op::Extend {
                 lease: self.lease_ref(Some(&e.lease_id)),
-                lease_id: e.lease_id.clone(),
+                lease_id: e.lease_id.to_string(),
                 seconds: e.seconds,
             },
             Request::Transaction(t) => Op::Txn {
@@ -142,7 +142,7 @@ impl IdBook {
                 required: t
                     .required_leases
                     .iter()
-                    .map(|id| (self.lease_ref(Some(id)), id.clone()))
+                    .map(|id| (self.lease_ref(Some(id)), id.to_string()))
                     .collect(),
             },
             Request::Configure(c) => Op::Configure(c.clone()),

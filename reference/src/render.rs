@@ -23,38 +23,29 @@ pub struct Renderer<'a> {
 }
 
 impl Renderer<'_> {
-    /// The answer for `out`.
+    /// The answer for `out`, as it goes on the wire; a pop the checker found illegal in
+    /// some world is shown as status 0 with the reason.
     pub fn render(&mut self, out: &Outcome) -> HttpResponse {
-        let ok = |v: Value| HttpResponse {
-            status: 200,
-            body: Some(v),
-        };
         match out {
-            Outcome::Rejected(e) => HttpResponse {
-                status: e.status,
-                body: Some(json!({ "error": e.message })),
-            },
-            Outcome::DiscoveryRejected => HttpResponse {
-                status: 400,
-                body: Some(to_value(&DiscoveryError::new())),
-            },
-            Outcome::Push(items) => HttpResponse {
-                status: 201,
-                body: Some(Value::Array(
-                    items
-                        .iter()
-                        .map(|p| to_value(&self.push_result(p)))
-                        .collect(),
-                )),
-            },
-            Outcome::PopEmpty => HttpResponse {
-                status: 204,
-                body: None,
-            },
             Outcome::PopIllegal(_, why) => HttpResponse {
                 status: 0,
                 body: Some(json!({ "illegal": why })),
             },
+            out => self.answer(out).into_http(),
+        }
+    }
+
+    /// The typed answer for `out`. An engine never meets an illegal pop (its policy
+    /// picks a legal one); were it to, the broker failed, and says so as a 500.
+    pub fn answer(&mut self, out: &Outcome) -> Answer {
+        match out {
+            Outcome::Rejected(e) => Answer::error(e.status, &e.message),
+            Outcome::DiscoveryRejected => Answer::DiscoveryScope,
+            Outcome::Push(items) => {
+                Answer::Pushed(items.iter().map(|p| self.push_result(p)).collect())
+            }
+            Outcome::PopEmpty => Answer::Empty,
+            Outcome::PopIllegal(_, why) => Answer::error(500, format!("illegal pop: {why}")),
             Outcome::Pop(p) => {
                 let lease_id = match p.lease {
                     Some(h) => self.ids.leases.id_or_mint(h, || (self.mint)("lease", h.0)),
@@ -93,7 +84,7 @@ impl Renderer<'_> {
                     })
                     .collect();
                 let first = self.state.part(p.first).expect("claimed partition exists");
-                ok(to_value(&PopResponse {
+                Answer::Popped(PopResponse {
                     success: true,
                     queue: p.queue.clone(),
                     partition: first.name.clone(),
@@ -105,18 +96,16 @@ impl Renderer<'_> {
                     consumer_group: p.group.clone(),
                     messages,
                     partitions_claimed: p.partitions_claimed,
-                }))
+                })
             }
-            Outcome::Ack(items) => ok(Value::Array(
-                items.iter().map(|a| to_value(&a.result)).collect(),
-            )),
-            Outcome::Extend(e) => ok(to_value(&ExtendResponse {
+            Outcome::Ack(items) => Answer::Acked(items.iter().map(|a| a.result.clone()).collect()),
+            Outcome::Extend(e) => Answer::Extended(ExtendResponse {
                 lease_id: e.lease_id.clone(),
                 success: e.renewed > 0,
                 renewed: e.renewed,
                 expires_at: e.expires_at.map(|t| (self.time)(t)),
                 error: (e.renewed == 0).then(|| ERR_LEASE_NOT_FOUND.to_string()),
-            })),
+            }),
             Outcome::Txn(t) => {
                 let results = t
                     .results
@@ -126,15 +115,15 @@ impl Renderer<'_> {
                         TxnItemOut::Ack(a) => TxnResult::Ack(a.result.clone()),
                     })
                     .collect();
-                ok(to_value(&TxnResponse {
+                Answer::Transaction(TxnResponse {
                     transaction_id: (self.mint)("transaction", 0),
                     success: t.success,
                     results,
                     error: t.error.clone(),
-                }))
+                })
             }
-            Outcome::Configure(c) => ok(to_value(c)),
-            Outcome::Delete(d) => ok(to_value(d)),
+            Outcome::Configure(c) => Answer::Configured(c.clone()),
+            Outcome::Delete(d) => Answer::Deleted(d.clone()),
             Outcome::Dlq(d) => {
                 let messages = d
                     .items
@@ -167,24 +156,23 @@ impl Renderer<'_> {
                         }
                     })
                     .collect();
-                ok(to_value(&DlqResponse {
+                Answer::Dlq(DlqResponse {
                     messages,
                     total: d.total,
                     limit: d.limit,
                     offset: d.offset,
-                }))
+                })
             }
-            Outcome::Maintenance { enabled, buffered } => ok(to_value(&MaintenanceResponse {
-                maintenance_mode: *enabled,
-                buffered_messages: *buffered,
-            })),
-            Outcome::PopMaintenance { enabled } => ok(to_value(&PopMaintenanceResponse {
+            Outcome::Maintenance { enabled, buffered } => {
+                Answer::PushMaintenance(MaintenanceResponse {
+                    maintenance_mode: *enabled,
+                    buffered_messages: *buffered,
+                })
+            }
+            Outcome::PopMaintenance { enabled } => Answer::PopMaintenance(PopMaintenanceResponse {
                 pop_maintenance_mode: *enabled,
-            })),
-            Outcome::Health => ok(to_value(&HealthResponse {
-                status: "healthy".into(),
-                database: "connected".into(),
-            })),
+            }),
+            Outcome::Health => Answer::Health(HealthResponse::new(HEALTHY, "connected")),
         }
     }
 
@@ -211,8 +199,4 @@ impl Renderer<'_> {
             },
         }
     }
-}
-
-fn to_value<T: serde::Serialize>(t: &T) -> Value {
-    serde_json::to_value(t).expect("wire types serialize")
 }

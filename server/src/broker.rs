@@ -1,23 +1,22 @@
 //! The seam between HTTP and storage.
 //!
 //! Routes parse a request with the shared wire layer, hand the validated [`Request`] to
-//! a [`Broker`], and render the [`HttpResponse`] it returns; a pop attempt answers a
-//! typed [`Popped`] (messages, empty, paused), which the long poll reads and renders.
-//! Two engines implement it:
+//! a [`Broker`], and render the typed [`Answer`] it returns; a pop attempt answers a
+//! [`Popped`] (messages, empty, paused), which the long poll reads. Two engines
+//! implement it:
 //! PostgreSQL ([`crate::pg::PgBroker`]) and the reference model in memory
 //! ([`crate::memory::MemoryBroker`]), so one HTTP layer serves both and they can be
 //! compared answer for answer.
 
 use crate::wakes::Wakes;
 use async_trait::async_trait;
-use queen_reference::wire::{HttpResponse, PopQuery, PopResponse, PopRoute, Request};
-use serde_json::json;
+use queen_reference::wire::{Answer, PopQuery, PopResponse, PopRoute, Request};
 
 #[async_trait]
 pub trait Broker: Send + Sync + 'static {
     /// Answers one request. A pop is a single attempt: it never waits (long polling is
     /// done above, in [`crate::longpoll`]).
-    async fn call(&self, req: Request) -> HttpResponse;
+    async fn call(&self, req: Request) -> Answer;
 
     /// One pop attempt, typed, so that a long poll tells "nothing yet" from "pop
     /// maintenance is on" without asking again. The engines answer it directly; the
@@ -30,10 +29,11 @@ pub trait Broker: Send + Sync + 'static {
                 query: query.clone(),
             })
             .await;
-        match answer.status {
-            204 if self.pop_paused().await => Popped::Paused,
-            204 => Popped::Empty,
-            _ => Popped::Raw(answer),
+        match answer {
+            Answer::Empty if self.pop_paused().await => Popped::Paused,
+            Answer::Empty => Popped::Empty,
+            Answer::Popped(messages) => Popped::Messages(messages),
+            other => Popped::Other(other),
         }
     }
 
@@ -81,41 +81,18 @@ pub enum Popped {
     Empty,
     /// MAINT-2: pop maintenance is on; a parked pop stops waiting.
     Paused,
-    /// Any other answer, as the engine (or a wrapper) gave it: a 503 while the database
-    /// is away, a 500, or a rewritten answer.
-    Raw(HttpResponse),
+    /// Any other answer: a 503 while the database is away, a 500, or what a wrapper
+    /// wrote instead.
+    Other(Answer),
 }
 
 impl Popped {
-    /// The answer on the wire: 200 with the messages, a bare 204 when empty or paused.
-    pub fn into_answer(self) -> HttpResponse {
+    /// The answer: the messages, or a bare 204 when empty or paused.
+    pub fn into_answer(self) -> Answer {
         match self {
-            Popped::Messages(m) => {
-                json_answer(200, serde_json::to_value(m).expect("wire types serialize"))
-            }
-            Popped::Empty | Popped::Paused => empty_answer(),
-            Popped::Raw(answer) => answer,
+            Popped::Messages(m) => Answer::Popped(m),
+            Popped::Empty | Popped::Paused => Answer::Empty,
+            Popped::Other(answer) => answer,
         }
-    }
-}
-
-/// A JSON answer.
-pub fn json_answer(status: u16, body: serde_json::Value) -> HttpResponse {
-    HttpResponse {
-        status,
-        body: Some(body),
-    }
-}
-
-/// `{"error": message}` with a status.
-pub fn error_answer(status: u16, message: impl std::fmt::Display) -> HttpResponse {
-    json_answer(status, json!({ "error": message.to_string() }))
-}
-
-/// The bare 204 of POP-6.
-pub fn empty_answer() -> HttpResponse {
-    HttpResponse {
-        status: 204,
-        body: None,
     }
 }

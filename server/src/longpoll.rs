@@ -16,7 +16,7 @@
 
 use crate::broker::{Broker, Popped};
 use crate::config::Backoff;
-use queen_reference::wire::{HttpResponse, PopQuery, PopRoute};
+use queen_reference::wire::{Answer, PopQuery, PopRoute};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -27,7 +27,7 @@ pub async fn pop(
     query: PopQuery,
     backoff: Backoff,
     mut stopping: tokio::sync::watch::Receiver<bool>,
-) -> HttpResponse {
+) -> Answer {
     let deadline = Instant::now() + Duration::from_millis(query.timeout_ms);
     let bell = broker.wakes().bell(match &route {
         PopRoute::Queue(q) | PopRoute::Partition(q, _) => Some(q.as_str()),
@@ -64,7 +64,7 @@ pub async fn pop(
         // one push) or a database hiccup; at its deadline it answers what it got.
         let retry = match &popped {
             Popped::Empty => true,
-            Popped::Raw(answer) => answer.status >= 500,
+            Popped::Other(answer) => answer.status() >= 500,
             Popped::Messages(_) | Popped::Paused => false,
         };
         if !retry || !query.wait || Instant::now() >= deadline || *stopping.borrow() {
@@ -83,7 +83,7 @@ pub async fn pop(
                     interval = interval.mul_f64(backoff.multiplier).min(backoff.max);
                 }
             }
-            _ = stopping.wait_for(|s| *s) => return crate::broker::empty_answer(),
+            _ = stopping.wait_for(|s| *s) => return Answer::Empty,
         }
     }
 }
@@ -94,10 +94,9 @@ mod tests {
     //! check is about the order of events, never about how fast the machine is.
 
     use super::*;
-    use crate::broker::{empty_answer, json_answer};
     use crate::wakes::Wakes;
     use async_trait::async_trait;
-    use queen_reference::wire::Request;
+    use queen_reference::wire::{HttpResponse, Request};
     use serde_json::json;
     use std::collections::VecDeque;
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -107,7 +106,7 @@ mod tests {
     #[derive(Default)]
     struct Scripted {
         wakes: Wakes,
-        answers: Mutex<VecDeque<HttpResponse>>,
+        answers: Mutex<VecDeque<Answer>>,
         attempts: AtomicUsize,
         paused: AtomicBool,
         /// POP-15: the queue's fill time and the claimable count.
@@ -117,10 +116,10 @@ mod tests {
 
     #[async_trait]
     impl Broker for Scripted {
-        async fn call(&self, _req: Request) -> HttpResponse {
+        async fn call(&self, _req: Request) -> Answer {
             self.attempts.fetch_add(1, Ordering::SeqCst);
             let next = self.answers.lock().unwrap().pop_front();
-            next.unwrap_or_else(empty_answer)
+            next.unwrap_or(Answer::Empty)
         }
         fn wakes(&self) -> &Wakes {
             &self.wakes
@@ -154,8 +153,11 @@ mod tests {
         }
     }
 
-    fn delivered() -> HttpResponse {
-        json_answer(200, json!({"messages": [{"id": "m"}]}))
+    fn delivered() -> Answer {
+        Answer::Raw(HttpResponse {
+            status: 200,
+            body: Some(json!({"messages": [{"id": "m"}]})),
+        })
     }
 
     /// Runs one long poll in a task; the test drives time and the broker meanwhile.
@@ -163,7 +165,7 @@ mod tests {
         broker: &Arc<Scripted>,
         q: PopQuery,
     ) -> (
-        tokio::task::JoinHandle<(HttpResponse, Instant)>,
+        tokio::task::JoinHandle<(Answer, Instant)>,
         tokio::sync::watch::Sender<bool>,
     ) {
         let (stop, stopping) = tokio::sync::watch::channel(false);
@@ -180,11 +182,15 @@ mod tests {
     /// attempts.
     async fn ended(
         b: &Scripted,
-        task: tokio::task::JoinHandle<(HttpResponse, Instant)>,
+        task: tokio::task::JoinHandle<(Answer, Instant)>,
         start: Instant,
     ) -> (u16, Duration, usize) {
         let (answer, at) = task.await.unwrap();
-        (answer.status, at - start, b.attempts.load(Ordering::SeqCst))
+        (
+            answer.status(),
+            at - start,
+            b.attempts.load(Ordering::SeqCst),
+        )
     }
 
     const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -243,8 +249,8 @@ mod tests {
     async fn a_5xx_attempt_of_a_parked_pop_is_tried_again_until_it_delivers() {
         let (b, start) = (Arc::new(Scripted::default()), Instant::now());
         b.answers.lock().unwrap().extend([
-            json_answer(503, json!({"error": "busy"})),
-            json_answer(500, json!({"error": "hiccup"})),
+            Answer::error(503, "busy"),
+            Answer::error(500, "hiccup"),
             delivered(),
         ]);
         let (task, _stop) = spawn_pop(&b, query(true, 10_000, 10));
@@ -261,7 +267,7 @@ mod tests {
 
     #[async_trait]
     impl Broker for Typed {
-        async fn call(&self, _req: Request) -> HttpResponse {
+        async fn call(&self, _req: Request) -> Answer {
             unreachable!("the long poll asks `pop`")
         }
         async fn pop(&self, _route: &PopRoute, _query: &PopQuery) -> Popped {
@@ -284,7 +290,7 @@ mod tests {
         let (_stop, stopping) = tokio::sync::watch::channel(false);
         let route = PopRoute::Queue("q".into());
         let answer = pop(&b, route, query(true, 10_000, 10), backoff(), stopping).await;
-        assert_eq!(answer.status, 204);
+        assert_eq!(answer.status(), 204);
         // Empty at 0, parked until the timer at 100 ms, then paused.
         assert_eq!(
             (Instant::now() - start, b.attempts.load(Ordering::SeqCst)),

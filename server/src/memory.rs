@@ -15,7 +15,7 @@ use queen_reference::model::{Outcome, PopRequest};
 use queen_reference::policy::Policy;
 use queen_reference::time::Millis;
 use queen_reference::time::Stamp;
-use queen_reference::wire::{HttpResponse, PopQuery, PopRoute, Request};
+use queen_reference::wire::{Answer, PopQuery, PopRoute, Request};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Random UUIDv7s with the given timestamp.
@@ -69,25 +69,29 @@ impl MemoryBroker {
 
 #[async_trait]
 impl Broker for MemoryBroker {
-    async fn call(&self, req: Request) -> HttpResponse {
+    async fn call(&self, req: Request) -> Answer {
         let answer =
             guarded(&mut self.engine(), |e| e.request(&req, now_ms())).unwrap_or_else(|| {
                 tracing::error!("the model panicked on a request; its state is as before it");
                 self.recoveries.record("engine");
-                crate::broker::error_answer(500, "the engine failed on this request")
+                Answer::error(500, "the engine failed on this request")
             });
         // Ring the bells of whatever may have become claimable.
-        match &req {
-            Request::Push(p) if answer.status == 201 => {
+        match (&req, &answer) {
+            (Request::Push(p), Answer::Pushed(_)) => {
                 for item in &p.items {
                     self.wakes.ring(&item.queue);
                 }
             }
-            Request::Transaction(_)
-            | Request::Ack(_)
-            | Request::AckBatch(_)
-            | Request::SetPushMaintenance(false) => self.wakes.ring_all(),
-            Request::SetPopMaintenance(false) | Request::Configure(_) => self.wakes.ring_all(),
+            (
+                Request::Transaction(_)
+                | Request::Ack(_)
+                | Request::AckBatch(_)
+                | Request::SetPushMaintenance(false)
+                | Request::SetPopMaintenance(false)
+                | Request::Configure(_),
+                _,
+            ) => self.wakes.ring_all(),
             _ => {}
         }
         answer
@@ -132,13 +136,11 @@ impl Broker for MemoryBroker {
             route: route.clone(),
             query: query.clone(),
         };
-        let answer = self.call(req).await;
-        match (answer.status, answer.body) {
-            (204, _) if self.engine().state.pop_maintenance => Popped::Paused,
-            (204, _) => Popped::Empty,
-            // The model's rendered answer as it is: parsing it back into `PopResponse`
-            // would respell numbers in `data` (`-0` as `0`), which POP-5 forbids.
-            (status, body) => Popped::Raw(HttpResponse { status, body }),
+        match self.call(req).await {
+            Answer::Empty if self.engine().state.pop_maintenance => Popped::Paused,
+            Answer::Empty => Popped::Empty,
+            Answer::Popped(messages) => Popped::Messages(messages),
+            other => Popped::Other(other),
         }
     }
 
@@ -179,7 +181,7 @@ mod tests {
     #[tokio::test]
     async fn the_memory_engine_survives_a_panicking_request() {
         let b = MemoryBroker::new(30_000, 1 << 20);
-        assert_eq!(b.call(push(&b, "before")).await.status, 201);
+        assert_eq!(b.call(push(&b, "before")).await.status(), 201);
         let before = b.engine().state.clone();
         let out = guarded(&mut b.engine(), |e| {
             e.request(&push(&b, "half-way"), now_ms());
@@ -197,7 +199,7 @@ mod tests {
         });
         assert!(b.engine.is_poisoned());
         assert_eq!(
-            b.call(push(&b, "after")).await.status,
+            b.call(push(&b, "after")).await.status(),
             201,
             "served after both"
         );

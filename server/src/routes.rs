@@ -5,7 +5,7 @@
 //! limit), parses, hands the request to the broker (pops through the long-poll loop),
 //! and renders the answer: JSON with its status, or a bare 204.
 
-use crate::broker::{error_answer, json_answer, Broker};
+use crate::broker::Broker;
 use crate::config::Backoff;
 use crate::longpoll;
 use axum::body::{to_bytes, Body};
@@ -13,9 +13,7 @@ use axum::extract::{Request as AxumRequest, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use queen_reference::wire::{
-    parse_request, DiscoveryError, HttpRequest, HttpResponse, Rejection, Request,
-};
+use queen_reference::wire::{parse_request, Answer, HttpRequest, Request};
 use std::sync::Arc;
 
 /// What every request needs.
@@ -85,17 +83,17 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
             )
             .await
         }
-        Ok(Request::Health) => {
-            let mut answer = app.broker.call(Request::Health).await;
-            if let Some(serde_json::Value::Object(body)) = answer.body.as_mut() {
-                body.insert("degraded".into(), app.broker.degraded().into());
+        Ok(Request::Health) => match app.broker.call(Request::Health).await {
+            Answer::Health(mut health) => {
+                health.degraded = Some(app.broker.degraded());
+                Answer::Health(health)
             }
-            answer
-        }
+            other => other,
+        },
         Ok(req) => app.broker.call(req).await,
-        Err(answer) => answer,
+        Err(answer) => *answer,
     };
-    if answer.status == 500 {
+    if answer.status() == 500 {
         app.metrics.internal_errors.inc();
     }
     render(scrub_internal_error(answer, &request_id))
@@ -104,19 +102,19 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
 /// Reads the body (413 over the limit, 408 when it does not arrive in time, 400 when it
 /// cannot be read) and parses the request with the shared wire layer, within the item
 /// limit (LIMIT-1); a refusal is the answer to send.
-async fn parse(app: &AppState, req: AxumRequest) -> Result<Request, HttpResponse> {
+async fn parse(app: &AppState, req: AxumRequest) -> Result<Request, Box<Answer>> {
     let (parts, body) = req.into_parts();
     let body = match tokio::time::timeout(app.body_timeout, to_bytes(body, app.body_limit)).await {
         Ok(Ok(b)) => b,
-        Ok(Err(e)) => return Err(unreadable_body(e, app.body_limit)),
+        Ok(Err(e)) => return Err(Box::new(unreadable_body(e, app.body_limit))),
         Err(_) => {
-            return Err(error_answer(
+            return Err(Box::new(Answer::error(
                 408,
                 format!(
                     "the request body did not arrive within {} ms",
                     app.body_timeout.as_millis()
                 ),
-            ))
+            )))
         }
     };
     let query = parts
@@ -131,7 +129,7 @@ async fn parse(app: &AppState, req: AxumRequest) -> Result<Request, HttpResponse
         body: body.to_vec(),
     };
     parse_request(&http, app.default_timeout_ms, app.body_limit)
-        .map_err(|e| rejection_answer(e, &http))
+        .map_err(|e| Box::new(Answer::rejection(e, &http.method, &http.path)))
         .and_then(|req| {
             within_item_limit(req, app.max_items).inspect_err(|_| {
                 app.metrics.over_item_limit.inc();
@@ -157,26 +155,22 @@ fn metrics_answer(app: &AppState) -> Response {
 
 /// ERR-1: the cause of a 500 goes to the log under the request's id, and the client
 /// gets only that id, never database internals.
-fn scrub_internal_error(answer: HttpResponse, request_id: &str) -> HttpResponse {
-    if answer.status != 500 {
+fn scrub_internal_error(answer: Answer, request_id: &str) -> Answer {
+    if answer.status() != 500 {
         return answer;
     }
-    let cause = answer
-        .body
-        .as_ref()
-        .and_then(|b| b.get("error"))
-        .and_then(|e| e.as_str())
-        .unwrap_or("-");
-    tracing::error!(request_id, "internal error: {cause}");
-    json_answer(
-        500,
-        serde_json::json!({ "error": "internal error", "requestId": request_id }),
-    )
+    match &answer {
+        Answer::Error { message, .. } => tracing::error!(request_id, "internal error: {message}"),
+        other => tracing::error!(request_id, "internal error: {other:?}"),
+    }
+    Answer::Internal {
+        request_id: request_id.to_string(),
+    }
 }
 
 /// LIMIT-1: a request with more items than the limit is refused whole (413), before
 /// anything is written, so one request cannot hold a writer or a transaction for long.
-fn within_item_limit(req: Request, max: usize) -> Result<Request, HttpResponse> {
+fn within_item_limit(req: Request, max: usize) -> Result<Request, Box<Answer>> {
     let (n, what) = match &req {
         Request::Push(p) => (p.items.len(), "push items"),
         Request::AckBatch(list) => (list.len(), "acknowledgments"),
@@ -193,41 +187,30 @@ fn within_item_limit(req: Request, max: usize) -> Result<Request, HttpResponse> 
         _ => return Ok(req),
     };
     if n > max {
-        return Err(error_answer(
+        return Err(Box::new(Answer::error(
             413,
             format!("the request carries {n} {what}; at most {max} are allowed per request"),
-        ));
+        )));
     }
     Ok(req)
 }
 
 /// 413 for a body over the limit; 400 for one that could not be read at all (a
 /// malformed chunked encoding, a connection cut mid-body).
-fn unreadable_body(e: axum::Error, limit: usize) -> HttpResponse {
+fn unreadable_body(e: axum::Error, limit: usize) -> Answer {
     match e
         .into_inner()
         .downcast::<http_body_util::LengthLimitError>()
     {
-        Ok(_) => error_answer(413, format!("body exceeds the limit of {limit} bytes")),
-        Err(e) => error_answer(400, format!("the request body could not be read: {e}")),
-    }
-}
-
-/// The answer to a request the wire layer refused.
-fn rejection_answer(rejection: Rejection, http: &HttpRequest) -> HttpResponse {
-    match rejection {
-        Rejection::Bad(e) => error_answer(e.status, e.message),
-        Rejection::DiscoveryScope => json_answer(
-            400,
-            serde_json::to_value(DiscoveryError::new()).expect("serializes"),
-        ),
-        Rejection::NotFound => error_answer(404, format!("no route {} {}", http.method, http.path)),
+        Ok(_) => Answer::error(413, format!("body exceeds the limit of {limit} bytes")),
+        Err(e) => Answer::error(400, format!("the request body could not be read: {e}")),
     }
 }
 
 /// Turns an answer into an HTTP response: JSON, or nothing at all for a 204. A 503 says
 /// when to try again (PUSH-10, TXN-4: the broker refuses for now, not for good).
-pub fn render(answer: HttpResponse) -> Response {
+pub fn render(answer: Answer) -> Response {
+    let answer = answer.into_http();
     let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = match answer.body {
         None => status.into_response(),

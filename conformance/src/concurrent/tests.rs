@@ -125,7 +125,7 @@ mod against_our_server {
 
     #[async_trait]
     impl Broker for LongLeases {
-        async fn call(&self, mut req: Request) -> HttpResponse {
+        async fn call(&self, mut req: Request) -> queen_reference::wire::Answer {
             if let Request::Pop { query, .. } = &mut req {
                 query.lease_seconds = Some(self.lease_seconds);
             }

@@ -885,7 +885,7 @@ impl Proxy {
         let mut mem = self.mem();
         for n in released {
             let Some(item) = items.get(n) else { continue };
-            if let Some(q) = mem.partition_queue.get(&item.partition_id).cloned() {
+            if let Some(q) = mem.partition_queue.get(item.partition_id.as_str()).cloned() {
                 mem.kept
                     .insert((q, item.consumer_group.clone()), Instant::now());
             }

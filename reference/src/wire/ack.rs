@@ -1,6 +1,6 @@
 //! `POST /api/v1/ack` and `POST /api/v1/ack/batch` (PROTOCOL.md section 4).
 
-use super::{as_object, check_name, check_uuid, opt_str, req_str, WireError, QUEUE_MODE};
+use super::{as_object, check_name, opt_str, req_str, WireError, WireId, QUEUE_MODE};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -34,12 +34,12 @@ impl AckStatus {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AckItem {
     pub transaction_id: String,
-    pub partition_id: String,
+    pub partition_id: WireId,
     pub status: AckStatus,
     /// Already defaulted to `__QUEUE_MODE__`.
     pub consumer_group: String,
     /// `None` when absent, `null` or `""` (an autoAck message carries `""`).
-    pub lease_id: Option<String>,
+    pub lease_id: Option<WireId>,
     pub error: Option<String>,
 }
 
@@ -124,15 +124,14 @@ pub fn parse_ack_item(v: &Value, ctx: &str, group: Option<&str>) -> Result<AckIt
         },
     )?;
     let transaction_id = req_str(obj, "transactionId", ctx)?;
-    let partition_id = req_str(obj, "partitionId", ctx)?;
-    check_uuid(&format!("{ctx}partitionId"), &partition_id)?;
+    let partition_id = WireId::parse(
+        &format!("{ctx}partitionId"),
+        &req_str(obj, "partitionId", ctx)?,
+    )?;
     let status = parse_status(obj.get("status"), ctx)?;
     let lease_id = match opt_str(obj, "leaseId", ctx)? {
         Some(l) if l.is_empty() => None,
-        Some(l) => {
-            check_uuid(&format!("{ctx}leaseId"), &l)?;
-            Some(l)
-        }
+        Some(l) => Some(WireId::parse(&format!("{ctx}leaseId"), &l)?),
         None => None,
     };
     let error = opt_str(obj, "error", ctx)?;

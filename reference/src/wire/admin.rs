@@ -12,11 +12,39 @@ pub struct DeleteResponse {
     pub existed: bool,
 }
 
-/// `GET /health` answer (HEALTH-1).
+/// `GET /health` answer (HEALTH-1), with what a broker adds for its operators: the
+/// spool (HEALTH-2) and what it recovered from (HEALTH-3).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct HealthResponse {
     pub status: String,
     pub database: String,
+    /// Why the database is not connected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// HEALTH-2: the spool's items, bytes, capacity and replay state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spool: Option<Value>,
+    /// How often a push writer died and was started again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_writer_restarts: Option<u64>,
+    /// HEALTH-3: the components recovered from a failure within the last minute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<Vec<Value>>,
+}
+
+impl HealthResponse {
+    /// The two fields of HEALTH-1, nothing else.
+    pub fn new(status: &str, database: &str) -> HealthResponse {
+        HealthResponse {
+            status: status.to_string(),
+            database: database.to_string(),
+            error: None,
+            spool: None,
+            push_writer_restarts: None,
+            degraded: None,
+        }
+    }
 }
 
 /// Push maintenance answer (MAINT-1).

@@ -1,6 +1,6 @@
 //! `POST /api/v1/lease/{leaseId}/extend` (PROTOCOL.md section 5).
 
-use super::{as_object, check_uuid, WireError};
+use super::{as_object, WireError, WireId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -8,7 +8,7 @@ use serde_json::Value;
 /// `{"seconds":null}` (LEASE-3: then the lease's own duration).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExtendRequest {
-    pub lease_id: String,
+    pub lease_id: WireId,
     pub seconds: Option<u32>,
 }
 
@@ -28,7 +28,7 @@ pub const ERR_LEASE_NOT_FOUND: &str = "lease not found or expired";
 
 /// Parses an extend call from the path's lease id and the raw body (LEASE-3).
 pub fn parse_extend(lease_id: &str, body: &[u8]) -> Result<ExtendRequest, WireError> {
-    check_uuid("leaseId", lease_id)?;
+    let lease_id = WireId::parse("leaseId", lease_id)?;
     let seconds = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
@@ -51,10 +51,7 @@ pub fn parse_extend(lease_id: &str, body: &[u8]) -> Result<ExtendRequest, WireEr
             }
         }
     };
-    Ok(ExtendRequest {
-        lease_id: lease_id.to_string(),
-        seconds,
-    })
+    Ok(ExtendRequest { lease_id, seconds })
 }
 
 #[cfg(test)]

@@ -13,8 +13,10 @@
 
 mod ack;
 mod admin;
+mod answer;
 mod configure;
 mod dlq;
+mod id;
 mod lease;
 mod pop;
 mod push;
@@ -23,8 +25,10 @@ mod txn;
 
 pub use ack::*;
 pub use admin::*;
+pub use answer::*;
 pub use configure::*;
 pub use dlq::*;
+pub use id::WireId;
 pub use lease::*;
 pub use pop::*;
 pub use push::*;

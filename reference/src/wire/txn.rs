@@ -2,8 +2,8 @@
 //! together or not at all.
 
 use super::{
-    as_object, check_uuid, opt_str, parse_ack_item, parse_push_item, AckItem, AckResult, PushItem,
-    PushResult, WireError, QUEUE_MODE,
+    as_object, opt_str, parse_ack_item, parse_push_item, AckItem, AckResult, PushItem, PushResult,
+    WireError, WireId, QUEUE_MODE,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,7 +20,7 @@ pub enum TxnOp {
 pub struct TxnRequest {
     pub operations: Vec<TxnOp>,
     /// Lease ids that must all be live for the transaction to commit [PROJECT].
-    pub required_leases: Vec<String>,
+    pub required_leases: Vec<WireId>,
 }
 
 /// One result, tagged with the kind of operation it answers (an extra key, allowed by
@@ -94,7 +94,7 @@ pub fn parse_transaction(body: &Value) -> Result<TxnRequest, WireError> {
         Some(Value::Array(a)) => a
             .iter()
             .map(|v| match v.as_str() {
-                Some(s) => check_uuid("requiredLeases[]", s).map(|_| s.to_string()),
+                Some(s) => WireId::parse("requiredLeases[]", s),
                 None => Err(WireError::bad("requiredLeases must hold lease id strings")),
             })
             .collect::<Result<_, _>>()?,

@@ -3,13 +3,13 @@
 //! model decide (step 1's [`step_one`], steps 2–6's [`decide`]), and write the decision.
 //! No rule is decided here: only rows are read and written.
 
-use super::rows::{db_now, ok};
+use super::rows::db_now;
 use crate::wakes::Wakes;
 use chrono::{DateTime, Duration, Utc};
 use queen_reference::model::ack::{
     decide, step_one, Decision, Found, PairView, StepOne, StepOneFacts, ValidAck,
 };
-use queen_reference::wire::{AckItem, AckResult, HttpResponse, QueueOptions, ERR_UNRESOLVABLE};
+use queen_reference::wire::{AckItem, AckResult, Answer, QueueOptions, WireId, ERR_UNRESOLVABLE};
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 use std::collections::{BTreeMap, HashMap};
@@ -20,14 +20,14 @@ pub(crate) async fn ack_route(
     pool: &PgPool,
     wakes: &Wakes,
     items: Vec<AckItem>,
-) -> Result<HttpResponse, sqlx::Error> {
+) -> Result<Answer, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let (results, touched) = ack(&mut tx, &items).await?;
     tx.commit().await?;
     for q in touched {
         wakes.ring(&q);
     }
-    Ok(ok(&results))
+    Ok(Answer::Acked(results))
 }
 
 /// A `(partition, group)`: the unit an ack call is evaluated and locked in.
@@ -132,7 +132,7 @@ async fn resolve(
     items: &[AckItem],
     out: &mut [Option<AckResult>],
 ) -> Result<Resolved, sqlx::Error> {
-    let pids: Vec<Uuid> = items.iter().filter_map(partition_of).collect();
+    let pids: Vec<Uuid> = items.iter().map(|i| i.partition_id.uuid()).collect();
     let parts: HashMap<Uuid, (String, QueueOptions)> = sqlx::query_as(
         "SELECT p.id, q.name, q.options FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id WHERE p.id = ANY($1)",
     )
@@ -144,7 +144,7 @@ async fn resolve(
     .collect();
     let (kp, kt): (Vec<Uuid>, Vec<&str>) = items
         .iter()
-        .filter_map(|i| Some((partition_of(i)?, i.transaction_id.as_str())))
+        .map(|i| (i.partition_id.uuid(), i.transaction_id.as_str()))
         .unzip();
     let offsets: HashMap<(Uuid, String), i64> = sqlx::query_as(
         "SELECT DISTINCT ON (m.partition_id, m.transaction_id) m.partition_id, m.transaction_id, m.\"offset\"
@@ -160,7 +160,7 @@ async fn resolve(
     .collect();
     let mut pairs: Vec<(Pair, Vec<(usize, u32)>)> = Vec::new();
     for (i, it) in items.iter().enumerate() {
-        let pid = partition_of(it).filter(|p| parts.contains_key(p));
+        let pid = Some(it.partition_id.uuid()).filter(|p| parts.contains_key(p));
         let off = pid.and_then(|p| offsets.get(&(p, it.transaction_id.clone())).copied());
         let (Some(p), Some(o)) = (pid, off) else {
             out[i] = Some(AckResult::new(
@@ -204,7 +204,7 @@ fn judge(
         };
         let mut facts = RowFacts {
             cursor,
-            named: it.lease_id.as_deref(),
+            named: it.lease_id.as_ref().map(WireId::uuid),
             now,
         };
         match step_one(&found, &mut facts) {
@@ -220,14 +220,14 @@ fn judge(
 /// ack outside the lease's span).
 struct RowFacts<'a> {
     cursor: Option<&'a CursorRow>,
-    named: Option<&'a str>,
+    named: Option<Uuid>,
     now: DateTime<Utc>,
 }
 
 impl StepOneFacts for RowFacts<'_> {
     fn live_lease_end(&mut self) -> Option<u32> {
         let c = self.cursor?;
-        let named = Uuid::parse_str(self.named?).ok()?;
+        let named = self.named?;
         let live = c.lease_id == Some(named) && c.lease_deadline.is_some_and(|d| d > self.now);
         live.then_some(c.lease_end).flatten()
     }
@@ -311,11 +311,6 @@ async fn file_dead_letters(
         .await?;
     }
     Ok(())
-}
-
-/// The item's partition id; the wire layer has checked it is a UUID.
-fn partition_of(item: &AckItem) -> Option<Uuid> {
-    Uuid::parse_str(&item.partition_id).ok()
 }
 
 /// An offset as the model counts them; one past its range is an error, never a wrap.

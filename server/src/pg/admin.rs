@@ -1,12 +1,11 @@
 //! Configure (section 8), queue delete (9), health (10), maintenance switches (11) and
 //! the dead-letter listing (DLQ-2).
 
-use super::rows::{iso, ok};
+use super::rows::iso;
 use super::PgBroker;
-use crate::broker::json_answer;
 use queen_reference::wire::{
-    ConfigureRequest, ConfigureResponse, DeadLetter, DeleteResponse, DlqQuery, DlqResponse,
-    HealthResponse, HttpResponse, MaintenanceResponse, PopMaintenanceResponse,
+    Answer, ConfigureRequest, ConfigureResponse, DeadLetter, DeleteResponse, DlqQuery, DlqResponse,
+    HealthResponse, MaintenanceResponse, PopMaintenanceResponse, HEALTHY,
 };
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -15,7 +14,7 @@ use uuid::Uuid;
 pub(crate) async fn configure(
     pool: &PgPool,
     req: &ConfigureRequest,
-) -> Result<HttpResponse, sqlx::Error> {
+) -> Result<Answer, sqlx::Error> {
     sqlx::query(
         "INSERT INTO queen_queues (name, namespace, task, options) VALUES ($1, $2, $3, $4)
          ON CONFLICT (name) DO UPDATE SET namespace = $2, task = $3, options = $4",
@@ -26,7 +25,7 @@ pub(crate) async fn configure(
     .bind(serde_json::to_value(req.options).expect("serializes"))
     .execute(pool)
     .await?;
-    Ok(ok(&ConfigureResponse {
+    Ok(Answer::Configured(ConfigureResponse {
         configured: true,
         queue: req.queue.clone(),
         namespace: req.namespace.clone(),
@@ -49,7 +48,7 @@ pub(crate) async fn configure(
 ///    committed, and the queue row.
 ///
 /// No message outlives its queue.
-pub(crate) async fn delete_queue(pool: &PgPool, name: &str) -> Result<HttpResponse, sqlx::Error> {
+pub(crate) async fn delete_queue(pool: &PgPool, name: &str) -> Result<Answer, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let queue: Option<i64> =
         sqlx::query_scalar("SELECT id FROM queen_queues WHERE name = $1 FOR UPDATE")
@@ -72,7 +71,7 @@ pub(crate) async fn delete_queue(pool: &PgPool, name: &str) -> Result<HttpRespon
         .await?;
     }
     tx.commit().await?;
-    Ok(ok(&DeleteResponse {
+    Ok(Answer::Deleted(DeleteResponse {
         deleted: true,
         queue: name.to_string(),
         existed: queue.is_some(),
@@ -96,7 +95,7 @@ struct DeadLetterRow {
 }
 
 /// DLQ-2: filters, filing order, one page.
-pub(crate) async fn list_dlq(pool: &PgPool, q: &DlqQuery) -> Result<HttpResponse, sqlx::Error> {
+pub(crate) async fn list_dlq(pool: &PgPool, q: &DlqQuery) -> Result<Answer, sqlx::Error> {
     const FILTER: &str = "FROM queen_dead_letters d
         JOIN queen_partitions p ON p.id = d.partition_id
         JOIN queen_queues q ON q.id = p.queue_id
@@ -136,7 +135,7 @@ pub(crate) async fn list_dlq(pool: &PgPool, q: &DlqQuery) -> Result<HttpResponse
             failed_at: iso(r.failed_at),
         })
         .collect();
-    Ok(ok(&DlqResponse {
+    Ok(Answer::Dlq(DlqResponse {
         messages,
         total: total as u64,
         limit: q.limit,
@@ -168,19 +167,16 @@ async fn set_switch(pool: &PgPool, name: &str, on: bool) -> Result<(), sqlx::Err
 }
 
 /// MAINT-1: the switch and this process's spooled pushes.
-pub(crate) async fn push_maintenance(b: &PgBroker) -> Result<HttpResponse, sqlx::Error> {
+pub(crate) async fn push_maintenance(b: &PgBroker) -> Result<Answer, sqlx::Error> {
     let on = switch(&b.inner.pool, "push_maintenance").await?;
-    Ok(ok(&MaintenanceResponse {
+    Ok(Answer::PushMaintenance(MaintenanceResponse {
         maintenance_mode: on,
         buffered_messages: b.inner.spool.pending() as u64,
     }))
 }
 
 /// MAINT-1: turning push maintenance off replays the spool before answering.
-pub(crate) async fn set_push_maintenance(
-    b: &PgBroker,
-    on: bool,
-) -> Result<HttpResponse, sqlx::Error> {
+pub(crate) async fn set_push_maintenance(b: &PgBroker, on: bool) -> Result<Answer, sqlx::Error> {
     set_switch(&b.inner.pool, "push_maintenance", on).await?;
     if !on {
         b.replay_spool().await;
@@ -189,44 +185,38 @@ pub(crate) async fn set_push_maintenance(
 }
 
 /// MAINT-2.
-pub(crate) async fn pop_maintenance(pool: &PgPool) -> Result<HttpResponse, sqlx::Error> {
+pub(crate) async fn pop_maintenance(pool: &PgPool) -> Result<Answer, sqlx::Error> {
     let on = switch(pool, "pop_maintenance").await?;
-    Ok(ok(&PopMaintenanceResponse {
+    Ok(Answer::PopMaintenance(PopMaintenanceResponse {
         pop_maintenance_mode: on,
     }))
 }
 
-pub(crate) async fn set_pop_maintenance(
-    pool: &PgPool,
-    on: bool,
-) -> Result<HttpResponse, sqlx::Error> {
+pub(crate) async fn set_pop_maintenance(pool: &PgPool, on: bool) -> Result<Answer, sqlx::Error> {
     set_switch(pool, "pop_maintenance", on).await?;
     pop_maintenance(pool).await
 }
 
 /// HEALTH-1: 200 when the database answers, 503 otherwise; HEALTH-2: with the spool's
 /// state, and 503 while its replay is stuck.
-pub(crate) async fn health(b: &PgBroker) -> HttpResponse {
+pub(crate) async fn health(b: &PgBroker) -> Answer {
     let state = b.spool_state();
-    let (spool, stuck) = (state.to_json(), state.stuck);
-    match sqlx::query("SELECT 1").execute(&b.inner.pool).await {
-        Ok(_) if !stuck => {
-            let mut body = serde_json::to_value(HealthResponse {
-                status: "healthy".into(),
-                database: "connected".into(),
-            })
-            .expect("serializes");
-            body["spool"] = spool;
-            body["pushWriterRestarts"] = b.writer_restarts().into();
-            json_answer(200, body)
-        }
-        Ok(_) => json_answer(
-            503,
-            serde_json::json!({"status": "unhealthy", "database": "connected", "spool": spool}),
-        ),
-        Err(e) => json_answer(
-            503,
-            serde_json::json!({"status": "unhealthy", "database": "disconnected", "error": e.to_string(), "spool": spool}),
-        ),
-    }
+    let spool = Some(state.to_json());
+    let health = match sqlx::query("SELECT 1").execute(&b.inner.pool).await {
+        Ok(_) if !state.stuck => HealthResponse {
+            spool,
+            push_writer_restarts: Some(b.writer_restarts()),
+            ..HealthResponse::new(HEALTHY, "connected")
+        },
+        Ok(_) => HealthResponse {
+            spool,
+            ..HealthResponse::new("unhealthy", "connected")
+        },
+        Err(e) => HealthResponse {
+            error: Some(e.to_string()),
+            spool,
+            ..HealthResponse::new("unhealthy", "disconnected")
+        },
+    };
+    Answer::Health(health)
 }

@@ -2,17 +2,14 @@
 //! shortens one, never revives one (LEASE-1), under each pair's advisory lock so an
 //! extend and a pop or ack on the same cursor serialize.
 
-use super::rows::{db_now, iso, ok};
+use super::rows::{db_now, iso};
 use chrono::{DateTime, Utc};
-use queen_reference::wire::{ExtendRequest, ExtendResponse, HttpResponse, ERR_LEASE_NOT_FOUND};
+use queen_reference::wire::{Answer, ExtendRequest, ExtendResponse, ERR_LEASE_NOT_FOUND};
 use sqlx::{PgPool, Row};
 use uuid::Uuid;
 
-pub(crate) async fn extend(
-    pool: &PgPool,
-    req: &ExtendRequest,
-) -> Result<HttpResponse, sqlx::Error> {
-    let lease = Uuid::parse_str(&req.lease_id).expect("validated by the wire layer");
+pub(crate) async fn extend(pool: &PgPool, req: &ExtendRequest) -> Result<Answer, sqlx::Error> {
+    let lease = req.lease_id.uuid();
     let mut tx = pool.begin().await?;
     let now = db_now(&mut tx).await?;
     let mut holders: Vec<(Uuid, String)> =
@@ -49,8 +46,8 @@ pub(crate) async fn extend(
         }
     }
     tx.commit().await?;
-    Ok(ok(&ExtendResponse {
-        lease_id: req.lease_id.clone(),
+    Ok(Answer::Extended(ExtendResponse {
+        lease_id: req.lease_id.to_string(),
         success: renewed > 0,
         renewed,
         expires_at: latest.map(iso),

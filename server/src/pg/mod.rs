@@ -37,12 +37,12 @@ pub use push::Prepared;
 use rows::logged;
 pub use rows::unreachable;
 
-use crate::broker::{error_answer, Broker, Popped};
+use crate::broker::{Broker, Popped};
 use crate::config::Config;
 use crate::spool::{ChunkLimits, Spool, SpoolState};
 use crate::wakes::Wakes;
 use async_trait::async_trait;
-use queen_reference::wire::{HttpResponse, PopQuery, PopRoute, Request};
+use queen_reference::wire::{Answer, PopQuery, PopRoute, Request};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -322,7 +322,7 @@ impl PgBroker {
             .unwrap_or_else(|e| {
                 if unreachable(&e) {
                     self.mark_down();
-                    return Popped::Raw(error_answer(503, "the database cannot be reached"));
+                    return Popped::Other(Answer::error(503, "the database cannot be reached"));
                 }
                 tracing::warn!("pop failed, answering 204: {e}");
                 Popped::Empty
@@ -331,7 +331,7 @@ impl PgBroker {
 
     /// Answers one request in the current task: cancelling it (dropping the future)
     /// mid-transaction is what [`Broker::call`] prevents.
-    async fn call_here(&self, req: Request) -> HttpResponse {
+    async fn call_here(&self, req: Request) -> Answer {
         let pool = &self.inner.pool;
         let result = match req {
             Request::Push(p) => return push::push_route(self, p).await,
@@ -347,7 +347,7 @@ impl PgBroker {
                     // TXN-4: the database is away; the transaction cannot wait in the spool.
                     Err(e) if unreachable(&e) => {
                         self.mark_down();
-                        return error_answer(503, txn::AWAY_ERROR);
+                        return Answer::error(503, txn::AWAY_ERROR);
                     }
                     other => other,
                 }
@@ -362,7 +362,7 @@ impl PgBroker {
             Request::Health => return admin::health(self).await,
         };
         // The route logs the cause under the request id and answers without it (ERR-1).
-        result.unwrap_or_else(|e| error_answer(500, format!("database error: {e}")))
+        result.unwrap_or_else(|e| Answer::error(500, format!("database error: {e}")))
     }
 }
 
@@ -374,11 +374,11 @@ impl Broker for PgBroker {
     /// request on it would run inside someone else's transaction: a push's `createdAt`
     /// earlier than the push itself, or its "commit" undone by another request's
     /// rollback. A client that gave up sees its call as maybe-applied anyway.
-    async fn call(&self, req: Request) -> HttpResponse {
+    async fn call(&self, req: Request) -> Answer {
         let me = self.clone();
         match tokio::spawn(async move { me.call_here(req).await }).await {
             Ok(answer) => answer,
-            Err(e) => error_answer(500, format!("request task failed: {e}")),
+            Err(e) => Answer::error(500, format!("request task failed: {e}")),
         }
     }
 
@@ -387,7 +387,7 @@ impl Broker for PgBroker {
         let (me, route, query) = (self.clone(), route.clone(), query.clone());
         match tokio::spawn(async move { me.pop_here(&route, &query).await }).await {
             Ok(popped) => popped,
-            Err(e) => Popped::Raw(error_answer(500, format!("request task failed: {e}"))),
+            Err(e) => Popped::Other(Answer::error(500, format!("request task failed: {e}"))),
         }
     }
 

@@ -6,22 +6,20 @@ use super::group::WriteError;
 use super::queues::{lock_partitions, Parts};
 use super::rows::db_now;
 use super::PgBroker;
-use crate::broker::{error_answer, json_answer};
 pub use crate::prepared::Prepared;
 use crate::spool::AppendError;
 use chrono::{DateTime, Utc};
 use queen_reference::model::push::duplicate_of;
-use queen_reference::wire::{HttpResponse, PushRequest, PushResult, PushStatus};
-use serde_json::Value;
+use queen_reference::wire::{Answer, PushRequest, PushResult, PushStatus};
 use sqlx::{PgConnection, PgPool};
 use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
 /// The push route: write, or spool under maintenance or when the database is away.
-pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> HttpResponse {
+pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> Answer {
     if req.items.is_empty() {
-        return json_answer(201, Value::Array(vec![]));
+        return Answer::Pushed(vec![]);
     }
     let items: Arc<Vec<Prepared>> = Arc::new(
         req.items
@@ -41,7 +39,7 @@ pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> HttpRespo
         }
     }
     match result {
-        Ok(Some(out)) => json_answer(201, serde_json::to_value(out).expect("serializes")),
+        Ok(Some(out)) => Answer::Pushed(out),
         Ok(None) => spool(broker, &items).await,
         Err(WriteError::Unreachable(e)) => {
             broker.mark_down();
@@ -50,24 +48,23 @@ pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> HttpRespo
         }
         Err(e) => {
             tracing::error!("push failed: {e}");
-            error_answer(500, format!("push failed: {e}"))
+            Answer::error(500, format!("push failed: {e}"))
         }
     }
 }
 
 /// PUSH-7: appends to the disk spool (fsynced) and answers `buffered`; PUSH-10: a full
 /// spool answers 503 (the route adds `Retry-After`).
-async fn spool(broker: &PgBroker, items: &[Prepared]) -> HttpResponse {
+async fn spool(broker: &PgBroker, items: &[Prepared]) -> Answer {
     match broker.inner.spool.append(items).await {
         Ok(()) => {}
         Err(e @ AppendError::Full { .. }) => {
             tracing::warn!("refusing a push: {e}");
-            return error_answer(503, format!("the push spool is full, try again later: {e}"));
+            return Answer::error(503, format!("the push spool is full, try again later: {e}"));
         }
-        Err(e) => return error_answer(500, e),
+        Err(e) => return Answer::error(500, e),
     }
-    let out = answers(items.iter(), PushStatus::Buffered);
-    json_answer(201, serde_json::to_value(out).expect("serializes"))
+    Answer::Pushed(answers(items.iter(), PushStatus::Buffered))
 }
 
 /// One answer per item, in request order, all with `status` (PUSH-1).

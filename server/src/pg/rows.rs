@@ -1,10 +1,8 @@
 //! The small conversions every operation of the engine shares: PostgreSQL's answers to
-//! wire values (times, options, 200 and 204 answers), "now", and which errors mean the
+//! wire values (times, options), "now", and which errors mean the
 //! database cannot be reached.
 
-use crate::broker::json_answer;
 use chrono::{DateTime, SecondsFormat, Utc};
-use queen_reference::wire::HttpResponse;
 use serde_json::Value;
 use sqlx::PgConnection;
 
@@ -28,11 +26,6 @@ pub(crate) fn iso(t: DateTime<Utc>) -> String {
 /// The database's "now" for this transaction.
 pub(crate) async fn db_now(conn: &mut PgConnection) -> Result<DateTime<Utc>, sqlx::Error> {
     sqlx::query_scalar("SELECT now()").fetch_one(conn).await
-}
-
-/// A 200 JSON answer from any wire type.
-pub(crate) fn ok<T: serde::Serialize>(t: &T) -> HttpResponse {
-    json_answer(200, serde_json::to_value(t).expect("wire types serialize"))
 }
 
 /// Options of a queue row, as stored.

@@ -2,11 +2,9 @@
 //! rolled back as a whole when any ack would answer `success:false` (TXN-2).
 
 use super::push;
-use super::rows::ok;
-use crate::broker::error_answer;
 use crate::wakes::Wakes;
 use queen_reference::model::txn::TXN_MAINTENANCE_ERROR;
-use queen_reference::wire::{HttpResponse, TxnOp, TxnRequest, TxnResponse, TxnResult};
+use queen_reference::wire::{Answer, TxnOp, TxnRequest, TxnResponse, TxnResult};
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
@@ -19,12 +17,12 @@ pub(crate) async fn transaction(
     wakes: &Wakes,
     req: &TxnRequest,
     spooling: bool,
-) -> Result<HttpResponse, sqlx::Error> {
+) -> Result<Answer, sqlx::Error> {
     // TXN-4: a transaction cannot be spooled as a unit; while pushes spool, one with a
     // push is refused for now (the route adds Retry-After).
     let pushes = req.operations.iter().any(|o| matches!(o, TxnOp::Push(_)));
     if pushes && spooling {
-        return Ok(error_answer(503, TXN_MAINTENANCE_ERROR));
+        return Ok(Answer::error(503, TXN_MAINTENANCE_ERROR));
     }
     let id = Uuid::now_v7().to_string();
     let mut tx = pool.begin().await?;
@@ -40,8 +38,8 @@ pub(crate) async fn transaction(
         Err(r) => {
             tx.rollback().await?;
             return Ok(match r {
-                Refusal::Maintenance => error_answer(503, TXN_MAINTENANCE_ERROR),
-                Refusal::Abort(error) => ok(&TxnResponse {
+                Refusal::Maintenance => Answer::error(503, TXN_MAINTENANCE_ERROR),
+                Refusal::Abort(error) => Answer::Transaction(TxnResponse {
                     transaction_id: id,
                     success: false,
                     results: vec![],
@@ -56,7 +54,7 @@ pub(crate) async fn transaction(
     for q in queues {
         wakes.ring(&q);
     }
-    Ok(ok(&TxnResponse {
+    Ok(Answer::Transaction(TxnResponse {
         transaction_id: id,
         success: true,
         results,
@@ -89,9 +87,8 @@ async fn refusal(
         return Ok(Some(Refusal::Maintenance));
     }
     for l in &req.required_leases {
-        let lease = Uuid::parse_str(l).expect("validated by the wire layer");
         let live: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM queen_cursors WHERE lease_id = $1 AND lease_deadline > $2)")
-            .bind(lease)
+            .bind(l.uuid())
             .bind(now)
             .fetch_one(&mut *tx)
             .await?;

@@ -183,7 +183,7 @@ impl Facts {
                 Request::Dlq(_) => f.read_dlq(op),
                 Request::Extend(e) => f.extends.push(Extended {
                     op: op.id,
-                    lease: e.lease_id,
+                    lease: e.lease_id.to_string(),
                     seconds: e.seconds,
                     read: read_extend(&op.answer),
                     invoke_ms: op.invoke_ms,
@@ -305,18 +305,21 @@ impl Facts {
     fn read_acks(&mut self, op: &Op, items: Vec<queen_reference::wire::AckItem>) {
         let results = read_acks(&op.answer);
         for (i, it) in items.into_iter().enumerate() {
-            let msg = self.partitions.get(&it.partition_id).map(|(q, p)| MsgKey {
-                queue: q.clone(),
-                partition: p.clone(),
-                txn: it.transaction_id.clone(),
-            });
+            let msg = self
+                .partitions
+                .get(it.partition_id.as_str())
+                .map(|(q, p)| MsgKey {
+                    queue: q.clone(),
+                    partition: p.clone(),
+                    txn: it.transaction_id.clone(),
+                });
             self.acks.push(Acked {
                 op: op.id,
                 group: it.consumer_group,
-                partition_id: it.partition_id,
+                partition_id: it.partition_id.to_string(),
                 msg,
                 status: it.status,
-                lease: it.lease_id,
+                lease: it.lease_id.map(|l| l.to_string()),
                 result: results.as_ref().and_then(|r| r.get(i).cloned().flatten()),
                 invoke_ms: op.invoke_ms,
                 complete_ms: op.complete_ms,
