@@ -1,0 +1,52 @@
+//! A rejected request (bad input). The answer must be some 4xx, since anything else
+//! may have changed something; the route's rule decides the exact status and the
+//! `{"error": "..."}` body.
+
+use super::cx::Cx;
+use super::Check;
+use crate::finding::{Finding, Kind};
+use crate::rules::*;
+use crate::wire::*;
+use serde_json::Value;
+
+/// The PROJECT rule that decides the answer to a rejected request on `path` (its status
+/// beyond "some 4xx" and its body shape), and the level of that half of the rule.
+fn rejection_rule(path: &str, status: u16) -> (RuleId, Level) {
+    let route = path.strip_prefix("/api/v1/").unwrap_or(path);
+    match route.split('/').next().unwrap_or("") {
+        "transaction" if status == 503 => (TXN_4, Level::Project),
+        "ack" => (ACK_0, Level::Project),
+        "lease" => (LEASE_3, Level::Project),
+        "configure" => (CFG_3, Level::Project),
+        "transaction" => (TXN_3, Level::Project),
+        "dlq" => (DLQ_2, Level::Project),
+        "pop" => (POP_10, Level::Seed),
+        _ => (PUSH_8, Level::Project),
+    }
+}
+/// Bad input: some 4xx (hard: anything else may have changed something), the rule's
+/// exact status and a body `{"error": "..."}` (soft).
+pub(super) fn rejected(cx: &mut Cx, e: &WireError, actual: &HttpResponse, path: &str) -> Check {
+    let (rule, level) = rejection_rule(path, e.status);
+    cx.status(e.status, actual.status, rule, level)?;
+    let text = actual
+        .body
+        .as_ref()
+        .and_then(|b| b.get("error"))
+        .and_then(Value::as_str);
+    cx.expect(text.is_some_and(|s| !s.is_empty()), || {
+        Finding::new(
+            rule,
+            Kind::MissingField,
+            "a rejection without {\"error\": \"...\"}",
+        )
+        .at("$.error")
+        .at_level(level)
+        .example(
+            actual
+                .body
+                .as_ref()
+                .map_or("(no body)".into(), |b| b.to_string()),
+        )
+    })
+}
