@@ -19,7 +19,7 @@ pub(crate) async fn extend(pool: &PgPool, req: &ExtendRequest) -> Result<Answer,
             .fetch_all(&mut *tx)
             .await?
             .into_iter()
-            .map(|r| (r.get(0), r.get(1)))
+            .map(|r| (r.get("partition_id"), r.get("consumer_group")))
             .collect();
     holders.sort();
     let mut renewed = 0u32;

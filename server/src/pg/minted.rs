@@ -86,7 +86,7 @@ pub(crate) async fn write(pool: &PgPool, items: &[&Prepared]) -> Result<Minted, 
     .bind(&queues)
     .fetch_one(pool)
     .await?;
-    let (go, maintenance): (bool, bool) = (row.get(0), row.get(1));
+    let (go, maintenance): (bool, bool) = (row.get("go"), row.get("maintenance"));
     Ok(if go {
         Minted::Written
     } else if maintenance {

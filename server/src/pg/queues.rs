@@ -27,7 +27,8 @@ pub(crate) async fn lock_partitions(
     keys.dedup();
     let (kq, kp): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
     let rows = sqlx::query(
-        "SELECT q.name, q.id, q.options, p.name, p.id, p.last_offset
+        "SELECT q.name AS queue_name, q.id AS queue_id, q.options,
+                p.name AS partition_name, p.id AS partition_id, p.last_offset
          FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
          JOIN unnest($1::text[], $2::text[]) AS k(qn, pn) ON q.name = k.qn AND p.name = k.pn
          ORDER BY p.queue_id, p.name FOR UPDATE OF p",
@@ -44,11 +45,14 @@ pub(crate) async fn lock_partitions(
     let mut queues: Queues = HashMap::new();
     let mut parts: Parts = BTreeMap::new();
     for r in rows {
-        let (qname, pname): (String, String) = (r.get(0), r.get(3));
+        let (qname, pname): (String, String) = (r.get("queue_name"), r.get("partition_name"));
         queues
             .entry(qname.clone())
-            .or_insert_with(|| (r.get(1), super::rows::options_of(r.get(2))));
-        parts.insert((qname, pname), (r.get(4), r.get(5)));
+            .or_insert_with(|| (r.get("queue_id"), super::rows::options_of(r.get("options"))));
+        parts.insert(
+            (qname, pname),
+            (r.get("partition_id"), r.get("last_offset")),
+        );
     }
     Ok((queues, parts))
 }
@@ -68,7 +72,10 @@ async fn create_and_lock(
             .fetch_all(&mut *conn)
             .await?
             .into_iter()
-            .map(|r| (r.get(0), (r.get(1), super::rows::options_of(r.get(2)))))
+            .map(|r| {
+                let options = super::rows::options_of(r.get("options"));
+                (r.get("name"), (r.get("id"), options))
+            })
             .collect();
     for name in &names {
         if !queue_ids.contains_key(name) {
@@ -112,7 +119,10 @@ async fn create_and_lock(
     }
     let by_key: HashMap<(i64, String), (Uuid, i64)> = rows
         .into_iter()
-        .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
+        .map(|r| {
+            let key = (r.get("queue_id"), r.get("name"));
+            (key, (r.get("id"), r.get("last_offset")))
+        })
         .collect();
     let mut parts: Parts = BTreeMap::new();
     for it in items {
@@ -133,7 +143,7 @@ pub(crate) async fn ensure_queue(
         .fetch_optional(&mut *conn)
         .await?
     {
-        return Ok((r.get(0), super::rows::options_of(r.get(1))));
+        return Ok((r.get("id"), super::rows::options_of(r.get("options"))));
     }
     let (ns, task) = derive_namespace_task(name);
     sqlx::query("INSERT INTO queen_queues (name, namespace, task, options) VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING")
@@ -147,5 +157,5 @@ pub(crate) async fn ensure_queue(
         .bind(name)
         .fetch_one(&mut *conn)
         .await?;
-    Ok((r.get(0), super::rows::options_of(r.get(1))))
+    Ok((r.get("id"), super::rows::options_of(r.get("options"))))
 }
