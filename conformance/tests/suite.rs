@@ -91,6 +91,9 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
     let lock = &json["lockstep"];
     assert!(lock["sequences"].as_u64().unwrap() > 0);
     assert!(lock["coverage"]["operations"]["push"].as_u64().unwrap() > 0);
+    // A default run reaches every interesting outcome, a `retry` ack of a message whose
+    // retry budget is spent among them (ACK-6: it still comes back).
+    assert_eq!(lock["neverReached"], serde_json::json!([]), "{lock}");
 
     // JUnit: well-formed, one testcase per case, no failures.
     let xml = std::fs::read_to_string(dir.join("report.xml")).unwrap();

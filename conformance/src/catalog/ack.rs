@@ -23,6 +23,8 @@ pub fn cases() -> Vec<Case> {
         outside_span: "ack-5/live-lease-outside-its-span-is-refused", [ACK_5], Project, Core;
         statuses: "ack-6/completed-failed-retry-dlq", [ACK_6, DLQ_2], Seed, Core, needs [Configure, DeadLetter];
         expiry_free: "ack-7/lease-expiry-never-spends-retry-budget", [ACK_7, DLQ_1], Seed, DeadLetter, needs [Configure];
+        retry_free: "ack-6/retry-spends-no-retry-budget", [ACK_6, DLQ_1], Seed, DeadLetter, needs [Configure];
+        retry_free_after_spent: "ack-6/retry-after-a-spent-retry-is-still-free", [ACK_6, DLQ_1], Seed, DeadLetter, needs [Configure];
         newest: "ack-8/resolves-the-newest-message-with-that-transaction-id", [ACK_8, PUSH_5], Project, Core, needs [Configure, Dedup];
         // Section 4's evaluation steps 3 and 5 are [PROJECT]: these two cases check them.
         one_retry_per_call: "ack-6/at-most-one-retry-charged-per-call", [ACK_6, DLQ_1], Project, DeadLetter, needs [Configure];
@@ -373,6 +375,61 @@ async fn expiry_free(s: &mut Session) -> CaseResult {
     ensure(r[0].dlq, || {
         ("the second failure is a dead letter".into(), vec![DLQ_1])
     })
+}
+
+/// Acks the message `status` `times` times in a row, popping it again before each; each
+/// ack must leave it to come back, not dead-letter it.
+async fn comes_back_after(s: &mut Session, q: &str, status: &str, times: usize) -> CaseResult {
+    for n in 1..=times {
+        let p = s.pop_some(q, &[]).await?;
+        let r = s.ack_batch(None, acks_for(&p, status)).await?;
+        ensure(r[0].success && !r[0].dlq, || {
+            (
+                format!("`{status}` ack {n} of {times} is not a dead letter"),
+                vec![ACK_6],
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// A `failed` ack of the message: a dead letter exactly when `dead` (DLQ-1's budget).
+async fn fail_once(s: &mut Session, q: &str, dead: bool, why: &str) -> CaseResult {
+    let p = s.pop_some(q, &[]).await?;
+    let r = s.ack_batch(None, acks_for(&p, "failed")).await?;
+    ensure(r[0].dlq == dead, || (why.to_string(), vec![DLQ_1, ACK_6]))
+}
+
+async fn retry_free(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(&q, json!({"retryLimit": 1, "retryDelay": 0}))
+        .await?;
+    s.push1(&q, "p", "m").await?;
+    // More `retry` acks than the budget: each comes back, none is charged...
+    comes_back_after(s, &q, "retry", 3).await?;
+    // ...so the budget of 1 is whole: one failure comes back, the next is a dead letter.
+    fail_once(
+        s,
+        &q,
+        false,
+        "after retries, the first failure still comes back",
+    )
+    .await?;
+    fail_once(s, &q, true, "the second failure spends the budget of 1").await
+}
+
+async fn retry_free_after_spent(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(&q, json!({"retryLimit": 2, "retryDelay": 0}))
+        .await?;
+    s.push1(&q, "p", "m").await?;
+    fail_once(s, &q, false, "the first failure of 2 comes back").await?;
+    // One retry spent, one left: `retry` acks still cost nothing.
+    comes_back_after(s, &q, "retry", 3).await?;
+    fail_once(s, &q, false, "the second failure of 2 comes back").await?;
+    // The budget is spent now, and `retry` is still free: the message comes back.
+    comes_back_after(s, &q, "retry", 2).await?;
+    fail_once(s, &q, true, "the third failure is a dead letter").await
 }
 
 async fn newest(s: &mut Session) -> CaseResult {

@@ -3,6 +3,7 @@
 //! was reached, so a green run that never reached the interesting states shows it.
 
 use queen_reference::checker::World;
+use queen_reference::model::{Cursor, Partition};
 use queen_reference::wire::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +29,7 @@ pub const INTERESTING: &[&str] = &[
     "ack unresolvable",
     "ack lease released",
     "ack failure comes back",
+    "ack retry with its budget spent comes back",
 ];
 
 impl Coverage {
@@ -105,7 +107,12 @@ impl Coverage {
                             self.hit("ack committed");
                         }
                     }
-                    (true, _) if status == "retry" => self.hit("ack retry comes back"),
+                    (true, _) if status == "retry" => {
+                        self.hit("ack retry comes back");
+                        if budget_spent(&sent, world) {
+                            self.hit("ack retry with its budget spent comes back");
+                        }
+                    }
                     (true, _) => self.hit("ack failure comes back"),
                     (false, Some(ERR_ALREADY_COMMITTED)) => {
                         self.hit("ack failure below the cursor")
@@ -202,23 +209,38 @@ fn ack_items(req: &HttpRequest, body: Option<&Value>) -> Vec<(Value, AckResult)>
 
 /// Whether a successful completion stayed above the new cursor (ACK-2 clamp).
 fn blocked(sent: &Value, world: Option<&World>) -> bool {
-    let Some(w) = world else { return false };
-    let (Some(pid), Some(txn)) = (sent["partitionId"].as_str(), sent["transactionId"].as_str())
-    else {
-        return false;
-    };
-    let Some(ph) = w.ids.parts.handle(pid) else {
-        return false;
-    };
-    let Some(part) = w.state.part(ph) else {
-        return false;
-    };
-    let Some(off) = part.txn_offset(txn) else {
-        return false;
-    };
+    acked(sent, world).is_some_and(|(_, off, cursor, _)| off > cursor.committed)
+}
+
+/// Whether a `retry` ack met a message whose retry budget was already spent: ACK-6 says
+/// it comes back all the same, since `retry` spends nothing (the state after the ack
+/// still has the charged count, which only `failed` changes).
+fn budget_spent(sent: &Value, world: Option<&World>) -> bool {
+    acked(sent, world).is_some_and(|(w, off, cursor, part)| {
+        let spent = cursor.retries.get(&off).copied().unwrap_or(0);
+        w.state
+            .queues
+            .get(&part.queue)
+            .is_some_and(|q| spent >= q.options.retry_limit)
+    })
+}
+
+/// The acked item in the model's state after the ack: its partition's offset and the
+/// group's cursor.
+fn acked<'w>(
+    sent: &Value,
+    world: Option<&'w World>,
+) -> Option<(&'w World, u32, &'w Cursor, &'w Partition)> {
+    let w = world?;
+    let (pid, txn) = (
+        sent["partitionId"].as_str()?,
+        sent["transactionId"].as_str()?,
+    );
+    let part = w.state.part(w.ids.parts.handle(pid)?)?;
+    let off = part.txn_offset(txn)?;
     let group = sent
         .get("consumerGroup")
         .and_then(Value::as_str)
         .unwrap_or(QUEUE_MODE);
-    part.cursors.get(group).is_some_and(|c| off > c.committed)
+    Some((w, off, part.cursors.get(group)?, part))
 }
