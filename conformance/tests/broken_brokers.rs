@@ -28,6 +28,9 @@ enum Breakage {
     SkipsClamp,
     /// ACK-3: a failure below the cursor is answered as a successful noop.
     FakesAcks,
+    /// ACK-6: a `retry` ack is charged as a `failed` one (a retry spent, and a dead
+    /// letter once the budget is gone), instead of spending nothing.
+    ChargesRetries,
 }
 
 struct Broken {
@@ -60,6 +63,14 @@ impl Broker for Broken {
                 }
                 a => a,
             },
+            (Breakage::ChargesRetries, Request::AckBatch(items)) => {
+                self.inner
+                    .call(Request::AckBatch(items.into_iter().map(charged).collect()))
+                    .await
+            }
+            (Breakage::ChargesRetries, Request::Ack(item)) => {
+                self.inner.call(Request::Ack(charged(item))).await
+            }
             (_, req) => self.inner.call(req).await,
         }
     }
@@ -71,6 +82,14 @@ impl Broker for Broken {
     async fn pop_paused(&self) -> bool {
         self.inner.pop_paused().await
     }
+}
+
+/// A `retry` acknowledgment turned into a `failed` one.
+fn charged(mut item: AckItem) -> AckItem {
+    if item.status == AckStatus::Retry {
+        item.status = AckStatus::Failed;
+    }
+    item
 }
 
 impl Broken {
@@ -236,6 +255,43 @@ async fn faked_acks_are_caught_by_the_ack_3_case() {
     assert!(
         f.details().contains("already committed"),
         "the model's allowed answer is shown: {f}"
+    );
+    server.stop().await.unwrap();
+}
+
+/// A broker that charges a retry for every `retry` ack passes every other case: the two
+/// cases that show `retry` free must fail, under ACK-6 or DLQ-1, and so must the lockstep
+/// run, whose sequences reach a `retry` ack of a message with its budget spent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_charged_for_retry_acks_are_caught_by_the_ack_6_cases_and_lockstep() {
+    let server = broken(Breakage::ChargesRetries).await;
+    let report = run(&options(
+        &server.url(),
+        &["ack-6/retry-", "lockstep"],
+        Some((7, 64, 50)),
+    ))
+    .await;
+    let text = queen_conformance::report::terminal::render(&report, false);
+    for id in [
+        "ack-6/retry-spends-no-retry-budget",
+        "ack-6/retry-after-a-spent-retry-is-still-free",
+    ] {
+        let case = report.entries.iter().find(|e| e.id == id).unwrap();
+        assert_eq!(case.verdict, Verdict::Failed, "{id}:\n{text}");
+        assert!(case.fails_run, "a SEED failure without --strict");
+        let rules = case.failure.as_ref().unwrap().rules();
+        assert!(
+            rules.iter().all(|r| [ACK_6, DLQ_1].contains(r)),
+            "{id} names the rule it breaks, nothing else: {rules:?}"
+        );
+    }
+    let lock = report.entries.iter().find(|e| e.id == LOCKSTEP_ID).unwrap();
+    assert_eq!(lock.verdict, Verdict::Failed, "{text}");
+    let c = report.lockstep.as_ref().unwrap().counterexample.as_ref();
+    let rules = c.expect("lockstep finds it").failure.rules();
+    assert!(
+        rules.iter().any(|r| [ACK_6, DLQ_1, POP_2].contains(r)),
+        "{rules:?}\n{text}"
     );
     server.stop().await.unwrap();
 }

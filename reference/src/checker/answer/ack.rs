@@ -80,8 +80,11 @@ pub(super) fn ack_item(cx: &mut Cx, o: &AckOut, a: &Value, path: &str) -> Check 
         "`transactionId` is not the item's",
     )?;
     error_text(cx, rule, e, error, path)?;
-    // These three say what the ack did (a lease released, a dead letter filed, a cursor
+    // These three say what the ack did (a dead letter filed, a lease released, a cursor
     // already past): when present, another value is another state, not another wording.
+    // Where the message went is read first: a lease kept or released follows from it.
+    let dlq = cx.bool(a, path, "dlq", ACK_6)?;
+    state_flag(dlq, e.dlq, e.index, "dlq", ACK_6)?;
     let released = cx.bool(a, path, "leaseReleased", ACK_0)?;
     match (&o.released, released) {
         (Some((ph, group)), Some(false)) if cx.j.keep_going => kept_lease(cx, *ph, group, e.index)?,
@@ -90,8 +93,6 @@ pub(super) fn ack_item(cx: &mut Cx, o: &AckOut, a: &Value, path: &str) -> Check 
             state_flag(released, e.lease_released, e.index, "leaseReleased", rule)?;
         }
     }
-    let dlq = cx.bool(a, path, "dlq", ACK_6)?;
-    state_flag(dlq, e.dlq, e.index, "dlq", ACK_6)?;
     let noop = cx.bool(a, path, "noop", ACK_3)?;
     state_flag(noop, e.noop, e.index, "noop", ACK_3)
 }
