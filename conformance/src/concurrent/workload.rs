@@ -5,7 +5,10 @@
 //! contend for every partition,
 //! pops by queue in queue mode or by one of two groups, acks of what the client holds,
 //! mostly `completed`, some `failed`), with short leases (`leaseSeconds`) so that the
-//! final drain can wait them out. Every call touches one queue, which is the key
+//! final drain can wait them out. Every few calls the clients meet and call at once on
+//! one queue and group (a burst), so that pops race pops and acks race pops on one
+//! cursor by design: a broker that does not serialise them is caught in most runs, not
+//! by luck. Every call touches one queue, which is the key
 //! its history is checked under. A call whose answer does not arrive within the
 //! client's timeout, or answers 5xx, is recorded as unknown.
 
@@ -34,6 +37,10 @@ pub struct Workload {
     /// `leaseSeconds` of every pop (`None`: the queue's `leaseTime`, 60 s). Short leases
     /// let the final drain finish soon after the clients stop.
     pub lease_seconds: Option<u32>,
+    /// Every this many calls the clients meet and call at once on one queue and group
+    /// (0: never), so that races between pops, and between acks and pops, happen on
+    /// purpose rather than by luck.
+    pub burst_every: usize,
 }
 
 impl Workload {
@@ -48,6 +55,7 @@ impl Workload {
             op_timeout_ms: 10_000,
             prefix: format!("cc{}", &uuid::Uuid::new_v4().simple().to_string()[..10]),
             lease_seconds: Some(1),
+            burst_every: BURST_EVERY,
         }
     }
 
@@ -62,6 +70,9 @@ impl Workload {
 }
 
 const GROUPS: [Option<&str>; 3] = [None, Some("g1"), Some("g2")];
+
+/// The default: every fourth call of each client is part of a burst.
+pub const BURST_EVERY: usize = 4;
 
 /// splitmix64: a tiny deterministic generator per client.
 struct Rng(u64);
@@ -98,13 +109,14 @@ pub async fn run_workload(target: &Target, w: &Workload) -> History {
 /// `targets[c % n]`: several processes of one broker) and returns the history.
 pub async fn run_workload_spread(targets: &[Target], w: &Workload) -> History {
     let log: Arc<Mutex<Vec<Op>>> = Arc::new(Mutex::new(Vec::new()));
+    let meet = Arc::new(tokio::sync::Barrier::new(w.clients.max(1)));
     let mut tasks = Vec::new();
     for c in 0..w.clients.max(1) {
         let target = targets[c % targets.len().max(1)].clone();
-        let (w, log) = (w.clone(), log.clone());
-        tasks.push(tokio::spawn(
-            async move { client(&target, &w, c, &log).await },
-        ));
+        let (w, log, meet) = (w.clone(), log.clone(), meet.clone());
+        tasks.push(tokio::spawn(async move {
+            client(&target, &w, c, &log, &meet).await
+        }));
     }
     for t in tasks {
         let _ = t.await;
@@ -146,81 +158,147 @@ async fn call(
     answer
 }
 
-async fn client(target: &Target, w: &Workload, c: usize, log: &Mutex<Vec<Op>>) {
-    let mut rng = Rng(w.seed ^ (c as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407));
-    let mut held: Vec<Held> = Vec::new();
-    let mut pushed = 0u32;
-    for _ in 0..w.ops_per_client {
-        let r = rng.below(10);
-        if !held.is_empty() && r < 4 {
-            // Ack everything held from one pop's queue and group, with its lease.
-            let (q, g, lease) = {
-                let h = &held[rng.below(held.len() as u64) as usize];
-                (h.queue, h.group, h.lease.clone())
-            };
-            let mine: Vec<Held> = {
-                let (m, rest): (Vec<Held>, Vec<Held>) =
-                    held.drain(..).partition(|h| h.lease == lease);
-                held = rest;
-                m
-            };
-            let acks: Vec<Value> = mine
-                .iter()
-                .map(|h| {
-                    let status = if rng.below(7) == 0 {
-                        "failed"
-                    } else {
-                        "completed"
-                    };
-                    json!({"transactionId": h.txn, "partitionId": h.partition_id,
-                        "leaseId": h.lease, "status": status})
-                })
-                .collect();
-            let mut body = json!({ "acknowledgments": acks });
-            if let Some(g) = g {
-                body["consumerGroup"] = json!(g);
-            }
-            let req = HttpRequest::post("/api/v1/ack/batch", &body);
-            call(target, w, c, w.queue(q), req, log).await;
-        } else if r < 7 {
-            let q = rng.below(w.queues as u64) as usize;
-            let group = GROUPS[rng.below(3) as usize];
-            let batch = (1 + rng.below(3)).to_string();
-            let lease = w.lease_seconds.map(|s| s.to_string());
-            let mut query: Vec<(&str, &str)> = vec![("batch", &batch)];
-            if let Some(l) = &lease {
-                query.push(("leaseSeconds", l));
-            }
-            if let Some(g) = group {
-                query.push(("consumerGroup", g));
-            }
-            let queue = w.queue(q);
-            let req = HttpRequest::get(format!("/api/v1/pop/queue/{queue}"), &query);
-            // Read leniently (any 2xx with a `messages` array), like the invariants read it:
-            // what a client got, it acks.
-            if let PopRead::Delivered(msgs) = read_pop(&call(target, w, c, queue, req, log).await) {
-                held.extend(msgs.into_iter().map(|m| Held {
-                    queue: q,
-                    group,
-                    txn: m.transaction_id,
-                    partition_id: m.partition_id,
-                    lease: m.lease_id,
-                }));
-            }
-        } else {
-            let q = rng.below(w.queues as u64) as usize;
-            let queue = w.queue(q);
-            let n = 1 + rng.below(2);
-            let items: Vec<Value> = (0..n)
-                .map(|_| {
-                    pushed += 1;
-                    let t = format!("c{c}m{pushed}");
-                    json!({"queue": queue, "partition": format!("p{c}x{}", rng.below(2)),
-                        "transactionId": t, "payload": {"c": c, "n": pushed}})
-                })
-                .collect();
-            let req = HttpRequest::post("/api/v1/push", &json!({ "items": items }));
-            call(target, w, c, queue, req, log).await;
+/// One client's state between its calls.
+struct Client<'a> {
+    target: &'a Target,
+    w: &'a Workload,
+    c: usize,
+    log: &'a Mutex<Vec<Op>>,
+    rng: Rng,
+    /// What it was delivered and has not acked yet.
+    held: Vec<Held>,
+    pushed: u32,
+}
+
+async fn client(
+    target: &Target,
+    w: &Workload,
+    c: usize,
+    log: &Mutex<Vec<Op>>,
+    meet: &tokio::sync::Barrier,
+) {
+    let mut me = Client {
+        target,
+        w,
+        c,
+        log,
+        rng: Rng(w.seed ^ (c as u64 + 1).wrapping_mul(0xA24B_AED4_963E_E407)),
+        held: Vec::new(),
+        pushed: 0,
+    };
+    for i in 0..w.ops_per_client {
+        if w.burst_every > 0 && i % w.burst_every == w.burst_every - 1 {
+            // Bounded: a client whose call hangs cannot hold the others for long.
+            let wait = Duration::from_millis(w.op_timeout_ms);
+            let _ = tokio::time::timeout(wait, meet.wait()).await;
+            me.burst(i / w.burst_every).await;
+            continue;
         }
+        let r = me.rng.below(10);
+        if !me.held.is_empty() && r < 4 {
+            me.ack_held().await;
+        } else if r < 7 {
+            let q = me.rng.below(w.queues as u64) as usize;
+            let group = GROUPS[me.rng.below(3) as usize];
+            let batch = 1 + me.rng.below(3);
+            me.pop(q, group, batch).await;
+        } else {
+            me.push().await;
+        }
+    }
+}
+
+impl Client<'_> {
+    /// Burst `k`: every client calls at once on the same queue and group; a holder may
+    /// ack what it holds, the others pop one message, so pops race pops and acks for
+    /// the same `(partition, group)` and a broker that claims without serialising them
+    /// hands one span out twice.
+    async fn burst(&mut self, k: usize) {
+        if !self.held.is_empty() && self.rng.below(3) == 0 {
+            self.ack_held().await;
+        } else {
+            self.pop(k % self.w.queues, GROUPS[k % GROUPS.len()], 1)
+                .await;
+        }
+    }
+
+    async fn call(&self, q: usize, req: HttpRequest) -> Answer {
+        call(self.target, self.w, self.c, self.w.queue(q), req, self.log).await
+    }
+
+    /// Acks everything held from one pop's queue and group, with its lease.
+    async fn ack_held(&mut self) {
+        let (q, g, lease) = {
+            let h = &self.held[self.rng.below(self.held.len() as u64) as usize];
+            (h.queue, h.group, h.lease.clone())
+        };
+        let (mine, rest): (Vec<Held>, Vec<Held>) =
+            self.held.drain(..).partition(|h| h.lease == lease);
+        self.held = rest;
+        let acks: Vec<Value> = mine
+            .iter()
+            .map(|h| {
+                let status = if self.rng.below(7) == 0 {
+                    "failed"
+                } else {
+                    "completed"
+                };
+                json!({"transactionId": h.txn, "partitionId": h.partition_id,
+                    "leaseId": h.lease, "status": status})
+            })
+            .collect();
+        let mut body = json!({ "acknowledgments": acks });
+        if let Some(g) = g {
+            body["consumerGroup"] = json!(g);
+        }
+        self.call(q, HttpRequest::post("/api/v1/ack/batch", &body))
+            .await;
+    }
+
+    /// Pops up to `batch` messages of queue `q` as `group`, and holds what it gets.
+    async fn pop(&mut self, q: usize, group: Option<&'static str>, batch: u64) {
+        let batch = batch.to_string();
+        let lease = self.w.lease_seconds.map(|s| s.to_string());
+        let mut query: Vec<(&str, &str)> = vec![("batch", &batch)];
+        if let Some(l) = &lease {
+            query.push(("leaseSeconds", l));
+        }
+        if let Some(g) = group {
+            query.push(("consumerGroup", g));
+        }
+        let queue = self.w.queue(q);
+        let req = HttpRequest::get(format!("/api/v1/pop/queue/{queue}"), &query);
+        // Read leniently (any 2xx with a `messages` array), like the invariants read it:
+        // what a client got, it acks.
+        if let PopRead::Delivered(msgs) = read_pop(&self.call(q, req).await) {
+            self.held.extend(msgs.into_iter().map(|m| Held {
+                queue: q,
+                group,
+                txn: m.transaction_id,
+                partition_id: m.partition_id,
+                lease: m.lease_id,
+            }));
+        }
+    }
+
+    /// Pushes one or two items with fresh transactionIds to the client's partitions.
+    async fn push(&mut self) {
+        let q = self.rng.below(self.w.queues as u64) as usize;
+        let queue = self.w.queue(q);
+        let n = 1 + self.rng.below(2);
+        let (c, mut items) = (self.c, Vec::new());
+        for _ in 0..n {
+            self.pushed += 1;
+            let t = format!("c{c}m{}", self.pushed);
+            items.push(
+                json!({"queue": queue, "partition": format!("p{c}x{}", self.rng.below(2)),
+                "transactionId": t, "payload": {"c": c, "n": self.pushed}}),
+            );
+        }
+        self.call(
+            q,
+            HttpRequest::post("/api/v1/push", &json!({ "items": items })),
+        )
+        .await;
     }
 }

@@ -223,6 +223,7 @@ async fn rounds<T>(
             op_timeout_ms,
             // Short leases: the final drain waits the longest one out.
             lease_seconds: Some(opts.lease_seconds),
+            burst_every: crate::concurrent::workload::BURST_EVERY,
             prefix: format!(
                 "f{}r{}",
                 &uuid::Uuid::new_v4().simple().to_string()[..8],
