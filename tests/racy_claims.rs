@@ -16,9 +16,10 @@ use queen_conformance::session::{CheckSettings, Target};
 use queen_reference::wire::{Answer, PopQuery, PopRoute, Request};
 use queen_server::app::spawn;
 use queen_server::broker::{Broker, Popped};
+use queen_server::config::Config;
 use queen_server::pg::PgBroker;
 use queen_server::wakes::Wakes;
-use queen_tests::{test_config, TempDir};
+use queen_tests::pg_server;
 use std::sync::Arc;
 use std::time::Duration;
 use uuid::Uuid;
@@ -109,21 +110,9 @@ fn caught(s: &Scenario) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_concurrent_scenario_catches_a_racy_claim_in_at_least_nine_seeds_of_ten() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
-    let spool = TempDir::new("racy-spool");
-    let config = test_config(&spool);
-    let inner = PgBroker::connect(db.url(), &config)
-        .await
-        .expect("PgBroker starts");
-    let honest = spawn(
-        Arc::new(inner.clone()),
-        &config,
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .expect("binds");
+    let honest = pg_server().await;
+    let inner = honest.broker.clone().expect("the PostgreSQL engine");
+    let config = Config::defaults();
     let racy = spawn(
         Arc::new(RacyClaims { inner }),
         &config,
@@ -156,5 +145,4 @@ async fn the_concurrent_scenario_catches_a_racy_claim_in_at_least_nine_seeds_of_
     );
     assert!(found.len() >= 9, "caught only in seeds {found:?}");
     let _ = racy.stop().await;
-    let _ = honest.stop().await;
 }
