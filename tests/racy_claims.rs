@@ -8,6 +8,9 @@
 //! check goes stale between the two statements, so it wipes a lease another pop has just
 //! taken and leases the same span again: two live leases on one cursor, the bug of an
 //! engine that checks "no live lease" and claims without the pair's lock.
+//!
+//! `QUEEN_TEST_BURST_EVERY=0` runs the scenario without its bursts, to measure what
+//! they add to the detection rate (the test prints it).
 
 use async_trait::async_trait;
 use queen_conformance::concurrent::linearize::DEFAULT_BUDGET;
