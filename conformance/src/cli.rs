@@ -40,7 +40,11 @@ pub enum Command {
         json: bool,
     },
     /// List the rule ids of PROTOCOL.md with their level and the cases that check them.
-    Rules,
+    Rules {
+        /// As JSON: each rule's id, level, title and the ids of its cases.
+        #[arg(long)]
+        json: bool,
+    },
     /// Fault scenarios: the concurrent workload against a PostgreSQL cluster and
     /// queen-server processes this command starts, while PostgreSQL is paused or
     /// killed, a server process is killed, ... (see `conformance/README.md`).
@@ -115,7 +119,9 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub engine: Option<crate::embedded::Engine>,
     /// Capabilities the broker lacks, comma-separated (e.g. maintenance,delete); their
-    /// cases are skipped and listed as skipped.
+    /// cases are skipped and listed as skipped. Capabilities: core, configure, dedup,
+    /// dead-letter, transactions, discovery, long-poll, subscription, visibility,
+    /// maintenance, lease-extend, delete, bad-input, database-control.
     #[arg(long, value_delimiter = ',')]
     pub without: Vec<String>,
     /// Run only cases whose id contains this (repeatable; `lockstep` for the property run).
@@ -530,8 +536,22 @@ pub fn list(json: bool) -> String {
 }
 
 /// `queen-conformance rules`.
-pub fn rules() -> String {
+pub fn rules(json: bool) -> String {
     let cases = catalog::all();
+    if json {
+        let v: Vec<_> = RULES
+            .iter()
+            .map(|r| {
+                let ids: Vec<&str> = cases
+                    .iter()
+                    .filter(|c| c.rules.contains(&r.id))
+                    .map(|c| c.id)
+                    .collect();
+                serde_json::json!({"id": r.id, "level": r.level, "title": r.title, "cases": ids})
+            })
+            .collect();
+        return serde_json::to_string_pretty(&v).expect("serializes");
+    }
     let mut s = String::new();
     for r in RULES {
         let n = cases.iter().filter(|c| c.rules.contains(&r.id)).count();
@@ -553,8 +573,8 @@ pub async fn main_with(cli: Cli) -> i32 {
             print!("{}", list(json));
             0
         }
-        Command::Rules => {
-            print!("{}", rules());
+        Command::Rules { json } => {
+            print!("{}", rules(json));
             0
         }
         #[cfg(feature = "embedded")]
@@ -580,5 +600,43 @@ pub async fn main_with(cli: Cli) -> i32 {
                 2
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// `rules --json` lists every rule once, with its level and the cases citing it.
+    #[test]
+    fn rules_as_json_name_every_rule_with_its_cases() {
+        let v: serde_json::Value = serde_json::from_str(&rules(true)).unwrap();
+        let rows = v.as_array().unwrap();
+        assert_eq!(rows.len(), RULES.len());
+        let ack6 = rows.iter().find(|r| r["id"] == "ACK-6").unwrap();
+        assert_eq!(ack6["level"], "SEED");
+        let cases = ack6["cases"].as_array().unwrap();
+        assert!(
+            cases
+                .iter()
+                .any(|c| c == "ack-6/retry-spends-no-retry-budget"),
+            "{ack6}"
+        );
+    }
+
+    /// `run --help` names every capability `--without` takes, so the list cannot go
+    /// stale when a capability is added.
+    #[test]
+    fn run_help_lists_every_capability() {
+        let mut cmd = Cli::command();
+        let help = cmd
+            .find_subcommand_mut("run")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        for c in Capability::ALL {
+            assert!(help.contains(c.as_str()), "{} missing:\n{help}", c.as_str());
+        }
     }
 }
