@@ -324,6 +324,11 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         return Err("--only concurrent needs --concurrency N (N clients at once)".into());
     }
     let without = capabilities(&args.without)?;
+    for (flag, p) in [("--junit", &args.junit), ("--json", &args.json)] {
+        if let Some(p) = p {
+            check_writable(flag, p)?;
+        }
+    }
     let expected = match &args.expect_failures {
         Some(p) if p.exists() => {
             expect::load(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?
@@ -445,16 +450,46 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         let text = serde_json::to_string_pretty(&merged.to_json()).expect("JSON serializes");
         std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }
+    write_reports(args, &report)?;
+    Ok(report)
+}
+
+/// An output path the run will write, checked before the first request: a mistyped or
+/// unwritable path costs nothing then, rather than a whole run.
+fn check_writable(flag: &str, p: &std::path::Path) -> Result<(), String> {
+    let existed = p.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(p)
+        .map_err(|e| format!("{flag} {}: cannot write there: {e}", p.display()))?;
+    if !existed {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(())
+}
+
+/// Writes the JUnit and JSON reports; one that cannot be written does not keep the
+/// other from being written.
+fn write_reports(args: &RunArgs, report: &Report) -> Result<(), String> {
+    let mut errors = Vec::new();
     if let Some(p) = &args.junit {
-        std::fs::write(p, report::junit::render(&report))
-            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        if let Err(e) = std::fs::write(p, report::junit::render(report)) {
+            errors.push(format!("cannot write {}: {e}", p.display()));
+        }
     }
     if let Some(p) = &args.json {
         let text =
-            serde_json::to_string_pretty(&report::json::render(&report)).expect("JSON serializes");
-        std::fs::write(p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+            serde_json::to_string_pretty(&report::json::render(report)).expect("JSON serializes");
+        if let Err(e) = std::fs::write(p, text) {
+            errors.push(format!("cannot write {}: {e}", p.display()));
+        }
     }
-    Ok(report)
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
 }
 
 /// `queen-conformance faults`: runs each scenario; returns the summaries and whether
@@ -623,6 +658,32 @@ mod tests {
                 .any(|c| c == "ack-6/retry-spends-no-retry-budget"),
             "{ack6}"
         );
+    }
+
+    /// A report path that cannot be written is refused before anything runs, and an
+    /// existing file there is left as it was.
+    #[tokio::test]
+    async fn an_unwritable_report_path_is_refused_before_the_run() {
+        let mut a = RunArgs::defaults();
+        a.target = Some("http://127.0.0.1:9".into());
+        a.junit = Some("/nonexistent-dir/report.xml".into());
+        let err = run(&a).await.err().expect("refused");
+        assert!(
+            err.starts_with("--junit /nonexistent-dir/report.xml: cannot write there"),
+            "{err}"
+        );
+        // Refused before the target was asked anything (it listens nowhere).
+        assert!(!err.contains("cannot reach"), "{err}");
+        let dir = std::env::temp_dir().join(format!("qc-writable-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kept = dir.join("kept.json");
+        std::fs::write(&kept, "before").unwrap();
+        check_writable("--json", &kept).unwrap();
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "before");
+        let fresh = dir.join("fresh.json");
+        check_writable("--json", &fresh).unwrap();
+        assert!(!fresh.exists(), "the check leaves no file behind");
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     /// `run --help` names every capability `--without` takes, so the list cannot go
