@@ -188,10 +188,18 @@ async fn client(
     };
     for i in 0..w.ops_per_client {
         if w.burst_every > 0 && i % w.burst_every == w.burst_every - 1 {
+            let k = i / w.burst_every;
+            if c == 0 {
+                // Client 0's call of the burst: something to race for, pushed (and
+                // answered) before anyone pops.
+                me.push_to(k % w.queues).await;
+            }
             // Bounded: a client whose call hangs cannot hold the others for long.
             let wait = Duration::from_millis(w.op_timeout_ms);
             let _ = tokio::time::timeout(wait, meet.wait()).await;
-            me.burst(i / w.burst_every).await;
+            if c != 0 {
+                me.burst(k).await;
+            }
             continue;
         }
         let r = me.rng.below(10);
@@ -209,10 +217,10 @@ async fn client(
 }
 
 impl Client<'_> {
-    /// Burst `k`: every client calls at once on the same queue and group; a holder may
-    /// ack what it holds, the others pop one message, so pops race pops and acks for
-    /// the same `(partition, group)` and a broker that claims without serialising them
-    /// hands one span out twice.
+    /// Burst `k`: the other clients call at once on the same queue and group, where
+    /// client 0 has just pushed; a holder may ack what it holds, the others pop one
+    /// message, so pops race pops and acks for the same `(partition, group)` and a
+    /// broker that claims without serialising them hands one span out twice.
     async fn burst(&mut self, k: usize) {
         if !self.held.is_empty() && self.rng.below(3) == 0 {
             self.ack_held().await;
@@ -284,6 +292,12 @@ impl Client<'_> {
     /// Pushes one or two items with fresh transactionIds to the client's partitions.
     async fn push(&mut self) {
         let q = self.rng.below(self.w.queues as u64) as usize;
+        self.push_to(q).await;
+    }
+
+    /// Pushes one or two items with fresh transactionIds to queue `q`, to the client's
+    /// partitions.
+    async fn push_to(&mut self, q: usize) {
         let queue = self.w.queue(q);
         let n = 1 + self.rng.below(2);
         let (c, mut items) = (self.c, Vec::new());
