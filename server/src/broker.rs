@@ -29,11 +29,9 @@ pub trait Broker: Send + Sync + 'static {
                 query: query.clone(),
             })
             .await;
-        match answer {
-            Answer::Empty if self.pop_paused().await => Popped::Paused,
-            Answer::Empty => Popped::Empty,
-            Answer::Popped(messages) => Popped::Messages(messages),
-            other => Popped::Other(other),
+        match Popped::from(answer) {
+            Popped::Empty if self.pop_paused().await => Popped::Paused,
+            popped => popped,
         }
     }
 
@@ -84,6 +82,18 @@ pub enum Popped {
     /// Any other answer: a 503 while the database is away, a 500, or what a wrapper
     /// wrote instead.
     Other(Answer),
+}
+
+impl From<Answer> for Popped {
+    /// A pop's answer read back: an empty one is `Empty` (the caller knows whether pop
+    /// maintenance made it `Paused`).
+    fn from(answer: Answer) -> Popped {
+        match answer {
+            Answer::Empty => Popped::Empty,
+            Answer::Popped(messages) => Popped::Messages(messages),
+            other => Popped::Other(other),
+        }
+    }
 }
 
 impl Popped {

@@ -136,11 +136,9 @@ impl Broker for MemoryBroker {
             route: route.clone(),
             query: query.clone(),
         };
-        match self.call(req).await {
-            Answer::Empty if self.engine().state.pop_maintenance => Popped::Paused,
-            Answer::Empty => Popped::Empty,
-            Answer::Popped(messages) => Popped::Messages(messages),
-            other => Popped::Other(other),
+        match Popped::from(self.call(req).await) {
+            Popped::Empty if self.engine().state.pop_maintenance => Popped::Paused,
+            popped => popped,
         }
     }
 
