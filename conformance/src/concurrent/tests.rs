@@ -161,9 +161,11 @@ mod against_our_server {
     }
 
     fn extends(s: &Scenario) -> usize {
-        s.drain
-            .ops
-            .iter()
+        extends_in(&s.drain.ops)
+    }
+
+    fn extends_in(ops: &[crate::concurrent::history::Op]) -> usize {
+        ops.iter()
             .filter(|o| o.request.path.ends_with("/extend"))
             .count()
     }
@@ -187,6 +189,8 @@ mod against_our_server {
         let s = scenario(None, 3).await;
         assert!(s.passed(), "{}", s.summary());
         assert_eq!(extends(&s), 0);
+        // The expiry bursts raced lease ends with extends, and the history still passed.
+        assert!(extends_in(&s.history.ops) > 0, "{}", s.summary());
         assert_eq!(s.invariants.counts()["still-leased"], Default::default());
     }
 }

@@ -8,7 +8,8 @@
 //! final drain can wait them out. Every few calls the clients meet and call at once on
 //! one queue and group (a burst), so that pops race pops and acks race pops on one
 //! cursor by design: a broker that does not serialise them is caught in most runs, not
-//! by luck. Every call touches one queue, which is the key
+//! by luck. Every third burst races a lease's end instead: client 0 pops, and when its
+//! lease runs out it extends it while the others pop the same cursor. Every call touches one queue, which is the key
 //! its history is checked under. A call whose answer does not arrive within the
 //! client's timeout, or answers 5xx, is recorded as unknown.
 
@@ -64,6 +65,12 @@ impl Workload {
         i64::from(self.lease_seconds.unwrap_or(60)) * 1000
     }
 
+    /// Whether burst `k` races client 0's lease expiry (every third burst, when leases
+    /// are short enough to wait out).
+    pub fn expiry_burst(&self, k: usize) -> bool {
+        k % 3 == 2 && self.lease_seconds.is_some_and(|s| s <= EXPIRY_LEASE_MAX_S)
+    }
+
     pub fn queue(&self, i: usize) -> String {
         format!("{}-cq{}", self.prefix, i % self.queues.max(1))
     }
@@ -73,6 +80,12 @@ const GROUPS: [Option<&str>; 3] = [None, Some("g1"), Some("g2")];
 
 /// The default: every fourth call of each client is part of a burst.
 pub const BURST_EVERY: usize = 4;
+
+/// The longest lease (s) an expiry burst waits out.
+const EXPIRY_LEASE_MAX_S: u32 = 2;
+
+/// How far either side of a lease's end (ms) the calls of an expiry burst spread.
+const EXPIRY_SPREAD_MS: u64 = 40;
 
 /// splitmix64: a tiny deterministic generator per client.
 struct Rng(u64);
@@ -188,18 +201,7 @@ async fn client(
     };
     for i in 0..w.ops_per_client {
         if w.burst_every > 0 && i % w.burst_every == w.burst_every - 1 {
-            let k = i / w.burst_every;
-            if c == 0 {
-                // Client 0's call of the burst: something to race for, pushed (and
-                // answered) before anyone pops.
-                me.push_to(k % w.queues).await;
-            }
-            // Bounded: a client whose call hangs cannot hold the others for long.
-            let wait = Duration::from_millis(w.op_timeout_ms);
-            let _ = tokio::time::timeout(wait, meet.wait()).await;
-            if c != 0 {
-                me.burst(k).await;
-            }
+            me.meet(i / w.burst_every, meet).await;
             continue;
         }
         let r = me.rng.below(10);
@@ -217,6 +219,52 @@ async fn client(
 }
 
 impl Client<'_> {
+    /// Burst `k`: client 0 pushes (and, in an expiry burst, pops what it pushed), then
+    /// every client waits for the others and they call at once.
+    async fn meet(&mut self, k: usize, meet: &tokio::sync::Barrier) {
+        let (q, group) = (k % self.w.queues, GROUPS[k % GROUPS.len()]);
+        let expiry = self.w.expiry_burst(k);
+        if self.c == 0 {
+            // Something to race for, pushed (and answered) before anyone pops.
+            self.push_to(q).await;
+            if expiry {
+                self.pop(q, group, 1).await;
+            }
+        }
+        // Bounded: a client whose call hangs cannot hold the others for long.
+        let wait = Duration::from_millis(self.w.op_timeout_ms);
+        let _ = tokio::time::timeout(wait, meet.wait()).await;
+        if expiry {
+            self.race_expiry(q, group).await;
+        } else if self.c != 0 {
+            self.burst(k).await;
+        }
+    }
+
+    /// An expiry burst: around the moment client 0's lease runs out, client 0 extends
+    /// it while the others pop the same queue and group, so an extend that revives an
+    /// expired lease, or renews one another pop has just taken, shows in the history.
+    async fn race_expiry(&mut self, q: usize, group: Option<&'static str>) {
+        // Spread the calls over the instant the lease ends (it began before the meeting).
+        let at =
+            self.w.lease_ms() as u64 - EXPIRY_SPREAD_MS + self.rng.below(2 * EXPIRY_SPREAD_MS + 1);
+        tokio::time::sleep(Duration::from_millis(at)).await;
+        if self.c != 0 {
+            return self.pop(q, group, 1).await;
+        }
+        let held = self
+            .held
+            .iter()
+            .rev()
+            .find(|h| h.queue == q && h.group == group);
+        if let Some(lease) = held.map(|h| h.lease.clone()) {
+            let seconds = self.w.lease_seconds.unwrap_or(1);
+            let path = format!("/api/v1/lease/{lease}/extend");
+            self.call(q, HttpRequest::post(path, &json!({ "seconds": seconds })))
+                .await;
+        }
+    }
+
     /// Burst `k`: the other clients call at once on the same queue and group, where
     /// client 0 has just pushed; a holder may ack what it holds, the others pop one
     /// message, so pops race pops and acks for the same `(partition, group)` and a
