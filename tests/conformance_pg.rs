@@ -6,6 +6,7 @@
 use queen_conformance::lockstep::LockstepOptions;
 use queen_conformance::report::{terminal, Report};
 use queen_conformance::runner::{self, RunOptions};
+use queen_conformance::select::Selection;
 use queen_conformance::session::{CheckSettings, Target};
 use queen_tests::pg_server;
 use std::collections::BTreeSet;
@@ -20,7 +21,7 @@ async fn conformance_suite_passes_on_the_pg_engine() {
         target: Target::new(&url, CheckSettings::default()),
         target_label: format!("{url} (our server, PostgreSQL engine, fresh database)"),
         without: BTreeSet::new(),
-        only: vec![],
+        selection: Selection::all(),
         jobs: 12,
         concurrent: None,
         case_timeout_s: 60,

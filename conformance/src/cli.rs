@@ -12,6 +12,7 @@ use crate::lockstep::LockstepOptions;
 use crate::report::{self, Report};
 use crate::rules::RULES;
 use crate::runner::{self, RunOptions};
+use crate::select::{Entry, Selection};
 use crate::session::{CheckSettings, Target};
 use clap::{Args, Parser, Subcommand};
 use queen_reference::finding::Accept;
@@ -124,9 +125,21 @@ pub struct RunArgs {
     /// maintenance, lease-extend, delete, bad-input, database-control.
     #[arg(long, value_delimiter = ',')]
     pub without: Vec<String>,
-    /// Run only cases whose id contains this (repeatable; `lockstep` for the property run).
-    #[arg(long)]
+    /// Run only what this selects (repeatable, or comma-separated): a case id, a family
+    /// (`pop-1`: every `pop-1/...` case, not `pop-10`), a pattern with `*`
+    /// (`ack-6/retry-*`), `rule:ACK-2`, `capability:dedup` or `level:seed`. `lockstep`
+    /// and `concurrent` select the property run and the concurrent scenario. What is
+    /// not selected is left out of the reports (not "skipped"); a selector that selects
+    /// nothing is an error.
+    #[arg(long, value_name = "SELECTOR")]
     pub only: Vec<String>,
+    /// Run the cases that cite this rule (repeatable; as `--only rule:ID`).
+    #[arg(long, value_name = "RULE-ID")]
+    pub rule: Vec<String>,
+    /// Leave out what this selects (repeatable; selectors as for `--only`), e.g.
+    /// `--skip lockstep --skip level:open`.
+    #[arg(long, value_name = "SELECTOR")]
+    pub skip: Vec<String>,
     /// Cases running at once.
     #[arg(long, short, default_value_t = 12)]
     pub jobs: usize,
@@ -320,9 +333,7 @@ async fn open_target(
 
 /// Runs `queen-conformance run` and returns the report (also written where asked).
 pub async fn run(args: &RunArgs) -> Result<Report, String> {
-    if args.concurrency == 0 && args.only.iter().any(|o| o.starts_with("concurrent")) {
-        return Err("--only concurrent needs --concurrency N (N clients at once)".into());
-    }
+    let selection = selection(args)?;
     let without = capabilities(&args.without)?;
     for (flag, p) in [("--junit", &args.junit), ("--json", &args.json)] {
         if let Some(p) = p {
@@ -373,7 +384,7 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         target,
         target_label: label,
         without: without.clone(),
-        only: args.only.clone(),
+        selection,
         jobs: args.jobs,
         case_timeout_s: args.case_timeout,
         lockstep: Some(LockstepOptions {
@@ -400,7 +411,16 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
     let mut report = Report::build_with(results, args.strict, &expected.cases, &accept);
     if args.fix {
         if let Some(p) = &args.expect_failures {
-            expect::write(p, &report.failing_ids(), &expected.accept)
+            // Entries this run did not cover (left out by the selection) keep their lines.
+            let mut listed = report.failing_ids();
+            listed.extend(
+                expected
+                    .cases
+                    .iter()
+                    .filter(|id| !report.entries.iter().any(|e| &e.id == *id))
+                    .cloned(),
+            );
+            expect::write(p, &listed, &expected.accept)
                 .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
             // The file now matches this run: judge it again against the new list.
             let fixed: BTreeSet<String> = report.failing_ids();
@@ -452,6 +472,19 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
     }
     write_reports(args, &report)?;
     Ok(report)
+}
+
+/// The selection of `--only`, `--rule` and `--skip`, checked against every entry a run
+/// can have.
+fn selection(args: &RunArgs) -> Result<Selection, String> {
+    let mut only = args.only.clone();
+    only.extend(args.rule.iter().map(|r| format!("rule:{r}")));
+    let sel = Selection::for_run(&only, &args.skip)?;
+    let concurrent = Entry::named(runner::CONCURRENT_ID);
+    if args.concurrency == 0 && sel.only.iter().any(|s| s.matches(&concurrent)) {
+        return Err("--only concurrent needs --concurrency N (N clients at once)".into());
+    }
+    Ok(sel)
 }
 
 /// An output path the run will write, checked before the first request: a mistyped or

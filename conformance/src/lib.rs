@@ -28,4 +28,5 @@ pub mod progress;
 pub mod report;
 pub mod rules;
 pub mod runner;
+pub mod select;
 pub mod session;

@@ -9,6 +9,8 @@ use crate::catalog;
 use crate::concurrent::{self, Scenario};
 use crate::lockstep::{self, LockstepOptions, LockstepOutcome};
 use crate::progress::Progress;
+use crate::report::LOCKSTEP_ID;
+use crate::select::{Entry, Selection};
 use crate::session::{now_ms, transmit, Exchange, Seen, Session, Target};
 use queen_reference::wire::HttpRequest;
 use std::collections::BTreeSet;
@@ -22,9 +24,8 @@ pub struct RunOptions {
     /// How the target is described in reports (URL, embedded engine).
     pub target_label: String,
     pub without: BTreeSet<Capability>,
-    /// Only cases whose id contains one of these (empty: all). `lockstep` selects the
-    /// property run.
-    pub only: Vec<String>,
+    /// The entries to run; the others are left out of the reports.
+    pub selection: Selection,
     /// Cases running at once.
     pub jobs: usize,
     pub case_timeout_s: u64,
@@ -69,6 +70,8 @@ pub struct RunResults {
     pub without: BTreeSet<Capability>,
     /// Set when the broker stopped answering: why, and what it received last.
     pub target_down: Option<String>,
+    /// Catalog cases the selection left out (not run, not reported).
+    pub left_out: usize,
 }
 
 /// A fresh run id: 8 hex digits (queue names are `cf<run>c<case>-...`).
@@ -82,10 +85,6 @@ pub async fn reachable(target: &Target) -> Result<(), String> {
         .await
         .map(|_| ())
         .map_err(|e| format!("cannot reach {}: {e}", target.url))
-}
-
-fn selected(case_id: &str, only: &[String]) -> bool {
-    only.is_empty() || only.iter().any(|o| case_id.contains(o.as_str()))
 }
 
 async fn run_case(target: Target, case: Case, prefix: String, timeout_s: u64) -> CaseOutcome {
@@ -180,7 +179,12 @@ pub async fn run(opts: &RunOptions) -> RunResults {
     let started_ms = now_ms();
     let t0 = Instant::now();
     let progress = Arc::new(Progress::new(opts.progress));
-    let all = catalog::all();
+    let catalog = catalog::all();
+    let catalog_len = catalog.len();
+    let all: Vec<Case> = catalog
+        .into_iter()
+        .filter(|c| opts.selection.covers(&Entry::case(c)))
+        .collect();
     let mut outcomes: Vec<Option<CaseOutcome>> = vec![None; all.len()];
     let mut concurrent = Vec::new();
     let mut alone = Vec::new();
@@ -193,10 +197,8 @@ pub async fn run(opts: &RunOptions) -> RunResults {
             && case
                 .capabilities()
                 .any(|c| c == Capability::DatabaseControl);
-        if !missing.is_empty() || no_db || !selected(case.id, &opts.only) {
-            let why = if missing.is_empty() && !selected(case.id, &opts.only) {
-                "not selected (--only)".to_string()
-            } else if missing.is_empty() {
+        if !missing.is_empty() || no_db {
+            let why = if missing.is_empty() {
                 "needs database-control: only when queen-conformance starts the broker itself \
                  on its own PostgreSQL cluster (no --target, no DATABASE_URL)"
                     .to_string()
@@ -265,7 +267,7 @@ pub async fn run(opts: &RunOptions) -> RunResults {
         Some(l)
             if down.is_none()
                 && l.cases > 0
-                && (opts.only.is_empty() || selected("lockstep/property-run", &opts.only)) =>
+                && opts.selection.covers(&Entry::named(LOCKSTEP_ID)) =>
         {
             let p = progress.clone();
             let tick: lockstep::Tick = Arc::new(move |d, t| p.update("lockstep sequences", d, t));
@@ -277,7 +279,7 @@ pub async fn run(opts: &RunOptions) -> RunResults {
     // N clients at once on queues of their own, then the drain.
     let down = opts.target.health.down();
     let concurrent = match &opts.concurrent {
-        Some(c) if down.is_none() && selected(CONCURRENT_ID, &opts.only) => {
+        Some(c) if down.is_none() && opts.selection.covers(&Entry::named(CONCURRENT_ID)) => {
             progress.update("concurrent scenario", 0, 1);
             let s = concurrent::run_scenario(&opts.target, &c.workload, c.budget).await;
             progress.update("concurrent scenario", 1, 1);
@@ -326,5 +328,6 @@ pub async fn run(opts: &RunOptions) -> RunResults {
         concurrent,
         without: opts.without.clone(),
         target_down,
+        left_out: catalog_len - all.len(),
     }
 }

@@ -192,7 +192,7 @@ async fn skipped_ack_2_clamp_is_caught_and_shrunk_to_a_handful_of_steps() {
     let server = broken(Breakage::SkipsClamp).await;
     let report = run(&options(
         &server.url(),
-        &["ack-2/failure-clamps", "lockstep"],
+        &["ack-2/failure-clamps*", "lockstep"],
         Some((11, 48, 30)),
     ))
     .await;
@@ -267,7 +267,7 @@ async fn retries_charged_for_retry_acks_are_caught_by_the_ack_6_cases_and_lockst
     let server = broken(Breakage::ChargesRetries).await;
     let report = run(&options(
         &server.url(),
-        &["ack-6/retry-", "lockstep"],
+        &["ack-6/retry-*", "lockstep"],
         Some((7, 64, 50)),
     ))
     .await;

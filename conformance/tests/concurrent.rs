@@ -35,7 +35,10 @@ async fn memory_engine_histories_are_linearizable() {
         let expiry = (0..25 / 4).filter(|&k| s.workload.expiry_burst(k)).count();
         let n = s.history.ops.len();
         assert!((100..=100 + 2 * expiry).contains(&n), "{n} calls");
-        assert!(expiry > 0 && n > 100, "{n} calls: no expiry burst extended a lease");
+        assert!(
+            expiry > 0 && n > 100,
+            "{n} calls: no expiry burst extended a lease"
+        );
         assert!(s.drain.complete() && s.invariants.deliveries > 0);
     }
 }

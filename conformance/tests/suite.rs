@@ -113,7 +113,12 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
 async fn expected_failures_stale_entries_fail_and_fix_rewrites() {
     let dir = temp("expect");
     let file = dir.join("expected.txt");
-    std::fs::write(&file, "# known\nhealth-1/healthy-and-connected\n").unwrap();
+    // The pop-6 line is for a case this run leaves out: `--fix` must keep it.
+    std::fs::write(
+        &file,
+        "# known\nhealth-1/healthy-and-connected\npop-6/nothing-delivered-is-a-bare-204\n",
+    )
+    .unwrap();
     let mut a = args(&dir);
     a.only = vec!["health-1".into()];
     a.cases = 0;
@@ -128,9 +133,10 @@ async fn expected_failures_stale_entries_fail_and_fix_rewrites() {
     let report = cli::run(&a).await.unwrap();
     assert!(report.passed(), "{:?}", report.problems);
     let listed = queen_conformance::expect::load(&file).unwrap();
-    assert!(
-        listed.cases.is_empty(),
-        "--fix removed the stale entry: {listed:?}"
+    assert_eq!(
+        listed.cases.iter().collect::<Vec<_>>(),
+        ["pop-6/nothing-delivered-is-a-bare-204"],
+        "--fix removed the stale entry and kept the one it did not run"
     );
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -139,14 +145,15 @@ async fn expected_failures_stale_entries_fail_and_fix_rewrites() {
 async fn a_run_that_executes_nothing_fails_and_without_lists_skips() {
     let dir = temp("none");
     let mut a = args(&dir);
-    a.only = vec!["no-such-case".into()];
+    a.only = vec!["health-1".into()];
+    a.without = vec!["core".into()];
     a.cases = 0;
     let report = cli::run(&a).await.unwrap();
     assert!(!report.passed());
     assert!(report.problems.iter().any(|p| p.contains("no case")));
 
     let mut a = args(&dir);
-    a.only = vec!["maint-".into(), "del-1/".into()];
+    a.only = vec!["maint-*".into(), "del-1/".into()];
     a.without = vec!["maintenance".into(), "delete".into()];
     a.cases = 0;
     let report = cli::run(&a).await.unwrap();
@@ -157,4 +164,94 @@ async fn a_run_that_executes_nothing_fails_and_without_lists_skips() {
     );
     assert!(text.contains("(--without delete)"), "{text}");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selector_that_selects_nothing_is_refused_before_any_request() {
+    let dir = temp("nothing");
+    for (only, skip, rule) in [
+        ("no-such-case", "", ""),
+        ("pop-1/", "pop-99", ""),
+        ("", "", "NOPE-1"),
+    ] {
+        let mut a = args(&dir);
+        a.only = [only]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        a.skip = [skip]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        a.rule = [rule]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+        // An unreachable target: a selection error must come before any request.
+        a.target = Some("http://127.0.0.1:9".into());
+        let e = cli::run(&a).await.err().expect("refused");
+        assert!(e.contains("nothing") || e.contains("no rule"), "{e}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cases_left_out_by_the_selection_are_not_reported_at_all() {
+    let dir = temp("selection");
+    let mut a = args(&dir);
+    a.only = vec!["pop-6".into()];
+    a.rule = vec!["ACK-6".into()];
+    a.skip = vec!["ack-6/retry-*".into()];
+    a.cases = 0;
+    a.junit = Some(dir.join("report.xml"));
+    a.json = Some(dir.join("report.json"));
+    let report = cli::run(&a).await.expect("runs");
+    let text = queen_conformance::report::terminal::render(&report, false);
+    assert!(report.passed(), "{text}");
+    let catalog = queen_conformance::catalog::all();
+    let want: Vec<&str> = catalog
+        .iter()
+        .filter(|c| {
+            c.id.starts_with("pop-6/") || c.rules.contains(&queen_conformance::rules::ACK_6)
+        })
+        .filter(|c| !c.id.starts_with("ack-6/retry-"))
+        .map(|c| c.id)
+        .collect();
+    let got: Vec<&str> = report.entries.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(got, want);
+    assert_eq!(report.left_out, catalog.len() - want.len());
+    assert!(
+        text.contains(&format!("{} left out by the selection", report.left_out)),
+        "{text}"
+    );
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["summary"]["skipped"], 0);
+    assert_eq!(json["summary"]["leftOut"], report.left_out);
+    assert_eq!(json["cases"].as_array().unwrap().len(), want.len());
+    let xml = std::fs::read_to_string(dir.join("report.xml")).unwrap();
+    assert_eq!(
+        xml.matches("<testcase ").count() - findings_cases(&xml),
+        want.len(),
+        "{xml}"
+    );
+    assert!(!xml.contains("<skipped"), "{xml}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Test cases of the JUnit file's `findings` suite (one per finding, none on a pass).
+fn findings_cases(xml: &str) -> usize {
+    xml.split("<testsuite name=\"findings\"")
+        .nth(1)
+        .map_or(0, |s| {
+            s.split("</testsuite>")
+                .next()
+                .unwrap_or("")
+                .matches("<testcase ")
+                .count()
+        })
 }

@@ -123,6 +123,7 @@ pub fn render(r: &Report) -> Value {
             "skipped": r.count(Verdict::Skipped),
             "expectedFailures": r.count(Verdict::ExpectedFailure),
             "stale": r.count(Verdict::StalePass),
+            "leftOut": r.left_out,
         },
         "cases": cases,
         "lockstep": lockstep,

@@ -111,6 +111,8 @@ pub struct Report {
     pub target_down: Option<String>,
     /// Why the run fails (empty: it passes).
     pub problems: Vec<String>,
+    /// Catalog cases the selection (`--only`, `--rule`, `--skip`) left out.
+    pub left_out: usize,
 }
 
 /// The rules the concurrent scenario checks: linearizability against the model covers
@@ -341,6 +343,7 @@ impl Report {
             findings,
             accepted: accepted.to_vec(),
             target_down: results.target_down,
+            left_out: results.left_out,
             problems,
         }
     }

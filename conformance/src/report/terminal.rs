@@ -385,12 +385,30 @@ pub fn render(r: &Report, verbose: bool) -> String {
     for p in &r.problems {
         let _ = writeln!(out, "  - {p}");
     }
-    let _ = writeln!(
-        out,
-        "queen-conformance: {} passed, {} failed, {} skipped",
-        r.count(Verdict::Passed),
-        r.count(Verdict::Failed) + r.count(Verdict::StalePass),
-        r.count(Verdict::Skipped)
-    );
+    let _ = writeln!(out, "queen-conformance: {}", closing_counts(r));
     out
+}
+
+/// The closing line's counts: every verdict that occurred, and what the selection left
+/// out, so expected failures are never hidden behind "0 failed".
+fn closing_counts(r: &Report) -> String {
+    let mut parts = vec![
+        format!("{} passed", r.count(Verdict::Passed)),
+        format!(
+            "{} failed",
+            r.count(Verdict::Failed) + r.count(Verdict::StalePass)
+        ),
+    ];
+    let expected = r.count(Verdict::ExpectedFailure);
+    if expected > 0 {
+        parts.push(format!(
+            "{expected} expected failure{}",
+            if expected == 1 { "" } else { "s" }
+        ));
+    }
+    parts.push(format!("{} skipped", r.count(Verdict::Skipped)));
+    if r.left_out > 0 {
+        parts.push(format!("{} left out by the selection", r.left_out));
+    }
+    parts.join(", ")
 }

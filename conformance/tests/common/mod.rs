@@ -8,6 +8,7 @@ pub mod deviant;
 use queen_conformance::lockstep::LockstepOptions;
 use queen_conformance::report::Report;
 use queen_conformance::runner::{self, RunOptions};
+use queen_conformance::select::Selection;
 use queen_conformance::session::{CheckSettings, Target};
 use queen_server::app::{spawn, Running};
 use queen_server::broker::Broker;
@@ -27,7 +28,7 @@ pub async fn serve(broker: Arc<dyn Broker>) -> Running {
         .expect("binds")
 }
 
-/// Options for a run against `url`: `only` filters cases, `lockstep` is (seed, cases, steps).
+/// Options for a run against `url`: `only` selects (as `run --only`), `lockstep` is (seed, cases, steps).
 /// The model is lax on PROJECT points, as the CLI without `--strict`.
 pub fn options(url: &str, only: &[&str], lockstep: Option<(u64, u32, u32)>) -> RunOptions {
     let settings = CheckSettings {
@@ -38,7 +39,8 @@ pub fn options(url: &str, only: &[&str], lockstep: Option<(u64, u32, u32)>) -> R
         target: Target::new(url, settings),
         target_label: url.to_string(),
         without: BTreeSet::new(),
-        only: only.iter().map(|s| s.to_string()).collect(),
+        selection: Selection::for_run(&only.iter().map(|s| s.to_string()).collect::<Vec<_>>(), &[])
+            .expect("the selectors select something"),
         jobs: 12,
         concurrent: None,
         case_timeout_s: 60,
