@@ -295,3 +295,26 @@ async fn retries_charged_for_retry_acks_are_caught_by_the_ack_6_cases_and_lockst
     );
     server.stop().await.unwrap();
 }
+
+/// A broker whose body limit is above the one the suite expects accepts the oversized
+/// push: the case fails and quotes a body of a megabyte in its failure, transcript and
+/// curl script, and still every report stays small, with the cut marked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_case_with_a_huge_body_keeps_the_reports_small() {
+    let server = serve(Arc::new(memory())).await;
+    let mut opts = options(&server.url(), &["bad-input/oversized-body-is-413"], None);
+    opts.target.settings.body_limit = 1024 * 1024;
+    let report = run(&opts).await;
+    let case = &report.entries[0];
+    assert_eq!(case.verdict, Verdict::Failed);
+    let json = serde_json::to_string_pretty(&queen_conformance::report::json::render(&report))
+        .unwrap();
+    let junit = queen_conformance::report::junit::render(&report);
+    let text = queen_conformance::report::terminal::render(&report, true);
+    for (name, r) in [("json", &json), ("junit", &junit), ("terminal", &text)] {
+        assert!(r.len() < 64 * 1024, "{name}: {} bytes", r.len());
+    }
+    assert!(json.contains("[truncated: "), "{json}");
+    assert!(junit.contains("[truncated: "), "{junit}");
+    server.stop().await.unwrap();
+}

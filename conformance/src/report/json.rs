@@ -52,8 +52,14 @@ fn finding_json(f: &super::FindingEntry) -> Value {
     })
 }
 
-/// The report as JSON.
+/// The report as JSON, every quoted body and long text cut at [`super::bound::LIMIT`].
 pub fn render(r: &Report) -> Value {
+    let mut v = render_whole(r);
+    super::bound::json(&mut v);
+    v
+}
+
+fn render_whole(r: &Report) -> Value {
     let cases: Vec<Value> = r
         .entries
         .iter()

@@ -86,7 +86,11 @@ pub fn render(r: &Report) -> String {
                 esc(&e.rules.join(","))
             );
             let headline = e.failure.as_ref().map(|f| f.headline()).unwrap_or_default();
-            let details = e.failure.as_ref().map(|f| f.details()).unwrap_or_default();
+            let details = e
+                .failure
+                .as_ref()
+                .map(|f| super::bound::text(&f.details()).into_owned())
+                .unwrap_or_default();
             match e.verdict {
                 Verdict::Passed => {}
                 Verdict::Skipped => {
@@ -159,7 +163,11 @@ fn findings(x: &mut String, r: &Report) {
             "    <testcase name=\"{}\" classname=\"queen.conformance.findings\" time=\"0\">",
             esc(&format!("{} [{}]", n.rule, n.level))
         );
-        let diff: String = e.diff.iter().map(|d| format!("{d}\n")).collect();
+        let diff: String = e
+            .diff
+            .iter()
+            .map(|d| format!("{}\n", super::bound::text(&d.to_string())))
+            .collect();
         let body = format!("{n}\nseen in: {}\n{diff}\n{}", e.seen_in.join(", "), e.curl);
         if e.fails_run {
             let _ = writeln!(

@@ -8,6 +8,7 @@
 //! Expected failures are excused and stale ones are failures; a run that executed no
 //! case fails; a broker that stopped answering ends the run with exit status 3.
 
+pub mod bound;
 pub mod json;
 pub mod junit;
 pub mod terminal;
@@ -208,7 +209,7 @@ impl Report {
             };
             let curl = failure
                 .as_ref()
-                .map(|f| curl_script(&o.transcript, &o.prefix, Some(f)));
+                .map(|f| bound::text(&curl_script(&o.transcript, &o.prefix, Some(f))).into_owned());
             let level = failure
                 .as_ref()
                 .map_or(o.case.level, |f| f.level(o.case.level));
@@ -278,7 +279,10 @@ impl Report {
                     .as_ref()
                     .map(|c| c.transcript.clone())
                     .unwrap_or_default(),
-                curl: l.counterexample.as_ref().map(|c| c.curl.clone()),
+                curl: l
+                    .counterexample
+                    .as_ref()
+                    .map(|c| bound::text(&c.curl).into_owned()),
                 duration_ms: l.duration_ms,
                 fails_run: false,
             });
@@ -408,7 +412,8 @@ fn findings(examples: Vec<Example>, accepted: &[Accept], strict: bool) -> Vec<Fi
             _ => vec![],
         };
         let mark = vec![format!(">>> FINDING HERE: {f}")];
-        let curl = curl_marked(&e.transcript, &e.prefix, Some((at, mark)));
+        let curl =
+            bound::text(&curl_marked(&e.transcript, &e.prefix, Some((at, mark)))).into_owned();
         out.push(FindingEntry {
             seen_in: vec![e.origin.clone()],
             instances: vec![f.clone()],

@@ -331,7 +331,7 @@ pub fn render(r: &Report, verbose: bool) -> String {
             }
             if c.saved.is_empty() {
                 let _ = writeln!(out, "  curl script:");
-                out.push_str(&indent(&c.curl, "    "));
+                out.push_str(&indent(&super::bound::text(&c.curl), "    "));
             }
         }
         if !l.findings.is_empty() {
