@@ -22,7 +22,7 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(
     name = "queen-conformance",
-    version,
+    version = crate::version::LONG,
     about = "Conformance suite for Queen-compatible brokers, checked against the reference model"
 )]
 pub struct Cli {

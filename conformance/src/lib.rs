@@ -30,3 +30,4 @@ pub mod rules;
 pub mod runner;
 pub mod select;
 pub mod session;
+pub mod version;

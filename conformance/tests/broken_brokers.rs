@@ -307,8 +307,8 @@ async fn a_failing_case_with_a_huge_body_keeps_the_reports_small() {
     let report = run(&opts).await;
     let case = &report.entries[0];
     assert_eq!(case.verdict, Verdict::Failed);
-    let json = serde_json::to_string_pretty(&queen_conformance::report::json::render(&report))
-        .unwrap();
+    let json =
+        serde_json::to_string_pretty(&queen_conformance::report::json::render(&report)).unwrap();
     let junit = queen_conformance::report::junit::render(&report);
     let text = queen_conformance::report::terminal::render(&report, true);
     for (name, r) in [("json", &json), ("junit", &junit), ("terminal", &text)] {

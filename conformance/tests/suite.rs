@@ -50,6 +50,14 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["passed"], true);
+    // What it was checked against, for a CI job to quote.
+    use queen_conformance::version;
+    assert_eq!(json["specVersion"], version::SPEC);
+    assert_eq!(json["suiteVersion"], version::SUITE);
+    assert_eq!(json["gitRevision"], version::GIT_REVISION);
+    assert!(text.contains(&format!("spec {}", version::SPEC)), "{text}");
+    let xml = std::fs::read_to_string(dir.join("report.xml")).unwrap();
+    assert!(xml.contains(&format!("name=\"spec-version\" value=\"{}\"", version::SPEC)));
     let cases = json["cases"].as_array().unwrap();
     assert!(cases.len() > 80);
     // Every case passes but those needing database-control, which the memory engine

@@ -111,6 +111,9 @@ fn render_whole(r: &Report) -> Value {
     });
     json!({
         "tool": "queen-conformance",
+        "suiteVersion": crate::version::SUITE,
+        "gitRevision": crate::version::GIT_REVISION,
+        "specVersion": crate::version::SPEC,
         "runId": r.run_id,
         "target": r.target,
         "startedAt": queen_reference::time::format_iso(r.started_ms),

@@ -70,7 +70,7 @@ pub fn render(r: &Report) -> String {
             entries.len(),
             t as f64 / 1000.0
         );
-        let _ = writeln!(x, "    <properties><property name=\"target\" value=\"{}\"/><property name=\"run\" value=\"{}\"/></properties>", esc(&r.target), esc(&r.run_id));
+        let _ = writeln!(x, "    <properties><property name=\"target\" value=\"{}\"/><property name=\"run\" value=\"{}\"/><property name=\"suite-version\" value=\"{}\"/><property name=\"git-revision\" value=\"{}\"/><property name=\"spec-version\" value=\"{}\"/></properties>", esc(&r.target), esc(&r.run_id), crate::version::SUITE, esc(crate::version::GIT_REVISION), crate::version::SPEC);
         for e in entries {
             let _ = writeln!(
                 x,

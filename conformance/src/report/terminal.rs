@@ -169,6 +169,7 @@ pub fn render(r: &Report, verbose: bool) -> String {
         "queen-conformance run {} against {}",
         r.run_id, r.target
     );
+    let _ = writeln!(out, "{}", crate::version::line());
     if let Some(why) = &r.target_down {
         let _ = writeln!(
             out,

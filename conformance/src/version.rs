@@ -1,0 +1,46 @@
+//! What a report says it was checked against: the suite's version, the git revision it
+//! was built from, and the version of the spec it embeds, so a CI job can state
+//! "conformant to spec X with suite Y at revision Z" and a diff between two runs can be
+//! told apart from a change of the suite.
+
+/// The version of the suite (the crate's).
+pub const SUITE: &str = env!("CARGO_PKG_VERSION");
+
+/// The git revision the suite was built from (`unknown` outside a git checkout).
+pub const GIT_REVISION: &str = env!("QUEEN_GIT_REVISION");
+
+/// The version of the spec the suite checks (`spec/PROTOCOL.md`, embedded).
+pub const SPEC: &str = env!("QUEEN_SPEC_VERSION");
+
+/// The spec itself, as the suite was built with it.
+pub const SPEC_TEXT: &str = include_str!("../../spec/PROTOCOL.md");
+
+/// `--version`: all three.
+pub const LONG: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (revision ",
+    env!("QUEEN_GIT_REVISION"),
+    ", spec ",
+    env!("QUEEN_SPEC_VERSION"),
+    ")"
+);
+
+/// One line for the head of a report.
+pub fn line() -> String {
+    format!("queen-conformance {SUITE} (revision {GIT_REVISION}), spec {SPEC}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spec_version_is_the_one_the_embedded_spec_names() {
+        assert!(SPEC_TEXT.contains(&format!("Spec version **{SPEC}**")));
+        assert_eq!(SPEC.split('.').count(), 3, "{SPEC}");
+        // The changelog has an entry for it.
+        let changelog = SPEC_TEXT.split("## Changelog").nth(1).expect("a changelog");
+        assert!(changelog.contains(SPEC), "no changelog entry for {SPEC}");
+        assert!(!GIT_REVISION.is_empty());
+    }
+}
