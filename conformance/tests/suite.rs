@@ -57,7 +57,10 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
     assert_eq!(json["gitRevision"], version::GIT_REVISION);
     assert!(text.contains(&format!("spec {}", version::SPEC)), "{text}");
     let xml = std::fs::read_to_string(dir.join("report.xml")).unwrap();
-    assert!(xml.contains(&format!("name=\"spec-version\" value=\"{}\"", version::SPEC)));
+    assert!(xml.contains(&format!(
+        "name=\"spec-version\" value=\"{}\"",
+        version::SPEC
+    )));
     let cases = json["cases"].as_array().unwrap();
     assert!(cases.len() > 80);
     // Every case passes but those needing database-control, which the memory engine

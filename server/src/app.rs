@@ -168,27 +168,38 @@ fn refuse(stream: tokio::net::TcpStream, peer: std::net::SocketAddr) {
 /// The most a connection's read buffer grows to (hyper's minimum).
 const READ_BUFFER: usize = 8192;
 
-/// Resolves on SIGTERM or ctrl-c.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Resolves on SIGTERM or ctrl-c. The handlers are installed when this is called, not
+/// when the future is first polled, so a SIGTERM that arrives as soon as the server says
+/// it is listening still shuts it down gracefully instead of killing it.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (term, int) = {
+        use tokio::signal::unix::{signal, SignalKind};
+        (
+            signal(SignalKind::terminate()).ok(),
+            signal(SignalKind::interrupt()).ok(),
+        )
     };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {},
-        _ = term => {},
+    async move {
+        #[cfg(unix)]
+        {
+            let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = wait(term) => {},
+                _ = wait(int) => {},
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down: no new connections, finishing in-flight requests");
     }
-    tracing::info!("shutting down: no new connections, finishing in-flight requests");
 }
 
 /// A server running in this process (tests, the conformance CLI's embedded target).
@@ -253,6 +264,9 @@ pub async fn spawn(
 /// says where the data lives, and serves on `config.host:config.port` until SIGTERM or
 /// ctrl-c. The fault scenarios run the same function in their server processes.
 pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // Installed first: a SIGTERM while the engine starts is honoured once it is up,
+    // through the graceful path that also stops the embedded cluster.
+    let stop = shutdown_signal();
     // The embedded cluster, if any, lives until the server has shut down.
     let mut _cluster: Option<queen_pg::PersistentCluster> = None;
     let broker: Arc<dyn Broker> = match config.engine {
@@ -276,6 +290,6 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     };
     let listener = TcpListener::bind((config.host.as_str(), config.port)).await?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
-    serve(listener, broker, &config, shutdown_signal()).await?;
+    serve(listener, broker, &config, stop).await?;
     Ok(())
 }

@@ -15,6 +15,7 @@ pub mod broker;
 pub mod clock;
 pub mod config;
 pub mod embedded;
+pub mod logging;
 pub mod longpoll;
 pub mod memory;
 pub mod metrics;

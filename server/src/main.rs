@@ -5,24 +5,18 @@
 use clap::Parser;
 use queen_server::app::run;
 use queen_server::config::Config;
-use tracing_subscriber::EnvFilter;
 
-/// jemalloc, not the system allocator: glibc's malloc and free were a third of the
-/// server's CPU under push load (profiles/push-batch-server.txt), and its heap kept
-/// more memory resident. Measured on 2 cores, alternating runs: push-batch 50-58 K ->
-/// 63-65 K msgs/s with the server's CPU per message down by a third; 10,000 parked
-/// polls 189 MB -> 133 MB RSS. (mimalloc helped less under push load and raised RSS
-/// under parked polls to 261 MB.)
+/// jemalloc, not the system allocator: glibc's malloc and free dominated the server's
+/// CPU under push load and kept more memory resident (docs/decisions/0008-allocator.md).
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn")),
-        )
-        .init();
+    if let Err(e) = queen_server::logging::init() {
+        eprintln!("queen-server: {e}");
+        std::process::exit(2);
+    }
     let config = Config::parse();
     if let Err(e) = run(config).await {
         tracing::error!("queen-server failed: {e}");

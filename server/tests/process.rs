@@ -175,3 +175,64 @@ async fn futures_join<T: Send + 'static>(
     }
     out
 }
+
+/// The log lines of a memory-engine server started with `envs`, read from its piped
+/// stdout until it says it is listening; then it is stopped.
+fn log_lines(envs: &[(&str, &str)]) -> Vec<String> {
+    use std::io::{BufRead, BufReader};
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_queen-server"));
+    cmd.args(["--engine", "memory", "--port", &free_port().to_string()])
+        .env_remove("RUST_LOG")
+        .env_remove("LOG_FORMAT")
+        .env_remove("NO_COLOR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut server = Server(cmd.spawn().expect("queen-server starts"));
+    let out = server.0.stdout.take().expect("piped");
+    let mut lines = Vec::new();
+    for line in BufReader::new(out).lines() {
+        let line = line.expect("utf-8 log line");
+        let done = line.contains("listening on");
+        lines.push(line);
+        if done {
+            break;
+        }
+    }
+    server.terminate();
+    lines
+}
+
+#[test]
+fn logs_to_a_pipe_are_plain_text_or_json_lines_when_asked() {
+    let text = log_lines(&[]);
+    assert!(text.iter().any(|l| l.contains("listening on")), "{text:?}");
+    assert!(
+        text.iter().all(|l| !l.contains('\u{1b}')),
+        "no colour escapes in a redirected log: {text:?}"
+    );
+    let json = log_lines(&[("LOG_FORMAT", "json")]);
+    assert!(!json.is_empty());
+    for l in &json {
+        let v: serde_json::Value = serde_json::from_str(l).expect("one JSON object per line");
+        assert!(v["timestamp"].is_string() && v["level"].is_string(), "{l}");
+    }
+    assert!(json.iter().any(|l| l.contains("listening on")), "{json:?}");
+}
+
+#[test]
+fn an_unknown_log_format_stops_the_server_at_start() {
+    let out = Command::new(env!("CARGO_BIN_EXE_queen-server"))
+        .args(["--engine", "memory", "--port", &free_port().to_string()])
+        .env("LOG_FORMAT", "xml")
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("LOG_FORMAT=xml: expected text or json"),
+        "{err}"
+    );
+}
