@@ -3,6 +3,8 @@
 //! the reference model's `HttpRequest`/`HttpResponse`, timing each exchange so the
 //! checker knows the interval the broker's "now" lay in.
 
+pub mod python;
+
 use queen_reference::time::Millis;
 use queen_reference::wire::{HttpRequest, HttpResponse};
 use queen_server::app::{spawn, Running};

@@ -59,6 +59,7 @@ pub struct CaseOutcome {
 }
 
 /// Everything a run produced.
+#[derive(Clone)]
 pub struct RunResults {
     pub run_id: String,
     pub target_label: String,
