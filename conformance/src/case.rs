@@ -16,7 +16,9 @@ use std::pin::Pin;
 
 /// A part of the protocol a broker may or may not offer; `--without` skips cases
 /// needing it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Capability {
     Core,

@@ -46,6 +46,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Print the JSON Schema of the `run --json` report (as `spec/report.schema.json`).
+    ReportSchema,
+    /// Print the spec the suite checks (`spec/PROTOCOL.md`, embedded at build time).
+    Spec,
     /// Fault scenarios: the concurrent workload against a PostgreSQL cluster and
     /// queen-server processes this command starts, while PostgreSQL is paused or
     /// killed, a server process is killed, ... (see `conformance/README.md`).
@@ -643,6 +647,14 @@ pub async fn main_with(cli: Cli) -> i32 {
         }
         Command::Rules { json } => {
             print!("{}", rules(json));
+            0
+        }
+        Command::ReportSchema => {
+            print!("{}", report::document::schema());
+            0
+        }
+        Command::Spec => {
+            print!("{}", crate::version::SPEC_TEXT);
             0
         }
         #[cfg(feature = "embedded")]

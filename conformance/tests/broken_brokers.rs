@@ -179,6 +179,10 @@ async fn empty_pop_answered_200_is_caught_by_cases_and_shrunk_to_one_pop() {
         c.curl
     );
     assert!(c.rust.contains("Step::Pop"), "{}", c.rust);
+    // The failure, the counterexample and the findings fit the report's schema.
+    let doc = queen_conformance::report::json::render(&report);
+    assert!(doc["lockstep"]["counterexample"].is_object() && doc["findings"][0].is_object());
+    assert_valid_report(&doc);
     let text = queen_conformance::report::terminal::render(&report, false);
     assert!(
         text.contains("RESULT: FAIL") && text.contains("POP-6"),
@@ -307,8 +311,9 @@ async fn a_failing_case_with_a_huge_body_keeps_the_reports_small() {
     let report = run(&opts).await;
     let case = &report.entries[0];
     assert_eq!(case.verdict, Verdict::Failed);
-    let json =
-        serde_json::to_string_pretty(&queen_conformance::report::json::render(&report)).unwrap();
+    let doc = queen_conformance::report::json::render(&report);
+    assert_valid_report(&doc);
+    let json = serde_json::to_string_pretty(&doc).unwrap();
     let junit = queen_conformance::report::junit::render(&report);
     let text = queen_conformance::report::terminal::render(&report, true);
     for (name, r) in [("json", &json), ("junit", &junit), ("terminal", &text)] {

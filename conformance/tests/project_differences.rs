@@ -153,6 +153,7 @@ async fn a_broker_differing_only_on_project_points_passes_unless_strict() {
     );
     assert!(text.contains("RESULT: PASS"), "{text}");
     let json = queen_conformance::report::json::render(&lax);
+    common::assert_valid_report(&json);
     assert_eq!(json["passed"], true);
     assert!(json["cases"].as_array().unwrap().iter().any(|c| {
         c["failure"]["kind"] == "project-difference"

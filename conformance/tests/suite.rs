@@ -4,6 +4,8 @@
 //! the time budget, and writes JUnit and JSON reports that parse (anomaly counts in the
 //! JSON). Expected-failure files: stale entries fail the run, `--fix` rewrites.
 
+mod common;
+
 use queen_conformance::cli::{self, RunArgs};
 use queen_conformance::embedded::Engine;
 use queen_conformance::rules::RULES;
@@ -50,6 +52,17 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["passed"], true);
+    common::assert_valid_report(&json);
+    // The schema is strict enough to refuse a wrong type or an unknown finding member.
+    let mut bad = json.clone();
+    bad["exitCode"] = serde_json::json!("zero");
+    bad["cases"][0]["verdict"] = serde_json::json!("fine");
+    assert_eq!(
+        common::report_errors(&bad).len(),
+        2,
+        "{:?}",
+        common::report_errors(&bad)
+    );
     // What it was checked against, for a CI job to quote.
     use queen_conformance::version;
     assert_eq!(json["specVersion"], version::SPEC);
@@ -241,6 +254,7 @@ async fn cases_left_out_by_the_selection_are_not_reported_at_all() {
 
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    common::assert_valid_report(&json);
     assert_eq!(json["summary"]["skipped"], 0);
     assert_eq!(json["summary"]["leftOut"], report.left_out);
     assert_eq!(json["cases"].as_array().unwrap().len(), want.len());

@@ -11,9 +11,15 @@ use std::borrow::Cow;
 /// The most bytes of one body, text or script a report keeps.
 pub const LIMIT: usize = 4 * 1024;
 
-/// The members whose JSON value is a quoted body (or a value from one, in a diff), cut
-/// as a whole when its text is past the limit.
-const QUOTED: [&str; 3] = ["body", "actual", "expected"];
+/// Whether `key`, a member of `members`, holds a quoted body or a value from one (the
+/// two sides of a difference, an object with a `path` and a `kind`): such a value is cut
+/// as a whole when its text is past the limit. Any other member keeps its shape.
+fn quoted(key: &str, members: &serde_json::Map<String, Value>) -> bool {
+    key == "body"
+        || (matches!(key, "expected" | "actual")
+            && members.contains_key("path")
+            && members.contains_key("kind"))
+}
 
 /// `s`, or its first [`LIMIT`] bytes (at a character boundary) and a marker.
 pub fn text(s: &str) -> Cow<'_, str> {
@@ -38,9 +44,14 @@ pub fn json(v: &mut Value) {
         Value::String(s) if s.len() > LIMIT => *s = text(s).into_owned(),
         Value::Array(items) => items.iter_mut().for_each(json),
         Value::Object(members) => {
+            let cut: Vec<String> = members
+                .keys()
+                .filter(|k| quoted(k, members))
+                .cloned()
+                .collect();
             for (key, member) in members.iter_mut() {
                 json(member);
-                if QUOTED.contains(&key.as_str()) && (member.is_array() || member.is_object()) {
+                if cut.contains(key) && (member.is_array() || member.is_object()) {
                     let t = member.to_string();
                     if t.len() > LIMIT {
                         *member = Value::String(text(&t).into_owned());
@@ -83,13 +94,15 @@ mod tests {
         let items: Vec<Value> = (0..20_000).map(|i| json!({"queue": "q", "n": i})).collect();
         let mut v = json!({
             "request": {"method": "POST", "path": "/api/v1/push", "body": {"items": items}},
-            "diff": [{"path": "$.items", "expected": items.clone(), "actual": null}],
+            "diff": [{"path": "$.items", "kind": "value", "expected": items.clone(), "actual": null}],
+            // An answer quoted whole keeps its shape: only its body is cut.
+            "actual": {"status": 201, "body": items.clone()},
             "curl": format!("curl -d '{}'", "x".repeat(100_000)),
             "status": 413,
         });
         json(&mut v);
         let size = v.to_string().len();
-        assert!(size < 4 * LIMIT, "{size} bytes");
+        assert!(size < 6 * LIMIT, "{size} bytes");
         let body = v["request"]["body"].as_str().unwrap();
         assert!(body.starts_with("{\"items\":[{"), "{body}");
         assert!(body.contains("[truncated:"));
@@ -102,5 +115,10 @@ mod tests {
             .unwrap()
             .contains("[truncated: 100010 bytes in all]"));
         assert_eq!(v["status"], 413);
+        assert_eq!(v["actual"]["status"], 201);
+        assert!(v["actual"]["body"]
+            .as_str()
+            .unwrap()
+            .contains("[truncated:"));
     }
 }

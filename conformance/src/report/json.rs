@@ -1,4 +1,5 @@
-//! `--json PATH`: the whole run as one JSON document, for tools: every case with its
+//! `--json PATH`: the whole run as one JSON document for tools, shaped by the types of
+//! [`super::document`] (its schema is `spec/report.schema.json`): every case with its
 //! verdict, rules, level and capability; failures with the divergence (request, actual
 //! answer, the model's allowed answers and why each differs), the transcript and a curl
 //! script; the lockstep run with its coverage and counterexample; the concurrent
@@ -6,136 +7,185 @@
 //! distinct finding with its rule, kind, level, where it was met, the example exchange,
 //! the structured diff and a curl script. A case failing only on findings of PROJECT
 //! rules has a failure of kind `project-difference` with `findings: [...]` (level
-//! PROJECT, `failsRun` only with `--strict`).
+//! PROJECT, `failsRun` only with `--strict`). Bodies and scripts past 4 KiB are cut and
+//! marked.
 
-use super::{Report, Verdict};
+use super::document::*;
+use super::{Entry, FindingEntry, Report, Verdict};
 use crate::case::Failure;
-use crate::session::request_json;
-use serde_json::{json, Value};
-
-fn failure_json(f: &Failure) -> Value {
-    let mut v = json!({"kind": f.kind(), "message": f.headline(), "rules": f.rules()});
-    if let Failure::Diverged { step, divergence } = f {
-        v["step"] = json!(step);
-        v["request"] = request_json(&divergence.request);
-        v["actual"] = json!({"status": divergence.actual.status, "body": divergence.actual.body});
-        v["allowed"] = divergence
-            .expected
-            .iter()
-            .zip(&divergence.reasons)
-            .map(|(e, why)| json!({"status": e.status, "body": e.body, "differs": why}))
-            .collect();
-    }
-    if let Failure::Findings(d) = f {
-        v["findings"] = json!(d);
-    }
-    v
-}
-
-fn finding_json(f: &super::FindingEntry) -> Value {
-    let x = f.example.transcript.get(f.example.seen.step);
-    json!({
-        "finding": f.finding,
-        "instances": f.instances,
-        "accepted": f.accepted,
-        "failsRun": f.fails_run,
-        "seenIn": f.seen_in,
-        "example": {
-            "origin": f.example.origin,
-            "step": f.example.seen.step,
-            "request": x.map(|x| request_json(&x.request)),
-            "actual": x.map(|x| json!({"status": x.response.status, "body": x.response.body})),
-            "expected": f.example.seen.expected.as_ref().map(|e| json!({"status": e.status, "body": e.body})),
-        },
-        "diff": f.diff,
-        "curl": f.curl,
-    })
-}
+use crate::lockstep::LockstepOutcome;
+use crate::session::Exchange;
+use queen_reference::wire::{HttpRequest, HttpResponse};
+use serde_json::Value;
 
 /// The report as JSON, every quoted body and long text cut at [`super::bound::LIMIT`].
 pub fn render(r: &Report) -> Value {
-    let mut v = render_whole(r);
+    let mut v = serde_json::to_value(document(r)).expect("the report serializes");
     super::bound::json(&mut v);
     v
 }
 
-fn render_whole(r: &Report) -> Value {
-    let cases: Vec<Value> = r
-        .entries
-        .iter()
-        .map(|e| {
-            let mut v = json!({
-                "id": e.id,
-                "rules": e.rules,
-                "level": e.level,
-                "capability": e.capability,
-                "verdict": e.verdict,
-                "failsRun": e.fails_run,
-                "durationMs": e.duration_ms,
-            });
-            if let Some(why) = &e.skip_reason {
-                v["skipReason"] = json!(why);
-            }
-            if let Some(f) = &e.failure {
-                v["failure"] = failure_json(f);
-                v["transcript"] = e.transcript.iter().map(|x| x.to_json()).collect();
-                v["curl"] = json!(e.curl);
-            }
-            v
-        })
-        .collect();
-    let lockstep = r.lockstep.as_ref().map(|l| {
-        json!({
-            "seed": l.seed.to_string(),
-            "workers": l.workers,
-            "cases": l.cases,
-            "maxSteps": l.steps,
-            "sequences": l.sequences,
-            "findings": l.findings.len(),
-            "exchanges": l.exchanges,
-            "inconclusive": l.inconclusive,
-            "durationMs": l.duration_ms,
-            "coverage": l.coverage,
-            "neverReached": l.coverage.missing(),
-            "error": l.error,
-            "counterexample": l.counterexample.as_ref().map(|c| json!({
-                "worker": c.worker,
-                "shrunkFrom": c.first_len,
-                "steps": c.steps.iter().map(|s| s.to_rust()).collect::<Vec<_>>(),
-                "failure": failure_json(&c.failure),
-                "curl": c.curl,
-                "rust": c.rust,
-                "saved": c.saved.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-            })),
-        })
-    });
-    json!({
-        "tool": "queen-conformance",
-        "suiteVersion": crate::version::SUITE,
-        "gitRevision": crate::version::GIT_REVISION,
-        "specVersion": crate::version::SPEC,
-        "runId": r.run_id,
-        "target": r.target,
-        "startedAt": queen_reference::time::format_iso(r.started_ms),
-        "durationMs": r.duration_ms,
-        "strict": r.strict,
-        "without": r.without,
-        "passed": r.passed(),
-        "problems": r.problems,
-        "exitCode": r.exit_code(),
-        "targetDown": r.target_down,
-        "accepted": r.accepted.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
-        "findings": r.findings.iter().map(finding_json).collect::<Vec<_>>(),
-        "summary": {
-            "passed": r.count(Verdict::Passed),
-            "failed": r.count(Verdict::Failed),
-            "skipped": r.count(Verdict::Skipped),
-            "expectedFailures": r.count(Verdict::ExpectedFailure),
-            "stale": r.count(Verdict::StalePass),
-            "leftOut": r.left_out,
+/// The report as its typed document.
+pub fn document(r: &Report) -> Document {
+    Document {
+        tool: "queen-conformance",
+        suite_version: crate::version::SUITE,
+        git_revision: crate::version::GIT_REVISION,
+        spec_version: crate::version::SPEC,
+        run_id: r.run_id.clone(),
+        target: r.target.clone(),
+        started_at: queen_reference::time::format_iso(r.started_ms),
+        duration_ms: r.duration_ms,
+        strict: r.strict,
+        without: r.without.iter().copied().collect(),
+        passed: r.passed(),
+        problems: r.problems.clone(),
+        exit_code: r.exit_code(),
+        target_down: r.target_down.clone(),
+        accepted: r.accepted.iter().map(|a| a.to_string()).collect(),
+        findings: r.findings.iter().map(finding).collect(),
+        summary: Summary {
+            passed: r.count(Verdict::Passed),
+            failed: r.count(Verdict::Failed),
+            skipped: r.count(Verdict::Skipped),
+            expected_failures: r.count(Verdict::ExpectedFailure),
+            stale: r.count(Verdict::StalePass),
+            left_out: r.left_out,
         },
-        "cases": cases,
-        "lockstep": lockstep,
-        "concurrent": r.concurrent.as_ref().map(|c| c.to_json()),
-    })
+        cases: r.entries.iter().map(case).collect(),
+        lockstep: r.lockstep.as_ref().map(lockstep),
+        concurrent: r.concurrent.as_ref().map(|c| c.to_json()),
+    }
+}
+
+fn case(e: &Entry) -> CaseDoc {
+    CaseDoc {
+        id: e.id.clone(),
+        rules: e.rules.clone(),
+        level: e.level,
+        capability: e.capability,
+        verdict: e.verdict,
+        fails_run: e.fails_run,
+        duration_ms: e.duration_ms,
+        skip_reason: e.skip_reason.clone(),
+        failure: e.failure.as_ref().map(failure),
+        transcript: e
+            .failure
+            .as_ref()
+            .map(|_| e.transcript.iter().map(exchange).collect()),
+        curl: e.failure.as_ref().and(e.curl.clone()),
+    }
+}
+
+fn failure(f: &Failure) -> FailureDoc {
+    let mut doc = FailureDoc {
+        kind: f.kind(),
+        message: f.headline(),
+        rules: f.rules().iter().map(|r| r.to_string()).collect(),
+        step: None,
+        request: None,
+        actual: None,
+        allowed: None,
+        findings: None,
+    };
+    if let Failure::Diverged { step, divergence } = f {
+        doc.step = Some(*step);
+        doc.request = Some(request(&divergence.request));
+        doc.actual = Some(answer(&divergence.actual));
+        doc.allowed = Some(
+            divergence
+                .expected
+                .iter()
+                .zip(&divergence.reasons)
+                .map(|(e, why)| AllowedDoc {
+                    status: e.status,
+                    body: e.body.clone().unwrap_or(Value::Null),
+                    differs: why.clone(),
+                })
+                .collect(),
+        );
+    }
+    if let Failure::Findings(d) = f {
+        doc.findings = Some(d.clone());
+    }
+    doc
+}
+
+/// A request as sent: the body parsed when it is JSON, else as text.
+pub fn request(r: &HttpRequest) -> RequestDoc {
+    let body = if r.body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&r.body)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&r.body).into_owned()))
+    };
+    RequestDoc {
+        method: r.method.to_string(),
+        path: r.path.clone(),
+        query: r.query.clone(),
+        body,
+    }
+}
+
+fn answer(a: &HttpResponse) -> AnswerDoc {
+    AnswerDoc {
+        status: a.status,
+        body: a.body.clone().unwrap_or(Value::Null),
+    }
+}
+
+fn exchange(x: &Exchange) -> ExchangeDoc {
+    ExchangeDoc {
+        request: request(&x.request),
+        response: answer(&x.response),
+        sent_ms: x.sent_ms,
+        took_ms: x.received_ms - x.sent_ms,
+        worlds: x.worlds,
+    }
+}
+
+fn finding(f: &FindingEntry) -> FindingEntryDoc {
+    let x = f.example.transcript.get(f.example.seen.step);
+    FindingEntryDoc {
+        finding: f.finding.clone(),
+        instances: f.instances.clone(),
+        accepted: f.accepted,
+        fails_run: f.fails_run,
+        seen_in: f.seen_in.clone(),
+        example: ExampleDoc {
+            origin: f.example.origin.clone(),
+            step: f.example.seen.step,
+            request: x.map(|x| request(&x.request)),
+            actual: x.map(|x| answer(&x.response)),
+            expected: f.example.seen.expected.as_ref().map(answer),
+        },
+        diff: f.diff.clone(),
+        curl: f.curl.clone(),
+    }
+}
+
+fn lockstep(l: &LockstepOutcome) -> LockstepDoc {
+    LockstepDoc {
+        seed: l.seed.to_string(),
+        workers: l.workers,
+        cases: l.cases,
+        max_steps: l.steps,
+        sequences: l.sequences,
+        findings: l.findings.len(),
+        exchanges: l.exchanges,
+        inconclusive: l.inconclusive,
+        duration_ms: l.duration_ms,
+        coverage: l.coverage.clone(),
+        never_reached: l.coverage.missing().iter().map(|s| s.to_string()).collect(),
+        error: l.error.clone(),
+        counterexample: l.counterexample.as_ref().map(|c| CounterexampleDoc {
+            worker: c.worker,
+            shrunk_from: c.first_len,
+            steps: c.steps.iter().map(|s| s.to_rust()).collect(),
+            failure: failure(&c.failure),
+            curl: c.curl.clone(),
+            rust: c.rust.clone(),
+            saved: c.saved.iter().map(|p| p.display().to_string()).collect(),
+        }),
+    }
 }

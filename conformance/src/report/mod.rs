@@ -9,6 +9,7 @@
 //! case fails; a broker that stopped answering ends the run with exit status 3.
 
 pub mod bound;
+pub mod document;
 pub mod json;
 pub mod junit;
 pub mod terminal;
@@ -28,7 +29,7 @@ use std::collections::BTreeSet;
 pub const LOCKSTEP_ID: &str = "lockstep/property-run";
 
 /// A case's final verdict.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     Passed,

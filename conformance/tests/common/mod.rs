@@ -69,3 +69,24 @@ pub async fn run_strict(opts: &RunOptions) -> Report {
     opts.target.settings.strict_project = true;
     Report::build(runner::run(&opts).await, true, &BTreeSet::new())
 }
+
+/// What `spec/report.schema.json` finds wrong with `report` (a `run --json` document).
+pub fn report_errors(report: &serde_json::Value) -> Vec<String> {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../../spec/report.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    validator
+        .iter_errors(report)
+        .map(|e| format!("{e} (at {})", e.instance_path()))
+        .collect()
+}
+
+/// Fails unless `report` is valid against the checked-in schema.
+pub fn assert_valid_report(report: &serde_json::Value) {
+    let errors = report_errors(report);
+    assert!(
+        errors.is_empty(),
+        "the JSON report breaks its schema:\n{}",
+        errors.join("\n")
+    );
+}
