@@ -5,11 +5,13 @@
 mod common;
 use common::T0;
 use queen_reference::checker::{Checker, StepError};
+use queen_reference::choice::explore_project;
 use queen_reference::engine::Engine;
-use queen_reference::finding::{Accept, Kind};
+use queen_reference::finding::{Accept, Finding, Kind};
+use queen_reference::model::{apply, Hints, Outcome};
 use queen_reference::policy::*;
 use queen_reference::rules::*;
-use queen_reference::time::Millis;
+use queen_reference::time::{Millis, Stamp};
 use queen_reference::wire::*;
 use serde_json::{json, Value};
 
@@ -577,4 +579,91 @@ fn a_server_error_to_bad_input_diverges_even_when_kept_going() {
     };
     assert!(l.feed(&bad, &other_4xx).is_ok());
     assert_eq!(l.c.findings()[0].level, Level::Project);
+}
+
+/// Every outcome a lax exploration (PROJECT alternatives allowed) gives an ack batch
+/// on the engine's state, with the alternatives each took.
+fn lax_ack_outcomes(e: &Engine, now: Millis, acks: Vec<Value>) -> Vec<(Outcome, Vec<Finding>)> {
+    let req = HttpRequest::post(
+        "/api/v1/ack/batch",
+        &json!({"consumerGroup": "g", "acknowledgments": acks}),
+    );
+    let op = e
+        .ids
+        .resolve(&parse_request(&req, DEFAULT_POP_TIMEOUT_MS, 1 << 20).unwrap());
+    explore_project(Stamp::exact(now), true, |ctx| {
+        let mut st = e.state.clone();
+        let mut mint = |i: usize| format!("<minted {i}>");
+        let hints = &mut Hints {
+            minter: &mut mint,
+            pop_order: None,
+        };
+        apply(&mut st, &op, hints, ctx)
+    })
+    .unwrap()
+    .into_iter()
+    .map(|(out, _, taken)| (out, taken))
+    .collect()
+}
+
+/// The alternatives of section 4 steps 3 and 5 are explored only where they change
+/// something: charging every failure needs two failed offsets, releasing on a partial
+/// commit needs a lease the call would keep.
+#[test]
+fn ack_step_3_and_5_alternatives_are_explored_only_where_they_change_the_outcome() {
+    let mut l = Lockstep::new(Policy::default());
+    for t in ["m1", "m2", "m3"] {
+        l.push("q", "p", Some(t));
+    }
+    let p = l.pop("q", &[("consumerGroup", "g"), ("batch", "3")]);
+    let acks = acks_for(&p, "failed");
+    let done = acks_for(&p, "completed");
+    let alternatives = |outs: &[(Outcome, Vec<Finding>)]| -> Vec<Vec<RuleId>> {
+        outs.iter()
+            .map(|(_, f)| f.iter().map(|f| f.rule).collect())
+            .collect()
+    };
+    let ours: Vec<RuleId> = Vec::new();
+    // One failure: charging "every" failure is our own decision.
+    let one = lax_ack_outcomes(&l.e, l.now, vec![acks[0].clone()]);
+    assert_eq!(alternatives(&one), vec![ours.clone()]);
+    // Two failures: the second is charged too on the alternative.
+    let two = lax_ack_outcomes(&l.e, l.now, vec![acks[0].clone(), acks[1].clone()]);
+    assert_eq!(alternatives(&two), vec![ours.clone(), vec![ACK_STEP_3]]);
+    // A partial commit keeps the lease; the alternative releases it.
+    let partial = lax_ack_outcomes(&l.e, l.now, vec![done[0].clone()]);
+    assert_eq!(alternatives(&partial), vec![ours.clone(), vec![ACK_STEP_5]]);
+    let released: Vec<bool> = partial
+        .iter()
+        .map(|(o, _)| match o {
+            Outcome::Ack(items) => items[0].result.lease_released,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(released, vec![false, true]);
+    // Committing the whole span releases the lease anyway: nothing to explore.
+    let whole = lax_ack_outcomes(&l.e, l.now, vec![done[2].clone()]);
+    assert_eq!(alternatives(&whole), vec![ours]);
+}
+
+/// ACK step 6 [OPEN] lets a broker refuse only a completion blocked by a lower failure:
+/// a strict checker refuses an answer that refuses a plain completion.
+#[test]
+fn broken_ack_1_refusing_an_unblocked_completion_is_caught() {
+    let mut l = Lockstep::new(Policy::default());
+    l.push("q", "p", Some("m1"));
+    let p = l.pop("q", &[("consumerGroup", "g")]);
+    let req = HttpRequest::post(
+        "/api/v1/ack/batch",
+        &json!({"consumerGroup": "g", "acknowledgments": acks_for(&p, "completed")}),
+    );
+    let mut r = l.e.handle(&req, l.now);
+    let item = &mut r.body.as_mut().unwrap()[0];
+    assert_eq!(item["success"], json!(true));
+    item["success"] = json!(false);
+    item["error"] = json!("blocked by an earlier failure in the same call");
+    match l.feed(&req, &r) {
+        Err(StepError::Diverged(d)) => assert!(d.rules.contains(&ACK_1), "{d}"),
+        other => panic!("a refused completion with nothing below it diverges: {other:?}"),
+    }
 }

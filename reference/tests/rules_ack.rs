@@ -337,3 +337,208 @@ fn step_7_ack_without_lease_for_group_without_cursor_is_unresolvable() {
         (false, Some("unresolvable"))
     );
 }
+
+/// A `dlq` ack on the last offset of the span is terminal: the cursor passes it and the lease is released.
+#[test]
+fn ack_6_dlq_on_the_last_leased_offset_commits_it_and_releases_the_lease() {
+    let mut b = Broker::new();
+    let p = leased(&mut b, "q", "g", 1);
+    let r = b.ack_batch(Some("g"), vec![ack_of(&p.messages[0], "dlq")]);
+    assert!(r[0].success && r[0].dlq);
+    assert!(
+        r[0].lease_released,
+        "a dead letter is terminal: the cursor reaches the end of the span"
+    );
+    b.push1("q", "p", "m2");
+    assert_eq!(
+        again(&mut b, "q", "g"),
+        vec!["m2"],
+        "m1 is never delivered again"
+    );
+}
+
+/// ACK-8 [OPEN] alternative: a message resolves until `dedupWindowSeconds` have passed since it was written, and is unresolvable from that moment on.
+#[test]
+fn ack_8_open_alternative_is_unresolvable_exactly_from_the_dedup_window_on() {
+    let mut b = Broker::new();
+    b.e.policy.ack_beyond_dedup_window = 1;
+    b.configure("q", json!({"dedupWindowSeconds": 2}));
+    let p = leased(&mut b, "q", "g", 2);
+    b.advance(1_999);
+    let r = b.ack_batch(Some("g"), vec![ack_of(&p.messages[0], "completed")]);
+    assert!(r[0].success, "inside the window: resolved ({:?})", r[0]);
+    b.advance(1);
+    let r = b.ack_batch(Some("g"), vec![ack_of(&p.messages[1], "completed")]);
+    assert_eq!(
+        (r[0].success, r[0].error.as_deref()),
+        (false, Some("unresolvable"))
+    );
+}
+
+/// Step 3 [PROJECT] alternative: every failed offset with budget left is charged, so a later failure of one that was not the call's first finds its budget spent.
+#[test]
+fn step_3_project_alternative_charges_every_failed_offset_of_a_call() {
+    let mut b = Broker::new();
+    b.e.policy.ack_charges_every_failure = 1;
+    b.configure("q", json!({"retryLimit": 1, "retryDelay": 0}));
+    let p = leased(&mut b, "q", "g", 3);
+    // m2 and m3 both have budget left: both are charged, neither is a dead letter.
+    let r = b.ack_batch(
+        Some("g"),
+        vec![
+            ack_of(&p.messages[1], "failed"),
+            ack_of(&p.messages[2], "failed"),
+        ],
+    );
+    assert!(r.iter().all(|x| x.success && !x.dlq), "{r:?}");
+    let p = b
+        .pop("q", &[("consumerGroup", "g"), ("batch", "100")])
+        .unwrap();
+    assert_eq!(Broker::txns(&Some(p.clone())), vec!["m1", "m2", "m3"]);
+    // m1 is charged first; m2 spent its only retry in the call before, though it was
+    // not that call's first failure: it becomes a dead letter.
+    let r = b.ack_batch(
+        Some("g"),
+        vec![
+            ack_of(&p.messages[0], "failed"),
+            ack_of(&p.messages[1], "failed"),
+        ],
+    );
+    assert!(!r[0].dlq && r[1].dlq, "{r:?}");
+    let d = b.dlq(&[("queue", "q")]);
+    assert_eq!(d.total, 1);
+    assert_eq!(
+        (
+            d.messages[0].transaction_id.as_str(),
+            d.messages[0].retry_count
+        ),
+        ("m2", 1)
+    );
+}
+
+/// Step 4: a dead letter counts as terminal, but the cursor still stops below an unacked offset that precedes a comeback.
+#[test]
+fn step_4_a_dead_letter_is_terminal_but_the_cursor_never_passes_an_unacked_offset() {
+    let mut b = Broker::new();
+    let p = leased(&mut b, "q", "g", 3);
+    let r = b.ack_batch(
+        Some("g"),
+        vec![
+            ack_of(&p.messages[0], "dlq"),
+            ack_of(&p.messages[2], "retry"),
+        ],
+    );
+    assert!(r[0].dlq && !r[1].dlq);
+    assert!(r.iter().all(|x| x.lease_released));
+    assert_eq!(
+        again(&mut b, "q", "g"),
+        vec!["m2", "m3"],
+        "m1 is committed as a dead letter, m2 was never acked"
+    );
+}
+
+/// Step 5 [PROJECT] alternative: a partial commit releases the lease, so the rest of the span is claimable at once.
+#[test]
+fn step_5_project_alternative_releases_the_lease_on_a_partial_commit() {
+    let mut b = Broker::new();
+    b.e.policy.ack_releases_on_partial_commit = 1;
+    let p = leased(&mut b, "q", "g", 3);
+    let r = b.ack_batch(Some("g"), vec![ack_of(&p.messages[0], "completed")]);
+    assert!(r[0].success && r[0].lease_released, "{:?}", r[0]);
+    assert_eq!(
+        again(&mut b, "q", "g"),
+        vec!["m2", "m3"],
+        "the rest is claimable at once"
+    );
+}
+
+/// Step 5: filing a dead letter is idempotent per message and group, and the same offset of another partition is another message.
+#[test]
+fn step_5_dead_letter_filing_is_idempotent_per_message_and_group() {
+    let mut b = Broker::new();
+    b.configure("q", json!({"retryDelay": 0}));
+    let p = leased(&mut b, "q", "g", 2);
+    // m2 is filed, but m1 comes back: so does m2, and it can be filed again.
+    let r = b.ack_batch(
+        Some("g"),
+        vec![
+            ack_of(&p.messages[0], "failed"),
+            ack_of(&p.messages[1], "dlq"),
+        ],
+    );
+    assert!(!r[0].dlq && r[1].dlq);
+    let p = b
+        .pop("q", &[("consumerGroup", "g"), ("batch", "100")])
+        .unwrap();
+    let r = b.ack_batch(
+        Some("g"),
+        vec![
+            ack_of(&p.messages[0], "completed"),
+            ack_of(&p.messages[1], "dlq"),
+        ],
+    );
+    assert!(r[1].dlq);
+    assert_eq!(b.dlq(&[("queue", "q")]).total, 1, "m2 is filed once");
+    // The same offset of another partition is another message.
+    b.push1("q", "other", "x1");
+    let p = b
+        .pop_partition("q", "other", &[("consumerGroup", "g")])
+        .unwrap();
+    let r = b.ack_batch(Some("g"), vec![ack_of(&p.messages[0], "dlq")]);
+    assert!(r[0].dlq);
+    let d = b.dlq(&[("queue", "q")]);
+    assert_eq!(d.total, 2);
+    assert_eq!(
+        (
+            d.messages[1].partition.as_str(),
+            d.messages[1].transaction_id.as_str()
+        ),
+        ("other", "x1")
+    );
+}
+
+/// Step 6 [OPEN] alternative: only a completion above a lower failure of the same call is refused; the completion below it and the failure succeed.
+#[test]
+fn step_6_open_alternative_refuses_only_completions_blocked_by_a_lower_failure() {
+    let mut b = Broker::new();
+    b.e.policy.blocked_completion = queen_reference::policy::BlockedCompletion::Failure;
+    let p = leased(&mut b, "q", "g", 3);
+    let r = b.ack_batch(
+        Some("g"),
+        vec![
+            ack_of(&p.messages[0], "completed"),
+            ack_of(&p.messages[1], "failed"),
+            ack_of(&p.messages[2], "completed"),
+        ],
+    );
+    let verdicts: Vec<(bool, Option<&str>)> =
+        r.iter().map(|x| (x.success, x.error.as_deref())).collect();
+    assert_eq!(
+        verdicts,
+        vec![
+            (true, None),
+            (true, None),
+            (false, Some(queen_reference::model::ack::ERR_BLOCKED)),
+        ]
+    );
+    b.advance(1000); // retryDelay
+    assert_eq!(again(&mut b, "q", "g"), vec!["m2", "m3"], "m1 is committed");
+}
+
+/// Step 7 [OPEN] alternative: an ack without lease for a group with no cursor commits, and that group's pops start after it.
+#[test]
+fn step_7_open_alternative_commits_for_a_group_without_cursor() {
+    let mut b = Broker::new();
+    b.e.policy.ack_without_cursor = 1;
+    b.push_many("q", "p", &["m1", "m2"]);
+    let p = b.pop("q", &[("consumerGroup", "seen")]).unwrap();
+    let r = b.ack(
+        json!({"transactionId": "m1", "partitionId": p.partition_id, "consumerGroup": "newcomer"}),
+    );
+    assert!(r.success && !r.noop && r.error.is_none(), "{r:?}");
+    assert_eq!(
+        again(&mut b, "q", "newcomer"),
+        vec!["m2"],
+        "the newcomer's cursor starts past m1"
+    );
+}

@@ -323,3 +323,66 @@ fn maint_2_pop_maintenance_answers_bare_204() {
     b.post("/api/v1/system/maintenance/pop", json!({"enabled": false}));
     assert_eq!(Broker::txns(&b.pop("q", &[])), vec!["m"]);
 }
+
+/// A charged retry count is kept while its offset is above the cursor and forgotten once the offset is committed.
+#[test]
+fn dlq_1_a_committed_offset_keeps_no_retry_count() {
+    let mut b = Broker::new();
+    b.configure("q", json!({"retryDelay": 0}));
+    b.push_many("q", "p", &["m1", "m2", "m3"]);
+    let p = b
+        .pop("q", &[("consumerGroup", "g"), ("batch", "3")])
+        .unwrap();
+    b.ack_batch(Some("g"), vec![ack_of(&p.messages[1], "failed")]);
+    let p = b
+        .pop("q", &[("consumerGroup", "g"), ("batch", "3")])
+        .unwrap();
+    let ph = *b.e.state.queues["q"].partitions.values().next().unwrap();
+    let retries = |b: &Broker| b.e.state.part(ph).unwrap().cursors["g"].retries.clone();
+    b.ack_batch(Some("g"), vec![ack_of(&p.messages[0], "completed")]);
+    assert_eq!(
+        retries(&b),
+        [(2, 1)].into(),
+        "m2's charged retry is kept while it is above the cursor"
+    );
+    b.ack_batch(Some("g"), vec![ack_of(&p.messages[1], "completed")]);
+    assert!(
+        retries(&b).is_empty(),
+        "committed: its count is forgotten, {:?}",
+        retries(&b)
+    );
+}
+
+/// The `queue` and `partition` filters of the listing apply on their own and together with `consumerGroup`.
+#[test]
+fn dlq_2_queue_and_partition_filters_apply_without_a_group_filter() {
+    let mut b = Broker::new();
+    for (q, p) in [("q", "a"), ("q", "b"), ("r", "a")] {
+        b.push1(q, p, "m");
+        let popped = b.pop_partition(q, p, &[("consumerGroup", "g")]).unwrap();
+        b.ack_batch(Some("g"), vec![ack_of(&popped.messages[0], "dlq")]);
+    }
+    let listed = |b: &mut Broker, query: &[(&str, &str)]| -> Vec<(String, String)> {
+        let d = b.dlq(query);
+        assert_eq!(d.total as usize, d.messages.len());
+        d.messages
+            .iter()
+            .map(|m| (m.queue.clone(), m.partition.clone()))
+            .collect()
+    };
+    let qp = |q: &str, p: &str| (q.to_string(), p.to_string());
+    assert_eq!(listed(&mut b, &[]).len(), 3);
+    assert_eq!(
+        listed(&mut b, &[("queue", "q")]),
+        vec![qp("q", "a"), qp("q", "b")]
+    );
+    assert_eq!(
+        listed(&mut b, &[("partition", "a")]),
+        vec![qp("q", "a"), qp("r", "a")]
+    );
+    assert_eq!(
+        listed(&mut b, &[("queue", "r"), ("consumerGroup", "g")]),
+        vec![qp("r", "a")]
+    );
+    assert!(listed(&mut b, &[("queue", "q"), ("consumerGroup", "other")]).is_empty());
+}
