@@ -371,7 +371,15 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         keep_going,
         accept: accept.clone(),
     };
-    let (target, _url, label, server) = open_target(
+    let starting = crate::progress::Progress::spinner(
+        !args.no_progress,
+        if args.target.is_some() {
+            "checking the target answers"
+        } else {
+            "starting our server and checking it answers"
+        },
+    );
+    let opened = open_target(
         TargetChoice {
             target: args.target.clone(),
             #[cfg(feature = "embedded")]
@@ -379,7 +387,9 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         },
         settings,
     )
-    .await?;
+    .await;
+    starting.finish();
+    let (target, _url, label, server) = opened?;
     let seed = args.seed.unwrap_or_else(|| {
         let u = uuid::Uuid::new_v4().as_u64_pair().0;
         u % 10_000_000_000
@@ -672,7 +682,11 @@ pub async fn main_with(cli: Cli) -> i32 {
         Command::Serve { args } => crate::faults::serve::main(&args).await,
         Command::Run(args) => match run(&args).await {
             Ok(report) => {
-                print!("{}", report::terminal::render(&report, args.verbose));
+                let paint = report::terminal::Paint::for_stdout();
+                print!(
+                    "{}",
+                    report::terminal::render_with(&report, args.verbose, paint)
+                );
                 report.exit_code()
             }
             Err(e) => {

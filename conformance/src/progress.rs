@@ -1,52 +1,62 @@
-//! A one-line progress bar on stderr for long runs; silent when stderr is not a
-//! terminal (CI logs get the summary only).
+//! The progress bar of a run, on stderr through `indicatif`: one bar whose length and
+//! message follow the phase (cases, lockstep sequences, the concurrent scenario). It
+//! redraws in place and clears itself, so it never leaves stale text behind, and it is
+//! hidden when stderr is not a terminal (CI logs get the summary only). A spinner covers
+//! the start, while the target is started and probed.
 
-use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
-use std::time::Instant;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::Duration;
 
 pub struct Progress {
-    enabled: bool,
-    start: Instant,
-    line: Mutex<()>,
+    bar: ProgressBar,
 }
 
 impl Progress {
+    /// A bar on stderr when `enabled` and stderr is a terminal; hidden otherwise.
     pub fn new(enabled: bool) -> Progress {
-        Progress {
-            enabled: enabled && std::io::stderr().is_terminal(),
-            start: Instant::now(),
-            line: Mutex::new(()),
-        }
+        let target = if enabled && std::io::stderr().is_terminal() {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        };
+        let bar = ProgressBar::with_draw_target(None, target);
+        bar.set_style(
+            ProgressStyle::with_template("[{bar:30}] {pos}/{len} {msg}  {elapsed_precise}")
+                .expect("a valid template")
+                .progress_chars("#>-"),
+        );
+        Progress { bar }
     }
 
-    /// Redraws the bar: `what` done of `total`.
-    pub fn update(&self, what: &str, done: u64, total: u64) {
-        if !self.enabled {
-            return;
-        }
-        let _g = self.line.lock();
-        let width = 30usize;
-        let filled = if total == 0 {
-            width
-        } else {
-            (done as usize * width / total as usize).min(width)
-        };
-        let mut err = std::io::stderr();
-        let _ = write!(
-            err,
-            "\r[{}{}] {done}/{total} {what}  {:.1} s ",
-            "#".repeat(filled),
-            "-".repeat(width - filled),
-            self.start.elapsed().as_secs_f64()
+    /// A spinner with `message` until [`Progress::finish`] (for work of unknown length).
+    pub fn spinner(enabled: bool, message: &str) -> Progress {
+        let p = Progress::new(enabled);
+        p.bar.set_style(
+            ProgressStyle::with_template("{spinner} {msg}  {elapsed}").expect("a valid template"),
         );
-        let _ = err.flush();
+        p.bar.set_message(message.to_string());
+        p.bar.enable_steady_tick(Duration::from_millis(120));
+        p
+    }
+
+    /// Redraws the bar: `done` of `total` in phase `what`.
+    pub fn update(&self, what: &str, done: u64, total: u64) {
+        self.bar.set_length(total);
+        self.bar.set_position(done);
+        if self.bar.message() != what {
+            self.bar.set_message(what.to_string());
+        }
     }
 
     /// Clears the bar.
     pub fn finish(&self) {
-        if self.enabled {
-            let _ = write!(std::io::stderr(), "\r{}\r", " ".repeat(72));
-        }
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
     }
 }

@@ -8,9 +8,56 @@ use super::{Entry, FindingEntry, Report, Verdict};
 use crate::case::{join, Capability, Failure};
 use crate::lockstep::repro::curl_one;
 use crate::rules::Level;
+use comfy_table::{presets, CellAlignment, Table};
+use console::Style;
 use queen_reference::diff::diff;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+
+/// Colours for a terminal that wants them (on a TTY without `NO_COLOR`); plain text
+/// otherwise, for logs, files and tests.
+#[derive(Clone, Copy)]
+pub struct Paint {
+    on: bool,
+}
+
+impl Paint {
+    pub const PLAIN: Paint = Paint { on: false };
+
+    /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty (no-color.org).
+    pub fn for_stdout() -> Paint {
+        use std::io::IsTerminal;
+        let no_color = std::env::var("NO_COLOR").ok();
+        Paint::when(std::io::stdout().is_terminal(), no_color.as_deref())
+    }
+
+    /// Colour on a terminal, unless `NO_COLOR` is set to something.
+    pub fn when(on_terminal: bool, no_color: Option<&str>) -> Paint {
+        Paint {
+            on: on_terminal && no_color.is_none_or(str::is_empty),
+        }
+    }
+
+    fn with(self, style: Style, s: &str) -> String {
+        style.force_styling(self.on).apply_to(s).to_string()
+    }
+
+    fn red(self, s: &str) -> String {
+        self.with(Style::new().red().bold(), s)
+    }
+
+    fn green(self, s: &str) -> String {
+        self.with(Style::new().green().bold(), s)
+    }
+
+    fn yellow(self, s: &str) -> String {
+        self.with(Style::new().yellow(), s)
+    }
+
+    fn bold(self, s: &str) -> String {
+        self.with(Style::new().bold(), s)
+    }
+}
 
 fn clip(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
@@ -26,8 +73,12 @@ fn indent(text: &str, by: &str) -> String {
         .collect()
 }
 
-fn failure_block(out: &mut String, e: &Entry, verbose: bool) {
-    let mark = if e.fails_run { "FAIL" } else { "fail" };
+fn failure_block(out: &mut String, e: &Entry, verbose: bool, p: Paint) {
+    let mark = if e.fails_run {
+        p.red("FAIL")
+    } else {
+        p.yellow("fail")
+    };
     let _ = writeln!(
         out,
         "  {mark} {} [{}] ({})",
@@ -93,11 +144,11 @@ fn failure_block(out: &mut String, e: &Entry, verbose: bool) {
 }
 
 /// One distinct finding: where it was met, what differs, how to reproduce it.
-fn finding_block(out: &mut String, f: &FindingEntry, verbose: bool) {
+fn finding_block(out: &mut String, f: &FindingEntry, verbose: bool, p: Paint) {
     let mark = match (f.accepted, f.fails_run) {
-        (true, _) => "accepted",
-        (_, true) => "FAIL",
-        _ => "note",
+        (true, _) => p.yellow("accepted"),
+        (_, true) => p.red("FAIL"),
+        _ => p.yellow("note"),
     };
     let x = &f.finding;
     let _ = writeln!(
@@ -161,13 +212,21 @@ fn finding_block(out: &mut String, f: &FindingEntry, verbose: bool) {
     }
 }
 
-/// Renders the report for a terminal.
+/// Renders the report as plain text.
 pub fn render(r: &Report, verbose: bool) -> String {
+    render_with(r, verbose, Paint::PLAIN)
+}
+
+/// Renders the report, in colour when `p` says so.
+pub fn render_with(r: &Report, verbose: bool, p: Paint) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "queen-conformance run {} against {}",
-        r.run_id, r.target
+        "{}",
+        p.bold(&format!(
+            "queen-conformance run {} against {}",
+            r.run_id, r.target
+        ))
     );
     let _ = writeln!(out, "{}", crate::version::line());
     if let Some(why) = &r.target_down {
@@ -192,23 +251,8 @@ pub fn render(r: &Report, verbose: bool) -> String {
             Verdict::ExpectedFailure => row[3] += 1,
         }
     }
-    let _ = writeln!(
-        out,
-        "{:<16} {:<8} {:>6} {:>6} {:>7} {:>8}",
-        "capability", "level", "passed", "failed", "skipped", "expected"
-    );
-    for ((cap, level), [p, f, s, x]) in &table {
-        let _ = writeln!(
-            out,
-            "{:<16} {:<8} {:>6} {:>6} {:>7} {:>8}",
-            cap.as_str(),
-            level.as_str(),
-            p,
-            f,
-            s,
-            x
-        );
-    }
+    out.push_str(&counts_table(&table));
+    out.push('\n');
     let _ = writeln!(out);
 
     if !r.findings.is_empty() {
@@ -219,7 +263,7 @@ pub fn render(r: &Report, verbose: bool) -> String {
             r.findings.len()
         );
         for f in &r.findings {
-            finding_block(&mut out, f, verbose);
+            finding_block(&mut out, f, verbose, p);
         }
         let _ = writeln!(out);
     }
@@ -256,7 +300,7 @@ pub fn render(r: &Report, verbose: bool) -> String {
         }
         let _ = writeln!(out, "{title}:");
         for e in these {
-            failure_block(&mut out, e, verbose);
+            failure_block(&mut out, e, verbose, p);
         }
         let _ = writeln!(out);
     }
@@ -380,11 +424,15 @@ pub fn render(r: &Report, verbose: bool) -> String {
     let _ = writeln!(
         out,
         "RESULT: {} in {:.1} s",
-        if r.passed() { "PASS" } else { "FAIL" },
+        if r.passed() {
+            p.green("PASS")
+        } else {
+            p.red("FAIL")
+        },
         r.duration_ms as f64 / 1000.0
     );
-    for p in &r.problems {
-        let _ = writeln!(out, "  - {p}");
+    for problem in &r.problems {
+        let _ = writeln!(out, "  - {problem}");
     }
     let _ = writeln!(out, "queen-conformance: {}", closing_counts(r));
     out
@@ -412,4 +460,43 @@ fn closing_counts(r: &Report) -> String {
         parts.push(format!("{} left out by the selection", r.left_out));
     }
     parts.join(", ")
+}
+
+/// Counts by capability and level, as a table.
+fn counts_table(rows: &BTreeMap<(Capability, Level), [usize; 4]>) -> String {
+    let mut t = Table::new();
+    t.load_style(presets::ASCII_BORDERS_ONLY_CONDENSED).set_header([
+        "capability",
+        "level",
+        "passed",
+        "failed",
+        "skipped",
+        "expected",
+    ]);
+    for ((cap, level), counts) in rows {
+        let mut row = vec![cap.as_str().to_string(), level.as_str().to_string()];
+        row.extend(counts.iter().map(|n| n.to_string()));
+        t.add_row(row);
+    }
+    for c in 2..6 {
+        if let Some(col) = t.column_mut(c) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        let escapes = |p: Paint| p.red("FAIL").contains('\u{1b}');
+        assert!(escapes(Paint::when(true, None)));
+        assert!(escapes(Paint::when(true, Some(""))));
+        assert!(!escapes(Paint::when(true, Some("1"))));
+        assert!(!escapes(Paint::when(false, None)));
+        assert_eq!(Paint::PLAIN.green("PASS"), "PASS");
+    }
 }
