@@ -465,14 +465,15 @@ fn closing_counts(r: &Report) -> String {
 /// Counts by capability and level, as a table.
 fn counts_table(rows: &BTreeMap<(Capability, Level), [usize; 4]>) -> String {
     let mut t = Table::new();
-    t.load_style(presets::ASCII_BORDERS_ONLY_CONDENSED).set_header([
-        "capability",
-        "level",
-        "passed",
-        "failed",
-        "skipped",
-        "expected",
-    ]);
+    t.load_style(presets::ASCII_BORDERS_ONLY_CONDENSED)
+        .set_header([
+            "capability",
+            "level",
+            "passed",
+            "failed",
+            "skipped",
+            "expected",
+        ]);
     for ((cap, level), counts) in rows {
         let mut row = vec![cap.as_str().to_string(), level.as_str().to_string()];
         row.extend(counts.iter().map(|n| n.to_string()));
