@@ -1,6 +1,7 @@
 //! A virtualenv with the pinned Python packages some tests drive: the official client
-//! `queen-mq` (interop) and `xmlschema` (the JUnit report checked against the schema
-//! CI systems use). It is built once per set of pins under cargo's target tmp dir and
+//! `queen-mq` (interop), `xmlschema` (the JUnit report checked against the schema CI
+//! systems use) and `openapi-spec-validator` (the OpenAPI document checked against the
+//! OpenAPI 3.1 specification). It is built once per set of pins under cargo's target tmp dir and
 //! reused (a fresh clone builds it on the first run). `python3` (or `$QUEEN_PYTHON`) and
 //! PyPI are required: without them a test fails with an explanation, unless
 //! `QUEEN_SKIP_PYTHON_INTEROP=1` is set, in which case it prints "skipped" and passes.
@@ -13,7 +14,12 @@ use std::time::Instant;
 /// The pinned client release the interop script is written against.
 pub const CLIENT_VERSION: &str = "2.6.0";
 /// Every package the virtualenv holds, pinned.
-const PINS: [&str; 3] = ["queen-mq==2.6.0", "xmlschema==4.3.2", "elementpath==5.1.4"];
+const PINS: [&str; 4] = [
+    "queen-mq==2.6.0",
+    "xmlschema==4.3.2",
+    "elementpath==5.1.4",
+    "openapi-spec-validator==0.9.0",
+];
 /// Set to 1 to skip the tests that need Python and PyPI.
 pub const SKIP_VAR: &str = "QUEEN_SKIP_PYTHON_INTEROP";
 
@@ -59,7 +65,8 @@ fn venv_ok(dir: &Path) -> bool {
         && Command::new(&python)
             .args([
                 "-c",
-                "import queen, xmlschema, sys; sys.exit(queen.__version__ != sys.argv[1])",
+                "import queen, xmlschema, openapi_spec_validator, sys; \
+                 sys.exit(queen.__version__ != sys.argv[1])",
             ])
             .arg(CLIENT_VERSION)
             .stdin(Stdio::null())

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(
     name = "queen-conformance",
-    version = crate::version::LONG,
+    version = crate::version::LONG.as_str(),
     about = "Conformance suite for Queen-compatible brokers, checked against the reference model"
 )]
 pub struct Cli {

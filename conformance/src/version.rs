@@ -10,20 +10,14 @@ pub const SUITE: &str = env!("CARGO_PKG_VERSION");
 pub const GIT_REVISION: &str = env!("QUEEN_GIT_REVISION");
 
 /// The version of the spec the suite checks (`spec/PROTOCOL.md`, embedded).
-pub const SPEC: &str = env!("QUEEN_SPEC_VERSION");
+pub const SPEC: &str = queen_reference::SPEC_VERSION;
 
 /// The spec itself, as the suite was built with it.
 pub const SPEC_TEXT: &str = include_str!("../../spec/PROTOCOL.md");
 
 /// `--version`: all three.
-pub const LONG: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (revision ",
-    env!("QUEEN_GIT_REVISION"),
-    ", spec ",
-    env!("QUEEN_SPEC_VERSION"),
-    ")"
-);
+pub static LONG: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("{SUITE} (revision {GIT_REVISION}, spec {SPEC})"));
 
 /// One line for the head of a report.
 pub fn line() -> String {

@@ -19,3 +19,6 @@ pub mod rules;
 pub mod shared;
 pub mod time;
 pub mod wire;
+
+/// The version of `spec/PROTOCOL.md` this model implements.
+pub const SPEC_VERSION: &str = env!("QUEEN_SPEC_VERSION");

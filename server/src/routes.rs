@@ -62,6 +62,9 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     if req.method() == axum::http::Method::GET && req.uri().path() == METRICS_PATH {
         return metrics_answer(&app);
     }
+    if req.method() == axum::http::Method::GET && req.uri().path() == OPENAPI_PATH {
+        return openapi_answer();
+    }
     // Everything taken from the request but its id is dropped before the broker is
     // called: a parked long poll then holds only its parsed pop, not the request's
     // headers, nor the connection's read buffer they point into.
@@ -151,6 +154,17 @@ fn metrics_answer(app: &AppState) -> Response {
         text,
     )
         .into_response()
+}
+
+/// Where the OpenAPI document of the protocol is served.
+const OPENAPI_PATH: &str = "/openapi.json";
+
+/// The OpenAPI 3.1 document of the protocol this broker speaks, built once.
+fn openapi_answer() -> Response {
+    static DOC: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        queen_reference::wire::openapi::text(queen_reference::SPEC_VERSION)
+    });
+    ([(header::CONTENT_TYPE, "application/json")], DOC.as_str()).into_response()
 }
 
 /// ERR-1: the cause of a 500 goes to the log under the request's id, and the client

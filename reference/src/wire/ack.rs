@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 /// The four ack statuses, ordered by ACK-2 precedence (weakest first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub enum AckStatus {
     Completed,
     Retry,
@@ -46,6 +47,7 @@ pub struct AckItem {
 /// One item of the 200 answer (section 4).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct AckResult {
     pub index: usize,
     pub transaction_id: String,

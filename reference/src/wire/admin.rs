@@ -6,6 +6,7 @@ use serde_json::Value;
 
 /// `DELETE /api/v1/resources/queues/{queue}` answer (DEL-1).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct DeleteResponse {
     pub deleted: bool,
     pub queue: String,
@@ -16,6 +17,7 @@ pub struct DeleteResponse {
 /// spool (HEALTH-2) and what it recovered from (HEALTH-3).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct HealthResponse {
     pub status: String,
     pub database: String,
@@ -50,6 +52,7 @@ impl HealthResponse {
 /// Push maintenance answer (MAINT-1).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MaintenanceResponse {
     pub maintenance_mode: bool,
     pub buffered_messages: u64,
@@ -58,6 +61,7 @@ pub struct MaintenanceResponse {
 /// Pop maintenance answer (MAINT-2).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PopMaintenanceResponse {
     pub pop_maintenance_mode: bool,
 }

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 /// `lease_time` (PUSH-2, POP-9), see [`QueueOptions::implicit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct QueueOptions {
     /// Seconds a pop's lease lives unless the pop says otherwise.
     pub lease_time: u32,
@@ -82,6 +83,7 @@ pub struct ConfigureRequest {
 
 /// The 200 answer (section 8).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ConfigureResponse {
     pub configured: bool,
     pub queue: String,

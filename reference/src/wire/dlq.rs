@@ -56,6 +56,7 @@ pub fn parse_dlq_query(pairs: &[(String, String)]) -> Result<DlqQuery, WireError
 
 /// The listing (DLQ-2).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct DlqResponse {
     pub messages: Vec<DeadLetter>,
     pub total: u64,
@@ -66,6 +67,7 @@ pub struct DlqResponse {
 /// One dead letter: a message filed for one group (DLQ-2).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct DeadLetter {
     pub id: String,
     pub transaction_id: String,

@@ -15,6 +15,7 @@ pub struct ExtendRequest {
 /// The 200 answer (LEASE-2).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ExtendResponse {
     pub lease_id: String,
     pub success: bool,

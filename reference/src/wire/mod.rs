@@ -18,6 +18,8 @@ mod configure;
 mod dlq;
 mod id;
 mod lease;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 mod pop;
 mod push;
 mod route;
@@ -71,6 +73,7 @@ impl WireError {
 
 /// The body of every 400/413/500 answer: `{"error": "..."}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
     pub error: String,
 }

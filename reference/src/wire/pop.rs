@@ -189,6 +189,7 @@ pub const DISCOVERY_SCOPE_ERROR: &str = "namespace or task is required";
 
 /// The exact 400 body of a discovery pop without scope (POP-10).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct DiscoveryError {
     pub success: bool,
     pub error: String,
@@ -214,6 +215,7 @@ impl Default for DiscoveryError {
 /// A 200 pop answer (POP-5).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PopResponse {
     pub success: bool,
     pub queue: String,
@@ -228,6 +230,7 @@ pub struct PopResponse {
 /// One delivered message (POP-5): no offset, attempt count, expiry or queue name.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PopMessage {
     pub id: String,
     pub transaction_id: String,

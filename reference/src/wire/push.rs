@@ -33,6 +33,7 @@ pub struct PushRequest {
 /// `status` of one push result (PUSH-1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub enum PushStatus {
     Queued,
     Duplicate,
@@ -42,6 +43,7 @@ pub enum PushStatus {
 /// One item of the 201 array (PUSH-1). Note the snake_case `message_id` and
 /// `transaction_id`, unlike every other answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PushResult {
     pub index: usize,
     pub message_id: String,

@@ -27,6 +27,7 @@ pub struct TxnRequest {
 /// section 0).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub enum TxnResult {
     Push(PushResult),
     Ack(AckResult),
@@ -35,6 +36,7 @@ pub enum TxnResult {
 /// The 200 answer (TXN-3). `results` is empty when the transaction aborted.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct TxnResponse {
     pub transaction_id: String,
     pub success: bool,

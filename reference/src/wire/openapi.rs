@@ -1,0 +1,519 @@
+//! The wire protocol as an OpenAPI 3.1 document, for a broker author's own tooling
+//! (client generators, request validators, API explorers). Every answer's schema is
+//! generated from the wire type that answer is rendered from, so the document cannot
+//! drift from what the broker sends; request bodies, which the wire layer parses by hand
+//! for exact error messages, are described by the schema-only types below. Our broker
+//! serves the document at `/openapi.json`; `spec/openapi.json` is its checked-in copy,
+//! and a test validates every wire snapshot against it.
+
+use super::*;
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, SchemaGenerator};
+use serde_json::{json, Map, Value};
+
+/// `POST /api/v1/push`.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct PushBody {
+    /// At most the broker's item limit (`MAX_ITEMS`, 10,000 by default).
+    items: Vec<PushItemBody>,
+}
+
+/// One message to push (PUSH-1).
+#[derive(JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct PushItemBody {
+    /// The queue; created on first push.
+    queue: String,
+    /// The partition (`Default` when absent).
+    partition: Option<String>,
+    /// Dedup key within the queue's dedup window; minted (UUIDv7) when absent.
+    transaction_id: Option<String>,
+    /// A UUID carried to every delivery.
+    trace_id: Option<String>,
+    /// Any JSON value; absent is null.
+    payload: Option<Value>,
+}
+
+/// How an ack settles a message (ACK-0): a status string, or `true` (completed) and
+/// `false` (failed); absent or null is completed.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum AckStatusBody {
+    Status(AckStatus),
+    Bool(bool),
+}
+
+/// `POST /api/v1/ack`, and one item of a batch.
+#[derive(JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct AckBody {
+    transaction_id: String,
+    partition_id: String,
+    status: Option<AckStatusBody>,
+    /// The lease the message was delivered under.
+    lease_id: Option<String>,
+    /// Why it failed (kept with a dead letter).
+    error: Option<String>,
+    /// Absent: queue mode.
+    consumer_group: Option<String>,
+}
+
+/// `POST /api/v1/ack/batch`.
+#[derive(JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct AckBatchBody {
+    consumer_group: Option<String>,
+    acknowledgments: Vec<AckBody>,
+}
+
+/// `POST /api/v1/lease/{leaseId}/extend` (LEASE-3: no body means the lease's own
+/// duration).
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ExtendBody {
+    seconds: Option<u32>,
+}
+
+/// One operation of a transaction.
+#[derive(JsonSchema)]
+#[serde(tag = "type", rename_all = "lowercase")]
+#[allow(dead_code)]
+enum TxnOpBody {
+    Push { items: Vec<PushItemBody> },
+    Ack(AckBody),
+}
+
+/// `POST /api/v1/transaction`: all or nothing (TXN-1).
+#[derive(JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct TxnBody {
+    operations: Vec<TxnOpBody>,
+    /// Leases that must still be live for the transaction to apply.
+    required_leases: Option<Vec<String>>,
+}
+
+/// Queue options a configure call sets; the others keep their values (CFG-2).
+#[derive(JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct OptionsBody {
+    lease_time: Option<u32>,
+    retry_limit: Option<u32>,
+    retry_delay: Option<u32>,
+    dedup_window_seconds: Option<u32>,
+    delayed_processing: Option<u32>,
+    window_buffer: Option<u32>,
+    min_pop_wait_time: Option<u32>,
+    max_size: Option<u64>,
+    retention_seconds: Option<u32>,
+    completed_retention_seconds: Option<u32>,
+    encryption_enabled: Option<bool>,
+    priority: Option<i32>,
+}
+
+/// `POST /api/v1/configure`.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct ConfigureBody {
+    queue: String,
+    /// Derived from a dotted queue name when absent.
+    namespace: Option<String>,
+    task: Option<String>,
+    options: Option<OptionsBody>,
+}
+
+/// `POST /api/v1/system/maintenance` and `.../maintenance/pop`.
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+struct MaintenanceBody {
+    enabled: bool,
+}
+
+/// One operation of the document.
+struct Op {
+    method: &'static str,
+    path: &'static str,
+    summary: &'static str,
+    params: Vec<Value>,
+    body: Option<Value>,
+    /// Status, description, schema (`None`: no body).
+    responses: Vec<(u16, &'static str, Option<Value>)>,
+}
+
+fn param(name: &str, place: &str, ty: &str, what: &str) -> Value {
+    json!({"name": name, "in": place, "required": place == "path",
+           "description": what, "schema": {"type": ty}})
+}
+
+fn pop_query() -> Vec<Value> {
+    vec![
+        param("consumerGroup", "query", "string", "Absent: queue mode."),
+        param(
+            "batch",
+            "query",
+            "integer",
+            "Most messages to lease (default 1).",
+        ),
+        param(
+            "partitions",
+            "query",
+            "integer",
+            "Most partitions to lease from.",
+        ),
+        param(
+            "wait",
+            "query",
+            "boolean",
+            "Long poll until a message or the timeout.",
+        ),
+        param("timeout", "query", "integer", "Long-poll timeout (ms)."),
+        param(
+            "leaseSeconds",
+            "query",
+            "integer",
+            "Lease length (default: the queue's leaseTime).",
+        ),
+        param("autoAck", "query", "boolean", "Commit on delivery."),
+        param(
+            "subscriptionMode",
+            "query",
+            "string",
+            "Where a new group starts.",
+        ),
+        param(
+            "subscriptionFrom",
+            "query",
+            "string",
+            "Where a new group starts (a timestamp).",
+        ),
+    ]
+}
+
+/// Every operation of the protocol (PROTOCOL.md sections 2 to 11).
+fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
+    let err = || Some(g_ref("ErrorBody"));
+    let bad = (400, "The request is malformed; nothing changed.", err());
+    let s = |g: &mut SchemaGenerator, f: fn(&mut SchemaGenerator) -> Value| Some(f(g));
+    let q = || param("queue", "path", "string", "The queue.");
+    vec![
+        Op {
+            method: "post",
+            path: "/api/v1/push",
+            summary: "Push messages (PUSH-1..PUSH-8).",
+            params: vec![],
+            body: s(g, |g| g.subschema_for::<PushBody>().to_value()),
+            responses: vec![
+                (
+                    201,
+                    "One result per item, in order.",
+                    s(g, |g| g.subschema_for::<Vec<PushResult>>().to_value()),
+                ),
+                bad.clone(),
+                (413, "The body exceeds the broker's limit.", err()),
+                (
+                    503,
+                    "The broker cannot take pushes now; retry later.",
+                    err(),
+                ),
+            ],
+        },
+        pop_op(
+            g,
+            "/api/v1/pop/queue/{queue}",
+            "Pop from any partition of a queue (POP-1..POP-9).",
+            vec![q()],
+        ),
+        pop_op(
+            g,
+            "/api/v1/pop/queue/{queue}/partition/{partition}",
+            "Pop from one partition.",
+            vec![q(), param("partition", "path", "string", "The partition.")],
+        ),
+        Op {
+            method: "get",
+            path: "/api/v1/pop",
+            summary: "Pop across the queues of a namespace or task (POP-10).",
+            params: [
+                param("namespace", "query", "string", "The namespace to pop from."),
+                param("task", "query", "string", "The task to pop from."),
+            ]
+            .into_iter()
+            .chain(pop_query())
+            .collect(),
+            body: None,
+            responses: vec![
+                (
+                    200,
+                    "Leased messages.",
+                    s(g, |g| g.subschema_for::<PopResponse>().to_value()),
+                ),
+                (204, "Nothing to deliver.", None),
+                (
+                    400,
+                    "No namespace or task, or a malformed parameter.",
+                    Some(json!({"anyOf": [
+                    g.subschema_for::<DiscoveryError>().to_value(), g_ref("ErrorBody")]})),
+                ),
+            ],
+        },
+        Op {
+            method: "post",
+            path: "/api/v1/ack",
+            summary: "Acknowledge one message (ACK-0..ACK-8).",
+            params: vec![],
+            body: s(g, |g| g.subschema_for::<AckBody>().to_value()),
+            responses: vec![
+                (
+                    200,
+                    "One result.",
+                    s(g, |g| g.subschema_for::<Vec<AckResult>>().to_value()),
+                ),
+                bad.clone(),
+            ],
+        },
+        Op {
+            method: "post",
+            path: "/api/v1/ack/batch",
+            summary: "Acknowledge several messages at once.",
+            params: vec![],
+            body: s(g, |g| g.subschema_for::<AckBatchBody>().to_value()),
+            responses: vec![
+                (
+                    200,
+                    "One result per acknowledgment, in order.",
+                    s(g, |g| g.subschema_for::<Vec<AckResult>>().to_value()),
+                ),
+                bad.clone(),
+            ],
+        },
+        Op {
+            method: "post",
+            path: "/api/v1/lease/{leaseId}/extend",
+            summary: "Extend a live lease (LEASE-1..LEASE-3).",
+            params: vec![param("leaseId", "path", "string", "The lease (a UUID).")],
+            body: s(g, |g| g.subschema_for::<ExtendBody>().to_value()),
+            responses: vec![
+                (
+                    200,
+                    "Whether the lease was renewed, and until when.",
+                    s(g, |g| g.subschema_for::<ExtendResponse>().to_value()),
+                ),
+                bad.clone(),
+            ],
+        },
+        Op {
+            method: "post",
+            path: "/api/v1/transaction",
+            summary: "Pushes and acks applied together or not at all (TXN-1..TXN-3).",
+            params: vec![],
+            body: s(g, |g| g.subschema_for::<TxnBody>().to_value()),
+            responses: vec![
+                (
+                    200,
+                    "Applied, or refused with nothing applied.",
+                    s(g, |g| g.subschema_for::<TxnResponse>().to_value()),
+                ),
+                bad.clone(),
+            ],
+        },
+        Op {
+            method: "post",
+            path: "/api/v1/configure",
+            summary: "Create or configure a queue (CFG-1..CFG-3).",
+            params: vec![],
+            body: s(g, |g| g.subschema_for::<ConfigureBody>().to_value()),
+            responses: vec![
+                (
+                    200,
+                    "The queue's options now.",
+                    s(g, |g| g.subschema_for::<ConfigureResponse>().to_value()),
+                ),
+                bad.clone(),
+            ],
+        },
+        Op {
+            method: "delete",
+            path: "/api/v1/resources/queues/{queue}",
+            summary: "Delete a queue and everything in it.",
+            params: vec![q()],
+            body: None,
+            responses: vec![
+                (
+                    200,
+                    "Deleted (or already absent).",
+                    s(g, |g| g.subschema_for::<DeleteResponse>().to_value()),
+                ),
+                bad.clone(),
+            ],
+        },
+        Op {
+            method: "get",
+            path: "/api/v1/dlq",
+            summary: "List dead letters (DLQ-1, DLQ-2).",
+            params: vec![
+                param("queue", "query", "string", "Only this queue."),
+                param("consumerGroup", "query", "string", "Only this group."),
+                param("partition", "query", "string", "Only this partition."),
+                param("limit", "query", "integer", "Page size (default 100)."),
+                param("offset", "query", "integer", "Entries to skip."),
+            ],
+            body: None,
+            responses: vec![
+                (
+                    200,
+                    "A page of dead letters, oldest first.",
+                    s(g, |g| g.subschema_for::<DlqResponse>().to_value()),
+                ),
+                bad.clone(),
+            ],
+        },
+        maintenance(
+            g,
+            "/api/v1/system/maintenance",
+            "Push maintenance: pushes are buffered (MAINT-1).",
+            |g| g.subschema_for::<MaintenanceResponse>().to_value(),
+        ),
+        maintenance(
+            g,
+            "/api/v1/system/maintenance/pop",
+            "Pop maintenance: pops answer 204 (MAINT-2).",
+            |g| g.subschema_for::<PopMaintenanceResponse>().to_value(),
+        ),
+        Op {
+            method: "get",
+            path: "/health",
+            summary: "Whether the broker serves (HEALTH-1).",
+            params: vec![],
+            body: None,
+            responses: vec![
+                (
+                    200,
+                    "Healthy.",
+                    s(g, |g| g.subschema_for::<HealthResponse>().to_value()),
+                ),
+                (
+                    503,
+                    "Not serving (e.g. the database is down).",
+                    s(g, |g| g.subschema_for::<HealthResponse>().to_value()),
+                ),
+            ],
+        },
+    ]
+}
+
+fn pop_op(
+    g: &mut SchemaGenerator,
+    path: &'static str,
+    summary: &'static str,
+    mut params: Vec<Value>,
+) -> Op {
+    params.extend(pop_query());
+    Op {
+        method: "get",
+        path,
+        summary,
+        params,
+        body: None,
+        responses: vec![
+            (
+                200,
+                "Leased messages.",
+                Some(g.subschema_for::<PopResponse>().to_value()),
+            ),
+            (204, "Nothing to deliver (or pop maintenance).", None),
+            (400, "A malformed parameter.", Some(g_ref("ErrorBody"))),
+        ],
+    }
+}
+
+/// The `GET` and `POST` of one maintenance switch, as two operations.
+fn maintenance(
+    g: &mut SchemaGenerator,
+    path: &'static str,
+    summary: &'static str,
+    answer: fn(&mut SchemaGenerator) -> Value,
+) -> Op {
+    // Registered here so the POST (listed by `document`) can refer to it.
+    let _ = g.subschema_for::<MaintenanceBody>();
+    Op {
+        method: "get+post",
+        path,
+        summary,
+        params: vec![],
+        body: Some(g.subschema_for::<MaintenanceBody>().to_value()),
+        responses: vec![
+            (200, "The switch's state now.", Some(answer(g))),
+            (
+                400,
+                "The request is malformed; nothing changed.",
+                Some(g_ref("ErrorBody")),
+            ),
+        ],
+    }
+}
+
+fn g_ref(name: &str) -> Value {
+    json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+fn operation(op: &Op, method: &str) -> Value {
+    let mut responses = Map::new();
+    for (status, what, schema) in &op.responses {
+        let mut r = json!({"description": what});
+        if let Some(s) = schema {
+            r["content"] = json!({"application/json": {"schema": s}});
+        }
+        responses.insert(status.to_string(), r);
+    }
+    let mut o = json!({"summary": op.summary, "responses": responses});
+    if !op.params.is_empty() {
+        o["parameters"] = Value::Array(op.params.clone());
+    }
+    if let (Some(b), "post") = (&op.body, method) {
+        o["requestBody"] = json!({"required": op.path != "/api/v1/lease/{leaseId}/extend",
+            "content": {"application/json": {"schema": b}}});
+    }
+    o
+}
+
+/// The OpenAPI 3.1 document of the protocol, for spec version `spec_version`.
+pub fn document(spec_version: &str) -> Value {
+    let mut g = SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "/components/schemas".into())
+        .into_generator();
+    let _ = g.subschema_for::<ErrorBody>();
+    let ops = operations(&mut g);
+    let mut paths = Map::new();
+    for op in &ops {
+        let entry = paths.entry(op.path).or_insert_with(|| json!({}));
+        for method in op.method.split('+') {
+            entry[method] = operation(op, method);
+        }
+    }
+    let schemas: Map<String, Value> = g.take_definitions(true).into_iter().collect();
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Queen wire protocol",
+            "version": spec_version,
+            "description": "The HTTP protocol of Queen-compatible brokers, as specified by \
+                spec/PROTOCOL.md (rule ids in the summaries). Generated from the reference \
+                model's wire types."
+        },
+        "paths": paths,
+        "components": {"schemas": schemas},
+    })
+}
+
+/// [`document`] as the text of `spec/openapi.json`.
+pub fn text(spec_version: &str) -> String {
+    let mut t = serde_json::to_string_pretty(&document(spec_version)).expect("serializes");
+    t.push('\n');
+    t
+}
