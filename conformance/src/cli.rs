@@ -171,10 +171,11 @@ pub struct RunArgs {
     /// before its verdict is "unknown" (which fails the run).
     #[arg(long, default_value_t = crate::concurrent::linearize::DEFAULT_BUDGET)]
     pub budget: u64,
-    /// Concurrent scenario: where the timeline (HTML) of a history that is not
-    /// linearizable is written.
-    #[arg(long, default_value = "conformance-failures/concurrent-timeline.html")]
-    pub timeline: PathBuf,
+    /// Concurrent scenario: where its timeline (HTML) is written. Without it, the
+    /// timeline of a scenario that does not pass goes to
+    /// `conformance-failures/concurrent-timeline.html`; with it, it is always written.
+    #[arg(long)]
+    pub timeline: Option<PathBuf>,
     /// Seed of the lockstep run and the concurrent scenario (default: random, printed).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -339,7 +340,11 @@ async fn open_target(
 pub async fn run(args: &RunArgs) -> Result<Report, String> {
     let selection = selection(args)?;
     let without = capabilities(&args.without)?;
-    for (flag, p) in [("--junit", &args.junit), ("--json", &args.json)] {
+    for (flag, p) in [
+        ("--junit", &args.junit),
+        ("--json", &args.json),
+        ("--timeline", &args.timeline),
+    ] {
         if let Some(p) = p {
             check_writable(flag, p)?;
         }
@@ -459,33 +464,43 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
             }
         }
     }
-    if let Some(c) = report
-        .concurrent
-        .as_ref()
-        .filter(|c| c.outcome.verdict_name() == "violation")
-    {
-        if let Some(dir) = args.timeline.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        std::fs::write(
-            &args.timeline,
-            crate::concurrent::timeline::html(&c.history, &c.outcome),
-        )
-        .map_err(|e| format!("cannot write {}: {e}", args.timeline.display()))?;
-        report.timeline = Some(args.timeline.clone());
-    }
-    if let Some(c) = report.concurrent.as_ref().filter(|c| !c.passed()) {
-        // The whole history (workload and drain) for a failing scenario, beside the timeline.
-        let p = args.timeline.with_file_name("concurrent-history.json");
+    write_concurrent_files(args, &mut report)?;
+    write_reports(args, &report)?;
+    Ok(report)
+}
+
+/// Where the concurrent scenario's timeline goes when `--timeline` is not given.
+const DEFAULT_TIMELINE: &str = "conformance-failures/concurrent-timeline.html";
+
+/// The concurrent scenario's timeline (every verdict but a pass, and always when
+/// `--timeline` is given) and, when it does not pass, its whole history beside it.
+fn write_concurrent_files(args: &RunArgs, report: &mut Report) -> Result<(), String> {
+    let Some(c) = report.concurrent.as_ref() else {
+        return Ok(());
+    };
+    let path = args
+        .timeline
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_TIMELINE));
+    let write = |p: &std::path::Path, text: String| {
         if let Some(dir) = p.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
+        std::fs::write(p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))
+    };
+    if args.timeline.is_some() || !c.passed() {
+        write(
+            &path,
+            crate::concurrent::timeline::html(&c.history, &c.outcome),
+        )?;
+        report.timeline = Some(path.clone());
+    }
+    if !c.passed() {
         let merged = crate::concurrent::invariants::merged(&c.history, &c.drain);
         let text = serde_json::to_string_pretty(&merged.to_json()).expect("JSON serializes");
-        std::fs::write(&p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        write(&path.with_file_name("concurrent-history.json"), text)?;
     }
-    write_reports(args, &report)?;
-    Ok(report)
+    Ok(())
 }
 
 /// The selection of `--only`, `--rule` and `--skip`, checked against every entry a run

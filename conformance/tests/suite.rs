@@ -40,6 +40,7 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
     a.json = Some(dir.join("report.json"));
     a.concurrency = 4;
     a.ops = 20;
+    a.timeline = Some(dir.join("timeline.html"));
     let t0 = Instant::now();
     let report = cli::run(&a).await.expect("the suite runs");
     let took = t0.elapsed();
@@ -53,6 +54,18 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
     assert_eq!(json["passed"], true);
     common::assert_valid_report(&json);
+    // Asked for, the timeline is written for a passing scenario too: a time axis, each
+    // bar labelled with its operation and outcome, labels clipped to their bars.
+    let timeline = std::fs::read_to_string(dir.join("timeline.html")).unwrap();
+    for part in [
+        "viewBox=",
+        "0 ms</text>",
+        ">push 201</text>",
+        "clip-path=",
+        "Refused calls",
+    ] {
+        assert!(timeline.contains(part), "{part} missing from the timeline");
+    }
     // The schema is strict enough to refuse a wrong type or an unknown finding member.
     let mut bad = json.clone();
     bad["exitCode"] = serde_json::json!("zero");
