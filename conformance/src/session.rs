@@ -113,14 +113,7 @@ impl Exchange {
 
 /// A request as JSON: the body parsed when it is JSON, else as text.
 pub fn request_json(r: &HttpRequest) -> Value {
-    let body = if r.body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&r.body)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&r.body).into_owned()))
-    };
-    let query: Vec<Value> = r.query.iter().map(|(k, v)| json!([k, v])).collect();
-    json!({"method": r.method, "path": r.path, "query": query, "body": body})
+    serde_json::to_value(crate::report::json::request(r)).expect("a request serializes")
 }
 
 /// An exchange whose answer has arrived but is not yet checked (concurrent requests).
