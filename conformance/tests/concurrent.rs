@@ -138,6 +138,7 @@ async fn a_broker_leasing_one_span_twice_is_not_linearizable() {
     assert!(!v.refused.is_empty());
     let page = timeline::html(h, out);
     assert!(page.contains("<svg") && page.contains("REFUSED"), "{page}");
+    in_a_browser(&page);
     // The invariants see it too, without the search: each replayed span is either a
     // second live lease, or delivered again past a commit, or again with nothing to
     // explain it (which of them depends on the timing of the acks).
@@ -209,4 +210,97 @@ async fn a_broker_acknowledging_pushes_before_they_are_durable_loses_them_in_the
     assert!(text.contains("lost") && text.contains("BAD lost"), "{text}");
     let json = s.invariants.to_json();
     assert_eq!(json["counts"]["lost"]["bad"], lost.bad);
+}
+
+/// A headless Chromium (`QUEEN_BROWSER`, else `chromium` or `google-chrome` on the PATH),
+/// or `None`: the browser checks are then skipped with a note, unless
+/// `QUEEN_REQUIRE_BROWSER=1` (CI), which makes a missing browser a failure.
+fn browser() -> Option<String> {
+    let candidates = std::env::var("QUEEN_BROWSER")
+        .map(|b| vec![b])
+        .unwrap_or_else(|_| {
+            vec![
+                "chromium".into(),
+                "chromium-browser".into(),
+                "google-chrome".into(),
+            ]
+        });
+    let found = candidates.into_iter().find(|b| {
+        std::process::Command::new(b)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if found.is_none() {
+        assert!(
+            std::env::var("QUEEN_REQUIRE_BROWSER").map_or(true, |v| v != "1"),
+            "QUEEN_REQUIRE_BROWSER=1 but no headless browser was found (set QUEEN_BROWSER)"
+        );
+        eprintln!("skipped: no chromium on the PATH to render the timeline in");
+    }
+    found
+}
+
+/// The timeline as a person sees it: rendered by a real browser at two window widths,
+/// nothing overflows the page sideways, and the screenshot shows a chart (many colours),
+/// not a blank page.
+fn in_a_browser(page: &str) {
+    let Some(chrome) = browser() else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("queen-timeline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let probe = page.replace(
+        "</body>",
+        "<script>window.addEventListener('load', () => document.body.setAttribute(\
+         'data-overflow', String(document.documentElement.scrollWidth > window.innerWidth)))\
+         </script></body>",
+    );
+    let file = dir.join("timeline.html");
+    std::fs::write(&file, probe).unwrap();
+    let url = format!("file://{}", file.display());
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&chrome)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+            ])
+            .args(args)
+            .arg(&url)
+            .output()
+            .expect("the browser runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for width in [1280, 800] {
+        let size = format!("--window-size={width},900");
+        let dom = run(&[&size, "--dump-dom"]);
+        assert!(
+            dom.contains("data-overflow=\"false\""),
+            "the timeline overflows a {width} px window"
+        );
+    }
+    let shot = dir.join("timeline.png");
+    run(&[
+        "--window-size=1280,900",
+        &format!("--screenshot={}", shot.display()),
+    ]);
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px = info.color_type.samples();
+    let colours: std::collections::HashSet<&[u8]> = buf[..info.buffer_size()].chunks(px).collect();
+    assert!(
+        colours.len() > 16,
+        "a blank screenshot ({} colours)",
+        colours.len()
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }
