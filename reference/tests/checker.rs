@@ -11,7 +11,7 @@ use queen_reference::finding::{Accept, Finding, Kind};
 use queen_reference::model::{apply, Hints, Outcome};
 use queen_reference::policy::*;
 use queen_reference::rules::*;
-use queen_reference::time::{Millis, Stamp};
+use queen_reference::time::{format_iso, Millis, Stamp};
 use queen_reference::wire::*;
 use serde_json::{json, Value};
 
@@ -666,4 +666,82 @@ fn broken_ack_1_refusing_an_unblocked_completion_is_caught() {
         Err(StepError::Diverged(d)) => assert!(d.rules.contains(&ACK_1), "{d}"),
         other => panic!("a refused completion with nothing below it diverges: {other:?}"),
     }
+}
+
+/// A checker fed the engine's answers at explicit intervals (requests may overlap).
+fn fresh_checker() -> Checker {
+    let mut c = Checker::new();
+    c.skew_ms = 0;
+    c
+}
+
+/// POP-14: without `windowBuffer` or `delayedProcessing` a message is visible at once, so
+/// a pop whose interval overlaps the push's still must deliver it: a 204 diverges.
+#[test]
+fn pop_14_no_window_or_delay_hides_nothing_even_when_intervals_overlap() {
+    let mut e = Engine::default();
+    let push = HttpRequest::post(
+        "/api/v1/push",
+        &json!({"items": [{"queue": "q", "partition": "p", "transactionId": "m"}]}),
+    );
+    let pop = HttpRequest::get("/api/v1/pop/queue/q", &[]);
+    let mut c = fresh_checker();
+    let r = e.handle(&push, T0 + 500);
+    c.step(&push, T0, T0 + 1000, &r).unwrap();
+    let delivered = e.handle(&pop, T0 + 600);
+    assert_eq!(delivered.status, 200);
+    assert!(c
+        .clone()
+        .step(&pop, T0 + 100, T0 + 1100, &delivered)
+        .is_ok());
+    let empty = HttpResponse {
+        status: 204,
+        body: None,
+    };
+    match c.step(&pop, T0 + 100, T0 + 1100, &empty) {
+        Err(StepError::Diverged(_)) => {}
+        other => panic!("a visible message must be delivered: {other:?}"),
+    }
+}
+
+/// POP-13: when the message's write interval straddles `subscriptionFrom`, it may have
+/// been written before or after that time: both delivering it and skipping it are accepted.
+#[test]
+fn pop_13_subscription_time_inside_a_write_interval_allows_both_seeds() {
+    let mut e = Engine::default();
+    let push = HttpRequest::post(
+        "/api/v1/push",
+        &json!({"items": [{"queue": "q", "partition": "p", "transactionId": "m"}]}),
+    );
+    let from = format_iso(T0 + 500);
+    let pop = HttpRequest::get(
+        "/api/v1/pop/queue/q",
+        &[("consumerGroup", "g"), ("subscriptionFrom", &from)],
+    );
+    let mut c = fresh_checker();
+    let r = e.handle(&push, T0 + 600);
+    c.step(&push, T0, T0 + 1000, &r).unwrap();
+    let delivered = e.handle(&pop, T0 + 2000);
+    assert_eq!(delivered.status, 200, "written after the time: delivered");
+    let empty = HttpResponse {
+        status: 204,
+        body: None,
+    };
+    assert!(c.clone().step(&pop, T0 + 2000, T0 + 2000, &empty).is_ok());
+    assert!(c.step(&pop, T0 + 2000, T0 + 2000, &delivered).is_ok());
+}
+
+/// TXN-3: the checker reads each minted transactionId of a transaction's pushes from
+/// the answer's results, across several push operations, and follows them to the pop.
+#[test]
+fn txn_3_minted_transaction_ids_of_several_push_operations_are_followed() {
+    let mut l = Lockstep::new(Policy::default());
+    let items = json!([{"queue": "q", "payload": 1}, {"queue": "q", "payload": 2}]);
+    l.send(HttpRequest::post(
+        "/api/v1/transaction",
+        &json!({"operations": [{"type": "push", "items": items}, {"type": "push", "items": items}]}),
+    ));
+    let p = l.pop("q", &[("batch", "10")]);
+    assert_eq!(p.body.unwrap()["messages"].as_array().unwrap().len(), 4);
+    assert_eq!(l.c.worlds().len(), 1);
 }

@@ -386,3 +386,63 @@ fn dlq_2_queue_and_partition_filters_apply_without_a_group_filter() {
     );
     assert!(listed(&mut b, &[("queue", "q"), ("consumerGroup", "other")]).is_empty());
 }
+
+/// The listing's `partition` filter keeps only that partition's dead letters, also
+/// when the `queue` filter matches the others too.
+#[test]
+fn dlq_2_partition_filter_applies_with_the_queue_filter() {
+    let mut b = Broker::new();
+    for part in ["a", "b"] {
+        b.push1("q", part, part);
+        let p = b.pop_partition("q", part, &[]).unwrap();
+        let r = b.ack_batch(None, vec![ack_of(&p.messages[0], "dlq")]);
+        assert!(r[0].dlq, "{r:?}");
+    }
+    let only_b = b.dlq(&[("queue", "q"), ("partition", "b")]);
+    assert_eq!(only_b.total, 1);
+    assert_eq!(only_b.messages[0].partition, "b");
+    assert_eq!(b.dlq(&[("queue", "q")]).total, 2);
+}
+
+/// [PROJECT] a transaction whose required lease is live commits; once that lease has
+/// expired the same transaction aborts.
+#[test]
+fn txn_3_a_held_required_lease_lets_the_transaction_commit() {
+    let mut b = Broker::new();
+    b.push1("q", "p", "work");
+    let p = b
+        .pop("q", &[("consumerGroup", "g"), ("leaseSeconds", "10")])
+        .unwrap();
+    let txn = |n: u32| {
+        json!({"operations": [{"type": "push", "items": [{"queue": "out", "payload": n}]}],
+               "requiredLeases": [p.lease_id]})
+    };
+    let r = body(b.post("/api/v1/transaction", txn(1)));
+    assert_eq!(r["success"], true, "{r}");
+    b.advance(10_000);
+    let r = body(b.post("/api/v1/transaction", txn(2)));
+    assert_eq!(r["success"], false, "the lease has expired: {r}");
+    assert_eq!(Broker::txns(&b.pop("out", &[("batch", "10")])).len(), 1);
+}
+
+/// While push maintenance is on, a transaction with a push is answered 503 and nothing
+/// of it is applied; one with acks only runs as usual.
+#[test]
+fn txn_4_push_maintenance_refuses_a_transaction_with_a_push() {
+    let mut b = Broker::new();
+    b.push1("q", "p", "work");
+    let p = b.pop("q", &[("consumerGroup", "g")]).unwrap();
+    b.post("/api/v1/system/maintenance", json!({"enabled": true}));
+    let before = b.e.state.clone();
+    let ack = json!({"type": "ack", "transactionId": "work", "partitionId": p.partition_id, "leaseId": p.lease_id, "consumerGroup": "g"});
+    let r = b.post(
+        "/api/v1/transaction",
+        json!({"operations": [{"type": "push", "items": [{"queue": "out"}]}, ack]}),
+    );
+    assert_eq!(r.status, 503, "{:?}", r.body);
+    assert!(r.body.unwrap()["error"].is_string());
+    assert_eq!(b.e.state, before);
+    let r = body(b.post("/api/v1/transaction", json!({"operations": [ack]})));
+    assert_eq!(r["success"], true, "{r}");
+    assert!(b.pop("q", &[("consumerGroup", "g")]).is_none(), "acked");
+}

@@ -356,3 +356,96 @@ fn pop_routes_partition_and_discovery() {
     let d = b.pop_path("/api/v1/pop", &[("task", "orders")]).unwrap();
     assert_eq!(Broker::txns(&Some(d)), vec!["o1"]);
 }
+
+/// The batch budget left after one partition is what the next one gets: 5 across a
+/// partition of 2 and one of 4 delivers 2 + 3.
+#[test]
+fn pop_3_each_partition_gets_the_budget_left_by_the_ones_before() {
+    let mut b = Broker::new();
+    b.push_many("q", "a", &["a1", "a2"]);
+    b.advance(10);
+    b.push_many("q", "b", &["b1", "b2", "b3", "b4"]);
+    let p = b.pop("q", &[("batch", "5"), ("partitions", "0")]).unwrap();
+    assert_eq!(p.partitions_claimed, 2);
+    assert_eq!(Broker::txns(&Some(p)), vec!["a1", "a2", "b1", "b2", "b3"]);
+}
+
+/// An autoAck commit forgets the retry count spent on the offset it commits, as an ack
+/// does: failing a message and then consuming it with autoAck leaves the same state as
+/// sending it back with `retry` (which spends nothing) and then consuming it.
+#[test]
+fn pop_7_auto_ack_commit_forgets_retries_spent_on_the_committed_span() {
+    let run = |status: &str| {
+        let mut b = Broker::new();
+        b.configure("q", json!({"retryLimit": 3, "retryDelay": 0}));
+        b.push_many("q", "p", &["m1", "m2"]);
+        let p = b
+            .pop("q", &[("consumerGroup", "g"), ("batch", "1")])
+            .unwrap();
+        let r = b.ack_batch(Some("g"), vec![ack_of(&p.messages[0], status)]);
+        assert!(r[0].success && r[0].lease_released, "{r:?}");
+        let p = b.pop(
+            "q",
+            &[("consumerGroup", "g"), ("batch", "1"), ("autoAck", "true")],
+        );
+        assert_eq!(Broker::txns(&p), vec!["m1"]);
+        b
+    };
+    let (failed, retried) = (run("failed"), run("retry"));
+    assert_eq!(failed.e.state, retried.e.state);
+}
+
+/// A named group that pops again with `subscriptionMode=new` does not skip the backlog
+/// of a partition created after its first pop: our server seeds only at the first pop.
+#[test]
+fn pop_13_later_pops_parameters_do_not_seed_partitions_created_after_the_first_pop() {
+    let mut b = Broker::new();
+    b.push1("q", "a", "a1");
+    let new = [("consumerGroup", "g"), ("subscriptionMode", "new")];
+    assert!(b.pop("q", &new).is_none());
+    b.push1("q", "b", "b1");
+    assert_eq!(
+        Broker::txns(&b.pop("q", &new)),
+        vec!["b1"],
+        "the later partition starts at its beginning"
+    );
+}
+
+/// [PROJECT] alternative of POP-13: every pop seeds the partitions its group has no
+/// cursor on yet with that pop's parameters, for `new`, `now` and a time alike, even
+/// when the group's first pop found the queue empty.
+#[test]
+fn pop_13_project_alternative_seeds_later_partitions_with_each_pops_parameters() {
+    let mut b = Broker::new();
+    b.e.policy.subscription_per_partition = 1;
+    let future = format_iso(T0 + 3_600_000);
+    let groups: [(&str, (&str, &str)); 4] = [
+        ("new", ("subscriptionMode", "new")),
+        ("now", ("subscriptionFrom", "now")),
+        ("ts", ("subscriptionFrom", &future)),
+        ("all", ("subscriptionMode", "all")),
+    ];
+    for (g, param) in groups {
+        assert!(b.pop("q", &[("consumerGroup", g), param]).is_none());
+    }
+    b.push1("q", "b", "b1");
+    for (g, param) in groups {
+        let got = Broker::txns(&b.pop("q", &[("consumerGroup", g), param]));
+        let want: Vec<&str> = if g == "all" { vec!["b1"] } else { vec![] };
+        assert_eq!(got, want, "group {g}");
+    }
+}
+
+/// POP-8 as our server reads it for the partition route: a pop on an unknown queue
+/// creates its configuration row, with the defaults of an implicit queue.
+#[test]
+fn pop_8_partition_route_on_unknown_queue_creates_its_row() {
+    let mut b = Broker::new();
+    assert!(b.pop_partition("shop.orders", "p", &[]).is_none());
+    let q = &b.e.state.queues["shop.orders"];
+    assert_eq!(
+        (q.namespace.as_str(), q.task.as_str(), q.options.lease_time),
+        ("shop", "orders", 60)
+    );
+    assert!(q.partitions.is_empty());
+}

@@ -190,3 +190,43 @@ fn hostile_and_unicode_queue_names_are_ordinary_names() {
     );
     assert_eq!(r.status, 400);
 }
+
+/// The dedup decision both engines share: only a client-given transactionId in a queue
+/// with a window can duplicate, and only while the window since the original runs.
+#[test]
+fn push_5_only_a_client_given_id_within_a_window_duplicates() {
+    use queen_reference::model::push::duplicate_of;
+    let found = || Some(("orig", ()));
+    let always = |_: (), _: i64| true;
+    assert_eq!(duplicate_of(false, 1000, found(), always), Some("orig"));
+    assert_eq!(duplicate_of(false, 1000, found(), |_, _| false), None);
+    assert_eq!(duplicate_of(true, 1000, found(), always), None, "minted");
+    assert_eq!(duplicate_of(false, 0, found(), always), None, "no window");
+    assert_eq!(duplicate_of::<&str, ()>(false, 1000, None, always), None);
+}
+
+/// Every stored message is listed once with its partition and its 1-based offset, in
+/// request order within a partition.
+#[test]
+fn push_6_every_message_has_the_next_offset_of_its_partition() {
+    let mut b = Broker::new();
+    b.push_many("q", "a", &["a1", "a2"]);
+    b.push_many("q", "b", &["b1"]);
+    b.push_many("q", "a", &["a3"]);
+    let listed: Vec<(String, u32, String)> =
+        b.e.state
+            .all_messages()
+            .map(|(p, off, m)| (p.name.clone(), off, m.transaction_id.clone()))
+            .collect();
+    let want = [
+        ("a", 1, "a1"),
+        ("a", 2, "a2"),
+        ("a", 3, "a3"),
+        ("b", 1, "b1"),
+    ];
+    let want: Vec<(String, u32, String)> = want
+        .iter()
+        .map(|(p, o, t)| (p.to_string(), *o, t.to_string()))
+        .collect();
+    assert_eq!(listed, want);
+}

@@ -132,3 +132,22 @@ impl Outcome {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each outcome maps to its HTTP status; a rejection carries its own (400 or 413).
+    #[test]
+    fn status_is_the_http_status_of_each_answer() {
+        let too_big = WireError {
+            status: 413,
+            message: "too many items".into(),
+        };
+        assert_eq!(Outcome::Rejected(too_big).status(), 413);
+        assert_eq!(Outcome::DiscoveryRejected.status(), 400);
+        assert_eq!(Outcome::Push(vec![]).status(), 201);
+        assert_eq!(Outcome::PopEmpty.status(), 204);
+        assert_eq!(Outcome::Health.status(), 200);
+    }
+}

@@ -416,4 +416,15 @@ mod tests {
         c.cursor_mut(PartH(0), "g").committed = 0;
         assert_eq!(a, c);
     }
+
+    /// Equality compares the partition slots: a slot emptied by a delete in one copy
+    /// only is a difference, whatever else the two states share.
+    #[test]
+    fn a_partition_deleted_in_one_state_only_makes_the_states_differ() {
+        let a = built();
+        let mut b = a.clone();
+        Arc::make_mut(&mut b.partitions)[0] = None;
+        assert_ne!(a, b);
+        assert_ne!(b, a);
+    }
 }
