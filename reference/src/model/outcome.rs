@@ -118,36 +118,3 @@ pub struct DlqOut {
     pub limit: u32,
     pub offset: u32,
 }
-
-impl Outcome {
-    /// The HTTP status this outcome is answered with.
-    pub fn status(&self) -> u16 {
-        match self {
-            Outcome::Rejected(e) => e.status,
-            Outcome::DiscoveryRejected => 400,
-            Outcome::Push(_) => 201,
-            Outcome::PopEmpty => 204,
-            Outcome::PopIllegal(..) => 0,
-            _ => 200,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Each outcome maps to its HTTP status; a rejection carries its own (400 or 413).
-    #[test]
-    fn status_is_the_http_status_of_each_answer() {
-        let too_big = WireError {
-            status: 413,
-            message: "too many items".into(),
-        };
-        assert_eq!(Outcome::Rejected(too_big).status(), 413);
-        assert_eq!(Outcome::DiscoveryRejected.status(), 400);
-        assert_eq!(Outcome::Push(vec![]).status(), 201);
-        assert_eq!(Outcome::PopEmpty.status(), 204);
-        assert_eq!(Outcome::Health.status(), 200);
-    }
-}
