@@ -199,7 +199,6 @@ fn pop_query() -> Vec<Value> {
 fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
     let err = || Some(g_ref("ErrorBody"));
     let bad = (400, "The request is malformed; nothing changed.", err());
-    let s = |g: &mut SchemaGenerator, f: fn(&mut SchemaGenerator) -> Value| Some(f(g));
     let q = || param("queue", "path", "string", "The queue.");
     vec![
         Op {
@@ -207,12 +206,12 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             path: "/api/v1/push",
             summary: "Push messages (PUSH-1..PUSH-8).",
             params: vec![],
-            body: s(g, |g| g.subschema_for::<PushBody>().to_value()),
+            body: of::<PushBody>(g),
             responses: vec![
                 (
                     201,
                     "One result per item, in order.",
-                    s(g, |g| g.subschema_for::<Vec<PushResult>>().to_value()),
+                    of::<Vec<PushResult>>(g),
                 ),
                 bad.clone(),
                 (413, "The body exceeds the broker's limit.", err()),
@@ -248,11 +247,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             .collect(),
             body: None,
             responses: vec![
-                (
-                    200,
-                    "Leased messages.",
-                    s(g, |g| g.subschema_for::<PopResponse>().to_value()),
-                ),
+                (200, "Leased messages.", of::<PopResponse>(g)),
                 (204, "Nothing to deliver.", None),
                 (
                     400,
@@ -267,27 +262,20 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             path: "/api/v1/ack",
             summary: "Acknowledge one message (ACK-0..ACK-8).",
             params: vec![],
-            body: s(g, |g| g.subschema_for::<AckBody>().to_value()),
-            responses: vec![
-                (
-                    200,
-                    "One result.",
-                    s(g, |g| g.subschema_for::<Vec<AckResult>>().to_value()),
-                ),
-                bad.clone(),
-            ],
+            body: of::<AckBody>(g),
+            responses: vec![(200, "One result.", of::<Vec<AckResult>>(g)), bad.clone()],
         },
         Op {
             method: "post",
             path: "/api/v1/ack/batch",
             summary: "Acknowledge several messages at once.",
             params: vec![],
-            body: s(g, |g| g.subschema_for::<AckBatchBody>().to_value()),
+            body: of::<AckBatchBody>(g),
             responses: vec![
                 (
                     200,
                     "One result per acknowledgment, in order.",
-                    s(g, |g| g.subschema_for::<Vec<AckResult>>().to_value()),
+                    of::<Vec<AckResult>>(g),
                 ),
                 bad.clone(),
             ],
@@ -297,12 +285,12 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             path: "/api/v1/lease/{leaseId}/extend",
             summary: "Extend a live lease (LEASE-1..LEASE-3).",
             params: vec![param("leaseId", "path", "string", "The lease (a UUID).")],
-            body: s(g, |g| g.subschema_for::<ExtendBody>().to_value()),
+            body: of::<ExtendBody>(g),
             responses: vec![
                 (
                     200,
                     "Whether the lease was renewed, and until when.",
-                    s(g, |g| g.subschema_for::<ExtendResponse>().to_value()),
+                    of::<ExtendResponse>(g),
                 ),
                 bad.clone(),
             ],
@@ -312,12 +300,12 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             path: "/api/v1/transaction",
             summary: "Pushes and acks applied together or not at all (TXN-1..TXN-3).",
             params: vec![],
-            body: s(g, |g| g.subschema_for::<TxnBody>().to_value()),
+            body: of::<TxnBody>(g),
             responses: vec![
                 (
                     200,
                     "Applied, or refused with nothing applied.",
-                    s(g, |g| g.subschema_for::<TxnResponse>().to_value()),
+                    of::<TxnResponse>(g),
                 ),
                 bad.clone(),
             ],
@@ -327,13 +315,9 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             path: "/api/v1/configure",
             summary: "Create or configure a queue (CFG-1..CFG-3).",
             params: vec![],
-            body: s(g, |g| g.subschema_for::<ConfigureBody>().to_value()),
+            body: of::<ConfigureBody>(g),
             responses: vec![
-                (
-                    200,
-                    "The queue's options now.",
-                    s(g, |g| g.subschema_for::<ConfigureResponse>().to_value()),
-                ),
+                (200, "The queue's options now.", of::<ConfigureResponse>(g)),
                 bad.clone(),
             ],
         },
@@ -344,11 +328,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             params: vec![q()],
             body: None,
             responses: vec![
-                (
-                    200,
-                    "Deleted (or already absent).",
-                    s(g, |g| g.subschema_for::<DeleteResponse>().to_value()),
-                ),
+                (200, "Deleted (or already absent).", of::<DeleteResponse>(g)),
                 bad.clone(),
             ],
         },
@@ -368,7 +348,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
                 (
                     200,
                     "A page of dead letters, oldest first.",
-                    s(g, |g| g.subschema_for::<DlqResponse>().to_value()),
+                    of::<DlqResponse>(g),
                 ),
                 bad.clone(),
             ],
@@ -392,15 +372,11 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             params: vec![],
             body: None,
             responses: vec![
-                (
-                    200,
-                    "Healthy.",
-                    s(g, |g| g.subschema_for::<HealthResponse>().to_value()),
-                ),
+                (200, "Healthy.", of::<HealthResponse>(g)),
                 (
                     503,
                     "Not serving (e.g. the database is down).",
-                    s(g, |g| g.subschema_for::<HealthResponse>().to_value()),
+                    of::<HealthResponse>(g),
                 ),
             ],
         },
@@ -439,8 +415,6 @@ fn maintenance(
     summary: &'static str,
     answer: fn(&mut SchemaGenerator) -> Value,
 ) -> Op {
-    // Registered here so the POST (listed by `document`) can refer to it.
-    let _ = g.subschema_for::<MaintenanceBody>();
     Op {
         method: "get+post",
         path,
@@ -456,6 +430,11 @@ fn maintenance(
             ),
         ],
     }
+}
+
+/// The schema of `T`, a reference into the document's components.
+fn of<T: JsonSchema>(g: &mut SchemaGenerator) -> Option<Value> {
+    Some(g.subschema_for::<T>().to_value())
 }
 
 fn g_ref(name: &str) -> Value {
