@@ -843,3 +843,73 @@ fn describe(out: &Outcome, world: &World) -> HttpResponse {
     }
     .render(out)
 }
+
+#[cfg(test)]
+mod tests {
+    //! The rules by which a step collapses worlds that reached the same state.
+    use super::*;
+
+    fn kept(world: World, added: usize) -> Kept {
+        Kept {
+            print: world.fingerprint(),
+            world,
+            added,
+            expected: None,
+        }
+    }
+
+    fn with_finding(mut w: World) -> World {
+        w.findings
+            .push(Finding::new(ACK_5, Kind::Alternative, "acked outside its span"));
+        w
+    }
+
+    /// A world that knows one message, under the broker id `id`.
+    fn knowing(id: &str) -> World {
+        let mut w = World::default();
+        w.ids.msgs.bind("message", MsgH(0), id).unwrap();
+        w
+    }
+
+    #[test]
+    fn twins_are_one_world_and_distinct_states_stay_apart() {
+        let mut next = Next::default();
+        next.merge(kept(World::default(), 0));
+        next.merge(kept(World::default(), 0));
+        assert_eq!(next.len(), 1, "the same state twice is one world");
+        next.merge(kept(knowing("m1"), 0));
+        assert_eq!(next.len(), 2, "different ids are different worlds");
+        next.merge(kept(knowing("m2"), 0));
+        assert_eq!(next.len(), 3, "so are the same number of ids bound otherwise");
+        assert_eq!(next.kept[1].print, next.kept[2].print);
+    }
+
+    #[test]
+    fn of_two_twins_the_one_with_fewer_differences_is_kept_in_either_order() {
+        for (first, second) in [(0, 2), (2, 0)] {
+            let mut next = Next::default();
+            next.merge(kept(World::default(), first));
+            next.merge(kept(World::default(), second));
+            let (worlds, _) = next.fewest_differences();
+            assert_eq!(worlds.len(), 1);
+            let mut next = Next::default();
+            next.merge(kept(World::default(), first));
+            next.merge(kept(World::default(), second));
+            assert_eq!(next.kept[0].added, 0, "order {first},{second}");
+        }
+    }
+
+    #[test]
+    fn of_two_equally_close_twins_the_one_with_fewer_findings_is_kept() {
+        let plain = World::default();
+        let found = with_finding(World::default());
+        for order in [[plain.clone(), found.clone()], [found, plain]] {
+            let mut next = Next::default();
+            for w in order {
+                next.merge(kept(w, 1));
+            }
+            assert_eq!(next.len(), 1);
+            assert!(next.kept[0].world.findings.is_empty());
+        }
+    }
+}
