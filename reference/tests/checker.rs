@@ -207,6 +207,27 @@ fn section_12_an_undecided_open_point_keeps_several_worlds_until_an_answer_decid
     assert_eq!(l.c.worlds().len(), 1);
 }
 
+/// Past `max_worlds` possible states the checker says it cannot decide rather than
+/// going on with a partial set (a verdict from some of the worlds could be wrong).
+#[test]
+fn more_possible_states_than_the_bound_is_inconclusive() {
+    let ghost_pop = HttpRequest::get("/api/v1/pop/queue/ghost/partition/p", &[]);
+    let mut l = Lockstep::new(Policy::default());
+    l.c.max_worlds = 1;
+    let answer = l.e.handle(&ghost_pop, l.now);
+    assert!(matches!(
+        l.feed(&ghost_pop, &answer),
+        Err(StepError::Inconclusive(_))
+    ));
+    // The same bound holds for a request whose answer never came.
+    let mut l = Lockstep::new(Policy::default());
+    l.c.max_worlds = 1;
+    assert!(matches!(
+        l.c.step_unknown(&ghost_pop, l.now, l.now),
+        Err(StepError::Inconclusive(_))
+    ));
+}
+
 #[test]
 fn broken_empty_pop_with_200_and_body_is_caught() {
     let mut l = Lockstep::new(Policy::default());
@@ -556,6 +577,23 @@ fn a_smaller_claim_is_followed_with_a_finding() {
     assert_eq!((f[0].rule, f[0].kind), (POP_3, Kind::Claim));
     let r = l.pop("q", &[("autoAck", "true")]);
     assert_eq!(r.body.unwrap()["messages"][0]["transactionId"], json!("t2"));
+}
+
+/// A pop that answered nothing may have had none of its side effects: kept going, the
+/// state before it stays possible, with the rule it skipped (POP-8 for an unknown
+/// queue's row), and a later answer showing the row was never made is followed.
+#[test]
+fn an_empty_pop_that_skipped_its_side_effect_is_followed_with_a_finding() {
+    let mut l = Lockstep::new(Policy::default());
+    keep_going(&mut l);
+    l.pop("ghost", &[]);
+    let delete = HttpRequest::delete("/api/v1/resources/queues/ghost");
+    let never_made = Engine::default().handle(&delete, l.now);
+    assert_eq!(never_made.body.as_ref().unwrap()["existed"], json!(false));
+    assert!(l.feed(&delete, &never_made).is_ok());
+    let f = l.c.findings();
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!((f[0].rule, f[0].kind), (POP_8, Kind::Claim));
 }
 
 /// Without keep-going a strict checker still stops at the first difference, and a
