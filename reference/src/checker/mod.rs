@@ -912,4 +912,26 @@ mod tests {
             assert!(next.kept[0].world.findings.is_empty());
         }
     }
+
+    #[test]
+    fn a_divergence_reads_as_request_rules_actual_and_each_allowed_answer_with_why() {
+        let d = Divergence {
+            request: HttpRequest::get("/api/v1/pop/queue/q", &[]),
+            actual: HttpResponse {
+                status: 200,
+                body: Some(serde_json::json!({"messages": []})),
+            },
+            expected: vec![HttpResponse {
+                status: 204,
+                body: None,
+            }],
+            reasons: vec!["status 200, expected 204".into()],
+            rules: vec![POP_1, POP_2],
+        };
+        assert_eq!(
+            d.to_string(),
+            "GET /api/v1/pop/queue/q (POP-1, POP-2)\n  actual: 200 {\"messages\":[]}\n  \
+             allowed: 204 (no body)\n    differs: status 200, expected 204\n"
+        );
+    }
 }
