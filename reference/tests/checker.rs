@@ -195,6 +195,30 @@ fn section_12_deadline_inside_the_interval_allows_both_answers_until_one_is_seen
     }
 }
 
+/// The broker's clock may be `skew_ms` either side of the interval the client saw: an
+/// answer from just past a deadline (before it, by the client's clock) is accepted, and so
+/// is one from just before it (after it, by the client's clock).
+#[test]
+fn section_12_the_skew_allowance_widens_the_interval_both_ways() {
+    for (offset, expired) in [(-8, true), (8, false)] {
+        let mut l = Lockstep::new(Policy::default());
+        l.c.skew_ms = 5;
+        l.push("q", "p", Some("m"));
+        l.pop("q", &[("leaseSeconds", "1")]);
+        let second = HttpRequest::get("/api/v1/pop/queue/q", &[]);
+        // The engine decides on the other side of the deadline from the client's clock.
+        let engine_at = if expired { 1_000 } else { 999 };
+        let r = l.e.handle(&second, l.now + engine_at);
+        assert_eq!(r.status, if expired { 200 } else { 204 });
+        // The first pop's own skew already puts the deadline anywhere in 995..=1005 ms.
+        let seen = l.now + 1_000 + offset;
+        let mut exact = l.c.clone();
+        exact.skew_ms = 0;
+        assert!(exact.step(&second, seen, seen, &r).is_err(), "offset {offset}");
+        assert!(l.c.step(&second, seen, seen, &r).is_ok(), "offset {offset}");
+    }
+}
+
 #[test]
 fn section_12_an_undecided_open_point_keeps_several_worlds_until_an_answer_decides() {
     let mut l = Lockstep::new(Policy::default());
@@ -213,8 +237,11 @@ fn section_12_an_undecided_open_point_keeps_several_worlds_until_an_answer_decid
 fn more_possible_states_than_the_bound_is_inconclusive() {
     let ghost_pop = HttpRequest::get("/api/v1/pop/queue/ghost/partition/p", &[]);
     let mut l = Lockstep::new(Policy::default());
-    l.c.max_worlds = 1;
     let answer = l.e.handle(&ghost_pop, l.now);
+    let mut at_bound = l.c.clone();
+    at_bound.max_worlds = 2;
+    assert_eq!(at_bound.step(&ghost_pop, l.now, l.now, &answer), Ok(2));
+    l.c.max_worlds = 1;
     assert!(matches!(
         l.feed(&ghost_pop, &answer),
         Err(StepError::Inconclusive(_))
@@ -573,10 +600,13 @@ fn a_smaller_claim_is_followed_with_a_finding() {
     let r = l.e.handle(&small, l.now);
     let req = HttpRequest::get("/api/v1/pop/queue/q", &[("autoAck", "true")]);
     assert!(l.feed(&req, &r).is_ok(), "followed as a claim of one");
+    assert!(l.c.last_claim_short());
+    assert_eq!(l.c.last_expected(), None, "the smaller claim matched exactly");
     let f = l.c.findings();
     assert_eq!((f[0].rule, f[0].kind), (POP_3, Kind::Claim));
     let r = l.pop("q", &[("autoAck", "true")]);
     assert_eq!(r.body.unwrap()["messages"][0]["transactionId"], json!("t2"));
+    assert!(!l.c.last_claim_short(), "a full claim is not short");
 }
 
 /// A pop that answered nothing may have had none of its side effects: kept going, the
@@ -594,6 +624,10 @@ fn an_empty_pop_that_skipped_its_side_effect_is_followed_with_a_finding() {
     let f = l.c.findings();
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!((f[0].rule, f[0].kind), (POP_8, Kind::Claim));
+    // A strict checker holds the broker to the side effect.
+    let mut strict = Lockstep::new(Policy::default());
+    strict.pop("ghost", &[]);
+    assert!(strict.feed(&delete, &never_made).is_err());
 }
 
 /// Without keep-going a strict checker still stops at the first difference, and a
