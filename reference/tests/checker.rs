@@ -630,6 +630,29 @@ fn an_empty_pop_that_skipped_its_side_effect_is_followed_with_a_finding() {
     assert!(strict.feed(&delete, &never_made).is_err());
 }
 
+/// On a known queue the side effect an empty pop may have skipped is the group's
+/// subscription (POP-13): a group that later acts as if it never subscribed is followed.
+#[test]
+fn an_empty_group_pop_that_did_not_subscribe_is_followed_with_a_finding() {
+    let mut l = Lockstep::new(Policy::default());
+    keep_going(&mut l);
+    l.push("q", "p", Some("old"));
+    let g = [("consumerGroup", "g"), ("subscriptionMode", "new")];
+    l.pop("q", &g);
+    l.push("q", "p", Some("m1"));
+    // A broker without the subscription seeds the group now, past m1.
+    let req = HttpRequest::get("/api/v1/pop/queue/q", &g);
+    let nothing = HttpResponse {
+        status: 204,
+        body: None,
+    };
+    l.now += 10;
+    assert!(l.feed(&req, &nothing).is_ok());
+    let f = l.c.findings();
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!((f[0].rule, f[0].kind), (POP_13, Kind::Claim));
+}
+
 /// Without keep-going a strict checker still stops at the first difference, and a
 /// 5xx to bad input is never a finding: it is not a rejection.
 #[test]
