@@ -249,6 +249,9 @@ fn more_possible_states_than_the_bound_is_inconclusive() {
     // The same bound holds for a request whose answer never came.
     let mut l = Lockstep::new(Policy::default());
     l.c.max_worlds = 1;
+    let mut at_bound = l.c.clone();
+    at_bound.max_worlds = 2;
+    assert_eq!(at_bound.step_unknown(&ghost_pop, l.now, l.now), Ok(2));
     assert!(matches!(
         l.c.step_unknown(&ghost_pop, l.now, l.now),
         Err(StepError::Inconclusive(_))
@@ -582,6 +585,14 @@ fn a_missing_route_is_a_finding_that_changes_nothing() {
         (POP_10, Kind::RouteMissing, Level::Seed)
     );
     l.pop("ns.t", &[]);
+    // A queue-scoped pop the broker lacks breaks POP-5, the route's own rule.
+    let req = HttpRequest::get("/api/v1/pop/queue/ns.t", &[]);
+    assert!(l.feed(&req, &missing).is_ok());
+    assert!(l
+        .c
+        .findings()
+        .iter()
+        .any(|f| (f.rule, f.kind) == (POP_5, Kind::RouteMissing)));
 }
 
 /// A pop that takes fewer messages than `batch` allows (a broker whose default `batch`
@@ -651,6 +662,101 @@ fn an_empty_group_pop_that_did_not_subscribe_is_followed_with_a_finding() {
     let f = l.c.findings();
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!((f[0].rule, f[0].kind), (POP_13, Kind::Claim));
+}
+
+/// A pop is followed as a smaller claim only when it claimed less than the request
+/// allowed: more messages than `batch`, or more partitions than `partitions`, is an
+/// over-claim that diverges even when kept going (POP-3).
+#[test]
+fn an_over_claim_is_never_read_as_a_smaller_claim() {
+    let claim = |batch: &'static str, partitions: &'static str| {
+        vec![("batch", batch), ("partitions", partitions), ("autoAck", "true")]
+    };
+    for (query, wide) in [
+        (vec![("batch", "1")], vec![("batch", "2")]),
+        (claim("1", "1"), claim("2", "1")),
+        (claim("3", "1"), claim("3", "2")),
+        (claim("2", "1"), claim("3", "2")),
+    ] {
+        let mut l = Lockstep::new(Policy::default());
+        keep_going(&mut l);
+        l.push("q", "a", Some("t1"));
+        l.push("q", "a", Some("t2"));
+        l.push("q", "b", Some("t3"));
+        let more = l.e.handle(&HttpRequest::get("/api/v1/pop/queue/q", &wide), l.now);
+        let req = HttpRequest::get("/api/v1/pop/queue/q", &query);
+        assert!(l.feed(&req, &more).is_err(), "{query:?} answered {more:?}");
+    }
+}
+
+/// The finding of a smaller claim says what was asked and what was claimed.
+#[test]
+fn a_smaller_claim_finding_names_the_request_and_the_claim() {
+    let mut l = Lockstep::new(Policy::default());
+    keep_going(&mut l);
+    l.push("q", "a", Some("t1"));
+    l.push("q", "a", Some("t2"));
+    let one = l.e.handle(&HttpRequest::get("/api/v1/pop/queue/q", &[("batch", "1")]), l.now);
+    let req = HttpRequest::get("/api/v1/pop/queue/q", &[("batch", "5")]);
+    assert!(l.feed(&req, &one).is_ok());
+    let f = l.c.findings();
+    assert_eq!(
+        f[0].example.as_deref(),
+        Some("GET /api/v1/pop/queue/q (batch 5, partitions 1) claimed 1 message(s) in 1 partition(s)")
+    );
+}
+
+/// An unanswered request is applied anywhere in its interval widened by the skew: just
+/// before a lease deadline by the client's clock the lease may have expired, just after
+/// it may still be live.
+#[test]
+fn section_12_an_unanswered_pop_near_a_deadline_keeps_both_worlds_within_the_skew() {
+    for offset in [-8, 8] {
+        let mut l = Lockstep::new(Policy::default());
+        l.c.skew_ms = 5;
+        l.push("q", "p", Some("m"));
+        l.pop("q", &[("leaseSeconds", "1")]);
+        let at = l.now + 1_000 + offset;
+        let mut exact = l.c.clone();
+        exact.skew_ms = 0;
+        let pop = HttpRequest::get("/api/v1/pop/queue/q", &[]);
+        assert_eq!(exact.step_unknown(&pop, at, at), Ok(1), "offset {offset}");
+        assert_eq!(l.c.step_unknown(&pop, at, at), Ok(2), "offset {offset}");
+    }
+}
+
+/// A lax checker explores the PROJECT alternatives of an unanswered request too (ACK-5
+/// here); a strict one only the project's decision.
+#[test]
+fn an_unanswered_request_branches_on_project_alternatives_only_when_lax() {
+    for strict in [true, false] {
+        let mut l = Lockstep::new(Policy::default());
+        l.c.strict_project = strict;
+        l.push("q", "a", Some("t1"));
+        l.push("q", "a", Some("t2"));
+        let p = l.pop("q", &[("batch", "1")]);
+        let mut outside = acks_for(&p, "completed")[0].clone();
+        outside["transactionId"] = json!("t2");
+        let req = HttpRequest::post("/api/v1/ack", &outside);
+        let worlds = l.c.step_unknown(&req, l.now, l.now).unwrap();
+        assert_eq!(worlds, if strict { 1 } else { 2 }, "strict {strict}");
+    }
+}
+
+/// A pop delivering from a partition no push created matches no outcome at all; the
+/// divergence still names the pop's rules.
+#[test]
+fn a_divergence_with_no_outcome_to_compare_names_the_routes_rules() {
+    let mut l = Lockstep::new(Policy::default());
+    l.push("q", "a", Some("t1"));
+    let mut answer = l.e.handle(&HttpRequest::get("/api/v1/pop/queue/q", &[]), l.now);
+    answer.body.as_mut().unwrap()["messages"][0]["partitionId"] = json!(uuid_v7_like());
+    answer.body.as_mut().unwrap()["messages"][0]["transactionId"] = json!("never-pushed");
+    let req = HttpRequest::get("/api/v1/pop/queue/q", &[]);
+    match l.feed(&req, &answer) {
+        Err(StepError::Diverged(d)) => assert!(!d.rules.is_empty(), "{d}"),
+        other => panic!("must diverge: {other:?}"),
+    }
 }
 
 /// Without keep-going a strict checker still stops at the first difference, and a
