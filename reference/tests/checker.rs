@@ -214,7 +214,10 @@ fn section_12_the_skew_allowance_widens_the_interval_both_ways() {
         let seen = l.now + 1_000 + offset;
         let mut exact = l.c.clone();
         exact.skew_ms = 0;
-        assert!(exact.step(&second, seen, seen, &r).is_err(), "offset {offset}");
+        assert!(
+            exact.step(&second, seen, seen, &r).is_err(),
+            "offset {offset}"
+        );
         assert!(l.c.step(&second, seen, seen, &r).is_ok(), "offset {offset}");
     }
 }
@@ -588,11 +591,14 @@ fn a_missing_route_is_a_finding_that_changes_nothing() {
     // A queue-scoped pop the broker lacks breaks POP-5, the route's own rule.
     let req = HttpRequest::get("/api/v1/pop/queue/ns.t", &[]);
     assert!(l.feed(&req, &missing).is_ok());
-    assert!(l
-        .c
-        .findings()
-        .iter()
-        .any(|f| (f.rule, f.kind) == (POP_5, Kind::RouteMissing)));
+    let f = l.c.findings();
+    let queue_route = f.iter().find(|f| f.rule == POP_5).unwrap();
+    assert_eq!(queue_route.kind, Kind::RouteMissing);
+    // One text per route, whatever the queue: instances group under it.
+    assert_eq!(
+        queue_route.what,
+        "GET /api/v1/pop/queue/{queue} answers 404"
+    );
 }
 
 /// A pop that takes fewer messages than `batch` allows (a broker whose default `batch`
@@ -612,7 +618,11 @@ fn a_smaller_claim_is_followed_with_a_finding() {
     let req = HttpRequest::get("/api/v1/pop/queue/q", &[("autoAck", "true")]);
     assert!(l.feed(&req, &r).is_ok(), "followed as a claim of one");
     assert!(l.c.last_claim_short());
-    assert_eq!(l.c.last_expected(), None, "the smaller claim matched exactly");
+    assert_eq!(
+        l.c.last_expected(),
+        None,
+        "the smaller claim matched exactly"
+    );
     let f = l.c.findings();
     assert_eq!((f[0].rule, f[0].kind), (POP_3, Kind::Claim));
     let r = l.pop("q", &[("autoAck", "true")]);
@@ -670,7 +680,11 @@ fn an_empty_group_pop_that_did_not_subscribe_is_followed_with_a_finding() {
 #[test]
 fn an_over_claim_is_never_read_as_a_smaller_claim() {
     let claim = |batch: &'static str, partitions: &'static str| {
-        vec![("batch", batch), ("partitions", partitions), ("autoAck", "true")]
+        vec![
+            ("batch", batch),
+            ("partitions", partitions),
+            ("autoAck", "true"),
+        ]
     };
     for (query, wide) in [
         (vec![("batch", "1")], vec![("batch", "2")]),
@@ -683,7 +697,8 @@ fn an_over_claim_is_never_read_as_a_smaller_claim() {
         l.push("q", "a", Some("t1"));
         l.push("q", "a", Some("t2"));
         l.push("q", "b", Some("t3"));
-        let more = l.e.handle(&HttpRequest::get("/api/v1/pop/queue/q", &wide), l.now);
+        let more =
+            l.e.handle(&HttpRequest::get("/api/v1/pop/queue/q", &wide), l.now);
         let req = HttpRequest::get("/api/v1/pop/queue/q", &query);
         assert!(l.feed(&req, &more).is_err(), "{query:?} answered {more:?}");
     }
@@ -696,7 +711,10 @@ fn a_smaller_claim_finding_names_the_request_and_the_claim() {
     keep_going(&mut l);
     l.push("q", "a", Some("t1"));
     l.push("q", "a", Some("t2"));
-    let one = l.e.handle(&HttpRequest::get("/api/v1/pop/queue/q", &[("batch", "1")]), l.now);
+    let one = l.e.handle(
+        &HttpRequest::get("/api/v1/pop/queue/q", &[("batch", "1")]),
+        l.now,
+    );
     let req = HttpRequest::get("/api/v1/pop/queue/q", &[("batch", "5")]);
     assert!(l.feed(&req, &one).is_ok());
     let f = l.c.findings();
@@ -749,13 +767,73 @@ fn an_unanswered_request_branches_on_project_alternatives_only_when_lax() {
 fn a_divergence_with_no_outcome_to_compare_names_the_routes_rules() {
     let mut l = Lockstep::new(Policy::default());
     l.push("q", "a", Some("t1"));
-    let mut answer = l.e.handle(&HttpRequest::get("/api/v1/pop/queue/q", &[]), l.now);
+    let mut answer =
+        l.e.handle(&HttpRequest::get("/api/v1/pop/queue/q", &[]), l.now);
     answer.body.as_mut().unwrap()["messages"][0]["partitionId"] = json!(uuid_v7_like());
     answer.body.as_mut().unwrap()["messages"][0]["transactionId"] = json!("never-pushed");
     let req = HttpRequest::get("/api/v1/pop/queue/q", &[]);
     match l.feed(&req, &answer) {
         Err(StepError::Diverged(d)) => assert!(!d.rules.is_empty(), "{d}"),
         other => panic!("must diverge: {other:?}"),
+    }
+}
+
+/// A partitionId the checker has not seen is bound by name only to a partition the
+/// route could claim: a broker that delivers another queue's identical message under
+/// this route diverges at once.
+#[test]
+fn a_new_partition_id_is_bound_only_within_the_routes_scope() {
+    let cases: [(&str, &str, &str); 3] = [
+        ("/api/v1/pop/queue/q2/partition/p", "q1", "q2"),
+        ("/api/v1/pop?namespace=n2", "n1.q", "n2.q"),
+        ("/api/v1/pop?task=t2", "x.q1", "x.q2"),
+    ];
+    for (route, other, mine) in cases {
+        let mut l = Lockstep::new(Policy::default());
+        for (q, ns, task) in [(other, "n1", "t1"), (mine, "n2", "t2")] {
+            let (ns, task) = if route.contains("namespace") {
+                (ns, "")
+            } else {
+                ("", task)
+            };
+            let mut options = json!({});
+            if !ns.is_empty() {
+                options["namespace"] = json!(ns);
+            }
+            if !task.is_empty() {
+                options["task"] = json!(task);
+            }
+            l.send(HttpRequest::post(
+                "/api/v1/configure",
+                &json!({"queue": q, "options": options}),
+            ));
+        }
+        l.push(other, "p", Some("same"));
+        l.push(mine, "p", Some("same"));
+        // The broker claims `other`'s partition under a route that cannot reach it.
+        let wrong = l.e.handle(
+            &HttpRequest::get(format!("/api/v1/pop/queue/{other}/partition/p"), &[]),
+            l.now,
+        );
+        let (path, query) = route.split_once('?').unwrap_or((route, ""));
+        let q: Vec<(&str, &str)> = query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .collect();
+        let req = HttpRequest::get(path, &q);
+        let mut body = wrong.body.clone().unwrap();
+        body["queue"] = json!(mine);
+        for m in body["messages"].as_array_mut().unwrap() {
+            m["queue"] = json!(mine);
+        }
+        let verdict = l.feed(
+            &req,
+            &HttpResponse {
+                status: 200,
+                body: Some(body),
+            },
+        );
+        assert!(verdict.is_err(), "{route}: delivered {other}'s message");
     }
 }
 

@@ -859,8 +859,11 @@ mod tests {
     }
 
     fn with_finding(mut w: World) -> World {
-        w.findings
-            .push(Finding::new(ACK_5, Kind::Alternative, "acked outside its span"));
+        w.findings.push(Finding::new(
+            ACK_5,
+            Kind::Alternative,
+            "acked outside its span",
+        ));
         w
     }
 
@@ -880,7 +883,11 @@ mod tests {
         next.merge(kept(knowing("m1"), 0));
         assert_eq!(next.len(), 2, "different ids are different worlds");
         next.merge(kept(knowing("m2"), 0));
-        assert_eq!(next.len(), 3, "so are the same number of ids bound otherwise");
+        assert_eq!(
+            next.len(),
+            3,
+            "so are the same number of ids bound otherwise"
+        );
         assert_eq!(next.kept[1].print, next.kept[2].print);
     }
 
