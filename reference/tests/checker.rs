@@ -547,6 +547,89 @@ fn ack_answer_findings_name_the_field_rule() {
     }
 }
 
+/// The divergence of an ack item whose `success` is wrong names the rule that decides
+/// that item: ACK-3 for a completion at or below the cursor (a noop), ACK-6 for a
+/// failure that dead-letters.
+#[test]
+fn a_wrong_ack_success_names_the_rule_of_that_item() {
+    let diverged_rules = |l: &mut Lockstep, ack: &Value| {
+        let req = HttpRequest::post("/api/v1/ack", ack);
+        let mut r = l.e.handle(&req, l.now);
+        assert_eq!(r.body.as_ref().unwrap()[0]["success"], json!(true));
+        r.body.as_mut().unwrap()[0]["success"] = json!(false);
+        r.body.as_mut().unwrap()[0]["error"] = json!("refused");
+        match l.feed(&req, &r) {
+            Err(StepError::Diverged(d)) => d.rules,
+            other => panic!("must diverge: {other:?}"),
+        }
+    };
+    let mut l = Lockstep::new(Policy::default());
+    l.push("q", "a", Some("t1"));
+    let acks = acks_for(&l.pop("q", &[]), "completed");
+    l.send(HttpRequest::post("/api/v1/ack", &acks[0]));
+    assert_eq!(diverged_rules(&mut l, &acks[0]), vec![ACK_3], "a noop completion");
+
+    let mut l = Lockstep::new(Policy::default());
+    l.send(HttpRequest::post(
+        "/api/v1/configure",
+        &json!({"queue": "q", "options": {"retryLimit": 0}}),
+    ));
+    l.push("q", "a", Some("t1"));
+    let acks = acks_for(&l.pop("q", &[]), "failed");
+    assert_eq!(diverged_rules(&mut l, &acks[0]), vec![ACK_6], "a dead-lettering failure");
+}
+
+/// An ack that completes the leased span but answers `leaseReleased:false`: strictly a
+/// divergence under ACK-1; kept going, the lease is followed as kept (a finding), so the
+/// next pop of the group waits for it.
+#[test]
+fn a_lease_kept_past_its_completing_ack_is_followed_only_when_kept_going() {
+    for going in [false, true] {
+        let mut l = Lockstep::new(Policy::default());
+        if going {
+            keep_going(&mut l);
+        }
+        l.push("q", "a", Some("t1"));
+        let acks = acks_for(&l.pop("q", &[]), "completed");
+        let req = HttpRequest::post("/api/v1/ack", &acks[0]);
+        let mut r = l.e.handle(&req, l.now);
+        assert_eq!(r.body.as_ref().unwrap()[0]["leaseReleased"], json!(true));
+        r.body.as_mut().unwrap()[0]["leaseReleased"] = json!(false);
+        let verdict = l.feed(&req, &r);
+        if going {
+            assert!(verdict.is_ok(), "{verdict:?}");
+            let f = l.c.findings();
+            assert_eq!((f[0].rule, f[0].kind), (ACK_1, Kind::KeptLease));
+        } else {
+            match verdict {
+                Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![ACK_1], "{d}"),
+                other => panic!("must diverge: {other:?}"),
+            }
+        }
+    }
+}
+
+/// A wrong health or maintenance answer diverges under that route's rule.
+#[test]
+fn health_and_maintenance_answers_are_judged_by_their_own_rules() {
+    for (path, rule) in [
+        ("/health", HEALTH_1),
+        ("/api/v1/system/maintenance", MAINT_1),
+        ("/api/v1/system/maintenance/pop", MAINT_2),
+    ] {
+        let mut l = Lockstep::new(Policy::default());
+        let req = HttpRequest::get(path, &[]);
+        let wrong = HttpResponse {
+            status: 503,
+            body: Some(json!({"error": "down"})),
+        };
+        match l.feed(&req, &wrong) {
+            Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![rule], "{path}: {d}"),
+            other => panic!("{path} must diverge: {other:?}"),
+        }
+    }
+}
+
 /// `--accept`: a declared deviation is allowed even without keep-going.
 #[test]
 fn an_accepted_deviation_is_allowed_and_still_listed() {
