@@ -630,6 +630,33 @@ fn health_and_maintenance_answers_are_judged_by_their_own_rules() {
     }
 }
 
+/// An ack item's `error` against the one due: a refused item with a null error, and an
+/// applied one with an error text, are each a finding under their own rule.
+#[test]
+fn an_ack_items_error_field_is_judged_both_ways() {
+    let mut l = Lockstep::new(Policy::default());
+    keep_going(&mut l);
+    l.push("q", "a", Some("t1"));
+    let mut acks = acks_for(&l.pop("q", &[]), "completed");
+    let mut stale = acks[0].clone();
+    stale["leaseId"] = json!(uuid_v7_like());
+    let req = HttpRequest::post("/api/v1/ack", &stale);
+    let mut r = l.e.handle(&req, l.now);
+    assert_eq!(r.body.as_ref().unwrap()[0]["error"], json!("invalid or expired lease"));
+    r.body.as_mut().unwrap()[0]["error"] = Value::Null;
+    assert!(l.feed(&req, &r).is_ok());
+    let req = HttpRequest::post("/api/v1/ack", &acks.remove(0));
+    let mut r = l.e.handle(&req, l.now);
+    assert_eq!(r.body.as_ref().unwrap()[0]["error"], Value::Null);
+    r.body.as_mut().unwrap()[0]["error"] = json!("all good");
+    assert!(l.feed(&req, &r).is_ok());
+    let kinds: Vec<(RuleId, Kind)> = l.c.findings().iter().map(|f| (f.rule, f.kind)).collect();
+    assert_eq!(
+        kinds,
+        vec![(ACK_5, Kind::MissingField), (ACK_0, Kind::Value)]
+    );
+}
+
 /// `--accept`: a declared deviation is allowed even without keep-going.
 #[test]
 fn an_accepted_deviation_is_allowed_and_still_listed() {
