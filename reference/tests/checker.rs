@@ -700,6 +700,30 @@ fn each_field_of_a_dead_letter_listing_is_checked() {
     }
 }
 
+/// A dead letter pushed without a payload, never delivered, lists its data as null or
+/// `{}` (PUSH-9), nothing else.
+#[test]
+fn a_dead_letter_without_payload_lists_null_or_an_empty_object() {
+    for (data, ok) in [(json!(null), true), (json!({}), true), (json!({"x": 1}), false)] {
+        let mut l = Lockstep::new(Policy::default());
+        l.push("q", "a", Some("t1"));
+        l.send(HttpRequest::post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": "q", "partition": "a", "transactionId": "t2"}]}),
+        ));
+        // Only t1 is delivered; t2 is dead-lettered by an ack without a lease.
+        let mut ack = acks_for(&l.pop("q", &[("batch", "1")]), "dlq")[0].clone();
+        ack["transactionId"] = json!("t2");
+        ack.as_object_mut().unwrap().remove("leaseId");
+        let r = l.send(HttpRequest::post("/api/v1/ack", &ack));
+        assert_eq!(r.body.unwrap()[0]["dlq"], json!(true));
+        let req = HttpRequest::get("/api/v1/dlq", &[("queue", "q")]);
+        let mut r = l.e.handle(&req, l.now);
+        r.body.as_mut().unwrap()["messages"][0]["data"] = data.clone();
+        assert_eq!(l.feed(&req, &r).is_ok(), ok, "{data}");
+    }
+}
+
 /// A configure answer's differences are named by what they are: a namespace or task
 /// (CFG-3), an option left as it was before the call (CFG-1), another default where the
 /// call set nothing (CFG-2), another value than the one set (CFG-1).
