@@ -598,6 +598,7 @@ fn a_lease_kept_past_its_completing_ack_is_followed_only_when_kept_going() {
         let verdict = l.feed(&req, &r);
         if going {
             assert!(verdict.is_ok(), "{verdict:?}");
+            assert!(l.c.last_expected().is_some(), "the step needed a difference");
             let f = l.c.findings();
             assert_eq!((f[0].rule, f[0].kind), (ACK_1, Kind::KeptLease));
             // The broker lets the kept lease go when it likes, even at once.
