@@ -755,6 +755,29 @@ fn configure_answer_differences_name_their_rule() {
     }
 }
 
+/// A message's `leaseId` that is not the pop's own diverges under POP-5; kept going, a
+/// field of another JSON type is a mistyped-field finding, not a value one.
+#[test]
+fn field_checks_name_a_different_value_and_a_different_type() {
+    let mut l = Lockstep::new(Policy::default());
+    l.push("q", "a", Some("t1"));
+    let req = HttpRequest::get("/api/v1/pop/queue/q", &[]);
+    let mut r = l.e.handle(&req, l.now);
+    r.body.as_mut().unwrap()["messages"][0]["leaseId"] = json!(uuid_v7_like());
+    match l.feed(&req, &r) {
+        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![POP_5], "{d}"),
+        other => panic!("must diverge: {other:?}"),
+    }
+    let mut l = Lockstep::new(Policy::default());
+    keep_going(&mut l);
+    let req = HttpRequest::get("/health", &[]);
+    let mut r = l.e.handle(&req, l.now);
+    r.body.as_mut().unwrap()["status"] = json!(1);
+    assert!(l.feed(&req, &r).is_ok());
+    let kinds: Vec<(RuleId, Kind)> = l.c.findings().iter().map(|f| (f.rule, f.kind)).collect();
+    assert_eq!(kinds, vec![(HEALTH_1, Kind::MistypedField)]);
+}
+
 /// `--accept`: a declared deviation is allowed even without keep-going.
 #[test]
 fn an_accepted_deviation_is_allowed_and_still_listed() {
