@@ -778,6 +778,70 @@ fn field_checks_name_a_different_value_and_a_different_type() {
     assert_eq!(kinds, vec![(HEALTH_1, Kind::MistypedField)]);
 }
 
+/// An extend answer: a 4xx to a valid body is LEASE-3's (the body was valid); an
+/// answer wrapped in a one-element array is followed, kept going, as a shape finding,
+/// and a longer array is no extend answer.
+#[test]
+fn extend_answers_a_refusal_and_a_wrapped_object() {
+    let setup = |going: bool| {
+        let mut l = Lockstep::new(Policy::default());
+        if going {
+            keep_going(&mut l);
+        }
+        l.push("q", "a", Some("t1"));
+        let r = l.pop("q", &[]);
+        let lease = r.body.unwrap()["leaseId"].as_str().unwrap().to_string();
+        let req = HttpRequest::post(
+            format!("/api/v1/lease/{lease}/extend"),
+            &json!({"seconds": 30}),
+        );
+        let answer = l.e.handle(&req, l.now);
+        (l, req, answer)
+    };
+    let (mut l, req, _) = setup(false);
+    let refused = HttpResponse {
+        status: 400,
+        body: Some(json!({"error": "bad"})),
+    };
+    match l.feed(&req, &refused) {
+        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![LEASE_3], "{d}"),
+        other => panic!("must diverge: {other:?}"),
+    }
+    let (mut l, req, answer) = setup(true);
+    let obj = answer.body.clone().unwrap();
+    let mut twice = l.c.clone();
+    let wrapped = HttpResponse {
+        status: 200,
+        body: Some(json!([obj])),
+    };
+    assert!(l.feed(&req, &wrapped).is_ok());
+    let f = l.c.findings();
+    assert_eq!((f[0].rule, f[0].kind), (LEASE_2, Kind::Shape));
+    let two = HttpResponse {
+        status: 200,
+        body: Some(json!([obj, obj])),
+    };
+    assert!(twice.step(&req, l.now, l.now, &two).is_err());
+}
+
+/// A pop that delivers where nothing was claimable diverges under POP-2.
+#[test]
+fn a_delivery_from_nothing_names_pop_2() {
+    let mut elsewhere = Lockstep::new(Policy::default());
+    elsewhere.push("q", "a", Some("t1"));
+    let req = HttpRequest::get("/api/v1/pop/queue/q", &[]);
+    let delivered = elsewhere.e.handle(&req, elsewhere.now);
+    let mut l = Lockstep::new(Policy::default());
+    l.send(HttpRequest::post(
+        "/api/v1/configure",
+        &json!({"queue": "q", "options": {}}),
+    ));
+    match l.feed(&req, &delivered) {
+        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![POP_2], "{d}"),
+        other => panic!("must diverge: {other:?}"),
+    }
+}
+
 /// `--accept`: a declared deviation is allowed even without keep-going.
 #[test]
 fn an_accepted_deviation_is_allowed_and_still_listed() {
