@@ -842,6 +842,65 @@ fn a_delivery_from_nothing_names_pop_2() {
     }
 }
 
+/// A delivered message's `createdAt` narrows when it was written: a later group that
+/// subscribes from after that instant must not see it, however wide the push's own
+/// interval was (POP-12, POP-13).
+#[test]
+fn a_shown_created_at_narrows_the_write_time() {
+    let mut l = Lockstep::new(Policy::default());
+    let push = HttpRequest::post(
+        "/api/v1/push",
+        &json!({"items": [{"queue": "q", "partition": "a", "transactionId": "t1"}]}),
+    );
+    // Written at +5 ms of a push the client saw take 10 ms.
+    l.send_timed(push, 5, 10);
+    let r = l.pop("q", &[("consumerGroup", "g1")]);
+    let created = r.body.unwrap()["messages"][0]["createdAt"].as_str().unwrap().to_string();
+    assert_eq!(created, format_iso(T0 + 5));
+    let later = format_iso(T0 + 7);
+    let req = HttpRequest::get(
+        "/api/v1/pop/queue/q",
+        &[("consumerGroup", "g2"), ("subscriptionFrom", later.as_str())],
+    );
+    // What a broker that ignored the time would deliver.
+    let mut wrong = l.e.handle(&HttpRequest::get("/api/v1/pop/queue/q", &[("consumerGroup", "g3")]), l.now);
+    wrong.body.as_mut().unwrap()["consumerGroup"] = json!("g2");
+    for m in wrong.body.as_mut().unwrap()["messages"].as_array_mut().unwrap() {
+        m["consumerGroup"] = json!("g2");
+    }
+    let mut c = l.c.clone();
+    assert!(c.step(&req, l.now, l.now, &wrong).is_err());
+    assert_eq!(l.send(req).status, 204);
+    // From the shown instant itself it is due: an empty answer diverges.
+    let at = HttpRequest::get(
+        "/api/v1/pop/queue/q",
+        &[("consumerGroup", "g4"), ("subscriptionFrom", created.as_str())],
+    );
+    let nothing = HttpResponse {
+        status: 204,
+        body: None,
+    };
+    assert!(l.c.clone().step(&at, l.now, l.now, &nothing).is_err());
+    assert_eq!(l.send(at).status, 200);
+}
+
+/// An empty pop is a bare 204: a 204 that still carries a body is a POP-6 difference.
+#[test]
+fn an_empty_pop_with_a_204_and_a_body_is_not_bare() {
+    let mut l = Lockstep::new(Policy::default());
+    l.push("q", "a", Some("t1"));
+    l.pop("q", &[]);
+    let req = HttpRequest::get("/api/v1/pop/queue/q", &[]);
+    let with_body = HttpResponse {
+        status: 204,
+        body: Some(json!({"messages": []})),
+    };
+    match l.feed(&req, &with_body) {
+        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![POP_6], "{d}"),
+        other => panic!("must diverge: {other:?}"),
+    }
+}
+
 /// `--accept`: a declared deviation is allowed even without keep-going.
 #[test]
 fn an_accepted_deviation_is_allowed_and_still_listed() {
