@@ -901,6 +901,63 @@ fn an_empty_pop_with_a_204_and_a_body_is_not_bare() {
     }
 }
 
+const TRACE: &str = "01a3185c-5000-7000-8000-0000000000aa";
+
+/// A delivered message shows what was pushed (POP-5), and where PUSH-9 leaves a choice
+/// (an absent payload as null or `{}`, a plain push's traceId kept or dropped) the
+/// first delivery makes it: a redelivery must show the same.
+#[test]
+fn a_messages_content_is_the_pushed_one_and_open_choices_stay_made() {
+    // (traceId, payload) pushed; the field tampered; its value at first and at the
+    // redelivery; whether the first is allowed; whether the redelivery is.
+    let (tr, other) = (TRACE, "01a3185c-5000-7000-8000-0000000000bb");
+    let cases: [(Value, &str, Value, Value, bool, bool); 8] = [
+        (json!(null), "data", json!({"n": 2}), json!({"n": 2}), false, false),
+        (json!(null), "data", json!(null), json!({}), true, false),
+        (json!(null), "data", json!({}), json!(null), true, false),
+        (json!(null), "data", json!([1]), json!([1]), false, false),
+        (json!(tr), "traceId", json!(tr), json!(null), true, false),
+        (json!(tr), "traceId", json!(null), json!(tr), true, false),
+        (json!(tr), "traceId", json!(other), json!(other), false, false),
+        (json!(tr), "traceId", json!(5), json!(5), false, false),
+    ];
+    for (trace, field, first, again, first_ok, again_ok) in cases {
+        let mut l = Lockstep::new(Policy::default());
+        let mut item = json!({"queue": "q", "partition": "a", "transactionId": "t1"});
+        if trace.is_string() {
+            item["traceId"] = trace.clone();
+            item["payload"] = json!({"n": 1});
+        }
+        l.send(HttpRequest::post("/api/v1/push", &json!({"items": [item]})));
+        let req = HttpRequest::get("/api/v1/pop/queue/q", &[("leaseSeconds", "1")]);
+        let mut r = l.e.handle(&req, l.now);
+        r.body.as_mut().unwrap()["messages"][0][field] = first.clone();
+        let case = format!("{field} {first} then {again}");
+        assert_eq!(l.feed(&req, &r).is_ok(), first_ok, "{case}");
+        if !first_ok {
+            continue;
+        }
+        l.now += 2_000;
+        let mut r = l.e.handle(&req, l.now);
+        assert_eq!(r.status, 200, "{case}: redelivered after the lease");
+        r.body.as_mut().unwrap()["messages"][0][field] = again.clone();
+        assert_eq!(l.feed(&req, &r).is_ok(), again_ok, "{case}");
+    }
+    // A transaction's push keeps its traceId: shown as pushed, nothing else.
+    for (shown, ok) in [(json!(tr), true), (json!(other), false), (json!(null), false)] {
+        let mut l = Lockstep::new(Policy::default());
+        let item = json!({"queue": "q", "partition": "a", "transactionId": "t1", "traceId": tr});
+        l.send(HttpRequest::post(
+            "/api/v1/transaction",
+            &json!({"operations": [{"type": "push", "items": [item]}]}),
+        ));
+        let req = HttpRequest::get("/api/v1/pop/queue/q", &[]);
+        let mut r = l.e.handle(&req, l.now);
+        r.body.as_mut().unwrap()["messages"][0]["traceId"] = shown.clone();
+        assert_eq!(l.feed(&req, &r).is_ok(), ok, "transaction trace shown as {shown}");
+    }
+}
+
 /// `--accept`: a declared deviation is allowed even without keep-going.
 #[test]
 fn an_accepted_deviation_is_allowed_and_still_listed() {
