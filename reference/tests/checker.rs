@@ -567,7 +567,11 @@ fn a_wrong_ack_success_names_the_rule_of_that_item() {
     l.push("q", "a", Some("t1"));
     let acks = acks_for(&l.pop("q", &[]), "completed");
     l.send(HttpRequest::post("/api/v1/ack", &acks[0]));
-    assert_eq!(diverged_rules(&mut l, &acks[0]), vec![ACK_3], "a noop completion");
+    assert_eq!(
+        diverged_rules(&mut l, &acks[0]),
+        vec![ACK_3],
+        "a noop completion"
+    );
 
     let mut l = Lockstep::new(Policy::default());
     l.send(HttpRequest::post(
@@ -576,7 +580,11 @@ fn a_wrong_ack_success_names_the_rule_of_that_item() {
     ));
     l.push("q", "a", Some("t1"));
     let acks = acks_for(&l.pop("q", &[]), "failed");
-    assert_eq!(diverged_rules(&mut l, &acks[0]), vec![ACK_6], "a dead-lettering failure");
+    assert_eq!(
+        diverged_rules(&mut l, &acks[0]),
+        vec![ACK_6],
+        "a dead-lettering failure"
+    );
 }
 
 /// An ack that completes the leased span but answers `leaseReleased:false`: strictly a
@@ -598,7 +606,10 @@ fn a_lease_kept_past_its_completing_ack_is_followed_only_when_kept_going() {
         let verdict = l.feed(&req, &r);
         if going {
             assert!(verdict.is_ok(), "{verdict:?}");
-            assert!(l.c.last_expected().is_some(), "the step needed a difference");
+            assert!(
+                l.c.last_expected().is_some(),
+                "the step needed a difference"
+            );
             let f = l.c.findings();
             assert_eq!((f[0].rule, f[0].kind), (ACK_1, Kind::KeptLease));
             // The broker lets the kept lease go when it likes, even at once.
@@ -647,7 +658,10 @@ fn an_ack_items_error_field_is_judged_both_ways() {
     stale["leaseId"] = json!(uuid_v7_like());
     let req = HttpRequest::post("/api/v1/ack", &stale);
     let mut r = l.e.handle(&req, l.now);
-    assert_eq!(r.body.as_ref().unwrap()[0]["error"], json!("invalid or expired lease"));
+    assert_eq!(
+        r.body.as_ref().unwrap()[0]["error"],
+        json!("invalid or expired lease")
+    );
     r.body.as_mut().unwrap()[0]["error"] = Value::Null;
     assert!(l.feed(&req, &r).is_ok());
     let req = HttpRequest::post("/api/v1/ack", &acks.remove(0));
@@ -705,7 +719,11 @@ fn each_field_of_a_dead_letter_listing_is_checked() {
 /// `{}` (PUSH-9), nothing else.
 #[test]
 fn a_dead_letter_without_payload_lists_null_or_an_empty_object() {
-    for (data, ok) in [(json!(null), true), (json!({}), true), (json!({"x": 1}), false)] {
+    for (data, ok) in [
+        (json!(null), true),
+        (json!({}), true),
+        (json!({"x": 1}), false),
+    ] {
         let mut l = Lockstep::new(Policy::default());
         l.push("q", "a", Some("t1"));
         l.send(HttpRequest::post(
@@ -855,17 +873,29 @@ fn a_shown_created_at_narrows_the_write_time() {
     // Written at +5 ms of a push the client saw take 10 ms.
     l.send_timed(push, 5, 10);
     let r = l.pop("q", &[("consumerGroup", "g1")]);
-    let created = r.body.unwrap()["messages"][0]["createdAt"].as_str().unwrap().to_string();
+    let created = r.body.unwrap()["messages"][0]["createdAt"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(created, format_iso(T0 + 5));
     let later = format_iso(T0 + 7);
     let req = HttpRequest::get(
         "/api/v1/pop/queue/q",
-        &[("consumerGroup", "g2"), ("subscriptionFrom", later.as_str())],
+        &[
+            ("consumerGroup", "g2"),
+            ("subscriptionFrom", later.as_str()),
+        ],
     );
     // What a broker that ignored the time would deliver.
-    let mut wrong = l.e.handle(&HttpRequest::get("/api/v1/pop/queue/q", &[("consumerGroup", "g3")]), l.now);
+    let mut wrong = l.e.handle(
+        &HttpRequest::get("/api/v1/pop/queue/q", &[("consumerGroup", "g3")]),
+        l.now,
+    );
     wrong.body.as_mut().unwrap()["consumerGroup"] = json!("g2");
-    for m in wrong.body.as_mut().unwrap()["messages"].as_array_mut().unwrap() {
+    for m in wrong.body.as_mut().unwrap()["messages"]
+        .as_array_mut()
+        .unwrap()
+    {
         m["consumerGroup"] = json!("g2");
     }
     let mut c = l.c.clone();
@@ -874,7 +904,10 @@ fn a_shown_created_at_narrows_the_write_time() {
     // From the shown instant itself it is due: an empty answer diverges.
     let at = HttpRequest::get(
         "/api/v1/pop/queue/q",
-        &[("consumerGroup", "g4"), ("subscriptionFrom", created.as_str())],
+        &[
+            ("consumerGroup", "g4"),
+            ("subscriptionFrom", created.as_str()),
+        ],
     );
     let nothing = HttpResponse {
         status: 204,
@@ -912,13 +945,27 @@ fn a_messages_content_is_the_pushed_one_and_open_choices_stay_made() {
     // redelivery; whether the first is allowed; whether the redelivery is.
     let (tr, other) = (TRACE, "01a3185c-5000-7000-8000-0000000000bb");
     let cases: [(Value, &str, Value, Value, bool, bool); 8] = [
-        (json!(null), "data", json!({"n": 2}), json!({"n": 2}), false, false),
+        (
+            json!(null),
+            "data",
+            json!({"n": 2}),
+            json!({"n": 2}),
+            false,
+            false,
+        ),
         (json!(null), "data", json!(null), json!({}), true, false),
         (json!(null), "data", json!({}), json!(null), true, false),
         (json!(null), "data", json!([1]), json!([1]), false, false),
         (json!(tr), "traceId", json!(tr), json!(null), true, false),
         (json!(tr), "traceId", json!(null), json!(tr), true, false),
-        (json!(tr), "traceId", json!(other), json!(other), false, false),
+        (
+            json!(tr),
+            "traceId",
+            json!(other),
+            json!(other),
+            false,
+            false,
+        ),
         (json!(tr), "traceId", json!(5), json!(5), false, false),
     ];
     for (trace, field, first, again, first_ok, again_ok) in cases {
@@ -944,7 +991,11 @@ fn a_messages_content_is_the_pushed_one_and_open_choices_stay_made() {
         assert_eq!(l.feed(&req, &r).is_ok(), again_ok, "{case}");
     }
     // A transaction's push keeps its traceId: shown as pushed, nothing else.
-    for (shown, ok) in [(json!(tr), true), (json!(other), false), (json!(null), false)] {
+    for (shown, ok) in [
+        (json!(tr), true),
+        (json!(other), false),
+        (json!(null), false),
+    ] {
         let mut l = Lockstep::new(Policy::default());
         let item = json!({"queue": "q", "partition": "a", "transactionId": "t1", "traceId": tr});
         l.send(HttpRequest::post(
@@ -954,7 +1005,34 @@ fn a_messages_content_is_the_pushed_one_and_open_choices_stay_made() {
         let req = HttpRequest::get("/api/v1/pop/queue/q", &[]);
         let mut r = l.e.handle(&req, l.now);
         r.body.as_mut().unwrap()["messages"][0]["traceId"] = shown.clone();
-        assert_eq!(l.feed(&req, &r).is_ok(), ok, "transaction trace shown as {shown}");
+        assert_eq!(
+            l.feed(&req, &r).is_ok(),
+            ok,
+            "transaction trace shown as {shown}"
+        );
+    }
+}
+
+/// A push answer that reuses another message's id diverges: under PUSH-1 for a new
+/// message, under PUSH-5 for a duplicate (which must carry its original's id).
+#[test]
+fn a_reused_message_id_names_push_1_or_push_5() {
+    for (txn, rule) in [("t2", PUSH_1), ("t1", PUSH_5)] {
+        let mut l = Lockstep::new(Policy::default());
+        let first = l.push("q", "a", Some("t1"));
+        let first_id = first.body.unwrap()[0]["message_id"].clone();
+        let third_id = l.push("q", "a", Some("t3")).body.unwrap()[0]["message_id"].clone();
+        let req = HttpRequest::post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": "q", "partition": "a", "transactionId": txn}]}),
+        );
+        let mut r = l.e.handle(&req, l.now);
+        // A new message shown with t1's id; a duplicate of t1 shown with t3's.
+        r.body.as_mut().unwrap()[0]["message_id"] = if txn == "t2" { first_id } else { third_id };
+        match l.feed(&req, &r) {
+            Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![rule], "{txn}: {d}"),
+            other => panic!("{txn} must diverge: {other:?}"),
+        }
     }
 }
 

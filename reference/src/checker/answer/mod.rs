@@ -210,7 +210,10 @@ mod tests {
     fn a_field_is_read_under_another_case_or_separator_but_not_another_name() {
         let v = json!({"messageId": 1, "transaction-id": 2, "LEASE_ID": 3, "message": 4});
         assert_eq!(loose(&v, "message_id"), Some(("messageId", &json!(1))));
-        assert_eq!(loose(&v, "transactionId"), Some(("transaction-id", &json!(2))));
+        assert_eq!(
+            loose(&v, "transactionId"),
+            Some(("transaction-id", &json!(2)))
+        );
         assert_eq!(loose(&v, "leaseId"), Some(("LEASE_ID", &json!(3))));
         assert_eq!(loose(&v, "partition_id"), None);
         assert_eq!(loose(&json!([1]), "message"), None, "not an object");

@@ -110,3 +110,17 @@ fn push_status_rule(due: PushStatus, got: PushStatus) -> RuleId {
         PUSH_5
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wrong_push_status_breaks_push_7_when_spooling_is_involved_else_push_5() {
+        use PushStatus::*;
+        assert_eq!(push_status_rule(Buffered, Queued), PUSH_7);
+        assert_eq!(push_status_rule(Queued, Buffered), PUSH_7);
+        assert_eq!(push_status_rule(Duplicate, Queued), PUSH_5);
+        assert_eq!(push_status_rule(Queued, Duplicate), PUSH_5);
+    }
+}

@@ -50,3 +50,25 @@ pub(super) fn rejected(cx: &mut Cx, e: &WireError, actual: &HttpResponse, path: 
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_routes_rejection_is_judged_by_that_routes_rule() {
+        let cases = [
+            ("/api/v1/transaction", 503, (TXN_4, Level::Project)),
+            ("/api/v1/transaction", 400, (TXN_3, Level::Project)),
+            ("/api/v1/ack/batch", 400, (ACK_0, Level::Project)),
+            ("/api/v1/lease/x/extend", 400, (LEASE_3, Level::Project)),
+            ("/api/v1/configure", 400, (CFG_3, Level::Project)),
+            ("/api/v1/dlq", 400, (DLQ_2, Level::Project)),
+            ("/api/v1/pop", 400, (POP_10, Level::Seed)),
+            ("/api/v1/push", 413, (PUSH_8, Level::Project)),
+        ];
+        for (path, status, want) in cases {
+            assert_eq!(rejection_rule(path, status), want, "{path} {status}");
+        }
+    }
+}
