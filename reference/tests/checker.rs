@@ -842,6 +842,28 @@ fn extend_answers_a_refusal_and_a_wrapped_object() {
     assert!(twice.step(&req, l.now, l.now, &two).is_err());
 }
 
+/// The deadline an extend answers is state: another one diverges under LEASE-1 when the
+/// extend named its seconds, under POP-9 (the queue's lease time) when it did not.
+#[test]
+fn an_extends_expires_at_is_the_new_deadline() {
+    for (body, rule) in [(json!({"seconds": 30}), LEASE_1), (json!({}), POP_9)] {
+        let mut l = Lockstep::new(Policy::default());
+        l.push("q", "a", Some("t1"));
+        let r = l.pop("q", &[]);
+        let lease = r.body.unwrap()["leaseId"].as_str().unwrap().to_string();
+        let req = HttpRequest::post(format!("/api/v1/lease/{lease}/extend"), &body);
+        let mut r = l.e.handle(&req, l.now);
+        assert!(r.body.as_ref().unwrap()["expiresAt"].is_string(), "{r:?}");
+        let mut right = l.c.clone();
+        assert!(right.step(&req, l.now, l.now, &r).is_ok());
+        r.body.as_mut().unwrap()["expiresAt"] = json!("2001-01-01T00:00:00.000Z");
+        match l.feed(&req, &r) {
+            Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![rule], "{body}: {d}"),
+            other => panic!("{body} must diverge: {other:?}"),
+        }
+    }
+}
+
 /// A pop that delivers where nothing was claimable diverges under POP-2.
 #[test]
 fn a_delivery_from_nothing_names_pop_2() {
