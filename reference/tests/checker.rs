@@ -1058,6 +1058,25 @@ fn a_reused_message_id_names_push_1_or_push_5() {
     }
 }
 
+/// An aborted transaction (an ack item that would fail, TXN-2) says why in `error`: with
+/// it the answer is the model's, without it a TXN-3 difference.
+#[test]
+fn an_aborted_transaction_must_say_why() {
+    for (error, ok) in [(json!("ack 0 failed: unresolvable"), true), (json!(""), false)] {
+        let mut l = Lockstep::new(Policy::default());
+        l.push("q", "a", Some("t1"));
+        let p = l.pop("q", &[]);
+        let mut ack = acks_for(&p, "completed")[0].clone();
+        ack["transactionId"] = json!("nobody");
+        ack["type"] = json!("ack");
+        let req = HttpRequest::post("/api/v1/transaction", &json!({"operations": [ack]}));
+        let mut r = l.e.handle(&req, l.now);
+        assert_eq!(r.body.as_ref().unwrap()["success"], json!(false), "{r:?}");
+        r.body.as_mut().unwrap()["error"] = error.clone();
+        assert_eq!(l.feed(&req, &r).is_ok(), ok, "error {error}");
+    }
+}
+
 /// `--accept`: a declared deviation is allowed even without keep-going.
 #[test]
 fn an_accepted_deviation_is_allowed_and_still_listed() {
