@@ -19,9 +19,9 @@ pub const SPEC_TEXT: &str = include_str!("../../spec/PROTOCOL.md");
 pub static LONG: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| format!("{SUITE} (revision {GIT_REVISION}, spec {SPEC})"));
 
-/// One line for the head of a report.
+/// One line for the head of a report: what `--version` prints, named.
 pub fn line() -> String {
-    format!("queen-conformance {SUITE} (revision {GIT_REVISION}), spec {SPEC}")
+    format!("queen-conformance {}", *LONG)
 }
 
 #[cfg(test)]

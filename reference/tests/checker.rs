@@ -1062,7 +1062,10 @@ fn a_reused_message_id_names_push_1_or_push_5() {
 /// it the answer is the model's, without it a TXN-3 difference.
 #[test]
 fn an_aborted_transaction_must_say_why() {
-    for (error, ok) in [(json!("ack 0 failed: unresolvable"), true), (json!(""), false)] {
+    for (error, ok) in [
+        (json!("ack 0 failed: unresolvable"), true),
+        (json!(""), false),
+    ] {
         let mut l = Lockstep::new(Policy::default());
         l.push("q", "a", Some("t1"));
         let p = l.pop("q", &[]);

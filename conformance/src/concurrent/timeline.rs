@@ -8,6 +8,7 @@
 
 use super::history::{Answer, History, Op};
 use super::linearize::{Outcome, Verdict};
+use queen_reference::wire::{parse_request, Rejection, DEFAULT_POP_TIMEOUT_MS};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
@@ -55,19 +56,11 @@ fn marks(outcome: &Outcome) -> Marks {
 
 /// The operation and outcome of a call, short enough for its bar.
 pub fn short_label(o: &Op) -> String {
-    let p = o.request.path.as_str();
-    let op = if p.contains("/pop") {
-        "pop"
-    } else if p.ends_with("/extend") {
-        "extend"
-    } else if p.contains("/ack") {
-        "ack"
-    } else if p.contains("/push") {
-        "push"
-    } else if p.contains("/transaction") {
-        "txn"
-    } else {
-        o.request.method.as_str()
+    // Named by the one routing function, so a label never disagrees with the checker.
+    let op = match parse_request(&o.request, DEFAULT_POP_TIMEOUT_MS, usize::MAX) {
+        Ok(r) => r.name(),
+        Err(Rejection::NotFound) => o.request.method.as_str(),
+        Err(_) => "bad",
     };
     let outcome = match &o.answer {
         Answer::Unknown(_) => "?".to_string(),
@@ -215,6 +208,7 @@ Times: ms from the first call.</p>\n<div class='page'><div class='chart'>{svg}</
 #[cfg(test)]
 mod tests {
     use super::*;
+    use queen_reference::wire::{HttpRequest, HttpResponse};
 
     #[test]
     fn ticks_are_round_and_about_ten() {
@@ -222,5 +216,52 @@ mod tests {
         assert_eq!(tick_step(2300), 500);
         assert_eq!(tick_step(7), 1);
         assert_eq!(tick_step(45_000), 5000);
+    }
+
+    fn call(request: HttpRequest, answer: Answer) -> Op {
+        Op {
+            id: 0,
+            client: 0,
+            key: "q".into(),
+            request,
+            invoke_ms: 0,
+            complete_ms: 1,
+            answer,
+        }
+    }
+
+    fn known(status: u16, body: Option<serde_json::Value>) -> Answer {
+        Answer::Known(HttpResponse { status, body })
+    }
+
+    #[test]
+    fn a_label_names_the_operation_by_its_route_and_the_outcome_briefly() {
+        use serde_json::json;
+        let pop = HttpRequest::get("/api/v1/pop/queue/q", &[]);
+        let two = json!({"messages": [{}, {}]});
+        assert_eq!(
+            short_label(&call(pop.clone(), known(200, Some(two)))),
+            "pop 2"
+        );
+        assert_eq!(
+            short_label(&call(pop, Answer::Unknown("timeout".into()))),
+            "pop ?"
+        );
+        let extend = HttpRequest::post(
+            "/api/v1/lease/01a3185c-5000-7000-8000-000000000001/extend",
+            &json!({}),
+        );
+        let gone = json!({"success": false});
+        assert_eq!(
+            short_label(&call(extend, known(200, Some(gone)))),
+            "extend gone"
+        );
+        // A queue named like a route is still the route it was sent to.
+        let push = HttpRequest::post("/api/v1/push", &json!({"items": [{"queue": "pop"}]}));
+        assert_eq!(short_label(&call(push, known(201, None))), "push 201");
+        let ack = HttpRequest::post("/api/v1/ack/batch", &json!({"acknowledgments": []}));
+        assert_eq!(short_label(&call(ack, known(200, None))), "ack 200");
+        let bad = HttpRequest::post("/api/v1/push", &json!({"items": "no"}));
+        assert_eq!(short_label(&call(bad, known(400, None))), "bad 400");
     }
 }

@@ -83,6 +83,25 @@ pub enum Request {
     Health,
 }
 
+impl Request {
+    /// The operation's short name, for labels a person reads (a timeline's bars).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::Push(_) => "push",
+            Request::Pop { .. } => "pop",
+            Request::Ack(_) | Request::AckBatch(_) => "ack",
+            Request::Extend(_) => "extend",
+            Request::Transaction(_) => "txn",
+            Request::Configure(_) => "configure",
+            Request::DeleteQueue(_) => "delete",
+            Request::Dlq(_) => "dlq",
+            Request::SetPushMaintenance(_) | Request::GetPushMaintenance => "maintenance",
+            Request::SetPopMaintenance(_) | Request::GetPopMaintenance => "pop-maintenance",
+            Request::Health => "health",
+        }
+    }
+}
+
 /// Why a request is not a [`Request`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Rejection {
