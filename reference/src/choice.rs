@@ -199,6 +199,34 @@ mod tests {
     use crate::rules::ACK_5;
 
     #[test]
+    fn a_policys_pick_is_clamped_to_the_alternatives_there_are() {
+        let policy = Policy {
+            ack_without_cursor: 1,
+            ..Policy::default()
+        };
+        let mut ctx = Ctx::policy(Stamp::exact(0), &policy);
+        assert_eq!(ctx.choose(ChoicePoint::AckWithoutCursor, 1), 0);
+        assert_eq!(ctx.choose(ChoicePoint::AckWithoutCursor, 2), 1);
+    }
+
+    #[test]
+    fn exactly_max_branches_is_allowed_and_one_more_is_too_many() {
+        let binary = |n: u32| {
+            move |ctx: &mut Ctx| {
+                (0..n)
+                    .map(|_| ctx.choose(ChoicePoint::Time, 2))
+                    .sum::<u32>()
+            }
+        };
+        assert_eq!(1 << 12, MAX_BRANCHES);
+        assert_eq!(
+            explore(Stamp::exact(0), binary(12)).unwrap().len(),
+            MAX_BRANCHES
+        );
+        assert!(explore(Stamp::exact(0), binary(13)).is_err());
+    }
+
+    #[test]
     fn explore_enumerates_every_combination_once() {
         let r = explore(Stamp::exact(0), |ctx| {
             let a = ctx.choose(ChoicePoint::AckWithoutCursor, 2);

@@ -207,4 +207,21 @@ mod tests {
             DiffKind::Extra
         );
     }
+
+    #[test]
+    fn long_values_are_clipped_at_120_characters() {
+        let exactly = json!("x".repeat(118)); // 120 with its quotes
+        assert_eq!(clip(&exactly), exactly.to_string());
+        let longer = json!("x".repeat(119));
+        assert_eq!(clip(&longer).chars().count(), 121);
+        assert!(clip(&longer).ends_with('…'));
+    }
+
+    #[test]
+    fn only_a_whole_angle_bracketed_string_is_a_placeholder() {
+        assert!(placeholder(&json!("<message 1>")));
+        assert!(!placeholder(&json!("<message 1")));
+        assert!(!placeholder(&json!("message 1>")));
+        assert!(!placeholder(&json!(1)));
+    }
 }
