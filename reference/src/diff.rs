@@ -209,6 +209,16 @@ mod tests {
     }
 
     #[test]
+    fn a_value_of_the_same_type_that_differs_is_listed() {
+        let d = diff(
+            &r(200, Some(json!({"a": 1}))),
+            &r(200, Some(json!({"a": 2}))),
+        );
+        let d: Vec<String> = d.iter().map(|d| d.to_string()).collect();
+        assert_eq!(d, vec!["$.a: 2 where 1 is expected"]);
+    }
+
+    #[test]
     fn long_values_are_clipped_at_120_characters() {
         let exactly = json!("x".repeat(118)); // 120 with its quotes
         assert_eq!(clip(&exactly), exactly.to_string());

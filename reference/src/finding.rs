@@ -229,6 +229,42 @@ mod tests {
     use crate::rules::*;
 
     #[test]
+    fn only_what_the_broker_said_is_answer_only() {
+        let said: Vec<Kind> = Kind::ALL.into_iter().filter(|k| k.answer_only()).collect();
+        assert_eq!(
+            said,
+            vec![
+                Kind::Status,
+                Kind::MissingField,
+                Kind::MistypedField,
+                Kind::Value,
+                Kind::ErrorText,
+                Kind::Shape
+            ]
+        );
+    }
+
+    #[test]
+    fn findings_and_accepts_read_as_rule_kind_and_what() {
+        let f = Finding::new(PUSH_1, Kind::Value, "`queueName` differs")
+            .at("$[0].queueName")
+            .example("\"x\"");
+        assert_eq!(
+            f.to_string(),
+            "PUSH-1 [value]: `queueName` differs at $[0].queueName (e.g. \"x\")"
+        );
+        assert_eq!(
+            Finding::new(POP_5, Kind::Shape, "an array").to_string(),
+            "POP-5 [shape]: an array"
+        );
+        assert_eq!(
+            Accept::parse("push-1:status").unwrap().to_string(),
+            "PUSH-1:status"
+        );
+        assert_eq!(Accept::parse("POP-5").unwrap().to_string(), "POP-5");
+    }
+
+    #[test]
     fn accept_parses_rule_and_kind() {
         let a = Accept::parse("push-1:status").unwrap();
         assert_eq!(
