@@ -172,4 +172,15 @@ mod tests {
         assert_eq!(b.id_or_mint(MsgH(3), || unreachable!()), "c");
         assert_eq!(b.handle("c"), Some(MsgH(3)));
     }
+
+    #[test]
+    fn a_book_counts_its_handles() {
+        let mut b: Bimap<MsgH> = Bimap::default();
+        assert!(b.is_empty());
+        assert_eq!(b.len(), 0);
+        b.bind("message", MsgH(1), "a").unwrap();
+        b.bind("message", MsgH(2), "b").unwrap();
+        assert!(!b.is_empty());
+        assert_eq!(b.len(), 2);
+    }
 }

@@ -160,3 +160,41 @@ impl Policy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_alternatives_differ_from_ours_at_every_point_they_name() {
+        let (alt, ours) = (Policy::alternative(), Policy::default());
+        assert_ne!(alt.absent_payload, ours.absent_payload);
+        assert_ne!(alt.plain_push_trace, ours.plain_push_trace);
+        assert_ne!(alt.blocked_completion, ours.blocked_completion);
+        assert_ne!(alt.pop_order, ours.pop_order);
+        for point in [
+            ChoicePoint::AckBeyondDedupWindow,
+            ChoicePoint::AckWithoutCursor,
+            ChoicePoint::PartitionPopCreatesQueue,
+        ] {
+            assert_eq!((alt.pick(point), ours.pick(point)), (1, 0), "{point:?}");
+        }
+        let project = Policy::project_alternative();
+        for point in [
+            ChoicePoint::AckOutsideSpan,
+            ChoicePoint::AckChargesEveryFailure,
+            ChoicePoint::AckReleasesOnPartialCommit,
+            ChoicePoint::TxnKeepsFailedAck,
+            ChoicePoint::SubscriptionPerPartition,
+            ChoicePoint::TxnWritesUnderMaintenance,
+        ] {
+            assert_eq!((project.pick(point), ours.pick(point)), (1, 0), "{point:?}");
+            assert_eq!(
+                alt.pick(point),
+                0,
+                "the OPEN alternative keeps our {point:?}"
+            );
+        }
+        assert_eq!(ours.pick(ChoicePoint::Time), 0);
+    }
+}
