@@ -555,6 +555,14 @@ mod tests {
     }
 
     #[test]
+    fn levels_and_ids_read_as_the_spec_writes_them() {
+        let names: Vec<String> = Level::ALL.iter().map(|l| l.to_string()).collect();
+        assert_eq!(names, ["SEED", "PROJECT", "OPEN"]);
+        assert!(ACK_2 == "ACK-2");
+        assert!(!(ACK_2 == "ACK-3"));
+    }
+
+    #[test]
     fn levels_order_seed_first() {
         assert_eq!(level_of(&[PUSH_8, ACK_1]), Level::Seed);
         assert_eq!(level_of(&[PUSH_8, TXN_3]), Level::Project);

@@ -97,6 +97,12 @@ mod tests {
         assert!(same_log(&a, &e, |x, y| x == y));
         e.set(999, 0);
         assert!(!same_log(&a, &e, |x, y| x == y));
+        // Joined from two halves: leaves of other lengths all along.
+        let mut f: Log<u32> = (0..50).collect();
+        f.append((50..100).collect());
+        f.append((100..1000).collect());
+        assert!(same_log(&a, &f, |x, y| x == y));
+        assert!(same_log(&f, &a, |x, y| x == y));
     }
 
     #[test]
