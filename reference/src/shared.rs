@@ -106,6 +106,15 @@ mod tests {
     }
 
     #[test]
+    fn ordered_maps_compare_by_content() {
+        let a: OrdMap<u32, &str> = [(1u32, "x"), (2, "y")].into_iter().collect();
+        let b: OrdMap<u32, &str> = [(2u32, "y"), (1, "x")].into_iter().collect();
+        assert!(same_ord(&a, &b), "built apart, same content");
+        assert!(same_ord(&a, &a.clone()));
+        assert!(!same_ord(&a, &a.update(2, "z")));
+    }
+
+    #[test]
     fn maps_compare_by_content() {
         let mut a: HashMap<String, u32> = HashMap::default();
         a.insert("x".into(), 1);

@@ -141,6 +141,17 @@ pub fn is_iso_utc_z(s: &str) -> bool {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_stamp_is_exact_only_when_it_is_one_instant() {
+        assert!(Stamp::exact(5).is_exact());
+        assert!(!Stamp::between(5, 6).is_exact());
+        assert_eq!(
+            Stamp::between(6, 5),
+            Stamp::between(5, 6),
+            "ends in either order"
+        );
+    }
+
     /// POP-13: a time outside the years 0001 to 9999 is ignored like an unparseable one.
     #[test]
     fn pop_13_a_time_outside_four_digit_years_is_unusable() {
