@@ -83,11 +83,6 @@ impl Stamp {
             *self
         }
     }
-
-    /// The latest possible value, used where a single representative is needed.
-    pub fn latest(&self) -> Millis {
-        self.hi
-    }
 }
 
 /// Formats milliseconds as ISO-8601 UTC with a literal `Z` (POP-12), millisecond precision.

@@ -219,6 +219,8 @@ mod tests {
         for b in bad {
             assert_eq!(parse_ack(&b).unwrap_err().status, 400, "{b}");
         }
+        let empty = parse_ack(&json!({"transactionId": "", "partitionId": P})).unwrap_err();
+        assert_eq!(empty.message, "transactionId must not be empty");
         assert!(parse_ack_batch(&json!({"acknowledgments": {}})).is_err());
         assert!(parse_ack_batch(&json!({})).is_err());
         assert!(parse_ack_batch(&json!({"acknowledgments": [{"transactionId": "t"}]})).is_err());
