@@ -15,22 +15,6 @@ pub enum AckStatus {
     Dlq,
 }
 
-impl AckStatus {
-    /// Any status but `completed` is a failure signal (ACK-2, ACK-3).
-    pub fn is_failure(self) -> bool {
-        self != AckStatus::Completed
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AckStatus::Completed => "completed",
-            AckStatus::Retry => "retry",
-            AckStatus::Failed => "failed",
-            AckStatus::Dlq => "dlq",
-        }
-    }
-}
-
 /// One validated acknowledgment.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AckItem {
@@ -219,6 +203,11 @@ mod tests {
         for b in bad {
             assert_eq!(parse_ack(&b).unwrap_err().status, 400, "{b}");
         }
+        // An empty group is no group (queue mode), as an absent one.
+        let no_group = parse_ack(&json!({"transactionId": "t", "partitionId": P})).unwrap();
+        let empty_group =
+            parse_ack(&json!({"transactionId": "t", "partitionId": P, "consumerGroup": ""}));
+        assert_eq!(empty_group.unwrap(), no_group);
         let empty = parse_ack(&json!({"transactionId": "", "partitionId": P})).unwrap_err();
         assert_eq!(empty.message, "transactionId must not be empty");
         assert!(parse_ack_batch(&json!({"acknowledgments": {}})).is_err());

@@ -216,6 +216,14 @@ mod tests {
         assert!(check_name("queue", "очередь").is_ok());
         assert!(is_uuid("0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90"));
         assert!(is_uuid_v7("0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90"));
+        assert!(
+            !is_uuid_v7("0198f2c1-9a7b-4d20-8e31-4c5d6e7f8a90"),
+            "a v4 UUID"
+        );
+        assert!(
+            !is_uuid_v7("0198f2c19a7b7d208e314c5d6e7f8a90"),
+            "not hyphenated"
+        );
         assert!(!is_uuid("0198f2c19a7b7d208e314c5d6e7f8a90"));
         assert!(!is_uuid("not-a-uuid"));
     }
