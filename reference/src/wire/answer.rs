@@ -128,6 +128,18 @@ mod tests {
 
     #[test]
     fn statuses_follow_the_meaning() {
+        assert_eq!(
+            Answer::Internal {
+                request_id: "r1".into()
+            }
+            .status(),
+            500
+        );
+        let raw = HttpResponse {
+            status: 418,
+            body: None,
+        };
+        assert_eq!(Answer::Raw(raw).status(), 418);
         assert_eq!(Answer::Pushed(vec![]).status(), 201);
         assert_eq!(Answer::Acked(vec![]).status(), 200);
         assert_eq!(

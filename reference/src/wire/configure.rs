@@ -189,6 +189,38 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn cfg_3_bounds_of_namespace_task_and_priority() {
+        let at = |key: &str, v: Value| {
+            let mut body = json!({"queue": "q", "options": {}});
+            if key == "priority" {
+                body["options"][key] = v;
+            } else {
+                body[key] = v;
+            }
+            parse_configure(&body)
+        };
+        for key in ["namespace", "task"] {
+            assert!(at(key, json!("n".repeat(MAX_NAME_BYTES))).is_ok(), "{key}");
+            assert!(
+                at(key, json!("n".repeat(MAX_NAME_BYTES + 1))).is_err(),
+                "{key}"
+            );
+        }
+        for (p, ok) in [
+            (i32::MAX as i64, true),
+            (i32::MIN as i64, true),
+            (i32::MAX as i64 + 1, false),
+            (i32::MIN as i64 - 1, false),
+        ] {
+            let r = at("priority", json!(p));
+            assert_eq!(r.is_ok(), ok, "priority {p}");
+            if ok {
+                assert_eq!(r.unwrap().options.priority as i64, p);
+            }
+        }
+    }
+
+    #[test]
     fn cfg_2_defaults() {
         let r = parse_configure(&json!({"queue": "orders.created"})).unwrap();
         assert_eq!(r.options, QueueOptions::default());

@@ -78,11 +78,6 @@ impl PopQuery {
             subscription_from: String::new(),
         }
     }
-
-    /// Whether this pop uses the reserved queue-mode group.
-    pub fn is_queue_mode(&self) -> bool {
-        self.consumer_group == QUEUE_MODE
-    }
 }
 
 /// The default long-poll timeout in milliseconds (section 3).
@@ -247,6 +242,20 @@ pub struct PopMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn booleans_read_true_false_one_zero_and_empty() {
+        for (v, want) in [
+            ("true", true),
+            ("1", true),
+            ("FALSE", false),
+            ("0", false),
+            ("", false),
+        ] {
+            assert_eq!(parse_bool("autoAck", v), Ok(want), "{v:?}");
+        }
+        assert!(parse_bool("autoAck", "yes").is_err());
+    }
 
     fn pairs(s: &[(&str, &str)]) -> Vec<(String, String)> {
         s.iter()
