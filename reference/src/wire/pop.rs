@@ -257,6 +257,13 @@ mod tests {
         assert!(parse_bool("autoAck", "yes").is_err());
     }
 
+    #[test]
+    fn a_zero_timeout_is_allowed_and_a_negative_one_is_not() {
+        let q = parse_pop_query(&pairs(&[("timeout", "0")]), DEFAULT_POP_TIMEOUT_MS).unwrap();
+        assert_eq!(q.timeout_ms, 0);
+        assert!(parse_pop_query(&pairs(&[("timeout", "-1")]), DEFAULT_POP_TIMEOUT_MS).is_err());
+    }
+
     fn pairs(s: &[(&str, &str)]) -> Vec<(String, String)> {
         s.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
