@@ -91,11 +91,7 @@ fn item_fields(mut obj: serde_json::Map<String, Value>) -> Result<PushItem, Wire
         Some(Value::String(s)) => Ok(Some(s)),
         Some(_) => Err(WireError::bad(format!("{key} must be a string"))),
     };
-    let queue = match take_str("queue")? {
-        Some(q) if !q.is_empty() => q,
-        Some(_) => return Err(WireError::bad("queue must not be empty")),
-        None => return Err(WireError::bad("queue is required")),
-    };
+    let queue = take_str("queue")?.ok_or_else(|| WireError::bad("queue is required"))?;
     check_name("queue", &queue)?;
     let partition = match take_str("partition")? {
         None => DEFAULT_PARTITION.to_string(),
@@ -132,6 +128,20 @@ fn item_fields(mut obj: serde_json::Map<String, Value>) -> Result<PushItem, Wire
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn push_8_names_and_transaction_ids_are_bounded() {
+        let item = |q: &str, t: &str| {
+            parse_push(json!({"items": [{"queue": q, "transactionId": t}]})).map(|_| ())
+        };
+        assert_eq!(
+            item("", "t").unwrap_err().message,
+            "items[0].queue must not be empty"
+        );
+        assert!(item("q", &"t".repeat(1024)).is_ok());
+        assert!(item("q", &"t".repeat(1025)).is_err());
+        assert!(item("q", "").is_err());
+    }
 
     #[test]
     fn push_1_answer_round_trips_the_seed_literal() {
