@@ -228,6 +228,15 @@ pub fn parse_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn escapes_decode_and_a_cut_escape_stays_as_written() {
+        assert_eq!(decode_segment("a%20b%41").unwrap(), "a bA");
+        assert_eq!(decode_segment("a%2").unwrap(), "a%2");
+        assert_eq!(decode_segment("a%").unwrap(), "a%");
+        assert_eq!(decode_segment("%zz").unwrap(), "%zz");
+        assert!(decode_segment("%ff").is_err(), "not UTF-8");
+    }
     use serde_json::json;
 
     #[test]
