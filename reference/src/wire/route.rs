@@ -230,6 +230,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_body_at_the_limit_is_read_and_one_byte_more_is_413() {
+        let req = HttpRequest::post("/api/v1/push", &serde_json::json!({"items": []}));
+        let n = req.body.len();
+        assert!(!matches!(
+            parse_request(&req, 0, n),
+            Err(Rejection::Bad(WireError { status: 413, .. }))
+        ));
+        assert!(matches!(
+            parse_request(&req, 0, n - 1),
+            Err(Rejection::Bad(WireError { status: 413, .. }))
+        ));
+    }
+
+    #[test]
     fn escapes_decode_and_a_cut_escape_stays_as_written() {
         assert_eq!(decode_segment("a%20b%41").unwrap(), "a bA");
         assert_eq!(decode_segment("a%2").unwrap(), "a%2");
