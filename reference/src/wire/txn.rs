@@ -115,6 +115,21 @@ mod tests {
     const P: &str = "b1c2d3e4-5f60-7180-9a0b-1c2d3e4f5061";
 
     #[test]
+    fn an_ack_operation_with_an_empty_group_is_queue_mode() {
+        let ack = |g: &str| {
+            let body = json!({"operations": [
+                {"type": "ack", "transactionId": "t", "partitionId": P, "consumerGroup": g}
+            ]});
+            match &parse_transaction(&body).unwrap().operations[0] {
+                TxnOp::Ack(a) => a.consumer_group.clone(),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(ack(""), QUEUE_MODE);
+        assert_eq!(ack("g"), "g");
+    }
+
+    #[test]
     fn txn_3_parses_and_rejects() {
         let t = parse_transaction(&json!({"operations": [
             {"type": "push", "items": [{"queue": "q", "payload": 1}]},
