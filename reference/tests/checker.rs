@@ -1294,10 +1294,10 @@ fn an_unanswered_request_branches_on_project_alternatives_only_when_lax() {
     }
 }
 
-/// A pop delivering from a partition no push created matches no outcome at all; the
-/// divergence still names the pop's rules.
+/// A pop delivering from a partition no push created diverges, naming the rules whose
+/// checks failed.
 #[test]
-fn a_divergence_with_no_outcome_to_compare_names_the_routes_rules() {
+fn a_delivery_from_a_partition_never_pushed_diverges() {
     let mut l = Lockstep::new(Policy::default());
     l.push("q", "a", Some("t1"));
     let mut answer =
