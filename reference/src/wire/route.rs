@@ -230,6 +230,69 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_request_has_a_short_name() {
+        use serde_json::json;
+        const L: &str = "01a3185c-5000-7000-8000-000000000001";
+        let ack = json!({"transactionId": "t", "partitionId": L});
+        let cases = [
+            (
+                HttpRequest::post("/api/v1/push", &json!({"items": []})),
+                "push",
+            ),
+            (HttpRequest::get("/api/v1/pop/queue/q", &[]), "pop"),
+            (HttpRequest::post("/api/v1/ack", &ack), "ack"),
+            (
+                HttpRequest::post("/api/v1/ack/batch", &json!({"acknowledgments": [ack]})),
+                "ack",
+            ),
+            (
+                HttpRequest::post(format!("/api/v1/lease/{L}/extend"), &json!({})),
+                "extend",
+            ),
+            (
+                HttpRequest::post(
+                    "/api/v1/transaction",
+                    &json!({"operations": [{"type": "ack", "transactionId": "t", "partitionId": L}]}),
+                ),
+                "txn",
+            ),
+            (
+                HttpRequest::post("/api/v1/configure", &json!({"queue": "q"})),
+                "configure",
+            ),
+            (HttpRequest::delete("/api/v1/resources/queues/q"), "delete"),
+            (HttpRequest::get("/api/v1/dlq", &[]), "dlq"),
+            (
+                HttpRequest::get("/api/v1/system/maintenance", &[]),
+                "maintenance",
+            ),
+            (
+                HttpRequest::post("/api/v1/system/maintenance", &json!({"enabled": true})),
+                "maintenance",
+            ),
+            (
+                HttpRequest::get("/api/v1/system/maintenance/pop", &[]),
+                "pop-maintenance",
+            ),
+            (
+                HttpRequest::post("/api/v1/system/maintenance/pop", &json!({"enabled": true})),
+                "pop-maintenance",
+            ),
+            (HttpRequest::get("/health", &[]), "health"),
+        ];
+        for (req, name) in cases {
+            let parsed = parse_request(&req, 0, usize::MAX);
+            assert_eq!(
+                parsed.map(|r| r.name()),
+                Ok(name),
+                "{} {}",
+                req.method,
+                req.path
+            );
+        }
+    }
+
+    #[test]
     fn a_body_at_the_limit_is_read_and_one_byte_more_is_413() {
         let req = HttpRequest::post("/api/v1/push", &serde_json::json!({"items": []}));
         let n = req.body.len();
