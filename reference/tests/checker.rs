@@ -63,6 +63,14 @@ impl Lockstep {
     fn feed(&mut self, req: &HttpRequest, answer: &HttpResponse) -> Result<usize, StepError> {
         self.c.step(req, self.now, self.now, answer)
     }
+
+    /// Feeds a hand-made answer that must diverge; returns the rules it names.
+    fn diverged_rules(&mut self, req: &HttpRequest, answer: &HttpResponse) -> Vec<RuleId> {
+        match self.feed(req, answer) {
+            Err(StepError::Diverged(d)) => d.rules,
+            other => panic!("{} {} must diverge: {other:?}", req.method, req.path),
+        }
+    }
 }
 
 fn acks_for(pop: &HttpResponse, status: &str) -> Vec<Value> {
@@ -500,10 +508,7 @@ fn keep_going_records_an_answer_only_difference_once_and_checks_the_rest() {
     let pop = HttpRequest::get("/api/v1/pop/queue/q", &[("batch", "1")]);
     let mut r = l.e.handle(&pop, l.now);
     r.body.as_mut().unwrap()["messages"][0]["transactionId"] = json!("t2");
-    match l.feed(&pop, &r) {
-        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![POP_1], "{d}"),
-        other => panic!("a pop delivering the wrong message diverges: {other:?}"),
-    }
+    assert_eq!(l.diverged_rules(&pop, &r), vec![POP_1]);
 }
 
 /// Ack items without `noop` and with other error texts: findings under ACK-3 and
@@ -541,10 +546,7 @@ fn ack_answer_findings_name_the_field_rule() {
     );
     let mut r = l.e.handle(&req, l.now);
     r.body.as_mut().unwrap()[0]["success"] = json!(true);
-    match l.feed(&req, &r) {
-        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![ACK_3], "{d}"),
-        other => panic!("a faked ack diverges: {other:?}"),
-    }
+    assert_eq!(l.diverged_rules(&req, &r), vec![ACK_3]);
 }
 
 /// The divergence of an ack item whose `success` is wrong names the rule that decides
@@ -558,10 +560,7 @@ fn a_wrong_ack_success_names_the_rule_of_that_item() {
         assert_eq!(r.body.as_ref().unwrap()[0]["success"], json!(true));
         r.body.as_mut().unwrap()[0]["success"] = json!(false);
         r.body.as_mut().unwrap()[0]["error"] = json!("refused");
-        match l.feed(&req, &r) {
-            Err(StepError::Diverged(d)) => d.rules,
-            other => panic!("must diverge: {other:?}"),
-        }
+        l.diverged_rules(&req, &r)
     };
     let mut l = Lockstep::new(Policy::default());
     l.push("q", "a", Some("t1"));
@@ -639,10 +638,7 @@ fn health_and_maintenance_answers_are_judged_by_their_own_rules() {
             status: 503,
             body: Some(json!({"error": "down"})),
         };
-        match l.feed(&req, &wrong) {
-            Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![rule], "{path}: {d}"),
-            other => panic!("{path} must diverge: {other:?}"),
-        }
+        assert_eq!(l.diverged_rules(&req, &wrong), vec![rule], "{path}");
     }
 }
 
@@ -708,10 +704,7 @@ fn each_field_of_a_dead_letter_listing_is_checked() {
         let mut r = l.e.handle(&req, l.now);
         assert_eq!(r.body.as_ref().unwrap()["total"], json!(1));
         *r.body.as_mut().unwrap().pointer_mut(at).unwrap() = value;
-        match l.feed(&req, &r) {
-            Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![DLQ_2], "{at}: {d}"),
-            other => panic!("{at} must diverge: {other:?}"),
-        }
+        assert_eq!(l.diverged_rules(&req, &r), vec![DLQ_2], "{at}");
     }
 }
 
@@ -766,10 +759,7 @@ fn configure_answer_differences_name_their_rule() {
         let req = configure(5);
         let mut r = l.e.handle(&req, l.now);
         *r.body.as_mut().unwrap().pointer_mut(at).unwrap() = value;
-        match l.feed(&req, &r) {
-            Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![rule], "{at}: {d}"),
-            other => panic!("{at} must diverge: {other:?}"),
-        }
+        assert_eq!(l.diverged_rules(&req, &r), vec![rule], "{at}");
     }
 }
 
@@ -782,10 +772,7 @@ fn field_checks_name_a_different_value_and_a_different_type() {
     let req = HttpRequest::get("/api/v1/pop/queue/q", &[]);
     let mut r = l.e.handle(&req, l.now);
     r.body.as_mut().unwrap()["messages"][0]["leaseId"] = json!(uuid_v7_like());
-    match l.feed(&req, &r) {
-        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![POP_5], "{d}"),
-        other => panic!("must diverge: {other:?}"),
-    }
+    assert_eq!(l.diverged_rules(&req, &r), vec![POP_5]);
     let mut l = Lockstep::new(Policy::default());
     keep_going(&mut l);
     let req = HttpRequest::get("/health", &[]);
@@ -821,10 +808,7 @@ fn extend_answers_a_refusal_and_a_wrapped_object() {
         status: 400,
         body: Some(json!({"error": "bad"})),
     };
-    match l.feed(&req, &refused) {
-        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![LEASE_3], "{d}"),
-        other => panic!("must diverge: {other:?}"),
-    }
+    assert_eq!(l.diverged_rules(&req, &refused), vec![LEASE_3]);
     let (mut l, req, answer) = setup(true);
     let obj = answer.body.clone().unwrap();
     let mut twice = l.c.clone();
@@ -857,10 +841,7 @@ fn an_extends_expires_at_is_the_new_deadline() {
         let mut right = l.c.clone();
         assert!(right.step(&req, l.now, l.now, &r).is_ok());
         r.body.as_mut().unwrap()["expiresAt"] = json!("2001-01-01T00:00:00.000Z");
-        match l.feed(&req, &r) {
-            Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![rule], "{body}: {d}"),
-            other => panic!("{body} must diverge: {other:?}"),
-        }
+        assert_eq!(l.diverged_rules(&req, &r), vec![rule], "{body}");
     }
 }
 
@@ -876,10 +857,7 @@ fn a_delivery_from_nothing_names_pop_2() {
         "/api/v1/configure",
         &json!({"queue": "q", "options": {}}),
     ));
-    match l.feed(&req, &delivered) {
-        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![POP_2], "{d}"),
-        other => panic!("must diverge: {other:?}"),
-    }
+    assert_eq!(l.diverged_rules(&req, &delivered), vec![POP_2]);
 }
 
 /// A delivered message's `createdAt` narrows when it was written: a later group that
@@ -950,10 +928,7 @@ fn an_empty_pop_with_a_204_and_a_body_is_not_bare() {
         status: 204,
         body: Some(json!({"messages": []})),
     };
-    match l.feed(&req, &with_body) {
-        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![POP_6], "{d}"),
-        other => panic!("must diverge: {other:?}"),
-    }
+    assert_eq!(l.diverged_rules(&req, &with_body), vec![POP_6]);
 }
 
 const TRACE: &str = "01a3185c-5000-7000-8000-0000000000aa";
@@ -1051,10 +1026,7 @@ fn a_reused_message_id_names_push_1_or_push_5() {
         let mut r = l.e.handle(&req, l.now);
         // A new message shown with t1's id; a duplicate of t1 shown with t3's.
         r.body.as_mut().unwrap()[0]["message_id"] = if txn == "t2" { first_id } else { third_id };
-        match l.feed(&req, &r) {
-            Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![rule], "{txn}: {d}"),
-            other => panic!("{txn} must diverge: {other:?}"),
-        }
+        assert_eq!(l.diverged_rules(&req, &r), vec![rule], "{txn}");
     }
 }
 
@@ -1381,10 +1353,7 @@ fn a_server_error_to_bad_input_diverges_even_when_kept_going() {
         status: 500,
         body: Some(json!({"error": "boom"})),
     };
-    match l.feed(&bad, &five) {
-        Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![PUSH_8], "{d}"),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(l.diverged_rules(&bad, &five), vec![PUSH_8]);
     let other_4xx = HttpResponse {
         status: 422,
         body: Some(json!({"error": "bad"})),
