@@ -559,7 +559,7 @@ mod tests {
         let names: Vec<String> = Level::ALL.iter().map(|l| l.to_string()).collect();
         assert_eq!(names, ["SEED", "PROJECT", "OPEN"]);
         assert!(ACK_2 == "ACK-2");
-        assert!(!(ACK_2 == "ACK-3"));
+        assert!(ACK_2 != "ACK-3");
     }
 
     #[test]
