@@ -172,9 +172,33 @@ impl Deployment {
             d.spawn_server(i)?;
         }
         for i in 0..d.servers.len() {
-            d.wait_healthy(i, Duration::from_secs(60)).await?;
+            d.first_start(i).await?;
         }
         Ok(d)
+    }
+
+    /// Waits for server `i`'s first start. A free port is only free when it is picked:
+    /// another process may take it before the server binds it, and the server then
+    /// exits at once. Such a start is retried on a new port (at most twice), so a
+    /// scenario is never failed by a port race; restarts keep their port.
+    async fn first_start(&mut self, i: usize) -> Result<(), String> {
+        for attempt in 0.. {
+            let err = match self.wait_healthy(i, Duration::from_secs(60)).await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            let exited = self.servers[i]
+                .child
+                .as_mut()
+                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if !exited || attempt == 2 {
+                return Err(err);
+            }
+            self.servers[i].port = free_port()?;
+            self.servers[i].starts -= 1;
+            self.spawn_server(i)?;
+        }
+        unreachable!("the loop returns")
     }
 
     pub fn urls(&self) -> Vec<String> {
