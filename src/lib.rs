@@ -65,11 +65,17 @@ pub fn test_config(spool: &TempDir) -> Config {
 
 /// Our server with the PostgreSQL engine on a fresh database from the provider.
 pub async fn pg_server() -> TestServer {
+    pg_server_with(|_| {}).await
+}
+
+/// [`pg_server`] with `tweak` applied to the test configuration.
+pub async fn pg_server_with(tweak: impl FnOnce(&mut Config)) -> TestServer {
     let db = queen_pg::TestDb::new()
         .await
         .expect("a PostgreSQL for tests (see pg/NOTES.md)");
     let spool = TempDir::new("spool");
-    let config = test_config(&spool);
+    let mut config = test_config(&spool);
+    tweak(&mut config);
     let broker = PgBroker::connect(db.url(), &config)
         .await
         .expect("PgBroker starts");
@@ -90,8 +96,14 @@ pub async fn pg_server() -> TestServer {
 
 /// Our server with the reference model as its engine.
 pub async fn memory_server() -> TestServer {
+    memory_server_with(|_| {}).await
+}
+
+/// [`memory_server`] with `tweak` applied to the test configuration.
+pub async fn memory_server_with(tweak: impl FnOnce(&mut Config)) -> TestServer {
     let spool = TempDir::new("spool");
-    let config = test_config(&spool);
+    let mut config = test_config(&spool);
+    tweak(&mut config);
     let broker =
         queen_server::memory::MemoryBroker::new(config.pop_timeout_ms(), config.body_limit);
     let running = spawn(Arc::new(broker), &config, "127.0.0.1:0".parse().unwrap())

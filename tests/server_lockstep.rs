@@ -70,6 +70,7 @@ fn next_request(r: &mut Rng, ns: &str, delivered: &[PopMessage]) -> Option<HttpR
                 path,
                 query: q,
                 body: vec![],
+                bearer: None,
             }
         }
         55..=79 => {

@@ -37,10 +37,13 @@ pub enum Capability {
     /// The suite can stop and start the broker's database (only when it started the
     /// broker itself on its own PostgreSQL cluster; see `database.rs`).
     DatabaseControl,
+    /// The broker has authentication on and the suite holds its tokens (`--jwt-secret`,
+    /// or `--token-admin/--token-rw/--token-ro`; section 14).
+    Auth,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 14] = [
+    pub const ALL: [Capability; 15] = [
         Capability::Core,
         Capability::Configure,
         Capability::Dedup,
@@ -55,6 +58,7 @@ impl Capability {
         Capability::Delete,
         Capability::BadInput,
         Capability::DatabaseControl,
+        Capability::Auth,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -73,6 +77,7 @@ impl Capability {
             Capability::Delete => "delete",
             Capability::BadInput => "bad-input",
             Capability::DatabaseControl => "database-control",
+            Capability::Auth => "auth",
         }
     }
 

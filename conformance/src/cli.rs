@@ -126,7 +126,7 @@ pub struct RunArgs {
     /// Capabilities the broker lacks, comma-separated (e.g. maintenance,delete); their
     /// cases are skipped and listed as skipped. Capabilities: core, configure, dedup,
     /// dead-letter, transactions, discovery, long-poll, subscription, visibility,
-    /// maintenance, lease-extend, delete, bad-input, database-control.
+    /// maintenance, lease-extend, delete, bad-input, database-control, auth.
     #[arg(long, value_delimiter = ',')]
     pub without: Vec<String>,
     /// Run only what this selects (repeatable, or comma-separated): a case id, a family
@@ -194,6 +194,26 @@ pub struct RunArgs {
     /// Where lockstep counterexamples are saved.
     #[arg(long, default_value = "conformance-failures")]
     pub failures_dir: PathBuf,
+    /// The broker has authentication on with this HS256 secret: the suite mints a token
+    /// per level (roles in the `role` claim) and runs the `auth` cases (section 14).
+    #[arg(long, env = "QUEEN_JWT_SECRET", hide_env_values = true, conflicts_with_all = ["token_admin", "token_rw", "token_ro"])]
+    pub jwt_secret: Option<String>,
+    /// The `iss` the minted tokens carry (when the broker checks one).
+    #[arg(long, requires = "jwt_secret")]
+    pub jwt_issuer: Option<String>,
+    /// The `aud` the minted tokens carry (when the broker checks one).
+    #[arg(long, requires = "jwt_secret")]
+    pub jwt_audience: Option<String>,
+    /// The broker has authentication on with keys the suite cannot know: a token with
+    /// the admin role (give all three --token-* flags). Reports quote the tokens sent.
+    #[arg(long, requires_all = ["token_rw", "token_ro"])]
+    pub token_admin: Option<String>,
+    /// A token with the read-write role.
+    #[arg(long, requires_all = ["token_admin", "token_ro"])]
+    pub token_rw: Option<String>,
+    /// A token with the read-only role.
+    #[arg(long, requires_all = ["token_admin", "token_rw"])]
+    pub token_ro: Option<String>,
     /// Write a JUnit XML report here.
     #[arg(long)]
     pub junit: Option<PathBuf>,
@@ -294,9 +314,27 @@ impl Started {
 /// for it. The model is told the limits an embedded server really runs with
 /// (`BODY_LIMIT`, `DEFAULT_TIMEOUT` from the environment).
 #[allow(unused_mut)]
+/// The tokens of a broker with authentication on, from `--jwt-secret` or `--token-*`.
+fn suite_tokens(args: &RunArgs) -> Option<crate::auth::Tokens> {
+    if let Some(secret) = &args.jwt_secret {
+        return Some(crate::auth::Tokens::minted(
+            secret,
+            args.jwt_issuer.clone(),
+            args.jwt_audience.clone(),
+        ));
+    }
+    match (&args.token_admin, &args.token_rw, &args.token_ro) {
+        (Some(a), Some(w), Some(r)) => {
+            Some(crate::auth::Tokens::given(a.clone(), w.clone(), r.clone()))
+        }
+        _ => None,
+    }
+}
+
 async fn open_target(
     choice: TargetChoice,
     mut settings: CheckSettings,
+    tokens: Option<crate::auth::Tokens>,
 ) -> Result<(Target, String, String, Started), String> {
     let mut started = Started {
         #[cfg(feature = "embedded")]
@@ -308,7 +346,10 @@ async fn open_target(
             #[cfg(feature = "embedded")]
             {
                 let engine = choice.engine.unwrap_or(crate::embedded::DEFAULT_ENGINE);
-                let e = crate::embedded::start(engine).await?;
+                let secret = tokens
+                    .as_ref()
+                    .and_then(|t| t.minter.as_ref().map(|m| m.secret().to_string()));
+                let e = crate::embedded::start(engine, secret.as_deref()).await?;
                 settings.body_limit = e.config.body_limit;
                 settings.default_timeout_ms = e.config.pop_timeout_ms();
                 let out = (e.url(), format!("{} ({})", e.url(), e.label));
@@ -324,6 +365,7 @@ async fn open_target(
     };
     #[allow(unused_mut)]
     let mut target = Target::new(&url, settings);
+    target.tokens = tokens.map(std::sync::Arc::new);
     #[cfg(feature = "embedded")]
     {
         target.database = started.embedded.as_ref().and_then(|e| e.database());
@@ -366,6 +408,7 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         accept.push(Accept::parse(a).map_err(|e| format!("--accept {a}: {e}"))?);
     }
     let keep_going = !args.no_keep_going && (args.keep_going || args.target.is_some());
+    let tokens = suite_tokens(args);
     let settings = CheckSettings {
         skew_ms: args.skew_ms,
         default_timeout_ms: args.default_timeout_ms,
@@ -375,6 +418,7 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         strict_project: args.strict,
         keep_going,
         accept: accept.clone(),
+        auth: tokens.as_ref().map(|t| std::sync::Arc::new(t.book())),
     };
     let starting = crate::progress::Progress::spinner(
         !args.no_progress,
@@ -391,6 +435,7 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
             engine: args.engine,
         },
         settings,
+        tokens,
     )
     .await;
     starting.finish();

@@ -130,9 +130,15 @@ fn temp_dir() -> PathBuf {
 }
 
 /// Starts our server with `engine`. `config` starts from the server's defaults
-/// (environment included); the data directory and spool are made temporary.
-pub async fn start(engine: Engine) -> Result<Embedded, String> {
+/// (environment included); the data directory and spool are made temporary. With
+/// `jwt_secret`, authentication is on with that HS256 secret (section 14).
+pub async fn start(engine: Engine, jwt_secret: Option<&str>) -> Result<Embedded, String> {
     let mut config = Config::defaults();
+    if let Some(secret) = jwt_secret {
+        config.auth.jwt_enabled = true;
+        config.auth.jwt_algorithm = "HS256".into();
+        config.auth.jwt_secret = Some(secret.to_string());
+    }
     let dir = temp_dir();
     config.data_dir = dir.join("postgres");
     config.spool_dir = dir.join("spool");

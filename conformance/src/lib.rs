@@ -7,11 +7,13 @@
 //! * [`lockstep`] — proptest-generated operation sequences checked step by step, shrunk
 //!   to a minimal counterexample printed as a curl script and a Rust test.
 //! * [`runner`] — runs both against a target with bounded concurrency.
+//! * [`auth`] — the tokens sent to a broker with authentication on (section 14).
 //! * [`report`] — terminal summary, JUnit XML and JSON; [`expect`] — expected failures.
 //! * `embedded` (cargo feature `embedded`, default) — our own server in-process.
 //! * `faults` (feature `embedded`) — the concurrent workload while PostgreSQL or a
 //!   server process is paused or killed, on a deployment the harness starts.
 
+pub mod auth;
 pub mod case;
 pub mod catalog;
 pub mod cli;

@@ -198,8 +198,14 @@ pub async fn run(opts: &RunOptions) -> RunResults {
             && case
                 .capabilities()
                 .any(|c| c == Capability::DatabaseControl);
-        if !missing.is_empty() || no_db {
-            let why = if missing.is_empty() {
+        let no_tokens =
+            opts.target.tokens.is_none() && case.capabilities().any(|c| c == Capability::Auth);
+        if !missing.is_empty() || no_db || no_tokens {
+            let why = if missing.is_empty() && no_tokens {
+                "needs auth: a broker with authentication on, and its tokens for the suite \
+                 (--jwt-secret, or --token-admin, --token-rw and --token-ro)"
+                    .to_string()
+            } else if missing.is_empty() {
                 "needs database-control: only when queen-conformance starts the broker itself \
                  on its own PostgreSQL cluster (no --target, no DATABASE_URL)"
                     .to_string()

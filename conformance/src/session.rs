@@ -35,6 +35,9 @@ pub struct CheckSettings {
     pub keep_going: bool,
     /// Deviations declared known (`--accept RULE-ID[:kind]`): allowed everywhere.
     pub accept: Vec<Accept>,
+    /// The broker has authentication on (section 14): what each of the suite's tokens
+    /// stands for. `None`: it is off and no token is sent.
+    pub auth: Option<std::sync::Arc<TokenBook>>,
 }
 
 impl Default for CheckSettings {
@@ -46,6 +49,7 @@ impl Default for CheckSettings {
             strict_project: true,
             keep_going: false,
             accept: Vec::new(),
+            auth: None,
         }
     }
 }
@@ -60,6 +64,8 @@ pub struct Target {
     pub database: Option<Database>,
     /// Whether the broker still answers, shared by every session of the run.
     pub health: std::sync::Arc<Health>,
+    /// The tokens the suite holds when the broker has authentication on.
+    pub tokens: Option<std::sync::Arc<crate::auth::Tokens>>,
 }
 
 impl Target {
@@ -75,7 +81,17 @@ impl Target {
             settings,
             database: None,
             health: Default::default(),
+            tokens: None,
         }
+    }
+
+    /// `req` with the suite's default token (admin) when it names none and the broker
+    /// has authentication on: every request the suite sends goes through here.
+    pub fn authorized(&self, mut req: HttpRequest) -> HttpRequest {
+        if let (None, Some(t)) = (&req.bearer, &self.tokens) {
+            req.bearer = Some(t.admin.clone());
+        }
+        req
     }
 }
 
@@ -145,6 +161,10 @@ pub async fn transmit(target: &Target, req: &HttpRequest) -> Result<HttpResponse
     }
     let method = reqwest::Method::from_bytes(req.method.as_bytes()).map_err(|e| e.to_string())?;
     let mut rb = target.client.request(method, url);
+    let default = target.tokens.as_ref().map(|t| t.admin.as_str());
+    if let Some(t) = req.bearer.as_deref().or(default).filter(|t| !t.is_empty()) {
+        rb = rb.bearer_auth(t);
+    }
     if req.method == "POST" {
         rb = rb
             .header("content-type", "application/json")
@@ -224,6 +244,7 @@ impl Session {
         checker.strict_project = target.settings.strict_project;
         checker.keep_going = target.settings.keep_going;
         checker.accept = target.settings.accept.clone();
+        checker.auth = target.settings.auth.clone();
         Session {
             target: target.clone(),
             checker,
@@ -295,6 +316,7 @@ impl Session {
     /// down: the model has no such input) and records it in the transcript unchecked;
     /// the case asserts what the spec says about it.
     pub async fn send_unchecked(&mut self, req: HttpRequest) -> Result<HttpResponse, Failure> {
+        let req = self.target.authorized(req);
         let sent = now_ms();
         let answer = transmit(&self.target, &req).await;
         let received = now_ms();
@@ -322,8 +344,9 @@ impl Session {
         until: Millis,
     ) -> Result<(), Failure> {
         let step = self.transcript.len().saturating_sub(1);
+        let req = self.target.authorized(req.clone());
         self.checker
-            .step_unknown(req, sent, until)
+            .step_unknown(&req, sent, until)
             .map(|_| ())
             .map_err(|e| Failure::Inconclusive {
                 step,
@@ -346,6 +369,7 @@ impl Session {
 
     /// Sends a request and checks the answer against the model.
     pub async fn send(&mut self, req: HttpRequest) -> Result<HttpResponse, Failure> {
+        let req = self.target.authorized(req);
         let sent = now_ms();
         let noted = self.target.health.sent(&self.label, &req);
         let answer = transmit(&self.target, &req).await;
@@ -364,6 +388,7 @@ impl Session {
     /// `send`/`finish` are called, which must be an order the broker could have
     /// committed them in.
     pub fn start(&self, req: HttpRequest) -> Pending {
+        let req = self.target.authorized(req);
         let target = self.target.clone();
         let task = tokio::spawn(async move {
             let sent = now_ms();

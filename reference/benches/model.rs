@@ -40,6 +40,7 @@ fn item(i: u64, partition: &str) -> PushItem {
         payload: Payload::Given(json!({"n": i}).into()),
         transaction_id: Some(format!("t{i}")),
         trace_id: None,
+        producer_sub: None,
     }
 }
 

@@ -71,7 +71,7 @@ impl Renderer<'_> {
                                     .then(|| t.clone()),
                             },
                             data: self.data(&m.data),
-                            producer_sub: None,
+                            producer_sub: m.producer_sub.as_deref().map(str::to_string),
                             created_at: (self.time)(self.state.created(m)),
                             partition_id: self
                                 .ids

@@ -221,6 +221,16 @@ pub mod ids {
     pub const CONN_1: RuleId = RuleId("CONN-1");
     /// SIGTERM: stop accepting, answer parked pops, finish in-flight, flush, exit
     pub const STOP_1: RuleId = RuleId("STOP-1");
+    /// with authentication on, a pop needs the read-write level
+    pub const AUTH_1: RuleId = RuleId("AUTH-1");
+    /// producerSub is the sub of the token that pushed the message, else null
+    pub const AUTH_2: RuleId = RuleId("AUTH-2");
+    /// every route has a level: public, read-only, read-write, admin
+    pub const AUTH_3: RuleId = RuleId("AUTH-3");
+    /// 401 without a valid token, 403 below the level, before anything else; nothing changes
+    pub const AUTH_4: RuleId = RuleId("AUTH-4");
+    /// our server's token settings (algorithms, keys, claims, skew, public paths)
+    pub const AUTH_5: RuleId = RuleId("AUTH-5");
 }
 
 pub use ids::*;
@@ -229,7 +239,9 @@ pub use ids::*;
 /// limits, internal errors, slow clients, shutdown). A black-box case cannot provoke
 /// them without knowing the broker's configuration or killing it, so they are checked
 /// by the server's own tests and the fault scenarios, not by conformance cases.
-pub const OPERATIONAL: &[RuleId] = &[PUSH_10, HEALTH_2, HEALTH_3, LIMIT_1, ERR_1, CONN_1, STOP_1];
+pub const OPERATIONAL: &[RuleId] = &[
+    PUSH_10, HEALTH_2, HEALTH_3, LIMIT_1, ERR_1, CONN_1, STOP_1, AUTH_5,
+];
 use Level::{Open, Project, Seed};
 
 /// Every rule id of PROTOCOL.md, in the order of the spec.
@@ -529,6 +541,31 @@ pub const RULES: &[Rule] = &[
         id: STOP_1,
         level: Project,
         title: "SIGTERM: stop accepting, answer parked pops, finish in-flight, flush, exit",
+    },
+    Rule {
+        id: AUTH_1,
+        level: Seed,
+        title: "with authentication on, a pop needs the read-write level",
+    },
+    Rule {
+        id: AUTH_2,
+        level: Seed,
+        title: "producerSub is the sub of the token that pushed the message, else null",
+    },
+    Rule {
+        id: AUTH_3,
+        level: Project,
+        title: "every route has a level: public, read-only, read-write, admin",
+    },
+    Rule {
+        id: AUTH_4,
+        level: Project,
+        title: "401 without a valid token, 403 below the level, before anything else",
+    },
+    Rule {
+        id: AUTH_5,
+        level: Project,
+        title: "our server's token settings: algorithms, keys, claims, skew, public paths",
     },
 ];
 

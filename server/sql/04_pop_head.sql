@@ -27,7 +27,7 @@ CREATE OR REPLACE FUNCTION queen_pop_head(
     id uuid, name text, options jsonb, seq bigint, oldest timestamptz,
     tried uuid,
     m_offset bigint, m_id uuid, m_transaction_id text, m_trace_id uuid, m_data json,
-    m_created_at timestamptz
+    m_created_at timestamptz, m_producer_sub text
 ) LANGUAGE plpgsql VOLATILE
 -- Every statement here finds its rows by key, and the server plans generically: a
 -- generic plan guesses a queue's partition count from the table's average, and with one
@@ -81,7 +81,8 @@ BEGIN
         END IF;
         RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
             NULL::uuid, NULL::text, NULL::jsonb, NULL::bigint, NULL::timestamptz,
-            NULL::uuid, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz;
+            NULL::uuid, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz,
+        NULL::text;
         RETURN;
     END IF;
 
@@ -89,7 +90,8 @@ BEGIN
     IF pg_try_advisory_xact_lock(queen_pair_key(v_one.id, p_group)) THEN
         RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
             v_one.id, v_one.name, v_one.options, v_one.seq, v_one.oldest,
-            v_one.id, m."offset", m.id, m.transaction_id, m.trace_id, m.data, m.created_at
+            v_one.id, m."offset", m.id, m.transaction_id, m.trace_id, m.data, m.created_at,
+            m.producer_sub
         FROM queen_claim(v_one.id, p_group, v_options, v_now, p_batch, p_lease, p_lease_secs) AS m;
         IF FOUND THEN
             RETURN;
@@ -98,6 +100,7 @@ BEGIN
     -- The claim got nothing.
     RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
         v_one.id, v_one.name, v_one.options, v_one.seq, v_one.oldest,
-        v_one.id, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz;
+        v_one.id, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz,
+        NULL::text;
 END
 $fn$;

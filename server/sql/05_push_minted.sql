@@ -9,14 +9,14 @@
 -- Arguments (the caller builds them): the distinct (queue, partition) keys `p_qn`/`p_pn`
 -- in canonical order with each key's item count `p_cnt`; per item, its key's position
 -- `p_ki` (from 0), its rank among its key's items `p_rank` (from 1), its id, transactionId,
--- traceId and data; and the queues to notify.
+-- traceId, data and producerSub (AUTH-2); and the queues to notify.
 -- Returns `go` (written) and `maintenance` (push maintenance is on: nothing written). Both
 -- false: a queue or partition is missing and nothing was written; the caller creates
 -- them on the general path.
 CREATE OR REPLACE FUNCTION queen_push_minted(
     p_qn text[], p_pn text[], p_cnt bigint[],
     p_ki int[], p_rank bigint[], p_id uuid[], p_txn text[], p_trace uuid[], p_data text[],
-    p_queues text[]
+    p_sub text[], p_queues text[]
 ) RETURNS TABLE (go boolean, maintenance boolean)
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
@@ -41,9 +41,10 @@ BEGIN
         RETURN;
     END IF;
     -- PUSH-6: offsets follow on from the locked last offset, in request order.
-    INSERT INTO queen_messages (partition_id, "offset", id, transaction_id, trace_id, data, created_at)
-    SELECT v_ids[x.ki + 1], v_last[x.ki + 1] + x.r, x.i, x.t, x.tr, x.d::json, now()
-    FROM unnest(p_ki, p_rank, p_id, p_txn, p_trace, p_data) AS x(ki, r, i, t, tr, d);
+    INSERT INTO queen_messages (partition_id, "offset", id, transaction_id, trace_id, data,
+                                producer_sub, created_at)
+    SELECT v_ids[x.ki + 1], v_last[x.ki + 1] + x.r, x.i, x.t, x.tr, x.d::json, x.s, now()
+    FROM unnest(p_ki, p_rank, p_id, p_txn, p_trace, p_data, p_sub) AS x(ki, r, i, t, tr, d, s);
     UPDATE queen_partitions p SET last_offset = u.last + u.cnt, last_write_at = now()
     FROM unnest(v_ids, v_last, p_cnt) AS u(id, last, cnt) WHERE p.id = u.id;
     PERFORM pg_notify('queen_push', q) FROM unnest(p_queues) AS q;

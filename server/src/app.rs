@@ -23,9 +23,12 @@ pub fn app(
     stopping: tokio::sync::watch::Receiver<bool>,
     in_flight: Arc<AtomicUsize>,
     metrics: Arc<Metrics>,
-) -> axum::Router {
+) -> std::io::Result<axum::Router> {
+    let auth = crate::auth::Authenticator::from_config(&config.auth)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let state = AppState {
         broker,
+        auth: auth.map(Arc::new),
         body_limit: config.body_limit,
         default_timeout_ms: config.pop_timeout_ms(),
         backoff: config.backoff(),
@@ -35,7 +38,7 @@ pub fn app(
         metrics,
         stopping,
     };
-    router(state)
+    Ok(router(state)
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
@@ -47,7 +50,7 @@ pub fn app(
                 tracing::info_span!("request", id, method = %req.method(), path = %req.uri().path())
             }),
         )
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid)))
 }
 
 /// Serves until `shutdown` completes, then shuts down as STOP-1 says: no new
@@ -68,7 +71,7 @@ pub async fn serve(
         stop_rx,
         in_flight.clone(),
         metrics.clone(),
-    );
+    )?;
     let http = http_builder(config);
     let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections as usize));
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -267,6 +270,10 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
     // Installed first: a SIGTERM while the engine starts is honoured once it is up,
     // through the graceful path that also stops the embedded cluster.
     let stop = shutdown_signal();
+    // Settings that cannot work stop the start before anything is opened (AUTH-5).
+    if crate::auth::Authenticator::from_config(&config.auth)?.is_some() {
+        tracing::info!("authentication is on (JWT, {})", config.auth.jwt_algorithm);
+    }
     // The embedded cluster, if any, lives until the server has shut down.
     let mut _cluster: Option<queen_pg::PersistentCluster> = None;
     let broker: Arc<dyn Broker> = match config.engine {

@@ -105,6 +105,9 @@ pub struct Config {
     /// Largest re-check interval.
     #[arg(long, env = "POP_WAIT_MAX_INTERVAL_MS", default_value_t = 1000)]
     pub pop_wait_max_interval_ms: u64,
+    /// Authentication and roles (section 14, AUTH-5).
+    #[command(flatten)]
+    pub auth: crate::auth::AuthConfig,
 }
 
 impl Config {

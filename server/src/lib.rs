@@ -6,11 +6,13 @@
 //! * [`pg`] — the PostgreSQL engine; [`spool`] — the disk spool of PUSH-7.
 //! * [`memory`] — the reference model as an engine (`--engine memory`).
 //! * [`prepared`] — a pushed item with its ids decided; [`clock`] — the wall clock.
+//! * [`auth`] — bearer tokens verified into principals (section 14).
 //! * [`config`], [`app`] — flags and environment, serving and graceful shutdown.
 //! * [`metrics`] — operational counters and the spool's gauges for Prometheus.
 //! * [`recoveries`] — internal failures recovered from, for `/health` (HEALTH-3).
 
 pub mod app;
+pub mod auth;
 pub mod broker;
 pub mod clock;
 pub mod config;

@@ -25,6 +25,9 @@ pub struct Metrics {
     pub over_item_limit: Counter,
     /// ERR-1: requests answered 500.
     pub internal_errors: Counter,
+    /// AUTH-4: requests refused 401 (no valid token) and 403 (below the route's level).
+    pub unauthenticated: Counter,
+    pub forbidden: Counter,
 }
 
 impl Metrics {
@@ -65,6 +68,16 @@ impl Metrics {
                 "Requests refused for carrying too many items",
             ),
             internal_errors: counter(r, "internal_errors", "Requests answered 500"),
+            unauthenticated: counter(
+                r,
+                "requests_unauthenticated",
+                "Requests refused 401: no valid token",
+            ),
+            forbidden: counter(
+                r,
+                "requests_forbidden",
+                "Requests refused 403: the token is below the route's level",
+            ),
             registry,
         }
     }

@@ -20,6 +20,10 @@ pub struct Prepared {
     pub minted: bool,
     pub trace_id: Option<Uuid>,
     pub message_id: Uuid,
+    /// AUTH-2: the `sub` of the token that pushed it (absent in a spool written before
+    /// the broker kept it).
+    #[serde(default)]
+    pub producer_sub: Option<String>,
 }
 
 impl Prepared {
@@ -48,6 +52,7 @@ impl Prepared {
                 None
             },
             message_id: Uuid::now_v7(),
+            producer_sub: item.producer_sub,
         }
     }
 }

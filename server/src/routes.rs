@@ -1,9 +1,11 @@
 //! The HTTP layer: one handler for every route of the protocol.
 //!
-//! Routing and validation are the shared wire layer's (`parse_request`), so the server
-//! rejects exactly what the model rejects. The handler reads the body (413 over the
-//! limit), parses, hands the request to the broker (pops through the long-poll loop),
-//! and renders the answer: JSON with its status, or a bare 204.
+//! Admission and routing and validation are the shared wire layer's (`admit`,
+//! `parse_request`), so the server refuses and rejects exactly what the model does. The
+//! handler admits the caller by its token (401/403 before anything else, AUTH-4), reads
+//! the body (413 over the limit), parses, stamps the caller's `sub` on what it pushes
+//! (AUTH-2), hands the request to the broker (pops through the long-poll loop), and
+//! renders the answer: JSON with its status, or a bare 204.
 
 use crate::broker::Broker;
 use crate::config::Backoff;
@@ -13,13 +15,15 @@ use axum::extract::{Request as AxumRequest, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use queen_reference::wire::{parse_request, Answer, HttpRequest, Request};
+use queen_reference::wire::{admit, parse_request, required, Answer, HttpRequest, Request};
 use std::sync::Arc;
 
 /// What every request needs.
 #[derive(Clone)]
 pub struct AppState {
     pub broker: Arc<dyn Broker>,
+    /// Section 14: verifies bearer tokens; `None` when authentication is off.
+    pub auth: Option<Arc<crate::auth::Authenticator>>,
     pub body_limit: usize,
     pub default_timeout_ms: u64,
     pub backoff: Backoff,
@@ -59,6 +63,10 @@ pub fn router(state: AppState) -> Router {
 
 async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     let _counted = InFlight::enter(&app.in_flight);
+    let principal = match admitted(&app, &req) {
+        Ok(p) => p,
+        Err(refusal) => return render(refusal),
+    };
     if req.method() == axum::http::Method::GET && req.uri().path() == METRICS_PATH {
         return metrics_answer(&app);
     }
@@ -74,7 +82,10 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("-")
         .to_string();
-    let parsed = parse(&app, req).await;
+    let mut parsed = parse(&app, req).await;
+    if let (Ok(r), Some(Some(p))) = (&mut parsed, &principal) {
+        r.stamp_producer(p.sub.as_deref());
+    }
     let answer = match parsed {
         Ok(Request::Pop { route, query }) => {
             longpoll::pop(
@@ -100,6 +111,33 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         app.metrics.internal_errors.inc();
     }
     render(scrub_internal_error(answer, &request_id))
+}
+
+/// AUTH-4: the caller's principal (`None` when authentication is off), or the 401/403
+/// to answer before the body is read.
+fn admitted(
+    app: &AppState,
+    req: &AxumRequest,
+) -> Result<Option<Option<queen_reference::wire::Principal>>, Answer> {
+    let Some(auth) = &app.auth else {
+        return Ok(None);
+    };
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let principal = Some(auth.principal(header));
+    let need = required(req.method().as_str(), req.uri().path(), &auth.public);
+    match admit(need, crate::auth::caller(&principal)) {
+        Ok(()) => Ok(principal),
+        Err(e) => {
+            match e.status {
+                401 => app.metrics.unauthenticated.inc(),
+                _ => app.metrics.forbidden.inc(),
+            };
+            Err(Answer::error(e.status, e.message))
+        }
+    }
 }
 
 /// Reads the body (413 over the limit, 408 when it does not arrive in time, 400 when it
@@ -130,6 +168,7 @@ async fn parse(app: &AppState, req: AxumRequest) -> Result<Request, Box<Answer>>
         path: parts.uri.path().to_string(),
         query,
         body: body.to_vec(),
+        bearer: None,
     };
     parse_request(&http, app.default_timeout_ms, app.body_limit)
         .map_err(|e| Box::new(Answer::rejection(e, &http.method, &http.path)))

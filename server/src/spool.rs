@@ -370,6 +370,7 @@ mod tests {
             minted: false,
             trace_id: None,
             message_id: Uuid::now_v7(),
+            producer_sub: None,
         }
     }
 

@@ -8,6 +8,7 @@
 
 mod ack;
 mod admin;
+mod auth;
 mod bad_input;
 mod configure;
 mod dlq;
@@ -55,6 +56,7 @@ pub fn all() -> Vec<Case> {
     v.extend(admin::cases());
     v.extend(bad_input::cases());
     v.extend(outage::cases());
+    v.extend(auth::cases());
 
     v
 }

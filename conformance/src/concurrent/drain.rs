@@ -221,6 +221,7 @@ async fn call(
     key: &str,
     req: HttpRequest,
 ) -> (Op, Answer) {
+    let req = target.authorized(req);
     let invoke = now_ms();
     let r = tokio::time::timeout(
         Duration::from_millis(opts.op_timeout_ms),

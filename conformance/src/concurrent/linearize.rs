@@ -181,6 +181,7 @@ pub fn fresh_checker(settings: &CheckSettings) -> Checker {
     c.body_limit = settings.body_limit;
     c.keep_going = settings.keep_going;
     c.accept = settings.accept.clone();
+    c.auth = settings.auth.clone();
     c
 }
 

@@ -146,6 +146,7 @@ async fn call(
     req: HttpRequest,
     log: &Mutex<Vec<Op>>,
 ) -> Answer {
+    let req = target.authorized(req);
     let invoke = now_ms();
     let r = tokio::time::timeout(
         Duration::from_millis(w.op_timeout_ms),

@@ -278,6 +278,7 @@ pub fn request(s: &Step, names: &Names, delivered: &[Delivered]) -> Option<HttpR
                 path,
                 query: q,
                 body: vec![],
+                bearer: None,
             }
         }
         Step::Ack {
@@ -366,6 +367,7 @@ pub fn request(s: &Step, names: &Names, delivered: &[Delivered]) -> Option<HttpR
                 path: "/api/v1/dlq".into(),
                 query: q.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
                 body: vec![],
+                bearer: None,
             }
         }
         Step::Txn {

@@ -136,6 +136,12 @@ pub fn curl_one(base: &str, r: &HttpRequest) -> String {
     }
     let quote = |t: &str| format!("'{}'", t.replace('\'', "'\\''"));
     let mut s = format!("curl -sS -i -X {} {}", r.method, quote(&url));
+    if let Some(t) = r.bearer.as_deref().filter(|t| !t.is_empty()) {
+        s.push_str(&format!(
+            " -H {}",
+            quote(&format!("authorization: Bearer {t}"))
+        ));
+    }
     if !r.body.is_empty() {
         s.push_str(" -H 'content-type: application/json'");
         match std::str::from_utf8(&r.body) {
@@ -228,8 +234,12 @@ pub fn curl_marked(
                 );
             }
         }
+        let auth = match x.request.bearer.as_deref() {
+            Some(t) if !t.is_empty() => format!(" -H 'authorization: Bearer {t}'"),
+            _ => String::new(),
+        };
         let head = format!(
-            "S{i}=$(curl -sS -o \"$OUT/{i}.json\" -w '%{{http_code}}' -X {method} \"$BASE{url}\""
+            "S{i}=$(curl -sS -o \"$OUT/{i}.json\" -w '%{{http_code}}' -X {method} \"$BASE{url}\"{auth}"
         );
         match body {
             None => {

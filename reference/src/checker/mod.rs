@@ -221,6 +221,9 @@ pub struct Checker {
     pub keep_going: bool,
     /// Deviations declared known (`--accept`): allowed everywhere, listed as findings.
     pub accept: Vec<Accept>,
+    /// The broker has authentication on, and what the suite's tokens stand for
+    /// (section 14); `None`: it is off.
+    pub auth: Option<std::sync::Arc<TokenBook>>,
     /// The model's answer to the last step, when that step matched only with new
     /// findings (for a report's expected answer and diff).
     last_expected: Option<HttpResponse>,
@@ -245,9 +248,27 @@ impl Checker {
             strict_project: true,
             keep_going: false,
             accept: Vec::new(),
+            auth: None,
             last_expected: None,
             last_claim_short: false,
         }
+    }
+
+    /// The request as the broker sees it: admitted or refused (AUTH-4), parsed, and
+    /// with its caller's `sub` on what it pushes (AUTH-2).
+    fn parse(&self, req: &HttpRequest) -> Result<Request, Rejection> {
+        let none: &[String] = &[];
+        let (caller, public) = match &self.auth {
+            None => (Caller::Open, none),
+            Some(book) => (book.caller(req.bearer.as_deref()), &book.public[..]),
+        };
+        parse_as(
+            req,
+            caller,
+            public,
+            self.default_timeout_ms,
+            self.body_limit,
+        )
     }
 
     fn judge(&self) -> Judge<'_> {
@@ -296,7 +317,7 @@ impl Checker {
         self.last_expected = None;
         self.last_claim_short = false;
         let now = Stamp::between(sent - self.skew_ms, received + self.skew_ms);
-        let parsed = match parse_request(req, self.default_timeout_ms, self.body_limit) {
+        let parsed = match self.parse(req) {
             Err(Rejection::NotFound) => return Ok(self.worlds.len()),
             Err(Rejection::Bad(e)) => Err(Op::Rejected(e)),
             Err(Rejection::DiscoveryScope) => Err(Op::DiscoveryRejected),
@@ -574,7 +595,7 @@ impl Checker {
         until: Millis,
     ) -> Result<usize, StepError> {
         let now = Stamp::between(sent - self.skew_ms, until + self.skew_ms);
-        let parsed = match parse_request(req, self.default_timeout_ms, self.body_limit) {
+        let parsed = match self.parse(req) {
             Ok(r) => r,
             // Rejections and unknown routes change nothing.
             Err(_) => return Ok(self.worlds.len()),

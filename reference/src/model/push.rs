@@ -194,6 +194,7 @@ fn write_one(
         trace,
         data,
         write,
+        producer_sub: item.producer_sub.as_deref().map(Arc::from),
     });
     let off = part.end();
     part.txn_index.record(&transaction_id, probe, off);

@@ -197,6 +197,8 @@ pub struct Message {
     pub data: Data,
     /// Index into [`State::writes`]: its `createdAt`.
     pub write: u32,
+    /// The `sub` of the token that pushed it (AUTH-2).
+    pub producer_sub: Option<Arc<str>>,
 }
 
 /// One `(partition, group)` cursor: the last committed offset and the lease on the

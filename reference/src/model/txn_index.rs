@@ -165,6 +165,7 @@ mod tests {
                 trace: Trace::None,
                 data: Data::Absent,
                 write: 0,
+                producer_sub: None,
             })
             .collect()
     }

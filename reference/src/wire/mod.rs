@@ -14,6 +14,7 @@
 mod ack;
 mod admin;
 mod answer;
+mod auth;
 mod configure;
 mod dlq;
 mod id;
@@ -28,6 +29,7 @@ mod txn;
 pub use ack::*;
 pub use admin::*;
 pub use answer::*;
+pub use auth::*;
 pub use configure::*;
 pub use dlq::*;
 pub use id::WireId;

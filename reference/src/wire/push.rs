@@ -22,6 +22,11 @@ pub struct PushItem {
     pub payload: Payload,
     pub transaction_id: Option<String>,
     pub trace_id: Option<String>,
+    /// The `sub` of the token that pushed it (AUTH-2): set by [`Request::stamp_producer`]
+    /// from the caller, never read from the body.
+    ///
+    /// [`Request::stamp_producer`]: super::Request::stamp_producer
+    pub producer_sub: Option<String>,
 }
 
 /// A validated push request.
@@ -121,6 +126,7 @@ fn item_fields(mut obj: serde_json::Map<String, Value>) -> Result<PushItem, Wire
         payload,
         transaction_id,
         trace_id,
+        producer_sub: None,
     })
 }
 

@@ -14,6 +14,8 @@ pub struct HttpRequest {
     pub path: String,
     pub query: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The token sent as `Authorization: Bearer` (section 14), if any.
+    pub bearer: Option<String>,
 }
 
 impl HttpRequest {
@@ -26,6 +28,7 @@ impl HttpRequest {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             body: vec![],
+            bearer: None,
         }
     }
 
@@ -35,6 +38,7 @@ impl HttpRequest {
             path: path.into(),
             query: vec![],
             body: serde_json::to_vec(body).expect("a Value serializes"),
+            bearer: None,
         }
     }
 
@@ -44,7 +48,21 @@ impl HttpRequest {
             path: path.into(),
             query: vec![],
             body: body.into(),
+            bearer: None,
         }
+    }
+
+    /// The same request sent without any token, on purpose (an empty bearer: a suite
+    /// that sends a token by default leaves this one alone).
+    pub fn anonymous(mut self) -> HttpRequest {
+        self.bearer = Some(String::new());
+        self
+    }
+
+    /// The same request carrying `token` as its bearer token.
+    pub fn with_bearer(mut self, token: impl Into<String>) -> HttpRequest {
+        self.bearer = Some(token.into());
+        self
     }
 
     pub fn delete(path: impl Into<String>) -> HttpRequest {
@@ -53,6 +71,7 @@ impl HttpRequest {
             path: path.into(),
             query: vec![],
             body: vec![],
+            bearer: None,
         }
     }
 }

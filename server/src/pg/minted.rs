@@ -59,6 +59,7 @@ pub(crate) async fn write(pool: &PgPool, items: &[&Prepared]) -> Result<Minted, 
     let mut txns = Vec::with_capacity(items.len());
     let mut traces: Vec<Option<Uuid>> = Vec::with_capacity(items.len());
     let mut data = Vec::with_capacity(items.len());
+    let mut subs: Vec<Option<&str>> = Vec::with_capacity(items.len());
     for i in items {
         let k = keys[&(i.queue.as_str(), i.partition.as_str())].0;
         ranks[k as usize] += 1;
@@ -68,11 +69,12 @@ pub(crate) async fn write(pool: &PgPool, items: &[&Prepared]) -> Result<Minted, 
         txns.push(i.transaction_id.as_str());
         traces.push(i.trace_id);
         data.push(i.data.to_string());
+        subs.push(i.producer_sub.as_deref());
     }
     // Locks the partitions in canonical order, then writes; `go` is false when a key is
     // missing or maintenance is on, and then nothing is inserted, bumped or notified.
     let row = sqlx::query(
-        "SELECT go, maintenance FROM queen_push_minted($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        "SELECT go, maintenance FROM queen_push_minted($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
     )
     .bind(&kq)
     .bind(&kp)
@@ -83,6 +85,7 @@ pub(crate) async fn write(pool: &PgPool, items: &[&Prepared]) -> Result<Minted, 
     .bind(&txns)
     .bind(&traces)
     .bind(&data)
+    .bind(&subs)
     .bind(&queues)
     .fetch_one(pool)
     .await?;

@@ -61,6 +61,7 @@ struct HeadRow {
     m_trace_id: Option<Uuid>,
     m_data: Option<Value>,
     m_created_at: Option<DateTime<Utc>>,
+    m_producer_sub: Option<String>,
 }
 
 /// A partition that may be claimable (checked again under its lock).
@@ -82,6 +83,8 @@ struct Claimed {
     trace_id: Option<Uuid>,
     data: Value,
     created_at: DateTime<Utc>,
+    /// AUTH-2: the `sub` of the token that pushed it.
+    producer_sub: Option<String>,
 }
 
 /// What a pop's head found.
@@ -258,6 +261,7 @@ impl HeadRow {
             trace_id: self.m_trace_id,
             data: self.m_data?,
             created_at: self.m_created_at?,
+            producer_sub: self.m_producer_sub,
         })
     }
 }
@@ -404,7 +408,7 @@ fn message(c: &Candidate, m: Claimed, lease_id: &str, group: &str) -> PopMessage
         transaction_id: m.transaction_id,
         trace_id: m.trace_id.map(|t| t.to_string()),
         data: m.data,
-        producer_sub: None,
+        producer_sub: m.producer_sub,
         created_at: iso(m.created_at),
         partition_id: c.id.to_string(),
         partition: c.name.clone(),

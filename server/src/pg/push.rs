@@ -231,6 +231,7 @@ struct NewRows {
     txn: Vec<String>,
     trace: Vec<Option<Uuid>>,
     data: Vec<String>,
+    sub: Vec<Option<String>>,
 }
 
 impl NewRows {
@@ -241,6 +242,7 @@ impl NewRows {
         self.txn.push(it.transaction_id.clone());
         self.trace.push(it.trace_id);
         self.data.push(it.data.to_string());
+        self.sub.push(it.producer_sub.clone());
     }
 }
 
@@ -259,9 +261,9 @@ async fn insert(
     queues.dedup();
     sqlx::query(
         "WITH ins AS (
-            INSERT INTO queen_messages (partition_id, \"offset\", id, transaction_id, trace_id, data, created_at)
-            SELECT p, o, i, t, tr, d::json, $7
-            FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::text[]) AS x(p, o, i, t, tr, d)),
+            INSERT INTO queen_messages (partition_id, \"offset\", id, transaction_id, trace_id, data, producer_sub, created_at)
+            SELECT p, o, i, t, tr, d::json, s, $7
+            FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::text[], $11::text[]) AS x(p, o, i, t, tr, d, s)),
          upd AS (
             UPDATE queen_partitions p SET last_offset = x.o, last_write_at = $7
             FROM unnest($8::uuid[], $9::bigint[]) AS x(i, o) WHERE p.id = x.i AND p.last_offset < x.o)
@@ -277,6 +279,7 @@ async fn insert(
     .bind(&ids)
     .bind(&lasts)
     .bind(&queues)
+    .bind(&rows.sub)
     .execute(&mut *conn)
     .await
     .map(|_| ())

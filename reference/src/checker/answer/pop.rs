@@ -206,16 +206,22 @@ fn pop_message(
         POP_5,
         "a message's `consumerGroup` differs",
     )?;
-    match cx.get(m, MSG, "producerSub", POP_5)? {
-        Some(Value::Null) | None => {}
-        Some(v) => cx.soft(
-            Finding::new(
-                POP_5,
-                Kind::Value,
-                "producerSub is not null without authentication",
-            )
-            .example(v.to_string()),
-        )?,
+    if let Some(v) = cx.get(m, MSG, "producerSub", POP_5)? {
+        let due = msg
+            .producer_sub
+            .as_deref()
+            .map_or(Value::Null, |s| json!(s));
+        if *v != due {
+            let why = match &msg.producer_sub {
+                None => "producerSub is not null for a message pushed without a token's sub",
+                Some(_) => "producerSub is not the sub of the token that pushed the message",
+            };
+            cx.soft(
+                Finding::new(AUTH_2, Kind::Value, why)
+                    .at(&format!("{MSG}.producerSub"))
+                    .example(format!("{v} where {due} is due")),
+            )?;
+        }
     }
     let created = cx.w.state.created(&msg);
     if let Some(t) = cx.str(m, MSG, "createdAt", POP_12)? {

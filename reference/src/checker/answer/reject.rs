@@ -13,7 +13,19 @@ use serde_json::Value;
 /// beyond "some 4xx" and its body shape), and the level of that half of the rule.
 fn rejection_rule(path: &str, status: u16) -> (RuleId, Level) {
     let route = path.strip_prefix("/api/v1/").unwrap_or(path);
-    match route.split('/').next().unwrap_or("") {
+    let family = route.split('/').next().unwrap_or("");
+    match family {
+        // AUTH-1: a pop is refused (SEED); how (401 or 403, the body) is AUTH-4's.
+        "pop" if matches!(status, 401 | 403) => (AUTH_1, Level::Project),
+        _ if status == 401 => (AUTH_4, Level::Project),
+        _ if status == 403 => (AUTH_3, Level::Project),
+        _ => route_rule(family, status),
+    }
+}
+
+/// [`rejection_rule`] for bad input: the rule of the route family.
+fn route_rule(family: &str, status: u16) -> (RuleId, Level) {
+    match family {
         "transaction" if status == 503 => (TXN_4, Level::Project),
         "ack" => (ACK_0, Level::Project),
         "lease" => (LEASE_3, Level::Project),
@@ -34,6 +46,18 @@ pub(super) fn rejected(cx: &mut Cx, e: &WireError, actual: &HttpResponse, path: 
         .as_ref()
         .and_then(|b| b.get("error"))
         .and_then(Value::as_str);
+    if matches!(e.status, 401 | 403) && text.is_some_and(|t| t != e.message) {
+        // AUTH-4 names the exact text of an authentication refusal.
+        cx.soft(
+            Finding::new(
+                AUTH_4,
+                Kind::ErrorText,
+                format!("the error {:?} is worded otherwise", e.message),
+            )
+            .at("$.error")
+            .example(format!("{:?}", text.unwrap_or_default())),
+        )?;
+    }
     cx.expect(text.is_some_and(|s| !s.is_empty()), || {
         Finding::new(
             rule,
@@ -66,6 +90,10 @@ mod tests {
             ("/api/v1/dlq", 400, (DLQ_2, Level::Project)),
             ("/api/v1/pop", 400, (POP_10, Level::Seed)),
             ("/api/v1/push", 413, (PUSH_8, Level::Project)),
+            ("/api/v1/pop/queue/q", 403, (AUTH_1, Level::Project)),
+            ("/api/v1/pop", 401, (AUTH_1, Level::Project)),
+            ("/api/v1/push", 401, (AUTH_4, Level::Project)),
+            ("/api/v1/system/maintenance", 403, (AUTH_3, Level::Project)),
         ];
         for (path, status, want) in cases {
             assert_eq!(rejection_rule(path, status), want, "{path} {status}");

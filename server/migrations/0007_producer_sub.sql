@@ -1,0 +1,11 @@
+-- AUTH-2: a message keeps the `sub` of the token that pushed it, returned by every pop.
+-- NULL for a message pushed without authentication (every message written before this).
+ALTER TABLE queen_messages ADD COLUMN producer_sub text;
+
+-- The pop functions return the new column and the minted push takes it, so their old
+-- versions go (CREATE OR REPLACE cannot change a result or an argument list); the server
+-- applies the new ones from `server/sql` right after the migrations.
+DROP FUNCTION IF EXISTS queen_pop_head(text, text, text, text, bigint, uuid, bigint);
+DROP FUNCTION IF EXISTS queen_claim(uuid, text, jsonb, timestamptz, bigint, uuid, bigint);
+DROP FUNCTION IF EXISTS queen_push_minted(text[], text[], bigint[], int[], bigint[], uuid[], text[], uuid[], text[], text[]);
+DELETE FROM queen_functions;
