@@ -72,7 +72,8 @@ BEGIN
         IF v_open > 1 THEN
             RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
                 c.id, c.name, c.options, c.seq, c.oldest,
-                NULL::uuid, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz
+                NULL::uuid, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz,
+                NULL::text
             FROM queen_pop_candidates(v_qid, p_group, p_only, v_now, v_options) AS c
             WHERE c.window_open;
             IF FOUND THEN
@@ -82,7 +83,7 @@ BEGIN
         RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
             NULL::uuid, NULL::text, NULL::jsonb, NULL::bigint, NULL::timestamptz,
             NULL::uuid, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz,
-        NULL::text;
+            NULL::text;
         RETURN;
     END IF;
 
