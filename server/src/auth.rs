@@ -81,14 +81,23 @@ impl Authenticator {
         let mut validation = Validation::new(alg);
         validation.leeway = c.jwt_clock_skew;
         validation.validate_nbf = true;
+        // A configured issuer or audience is required, not only checked when present.
+        let mut required = vec!["exp"];
         match &c.jwt_issuer {
-            Some(iss) => validation.set_issuer(&[iss]),
+            Some(iss) => {
+                validation.set_issuer(&[iss]);
+                required.push("iss");
+            }
             None => validation.iss = None,
         }
         match &c.jwt_audience {
-            Some(aud) => validation.set_audience(&[aud]),
+            Some(aud) => {
+                validation.set_audience(&[aud]);
+                required.push("aud");
+            }
             None => validation.validate_aud = false,
         }
+        validation.set_required_spec_claims(&required);
         let public = if c.jwt_skip_paths.is_empty() {
             DEFAULT_PUBLIC_PATHS.map(String::from).to_vec()
         } else {
