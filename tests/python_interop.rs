@@ -12,7 +12,7 @@
 //! The virtualenv with the pinned client is `queen_tests::python`'s (built once, reused;
 //! `QUEEN_SKIP_PYTHON_INTEROP=1` skips).
 
-use queen_tests::{memory_server, pg_server, TestServer};
+use queen_tests::{memory_server, pg_server, pg_server_with, TestServer};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -30,8 +30,14 @@ fn python_or_skip() -> Option<PathBuf> {
 
 /// Runs the script against `server` and fails the test, with its output, unless it passes.
 async fn run_script(python: &Path, server: &TestServer, engine: &str) {
+    run_script_with(python, server, engine, &[]).await
+}
+
+/// [`run_script`] with extra environment variables for the script.
+async fn run_script_with(python: &Path, server: &TestServer, engine: &str, env: &[(&str, &str)]) {
     let started = Instant::now();
     let child = tokio::process::Command::new(python)
+        .envs(env.iter().copied())
         .arg(script())
         .arg(server.url())
         // The script checks the client's default wire shape (autopilot on) and its
@@ -82,4 +88,26 @@ async fn python_client_against_the_pg_engine() {
     };
     let server = pg_server().await;
     run_script(&python, &server, "pg").await;
+}
+
+/// AUTH-2 with the official client: every call carries a token (the client's
+/// `bearer_token`), every popped message carries the token's `sub`, and a push without
+/// the token is refused 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_with_a_token_against_the_pg_engine() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    const SECRET: &str = "python-interop-secret";
+    let server = pg_server_with(|c| {
+        c.auth.jwt_enabled = true;
+        c.auth.jwt_secret = Some(SECRET.into());
+    })
+    .await;
+    let tokens = queen_conformance::auth::Tokens::minted(SECRET, None, None);
+    let env = [
+        ("QUEEN_TOKEN", tokens.admin.as_str()),
+        ("QUEEN_TOKEN_SUB", queen_conformance::auth::SUB_ADMIN),
+    ];
+    run_script_with(&python, &server, "pg, JWT on", &env).await;
 }

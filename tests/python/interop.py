@@ -3,6 +3,9 @@
 
 Usage: interop.py URL   (or QUEEN_URL=... interop.py)
        QUEEN_INTEROP_WIRE=1 also prints every HTTP exchange on success.
+       QUEEN_TOKEN=JWT QUEEN_TOKEN_SUB=SUB: the broker has authentication on; the client
+       sends the token (its `bearer_token` option), every popped message must carry SUB
+       as its producerSub (AUTH-2), and a push without the token must be refused 401.
 
 Drives the real client through push, pop, lease extend, ack (single and batch,
 completed and failed), a consume loop whose handler fails for one message (redelivered
@@ -23,6 +26,7 @@ import json
 import os
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -41,6 +45,13 @@ C_RETRY_DELAY_MS = 500
 RETRY_LIMIT = 1
 
 T0 = time.monotonic()
+# Authentication (section 14): the token the client sends and the sub it stands for.
+TOKEN = os.environ.get("QUEEN_TOKEN") or None
+TOKEN_SUB = os.environ.get("QUEEN_TOKEN_SUB") or None
+
+
+def auth_headers():
+    return {"Authorization": f"Bearer {TOKEN}"} if TOKEN else {}
 
 
 class Mismatch(Exception):
@@ -143,7 +154,8 @@ class Recorder(httpx.AsyncBaseTransport):
 def dlq_listing(base, queue_name, group):
     """GET /api/v1/dlq with urllib, independent of the client (DLQ-2)."""
     q = urllib.parse.urlencode({"queue": queue_name, "consumerGroup": group})
-    with urllib.request.urlopen(f"{base}/api/v1/dlq?{q}", timeout=10) as r:
+    req = urllib.request.Request(f"{base}/api/v1/dlq?{q}", headers=auth_headers())
+    with urllib.request.urlopen(req, timeout=10) as r:
         check_eq(r.status, 200, "GET /api/v1/dlq status")
         return json.loads(r.read())
 
@@ -157,6 +169,7 @@ def check_pop_message(m, *, data, tx=None, group, partition):
         check_eq(m["transactionId"], tx, "popped message transactionId")
     check_eq(m["partition"], partition, "popped message partition")
     check_eq(m["consumerGroup"], group, "popped message consumerGroup")
+    check_eq(m.get("producerSub"), TOKEN_SUB, "popped message producerSub (AUTH-2)")
     check(str(m["createdAt"]).endswith("Z"), "createdAt is UTC with a literal Z (POP-12)", m)
 
 
@@ -431,6 +444,21 @@ async def scenario(base, rec, client):
     check_eq(dlq_listing(base, C, "cg").get("total"), 0, "dead letters go with their queue (DEL-1)")
     log("deleted the five queues; their dead letters are gone")
 
+    # ---- authentication ---------------------------------------------------------------
+    if TOKEN:
+        rec.phase = "auth"
+        body = json.dumps({"items": [{"queue": W, "payload": 1}]}).encode()
+        req = urllib.request.Request(
+            f"{base}/api/v1/push", data=body, headers={"content-type": "application/json"}
+        )
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            raise Mismatch("a push without a token was accepted (AUTH-4)")
+        except urllib.error.HTTPError as e:
+            check_eq(e.code, 401, "a push without a token (AUTH-4)")
+            check_eq(json.loads(e.read()), {"error": "Authentication required"}, "its body")
+        log(f"authentication: every call carried the token of {TOKEN_SUB!r}; without it, 401")
+
     # ---- what the client sent -----------------------------------------------------------
     rec.phase = "wire"
     ex = rec.exchanges
@@ -457,7 +485,7 @@ async def main(base):
     check_eq(queen.__version__, EXPECTED_CLIENT_VERSION, "installed queen-mq version")
     log(f"queen-mq {queen.__version__} (httpx {httpx.__version__}) against {base}")
     rec = Recorder()
-    client = Queen(base, transport=rec, retry_attempts=1, timeout_millis=10000)
+    client = Queen(base, transport=rec, retry_attempts=1, timeout_millis=10000, bearer_token=TOKEN)
     try:
         await scenario(base, rec, client)
     except BaseException:
