@@ -65,7 +65,7 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     let _counted = InFlight::enter(&app.in_flight);
     let principal = match admitted(&app, &req) {
         Ok(p) => p,
-        Err(refusal) => return render(refusal),
+        Err(refusal) => return render(Answer::error(refusal.status, refusal.message)),
     };
     if req.method() == axum::http::Method::GET && req.uri().path() == METRICS_PATH {
         return metrics_answer(&app);
@@ -118,7 +118,7 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
 fn admitted(
     app: &AppState,
     req: &AxumRequest,
-) -> Result<Option<Option<queen_reference::wire::Principal>>, Answer> {
+) -> Result<Option<Option<queen_reference::wire::Principal>>, queen_reference::wire::WireError> {
     let Some(auth) = &app.auth else {
         return Ok(None);
     };
@@ -135,7 +135,7 @@ fn admitted(
                 401 => app.metrics.unauthenticated.inc(),
                 _ => app.metrics.forbidden.inc(),
             };
-            Err(Answer::error(e.status, e.message))
+            Err(e)
         }
     }
 }

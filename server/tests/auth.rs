@@ -288,7 +288,8 @@ async fn auth_2_producer_sub_round_trips_and_is_null_without_a_sub() {
 
 #[tokio::test]
 async fn auth_5_settings_that_cannot_work_stop_the_start() {
-    let cases: [(&str, fn(&mut Config)); 5] = [
+    type Tweak = fn(&mut Config);
+    let cases: [(&str, Tweak); 5] = [
         ("no secret", |c| c.auth.jwt_secret = None),
         ("empty secret", |c| c.auth.jwt_secret = Some(String::new())),
         ("unknown algorithm", |c| {

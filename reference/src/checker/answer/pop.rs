@@ -218,7 +218,7 @@ fn pop_message(
             };
             cx.soft(
                 Finding::new(AUTH_2, Kind::Value, why)
-                    .at(&format!("{MSG}.producerSub"))
+                    .at(format!("{MSG}.producerSub"))
                     .example(format!("{v} where {due} is due")),
             )?;
         }
