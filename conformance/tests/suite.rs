@@ -41,6 +41,9 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
     a.concurrency = 4;
     a.ops = 20;
     a.timeline = Some(dir.join("timeline.html"));
+    // Authentication on (section 14): the embedded server checks the suite's minted
+    // tokens, so the auth cases run and every other case and run carries a token.
+    a.jwt_secret = Some("suite-test-secret".into());
     let t0 = Instant::now();
     let report = cli::run(&a).await.expect("the suite runs");
     let took = t0.elapsed();
@@ -89,8 +92,8 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
     )));
     let cases = json["cases"].as_array().unwrap();
     assert!(cases.len() > 80);
-    // Every case passes but those needing database-control, which the memory engine
-    // (no PostgreSQL cluster to stop) cannot offer: skipped and listed.
+    // Every case passes (the auth cases included) but those needing database-control,
+    // which the memory engine (no PostgreSQL cluster to stop) cannot offer: skipped.
     for c in cases {
         let db = c["capability"] == "database-control";
         let want = if db { "skipped" } else { "passed" };
