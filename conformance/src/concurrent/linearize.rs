@@ -34,6 +34,11 @@ use std::time::Instant;
 /// The most model steps one key's search may take.
 pub const DEFAULT_BUDGET: u64 = 200_000;
 
+/// The most model states the memo keeps. It only prunes revisits, so past this the
+/// search goes on without remembering more: slower on a pathological history, but
+/// bounded in memory by this rather than by the step budget times the worlds per step.
+const MEMO_WORLDS: usize = 50_000;
+
 /// How a key's history was judged.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
@@ -233,6 +238,7 @@ pub fn check_key_until(
         ops,
         horizon,
         memo: HashMap::new(),
+        memo_worlds: 0,
         steps: 0,
         budget,
         deadline,
@@ -287,6 +293,8 @@ struct Search<'a> {
     /// reached with (only states with one fingerprint can be equal, so only those are
     /// compared).
     memo: HashMap<(Vec<u64>, u64), Vec<Vec<World>>>,
+    /// How many worlds the memo holds (at most about [`MEMO_WORLDS`]).
+    memo_worlds: usize,
     steps: u64,
     budget: u64,
     /// When to give up, whatever the steps left.
@@ -329,7 +337,10 @@ impl Search<'_> {
         if seen.iter().any(|w| w.as_slice() == model.worlds()) {
             return false;
         }
-        seen.push(model.worlds().to_vec());
+        if self.memo_worlds < MEMO_WORLDS {
+            self.memo_worlds += model.worlds().len();
+            seen.push(model.worlds().to_vec());
+        }
         let mut refused = Vec::new();
         // The calls that may come next, most likely first: by the midpoint of their
         // interval (an unknown call's interval is open-ended: last).
