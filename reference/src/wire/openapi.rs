@@ -450,7 +450,33 @@ fn operation(op: &Op, method: &str) -> Value {
         }
         responses.insert(status.to_string(), r);
     }
+    // Section 14: with authentication on, every route but the public ones takes a
+    // bearer token of its level (AUTH-3) and may answer 401 or 403 (AUTH-4); with it off
+    // (the default) no token is needed, hence the empty alternative.
+    let level = super::required(&method.to_ascii_uppercase(), op.path, &DEFAULT_PUBLIC_PATHS);
+    if level != Access::Public {
+        for (status, what) in [
+            (
+                "401",
+                "AUTH-4: authentication is on and the token is missing or invalid",
+            ),
+            (
+                "403",
+                "AUTH-4: the token is valid but below the route's level",
+            ),
+        ] {
+            responses.insert(
+                status.to_string(),
+                json!({"description": what,
+                       "content": {"application/json": {"schema": g_ref("ErrorBody")}}}),
+            );
+        }
+    }
     let mut o = json!({"summary": op.summary, "responses": responses});
+    if level != Access::Public {
+        o["security"] = json!([{}, {"bearerAuth": []}]);
+        o["x-queen-level"] = json!(level.as_str());
+    }
     if !op.params.is_empty() {
         o["parameters"] = Value::Array(op.params.clone());
     }
@@ -486,7 +512,15 @@ pub fn document(spec_version: &str) -> Value {
                 model's wire types."
         },
         "paths": paths,
-        "components": {"schemas": schemas},
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearerAuth": {
+                "type": "http", "scheme": "bearer", "bearerFormat": "JWT",
+                "description": "Only when the broker has authentication on (PROTOCOL.md \
+                    section 14): any valid token reads, read-write or admin writes and pops, \
+                    admin runs maintenance and deletes (AUTH-3)."
+            }},
+        },
     })
 }
 
