@@ -1,6 +1,7 @@
 //! The conformance suite against our server with authentication on (PROTOCOL.md section
-//! 14): every case and a lockstep run with the suite's tokens, strictly, on the
-//! PostgreSQL engine (where `producerSub` is stored and read back); and the same suite,
+//! 14) and an encryption key (section 15): every case and a lockstep run with the suite's
+//! tokens, strictly, on the PostgreSQL engine (where `producerSub` is stored and read
+//! back, and an encrypted queue's payloads are sealed and opened); and the same suite,
 //! told to expect authentication, against a server that has none: the `auth` cases
 //! fail, and every failure names AUTH rule ids only.
 
@@ -53,13 +54,19 @@ async fn run_with_tokens(url: &str, label: &str, lockstep: bool) -> RunResults {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_whole_suite_passes_with_authentication_on_the_pg_engine() {
+async fn the_whole_suite_passes_with_authentication_and_encryption_on_the_pg_engine() {
     let server = pg_server_with(|c| {
         c.auth.jwt_enabled = true;
         c.auth.jwt_secret = Some(SECRET.into());
+        c.encryption_key = Some("ab".repeat(32));
     })
     .await;
-    let results = run_with_tokens(&server.url(), "our server, PostgreSQL, JWT on", true).await;
+    let results = run_with_tokens(
+        &server.url(),
+        "our server, PostgreSQL, JWT and encryption on",
+        true,
+    )
+    .await;
     let auth_cases = results
         .cases
         .iter()

@@ -41,6 +41,10 @@ pub enum ChoicePoint {
     /// TXN-4 [PROJECT]: 0 = a transaction with a push is refused (503) while push
     /// maintenance is on, 1 = it is written as if maintenance were off.
     TxnWritesUnderMaintenance,
+    /// ENC-2 [OPEN for the checker: the broker's key is its operator's setting]: a
+    /// configure with `encryptionEnabled: true`. 0 = configured (a broker with a key),
+    /// 1 = refused 400 (a broker without one).
+    EncryptionRefused,
 }
 
 /// How an absent `payload` is stored (PUSH-9).
@@ -111,6 +115,8 @@ pub struct Policy {
     pub subscription_per_partition: u32,
     /// Alternative index taken at [`ChoicePoint::TxnWritesUnderMaintenance`] (PROJECT).
     pub txn_writes_under_maintenance: u32,
+    /// Alternative index taken at [`ChoicePoint::EncryptionRefused`].
+    pub encryption_refused: u32,
 }
 
 impl Policy {
@@ -124,6 +130,7 @@ impl Policy {
             ack_beyond_dedup_window: 1,
             ack_without_cursor: 1,
             partition_pop_creates_queue: 1,
+            encryption_refused: 1,
             pop_order: PopOrder::NewestPartitionFirst,
             ..Policy::default()
         }
@@ -157,6 +164,7 @@ impl Policy {
             ChoicePoint::TxnKeepsFailedAck => self.txn_keeps_failed_ack,
             ChoicePoint::SubscriptionPerPartition => self.subscription_per_partition,
             ChoicePoint::TxnWritesUnderMaintenance => self.txn_writes_under_maintenance,
+            ChoicePoint::EncryptionRefused => self.encryption_refused,
         }
     }
 }
@@ -176,6 +184,7 @@ mod tests {
             ChoicePoint::AckBeyondDedupWindow,
             ChoicePoint::AckWithoutCursor,
             ChoicePoint::PartitionPopCreatesQueue,
+            ChoicePoint::EncryptionRefused,
         ] {
             assert_eq!((alt.pick(point), ours.pick(point)), (1, 0), "{point:?}");
         }

@@ -231,6 +231,12 @@ pub mod ids {
     pub const AUTH_4: RuleId = RuleId("AUTH-4");
     /// our server's token settings (algorithms, keys, claims, skew, public paths)
     pub const AUTH_5: RuleId = RuleId("AUTH-5");
+    /// encryption is invisible on the wire: data comes back as pushed
+    pub const ENC_1: RuleId = RuleId("ENC-1");
+    /// stored encrypted; without a key, encryptionEnabled is refused 400
+    pub const ENC_2: RuleId = RuleId("ENC-2");
+    /// our server's key; an undecryptable message answers 500 and stays
+    pub const ENC_3: RuleId = RuleId("ENC-3");
 }
 
 pub use ids::*;
@@ -240,7 +246,7 @@ pub use ids::*;
 /// them without knowing the broker's configuration or killing it, so they are checked
 /// by the server's own tests and the fault scenarios, not by conformance cases.
 pub const OPERATIONAL: &[RuleId] = &[
-    PUSH_10, HEALTH_2, HEALTH_3, LIMIT_1, ERR_1, CONN_1, STOP_1, AUTH_5,
+    PUSH_10, HEALTH_2, HEALTH_3, LIMIT_1, ERR_1, CONN_1, STOP_1, AUTH_5, ENC_3,
 ];
 use Level::{Open, Project, Seed};
 
@@ -566,6 +572,21 @@ pub const RULES: &[Rule] = &[
         id: AUTH_5,
         level: Project,
         title: "our server's token settings: algorithms, keys, claims, skew, public paths",
+    },
+    Rule {
+        id: ENC_1,
+        level: Seed,
+        title: "encryption is invisible on the wire: data comes back as pushed",
+    },
+    Rule {
+        id: ENC_2,
+        level: Project,
+        title: "stored encrypted; without a key, encryptionEnabled is refused 400",
+    },
+    Rule {
+        id: ENC_3,
+        level: Project,
+        title: "our server's key; an undecryptable message answers 500 and stays",
     },
 ];
 

@@ -446,3 +446,29 @@ fn txn_4_push_maintenance_refuses_a_transaction_with_a_push() {
     assert_eq!(r["success"], true, "{r}");
     assert!(b.pop("q", &[("consumerGroup", "g")]).is_none(), "acked");
 }
+
+#[test]
+fn enc_2_a_broker_with_a_key_encrypts_one_without_refuses_and_changes_nothing() {
+    let ask = json!({"queue": "e", "options": {"encryptionEnabled": true, "retryLimit": 0}});
+    // Ours (a broker with a key): configured, and the option answered.
+    let mut b = Broker::new();
+    let r = body(b.post("/api/v1/configure", ask.clone()));
+    assert_eq!(r["options"]["encryptionEnabled"], true);
+    // The other allowed broker (no key): 400, and the queue was not created.
+    let mut b = Broker::new();
+    b.e.policy = queen_reference::policy::Policy::alternative();
+    let r = b.post("/api/v1/configure", ask);
+    assert_eq!(r.status, 400);
+    assert_eq!(r.body.unwrap()["error"], ENCRYPTION_UNAVAILABLE);
+    let r = body(b.post("/api/v1/configure", json!({"queue": "e"})));
+    assert_eq!(
+        r["options"]["retryLimit"], 3,
+        "the refused options never applied"
+    );
+    // Not asking to encrypt is never refused.
+    let r = b.post(
+        "/api/v1/configure",
+        json!({"queue": "f", "options": {"encryptionEnabled": false}}),
+    );
+    assert_eq!(r.status, 200);
+}

@@ -16,7 +16,7 @@ CREATE OR REPLACE FUNCTION queen_claim(
     p_lease uuid, p_lease_secs bigint
 ) RETURNS TABLE (
     "offset" bigint, id uuid, transaction_id text, trace_id uuid, data json,
-    created_at timestamptz, producer_sub text
+    created_at timestamptz, producer_sub text, sealed boolean
 ) LANGUAGE plpgsql VOLATILE
 AS $fn$
 #variable_conflict use_column
@@ -41,7 +41,7 @@ BEGIN
     RETURN QUERY
     WITH m AS (
         SELECT q."offset", q.id, q.transaction_id, q.trace_id, q.data, q.created_at,
-               q.producer_sub
+               q.producer_sub, q.sealed
         FROM queen_messages q
         WHERE q.partition_id = p_partition AND q."offset" > v_committed
           AND (v_visible IS NULL OR q.created_at <= v_visible)

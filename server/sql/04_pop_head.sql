@@ -27,7 +27,7 @@ CREATE OR REPLACE FUNCTION queen_pop_head(
     id uuid, name text, options jsonb, seq bigint, oldest timestamptz,
     tried uuid,
     m_offset bigint, m_id uuid, m_transaction_id text, m_trace_id uuid, m_data json,
-    m_created_at timestamptz, m_producer_sub text
+    m_created_at timestamptz, m_producer_sub text, m_sealed boolean
 ) LANGUAGE plpgsql VOLATILE
 -- Every statement here finds its rows by key, and the server plans generically: a
 -- generic plan guesses a queue's partition count from the table's average, and with one
@@ -73,7 +73,7 @@ BEGIN
             RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
                 c.id, c.name, c.options, c.seq, c.oldest,
                 NULL::uuid, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz,
-                NULL::text
+                NULL::text, NULL::boolean
             FROM queen_pop_candidates(v_qid, p_group, p_only, v_now, v_options) AS c
             WHERE c.window_open;
             IF FOUND THEN
@@ -83,7 +83,7 @@ BEGIN
         RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
             NULL::uuid, NULL::text, NULL::jsonb, NULL::bigint, NULL::timestamptz,
             NULL::uuid, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz,
-            NULL::text;
+            NULL::text, NULL::boolean;
         RETURN;
     END IF;
 
@@ -92,7 +92,7 @@ BEGIN
         RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
             v_one.id, v_one.name, v_one.options, v_one.seq, v_one.oldest,
             v_one.id, m."offset", m.id, m.transaction_id, m.trace_id, m.data, m.created_at,
-            m.producer_sub
+            m.producer_sub, m.sealed
         FROM queen_claim(v_one.id, p_group, v_options, v_now, p_batch, p_lease, p_lease_secs) AS m;
         IF FOUND THEN
             RETURN;
@@ -102,6 +102,6 @@ BEGIN
     RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
         v_one.id, v_one.name, v_one.options, v_one.seq, v_one.oldest,
         v_one.id, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz,
-        NULL::text;
+        NULL::text, NULL::boolean;
 END
 $fn$;

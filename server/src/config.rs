@@ -105,6 +105,10 @@ pub struct Config {
     /// Largest re-check interval.
     #[arg(long, env = "POP_WAIT_MAX_INTERVAL_MS", default_value_t = 1000)]
     pub pop_wait_max_interval_ms: u64,
+    /// ENC-3: the AES-256-GCM key (64 hex digits) that seals the payloads of queues with
+    /// `encryptionEnabled`; without it such queues are refused (ENC-2).
+    #[arg(long, env = "QUEEN_ENCRYPTION_KEY", hide_env_values = true)]
+    pub encryption_key: Option<String>,
     /// Authentication and roles (section 14, AUTH-5).
     #[command(flatten)]
     pub auth: crate::auth::AuthConfig,

@@ -7,6 +7,7 @@
 //! * [`memory`] — the reference model as an engine (`--engine memory`).
 //! * [`prepared`] — a pushed item with its ids decided; [`clock`] — the wall clock.
 //! * [`auth`] — bearer tokens verified into principals (section 14).
+//! * [`seal`] — payloads of encrypted queues sealed at rest (section 15).
 //! * [`config`], [`app`] — flags and environment, serving and graceful shutdown.
 //! * [`metrics`] — operational counters and the spool's gauges for Prometheus.
 //! * [`recoveries`] — internal failures recovered from, for `/health` (HEALTH-3).
@@ -25,5 +26,6 @@ pub mod pg;
 pub mod prepared;
 pub mod recoveries;
 pub mod routes;
+pub mod seal;
 pub mod spool;
 pub mod wakes;

@@ -212,6 +212,12 @@ fn scrub_internal_error(answer: Answer, request_id: &str) -> Answer {
     if answer.status() != 500 {
         return answer;
     }
+    // ENC-3: an undecryptable message is named, never sent as garbage; the text says
+    // nothing of the database.
+    if matches!(&answer, Answer::Error { message, .. } if message == crate::seal::UNSEALABLE) {
+        tracing::error!(request_id, "{}", crate::seal::UNSEALABLE);
+        return answer;
+    }
     match &answer {
         Answer::Error { message, .. } => tracing::error!(request_id, "internal error: {message}"),
         other => tracing::error!(request_id, "internal error: {other:?}"),

@@ -5,7 +5,11 @@ use super::outcome::{DlqOut, Outcome};
 use super::push::replay_spool;
 use super::state::State;
 use crate::choice::Ctx;
-use crate::wire::{ConfigureRequest, ConfigureResponse, DeleteResponse, DlqQuery, QueueOptions};
+use crate::policy::ChoicePoint;
+use crate::wire::{
+    ConfigureRequest, ConfigureResponse, DeleteResponse, DlqQuery, QueueOptions, WireError,
+    ENCRYPTION_UNAVAILABLE,
+};
 use std::sync::Arc;
 
 /// CFG-1: full replace of the options (and namespace/task); creates the queue if needed.
@@ -22,6 +26,14 @@ pub fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
         task: req.task.clone(),
         options: req.options,
     }
+}
+
+/// ENC-2: a broker without a key refuses to encrypt a queue (400, nothing changes); one
+/// with a key configures it. Which broker this is, only its operator knows: both are
+/// allowed.
+pub fn encryption_refused(req: &ConfigureRequest, ctx: &mut Ctx) -> Option<WireError> {
+    (req.options.encryption_enabled && ctx.choose(ChoicePoint::EncryptionRefused, 2) == 1)
+        .then(|| WireError::bad(ENCRYPTION_UNAVAILABLE))
 }
 
 /// DEL-1: removes the queue with its partitions, messages, cursors, leases and dead

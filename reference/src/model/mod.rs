@@ -79,7 +79,10 @@ pub fn apply(st: &mut State, op: &Op, hints: &mut Hints, ctx: &mut Ctx) -> Outco
             Some(e) => Outcome::Rejected(e),
             None => Outcome::Txn(txn::transaction(st, ops, required, hints.minter, ctx)),
         },
-        Op::Configure(req) => Outcome::Configure(admin::configure(st, req)),
+        Op::Configure(req) => match admin::encryption_refused(req, ctx) {
+            Some(e) => Outcome::Rejected(e),
+            None => Outcome::Configure(admin::configure(st, req)),
+        },
         Op::Delete(name) => Outcome::Delete(admin::delete_queue(st, name)),
         Op::Dlq(q) => Outcome::Dlq(admin::list_dlq(st, q)),
         Op::SetPushMaintenance(on) => admin::set_push_maintenance(st, *on, ctx),

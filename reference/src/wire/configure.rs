@@ -7,6 +7,11 @@ use super::{
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// ENC-2: the 400 of a broker without a key asked to encrypt a queue.
+pub const ENCRYPTION_UNAVAILABLE: &str =
+    "options.encryptionEnabled: this broker has no encryption key, so it cannot keep the \
+     queue's payloads encrypted";
+
 /// Every queue option with its effective value. `Default` gives the configure
 /// defaults of CFG-2; a queue created implicitly by a push or a pop differs only in
 /// `lease_time` (PUSH-2, POP-9), see [`QueueOptions::implicit`].

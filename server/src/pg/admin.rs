@@ -3,18 +3,24 @@
 
 use super::rows::iso;
 use super::PgBroker;
+use crate::seal::{open_row, Sealer};
 use queen_reference::wire::{
     Answer, ConfigureRequest, ConfigureResponse, DeadLetter, DeleteResponse, DlqQuery, DlqResponse,
-    HealthResponse, MaintenanceResponse, PopMaintenanceResponse, HEALTHY,
+    HealthResponse, MaintenanceResponse, PopMaintenanceResponse, ENCRYPTION_UNAVAILABLE, HEALTHY,
 };
 use sqlx::PgPool;
 use uuid::Uuid;
 
 /// CFG-1: full replace of the options, namespace and task; creates the queue if needed.
+/// ENC-2: a broker without a key refuses `encryptionEnabled`, changing nothing.
 pub(crate) async fn configure(
     pool: &PgPool,
     req: &ConfigureRequest,
+    seal: Option<&Sealer>,
 ) -> Result<Answer, sqlx::Error> {
+    if req.options.encryption_enabled && seal.is_none() {
+        return Ok(Answer::error(400, ENCRYPTION_UNAVAILABLE));
+    }
     sqlx::query(
         "INSERT INTO queen_queues (name, namespace, task, options) VALUES ($1, $2, $3, $4)
          ON CONFLICT (name) DO UPDATE SET namespace = $2, task = $3, options = $4",
@@ -90,12 +96,18 @@ struct DeadLetterRow {
     error_message: Option<String>,
     retry_count: i32,
     data: serde_json::Value,
+    sealed: bool,
     created_at: chrono::DateTime<chrono::Utc>,
     failed_at: chrono::DateTime<chrono::Utc>,
 }
 
-/// DLQ-2: filters, filing order, one page.
-pub(crate) async fn list_dlq(pool: &PgPool, q: &DlqQuery) -> Result<Answer, sqlx::Error> {
+/// DLQ-2: filters, filing order, one page; sealed payloads opened (ENC-1), or a 500
+/// naming the cause when one cannot be (ENC-3).
+pub(crate) async fn list_dlq(
+    pool: &PgPool,
+    q: &DlqQuery,
+    seal: Option<&Sealer>,
+) -> Result<Answer, sqlx::Error> {
     const FILTER: &str = "FROM queen_dead_letters d
         JOIN queen_partitions p ON p.id = d.partition_id
         JOIN queen_queues q ON q.id = p.queue_id
@@ -109,7 +121,7 @@ pub(crate) async fn list_dlq(pool: &PgPool, q: &DlqQuery) -> Result<Answer, sqlx
         .await?;
     let rows: Vec<DeadLetterRow> = sqlx::query_as(&format!(
         "SELECT m.id, m.transaction_id, p.id AS partition_id, p.name AS partition, q.name AS queue,
-                d.consumer_group, d.error_message, d.retry_count, m.data, m.created_at, d.failed_at
+                d.consumer_group, d.error_message, d.retry_count, m.data, m.sealed, m.created_at, d.failed_at
          {FILTER} ORDER BY d.seq LIMIT $4 OFFSET $5"
     ))
     .bind(&q.queue)
@@ -121,20 +133,26 @@ pub(crate) async fn list_dlq(pool: &PgPool, q: &DlqQuery) -> Result<Answer, sqlx
     .await?;
     let messages = rows
         .into_iter()
-        .map(|r| DeadLetter {
-            id: r.id.to_string(),
-            transaction_id: r.transaction_id,
-            partition_id: r.partition_id.to_string(),
-            partition: r.partition,
-            queue: r.queue,
-            consumer_group: r.consumer_group,
-            error_message: r.error_message,
-            retry_count: u32::try_from(r.retry_count).unwrap_or(0),
-            data: r.data,
-            created_at: iso(r.created_at),
-            failed_at: iso(r.failed_at),
+        .map(|r| {
+            Ok(DeadLetter {
+                id: r.id.to_string(),
+                transaction_id: r.transaction_id,
+                partition_id: r.partition_id.to_string(),
+                partition: r.partition,
+                queue: r.queue,
+                consumer_group: r.consumer_group,
+                error_message: r.error_message,
+                retry_count: u32::try_from(r.retry_count).unwrap_or(0),
+                data: open_row(seal, r.sealed, r.data)?,
+                created_at: iso(r.created_at),
+                failed_at: iso(r.failed_at),
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>, &str>>();
+    let messages = match messages {
+        Ok(m) => m,
+        Err(why) => return Ok(Answer::error(500, why)),
+    };
     Ok(Answer::Dlq(DlqResponse {
         messages,
         total: total as u64,

@@ -19,6 +19,7 @@ use super::minted::{self, Minted};
 use super::push::{answers, write_at, Prepared};
 use super::rows::unreachable;
 use crate::recoveries::Recoveries;
+use crate::seal::Sealer;
 use crate::wakes::Wakes;
 use chrono::{DateTime, Utc};
 use queen_reference::wire::{PushResult, PushStatus};
@@ -78,6 +79,8 @@ pub(crate) struct Group {
     /// For requests large enough to be written on their own.
     pool: PgPool,
     wakes: Arc<Wakes>,
+    /// ENC-2: seals the payloads of queues with `encryptionEnabled`.
+    seal: Option<Arc<Sealer>>,
 }
 
 /// The component name of a push writer in `/health` (HEALTH-3).
@@ -97,6 +100,7 @@ impl Group {
         workers: usize,
         max_items: usize,
         recoveries: Arc<Recoveries>,
+        seal: Option<Arc<Sealer>>,
     ) -> (Group, Vec<tokio::task::JoinHandle<()>>) {
         let (mut writers, mut running, mut tasks) = (Vec::new(), Vec::new(), Vec::new());
         for lane in 0..workers.max(1) {
@@ -105,12 +109,22 @@ impl Group {
             let current = Running::default();
             running.push(current.clone());
             let (pool, wakes, recoveries) = (pool.clone(), wakes.clone(), recoveries.clone());
+            let seal = seal.clone();
             let rx = Arc::new(tokio::sync::Mutex::new(rx));
             tasks.push(tokio::spawn(supervise(
                 lane,
                 recoveries,
                 current,
-                move || worker(pool.clone(), wakes.clone(), rx.clone(), max_items.max(1)),
+                move || {
+                    let seal = seal.clone();
+                    worker(
+                        pool.clone(),
+                        wakes.clone(),
+                        rx.clone(),
+                        max_items.max(1),
+                        seal,
+                    )
+                },
             )));
         }
         (
@@ -120,6 +134,7 @@ impl Group {
                 recoveries,
                 pool,
                 wakes,
+                seal,
             },
             tasks,
         )
@@ -142,7 +157,9 @@ impl Group {
     pub async fn write(&self, items: Arc<Vec<Prepared>>) -> Reply {
         if items.len() >= ALONE_ITEMS {
             let (reply, answer_rx) = oneshot::channel();
-            let result = write_all(&self.pool, &items.iter().collect::<Vec<_>>()).await;
+            let all = items.iter().collect::<Vec<_>>();
+            let result = write_all(&self.pool, &all, self.seal.as_deref()).await;
+            drop(all);
             answer(&self.wakes, vec![Job { items, reply }], result);
             return answer_rx
                 .await
@@ -222,7 +239,9 @@ async fn worker(
     wakes: Arc<Wakes>,
     rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>,
     max_items: usize,
+    seal: Option<Arc<Sealer>>,
 ) {
+    let seal = seal.as_deref();
     // Held for the task's life; a dead task's guard goes with it.
     let mut rx = rx.lock().await;
     loop {
@@ -242,12 +261,12 @@ async fn worker(
             jobs
         };
         let all: Vec<&Prepared> = jobs.iter().flat_map(|j| j.items.iter()).collect();
-        let result = write_all(&pool, &all).await;
+        let result = write_all(&pool, &all, seal).await;
         drop(all);
         match result {
             Err(WriteError::Other(_)) if jobs.len() > 1 => {
                 for job in jobs {
-                    let r = write_all(&pool, &job.items.iter().collect::<Vec<_>>()).await;
+                    let r = write_all(&pool, &job.items.iter().collect::<Vec<_>>(), seal).await;
                     answer(&wakes, vec![job], r);
                 }
             }
@@ -261,6 +280,7 @@ async fn worker(
 async fn write_all(
     pool: &PgPool,
     items: &[&Prepared],
+    seal: Option<&Sealer>,
 ) -> Result<Option<Vec<PushResult>>, WriteError> {
     if minted::applies(items.iter().copied()) {
         match minted::write(pool, items).await? {
@@ -280,7 +300,7 @@ async fn write_all(
     if maintenance {
         return Ok(None);
     }
-    let out = write_at(&mut tx, items, now).await?;
+    let out = write_at(&mut tx, items, now, seal).await?;
     tx.commit().await?;
     Ok(Some(out))
 }

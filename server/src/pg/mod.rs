@@ -59,6 +59,8 @@ pub enum StartError {
     Schema(#[from] schema::SchemaError),
     #[error("cannot open the spool: {0}")]
     Spool(#[source] std::io::Error),
+    #[error("{0}")]
+    Encryption(String),
 }
 
 /// The PostgreSQL engine: a cheap handle around the shared state.
@@ -83,6 +85,9 @@ struct Inner {
     /// Until when (ms since the epoch) pushes go straight to the spool, because the
     /// database was just found unreachable; saves every push an acquire timeout.
     down_until: std::sync::atomic::AtomicI64,
+    /// ENC-2: the broker's key (`QUEEN_ENCRYPTION_KEY`), sealing and opening the payloads
+    /// of queues with `encryptionEnabled`; `None` refuses such queues.
+    seal: Option<Arc<crate::seal::Sealer>>,
     /// Background tasks (the listener, the spool replayer), stopped on drop.
     tasks: std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -153,6 +158,12 @@ impl PgBroker {
             .connect_with(connect_options(url).map_err(StartError::Connect)?)
             .await
             .map_err(StartError::Connect)?;
+        let seal = match &config.encryption_key {
+            Some(k) => Some(Arc::new(
+                crate::seal::Sealer::from_hex(k).map_err(StartError::Encryption)?,
+            )),
+            None => None,
+        };
         schema::apply(&pool).await?;
         let spool =
             Spool::open(&config.spool_dir, config.spool_max_bytes).map_err(StartError::Spool)?;
@@ -168,6 +179,7 @@ impl PgBroker {
                 .max(1),
             config.push_batch_items as usize,
             recoveries.clone(),
+            seal.clone(),
         );
         let broker = PgBroker {
             inner: Arc::new(Inner {
@@ -184,6 +196,7 @@ impl PgBroker {
                     failures: Default::default(),
                 },
                 recoveries,
+                seal,
                 down_until: Default::default(),
                 tasks: Default::default(),
             }),
@@ -217,6 +230,11 @@ impl PgBroker {
     /// The pool (tests inspect the tables through it).
     pub fn pool(&self) -> &PgPool {
         &self.inner.pool
+    }
+
+    /// The broker's key, when it has one (ENC-2).
+    fn seal(&self) -> Option<&crate::seal::Sealer> {
+        self.inner.seal.as_deref()
     }
 
     fn clone_weak(&self) -> std::sync::Weak<Inner> {
@@ -276,7 +294,7 @@ impl PgBroker {
         let Some(chunk) = spool.next_chunk(self.inner.replay.limits).await? else {
             return Ok(());
         };
-        let queues = push::replay(&self.inner.pool, &chunk.items).await?;
+        let queues = push::replay(&self.inner.pool, &chunk.items, self.seal()).await?;
         spool.commit(chunk).await?;
         for q in queues {
             self.inner.wakes.ring(&q);
@@ -317,7 +335,7 @@ impl PgBroker {
     /// 503 instead: the pop may have claimed before the connection broke, and a 204 would
     /// tell the client that nothing was there.
     async fn pop_here(&self, route: &PopRoute, query: &PopQuery) -> Popped {
-        pop::pop(&self.inner.pool, route, query)
+        pop::pop(&self.inner.pool, route, query, self.seal())
             .await
             .unwrap_or_else(|e| {
                 if unreachable(&e) {
@@ -343,7 +361,7 @@ impl PgBroker {
             Request::Extend(e) => lease::extend(pool, &e).await,
             Request::Transaction(t) => {
                 let spooling = self.spool_first();
-                match txn::transaction(pool, &self.inner.wakes, &t, spooling).await {
+                match txn::transaction(pool, &self.inner.wakes, &t, spooling, self.seal()).await {
                     // TXN-4: the database is away; the transaction cannot wait in the spool.
                     Err(e) if unreachable(&e) => {
                         self.mark_down();
@@ -352,9 +370,9 @@ impl PgBroker {
                     other => other,
                 }
             }
-            Request::Configure(c) => admin::configure(pool, &c).await,
+            Request::Configure(c) => admin::configure(pool, &c, self.seal()).await,
             Request::DeleteQueue(q) => admin::delete_queue(pool, &q).await,
-            Request::Dlq(q) => admin::list_dlq(pool, &q).await,
+            Request::Dlq(q) => admin::list_dlq(pool, &q, self.seal()).await,
             Request::GetPushMaintenance => admin::push_maintenance(self).await,
             Request::SetPushMaintenance(on) => admin::set_push_maintenance(self, on).await,
             Request::GetPopMaintenance => admin::pop_maintenance(pool).await,

@@ -18,10 +18,11 @@ use super::pair;
 use super::queues::ensure_queue;
 use super::rows::iso;
 use crate::broker::Popped;
+use crate::seal::{open_row, Sealer};
 use chrono::{DateTime, Utc};
 use queen_reference::time::parse_iso;
 use queen_reference::wire::{
-    PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, QUEUE_MODE,
+    Answer, PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, QUEUE_MODE,
 };
 use serde_json::Value;
 use sqlx::pool::PoolConnection;
@@ -62,6 +63,7 @@ struct HeadRow {
     m_data: Option<Value>,
     m_created_at: Option<DateTime<Utc>>,
     m_producer_sub: Option<String>,
+    m_sealed: Option<bool>,
 }
 
 /// A partition that may be claimable (checked again under its lock).
@@ -85,6 +87,8 @@ struct Claimed {
     created_at: DateTime<Utc>,
     /// AUTH-2: the `sub` of the token that pushed it.
     producer_sub: Option<String>,
+    /// ENC-2: `data` is sealed with the broker's key.
+    sealed: bool,
 }
 
 /// What a pop's head found.
@@ -137,8 +141,9 @@ impl<'a> Pop<'a> {
     }
 
     /// The answer: 204 when nothing was claimed (POP-6), else the messages of every
-    /// claimed partition in claim order, named after the first.
-    fn answer(&self, claims: Vec<Claim>) -> Popped {
+    /// claimed partition in claim order, named after the first; a 500 naming the cause
+    /// when a sealed message cannot be opened (ENC-3: never garbage; its lease expires).
+    fn answer(&self, claims: Vec<Claim>, seal: Option<&Sealer>) -> Popped {
         let Some((first, _)) = claims.first() else {
             return Popped::Empty;
         };
@@ -149,9 +154,14 @@ impl<'a> Pop<'a> {
             .into_iter()
             .flat_map(|(c, rows)| {
                 let (group, lease) = (self.group, lease.clone());
-                rows.into_iter().map(move |m| message(&c, m, &lease, group))
+                rows.into_iter()
+                    .map(move |m| message(&c, m, &lease, group, seal))
             })
-            .collect();
+            .collect::<Result<Vec<_>, _>>();
+        let messages = match messages {
+            Ok(m) => m,
+            Err(why) => return Popped::Other(Answer::error(500, why)),
+        };
         Popped::Messages(PopResponse {
             success: true,
             queue: self.scoped.unwrap_or_default().to_string(),
@@ -169,6 +179,7 @@ pub(crate) async fn pop(
     pool: &PgPool,
     route: &PopRoute,
     q: &PopQuery,
+    seal: Option<&Sealer>,
 ) -> Result<Popped, sqlx::Error> {
     let pop = Pop::new(route, q);
     let mut conn = pool.acquire().await?;
@@ -179,11 +190,11 @@ pub(crate) async fn pop(
     }
     if let Some((lone, rows)) = head.tried {
         if !rows.is_empty() {
-            return Ok(pop.answer(vec![(lone, rows)]));
+            return Ok(pop.answer(vec![(lone, rows)], seal));
         }
         // Nothing claimed: the lock may have been held by a pop that was only looking.
         drop(conn);
-        return Ok(pop.answer(second_pass(pool, &pop, vec![lone]).await?));
+        return Ok(pop.answer(second_pass(pool, &pop, vec![lone]).await?, seal));
     }
     // Nothing to set up and no candidate (most often a parked pop's re-check): answered
     // from the head alone, in one round trip.
@@ -201,9 +212,9 @@ pub(crate) async fn pop(
     let (claims, skipped) = claim_in_order(&mut tx, &pop, cands, now).await?;
     tx.commit().await?;
     if claims.is_empty() && !skipped.is_empty() {
-        return Ok(pop.answer(second_pass(pool, &pop, skipped).await?));
+        return Ok(pop.answer(second_pass(pool, &pop, skipped).await?, seal));
     }
-    Ok(pop.answer(claims))
+    Ok(pop.answer(claims, seal))
 }
 
 /// Step 1: the head's rows, read into what they say.
@@ -262,6 +273,7 @@ impl HeadRow {
             data: self.m_data?,
             created_at: self.m_created_at?,
             producer_sub: self.m_producer_sub,
+            sealed: self.m_sealed.unwrap_or(false),
         })
     }
 }
@@ -402,19 +414,25 @@ async fn claim(
 }
 
 /// A claimed message on the wire.
-fn message(c: &Candidate, m: Claimed, lease_id: &str, group: &str) -> PopMessage {
-    PopMessage {
+fn message(
+    c: &Candidate,
+    m: Claimed,
+    lease_id: &str,
+    group: &str,
+    seal: Option<&Sealer>,
+) -> Result<PopMessage, &'static str> {
+    Ok(PopMessage {
         id: m.id.to_string(),
         transaction_id: m.transaction_id,
         trace_id: m.trace_id.map(|t| t.to_string()),
-        data: m.data,
+        data: open_row(seal, m.sealed, m.data)?,
         producer_sub: m.producer_sub,
         created_at: iso(m.created_at),
         partition_id: c.id.to_string(),
         partition: c.name.clone(),
         lease_id: lease_id.to_string(),
         consumer_group: group.to_string(),
-    }
+    })
 }
 
 /// How many messages a queue-route pop could take now (POP-15's "under-full" test): the

@@ -7,6 +7,7 @@ use super::queues::{lock_partitions, Parts};
 use super::rows::db_now;
 use super::PgBroker;
 pub use crate::prepared::Prepared;
+use crate::seal::Sealer;
 use crate::spool::AppendError;
 use chrono::{DateTime, Utc};
 use queen_reference::model::push::duplicate_of;
@@ -87,7 +88,11 @@ pub(crate) fn answers<'a>(
 /// Writes spooled items in order, subject to dedup, in one transaction, skipping those
 /// already stored (a chunk replayed again after a crash: PUSH-10). Returns the queues
 /// written to.
-pub(crate) async fn replay(pool: &PgPool, items: &[Prepared]) -> Result<Vec<String>, sqlx::Error> {
+pub(crate) async fn replay(
+    pool: &PgPool,
+    items: &[Prepared],
+    seal: Option<&Sealer>,
+) -> Result<Vec<String>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let stored = already_stored(&mut tx, items).await?;
     let fresh: Vec<&Prepared> = items
@@ -95,7 +100,7 @@ pub(crate) async fn replay(pool: &PgPool, items: &[Prepared]) -> Result<Vec<Stri
         .filter(|i| !stored.contains(&i.message_id))
         .collect();
     if !fresh.is_empty() {
-        write(&mut tx, &fresh).await?;
+        write(&mut tx, &fresh, seal).await?;
     }
     tx.commit().await?;
     let mut queues: Vec<String> = fresh.into_iter().map(|i| i.queue.clone()).collect();
@@ -136,9 +141,10 @@ async fn already_stored(
 pub(crate) async fn write(
     conn: &mut PgConnection,
     items: &[&Prepared],
+    seal: Option<&Sealer>,
 ) -> Result<Vec<PushResult>, sqlx::Error> {
     let now = db_now(conn).await?;
-    write_at(conn, items, now).await
+    write_at(conn, items, now, seal).await
 }
 
 /// [`write`] with the transaction's "now" already read.
@@ -146,6 +152,7 @@ pub(crate) async fn write_at(
     conn: &mut PgConnection,
     items: &[&Prepared],
     now: DateTime<Utc>,
+    seal: Option<&Sealer>,
 ) -> Result<Vec<PushResult>, sqlx::Error> {
     let (queue_ids, mut parts) = lock_partitions(conn, items).await?;
     let mut newest = newest_by_id(conn, items, &parts).await?;
@@ -153,7 +160,8 @@ pub(crate) async fn write_at(
     let mut rows = NewRows::default();
     for (index, it) in items.iter().enumerate() {
         let key = (it.queue.clone(), it.partition.clone());
-        let window_ms = i64::from(queue_ids[&it.queue].1.dedup_window_seconds) * 1000;
+        let options = &queue_ids[&it.queue].1;
+        let window_ms = i64::from(options.dedup_window_seconds) * 1000;
         let (pid, last) = parts[&key];
         let found = newest.get(&(pid, it.transaction_id.clone())).copied();
         let dup = duplicate_of(it.minted, window_ms, found, |created, ms| {
@@ -164,7 +172,7 @@ pub(crate) async fn write_at(
             None => {
                 // PUSH-6: the next offset of the locked partition.
                 parts.get_mut(&key).expect("locked above").1 = last + 1;
-                rows.add(pid, last + 1, it);
+                rows.add(pid, last + 1, it, sealer_for(options, seal, &it.queue)?);
                 // A later item of this request with the same id is a duplicate of this one.
                 newest.insert((pid, it.transaction_id.clone()), (it.message_id, now));
                 (it.message_id, PushStatus::Queued)
@@ -232,16 +240,38 @@ struct NewRows {
     trace: Vec<Option<Uuid>>,
     data: Vec<String>,
     sub: Vec<Option<String>>,
+    sealed: Vec<bool>,
+}
+
+/// ENC-2: the sealer for a message of a queue with these options: `None` for a queue in
+/// clear; an error, never plaintext, for an encrypted queue on a broker without a key.
+fn sealer_for<'a>(
+    options: &queen_reference::wire::QueueOptions,
+    seal: Option<&'a Sealer>,
+    queue: &str,
+) -> Result<Option<&'a Sealer>, sqlx::Error> {
+    match (options.encryption_enabled, seal) {
+        (false, _) => Ok(None),
+        (true, Some(s)) => Ok(Some(s)),
+        (true, None) => Err(sqlx::Error::Protocol(format!(
+            "queue {queue} keeps its payloads encrypted and this broker has no QUEEN_ENCRYPTION_KEY"
+        ))),
+    }
 }
 
 impl NewRows {
-    fn add(&mut self, partition: Uuid, offset: i64, it: &Prepared) {
+    fn add(&mut self, partition: Uuid, offset: i64, it: &Prepared, seal: Option<&Sealer>) {
         self.part.push(partition);
         self.offset.push(offset);
         self.id.push(it.message_id);
         self.txn.push(it.transaction_id.clone());
         self.trace.push(it.trace_id);
-        self.data.push(it.data.to_string());
+        let text = it.data.to_string();
+        self.data.push(match seal {
+            Some(s) => s.seal(&text),
+            None => text,
+        });
+        self.sealed.push(seal.is_some());
         self.sub.push(it.producer_sub.clone());
     }
 }
@@ -261,9 +291,9 @@ async fn insert(
     queues.dedup();
     sqlx::query(
         "WITH ins AS (
-            INSERT INTO queen_messages (partition_id, \"offset\", id, transaction_id, trace_id, data, producer_sub, created_at)
-            SELECT p, o, i, t, tr, d::json, s, $7
-            FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::text[], $11::text[]) AS x(p, o, i, t, tr, d, s)),
+            INSERT INTO queen_messages (partition_id, \"offset\", id, transaction_id, trace_id, data, producer_sub, sealed, created_at)
+            SELECT p, o, i, t, tr, d::json, s, e, $7
+            FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::text[], $11::text[], $12::boolean[]) AS x(p, o, i, t, tr, d, s, e)),
          upd AS (
             UPDATE queen_partitions p SET last_offset = x.o, last_write_at = $7
             FROM unnest($8::uuid[], $9::bigint[]) AS x(i, o) WHERE p.id = x.i AND p.last_offset < x.o)
@@ -280,6 +310,7 @@ async fn insert(
     .bind(&lasts)
     .bind(&queues)
     .bind(&rows.sub)
+    .bind(&rows.sealed)
     .execute(&mut *conn)
     .await
     .map(|_| ())

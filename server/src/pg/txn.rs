@@ -2,6 +2,7 @@
 //! rolled back as a whole when any ack would answer `success:false` (TXN-2).
 
 use super::push;
+use crate::seal::Sealer;
 use crate::wakes::Wakes;
 use queen_reference::model::txn::TXN_MAINTENANCE_ERROR;
 use queen_reference::wire::{Answer, TxnOp, TxnRequest, TxnResponse, TxnResult};
@@ -17,6 +18,7 @@ pub(crate) async fn transaction(
     wakes: &Wakes,
     req: &TxnRequest,
     spooling: bool,
+    seal: Option<&Sealer>,
 ) -> Result<Answer, sqlx::Error> {
     // TXN-4: a transaction cannot be spooled as a unit; while pushes spool, one with a
     // push is refused for now (the route adds Retry-After).
@@ -28,7 +30,7 @@ pub(crate) async fn transaction(
     let mut tx = pool.begin().await?;
     let refused = match refusal(&mut tx, req, pushes).await? {
         Some(r) => Err(r),
-        None => run(&mut tx, req).await?,
+        None => run(&mut tx, req, seal).await?,
     };
     let (results, mut queues) = match refused {
         Ok(done) => done,
@@ -106,6 +108,7 @@ async fn refusal(
 async fn run(
     tx: &mut PgConnection,
     req: &TxnRequest,
+    seal: Option<&Sealer>,
 ) -> Result<Result<(Vec<TxnResult>, Vec<String>), Refusal>, sqlx::Error> {
     let (mut results, mut queues) = (Vec::new(), Vec::new());
     // Consecutive push operations are written as one: the same items in the same order
@@ -114,7 +117,7 @@ async fn run(
     let mut pending: Vec<push::Prepared> = Vec::new();
     for (i, op) in req.operations.iter().enumerate() {
         if !matches!(op, TxnOp::Push(_)) && !pending.is_empty() {
-            write_pushes(tx, &mut pending, &mut results, &mut queues).await?;
+            write_pushes(tx, &mut pending, &mut results, &mut queues, seal).await?;
         }
         match op {
             // The traceId of a transaction's push is kept (PUSH-9, seed pop-routes.md).
@@ -141,7 +144,7 @@ async fn run(
         }
     }
     if !pending.is_empty() {
-        write_pushes(tx, &mut pending, &mut results, &mut queues).await?;
+        write_pushes(tx, &mut pending, &mut results, &mut queues, seal).await?;
     }
     Ok(Ok((results, queues)))
 }
@@ -152,8 +155,9 @@ async fn write_pushes(
     pending: &mut Vec<push::Prepared>,
     results: &mut Vec<TxnResult>,
     queues: &mut Vec<String>,
+    seal: Option<&Sealer>,
 ) -> Result<(), sqlx::Error> {
-    for mut r in push::write(tx, &pending.iter().collect::<Vec<_>>()).await? {
+    for mut r in push::write(tx, &pending.iter().collect::<Vec<_>>(), seal).await? {
         r.index = results.len();
         results.push(TxnResult::Push(r));
     }

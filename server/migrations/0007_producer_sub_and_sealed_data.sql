@@ -2,7 +2,12 @@
 -- NULL for a message pushed without authentication (every message written before this).
 ALTER TABLE queen_messages ADD COLUMN producer_sub text;
 
--- The pop functions return the new column and the minted push takes it, so their old
+-- ENC-2: a message of a queue with encryptionEnabled is stored sealed (AES-256-GCM):
+-- `data` then holds a JSON string, the base64 of nonce and ciphertext, and only the
+-- broker's key turns it back into the payload.
+ALTER TABLE queen_messages ADD COLUMN sealed boolean NOT NULL DEFAULT false;
+
+-- The pop functions return the new columns and the minted push takes the sub, so their old
 -- versions go (CREATE OR REPLACE cannot change a result or an argument list); the server
 -- applies the new ones from `server/sql` right after the migrations.
 DROP FUNCTION IF EXISTS queen_pop_head(text, text, text, text, bigint, uuid, bigint);
