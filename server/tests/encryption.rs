@@ -117,6 +117,8 @@ async fn enc_3_the_wrong_key_answers_500_and_loses_nothing() {
         format!(r#"{{"items":[{{"queue":"w","transactionId":"a","payload":{SECRET}}}]}}"#),
     )
     .await;
+    // One for autoAck pops, which commit as they claim.
+    push_raw(&c, &base, format!(r#"{{"items":[{{"queue":"w","partition":"auto","transactionId":"z","payload":{SECRET}}}]}}"#)).await;
     // A dead letter too, so the listing meets a sealed payload.
     push_raw(
         &c,
@@ -135,6 +137,8 @@ async fn enc_3_the_wrong_key_answers_500_and_loses_nothing() {
         assert_eq!(status, 500, "{tag}: {body:?}");
         let error = body.unwrap()["error"].as_str().unwrap().to_string();
         assert_eq!(error, queen_server::seal::UNSEALABLE, "{tag}");
+        let auto = format!("{ob}/api/v1/pop/queue/w/partition/auto?autoAck=true");
+        assert_eq!(get(&c, &auto).await.0, 500, "{tag}: an autoAck pop");
         let (status, _) = get(&c, &format!("{ob}/api/v1/dlq?queue=w")).await;
         assert_eq!(status, 500, "{tag}: the dead-letter listing");
         // ENC-2 on a broker without a key: no new encrypted queue, no push to one.
@@ -171,6 +175,14 @@ async fn enc_3_the_wrong_key_answers_500_and_loses_nothing() {
         .unwrap();
     assert_eq!(r.status(), 200);
     assert!(r.text().await.unwrap().contains(SECRET));
+    // The autoAck pops that failed committed nothing: the message is still there.
+    let (status, auto) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/w/partition/auto?autoAck=true"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(auto.unwrap()["messages"][0]["transactionId"], "z");
     let (_, dlq) = get(&c, &format!("{base}/api/v1/dlq?queue=w")).await;
     assert_eq!(dlq.unwrap()["messages"][0]["data"], json!(1));
 }

@@ -80,6 +80,7 @@ struct Candidate {
 /// A message a claim took, as `queen_claim` returns it.
 #[derive(FromRow)]
 struct Claimed {
+    offset: i64,
     id: Uuid,
     transaction_id: String,
     trace_id: Option<Uuid>,
@@ -175,6 +176,38 @@ impl<'a> Pop<'a> {
     }
 }
 
+/// The answer to the claims; when an autoAck pop meets a sealed message it cannot open
+/// (ENC-3), the cursors it committed go back, so the 500 loses nothing: the messages stay
+/// to be popped with the right key (a leased pop's lease simply expires).
+async fn deliver(
+    pool: &PgPool,
+    pop: &Pop<'_>,
+    claims: Vec<Claim>,
+    seal: Option<&Sealer>,
+) -> Result<Popped, sqlx::Error> {
+    let spans: Vec<(Uuid, i64, i64)> = claims
+        .iter()
+        .filter(|_| pop.lease_id.is_none())
+        .filter_map(|(c, rows)| Some((c.id, rows.first()?.offset, rows.last()?.offset)))
+        .collect();
+    let popped = pop.answer(claims, seal);
+    if matches!(&popped, Popped::Other(_)) {
+        for (partition, first, last) in spans {
+            sqlx::query(
+                "UPDATE queen_cursors SET committed = $3 - 1
+                 WHERE partition_id = $1 AND consumer_group = $2 AND committed = $4",
+            )
+            .bind(partition)
+            .bind(pop.group)
+            .bind(first)
+            .bind(last)
+            .execute(pool)
+            .await?;
+        }
+    }
+    Ok(popped)
+}
+
 pub(crate) async fn pop(
     pool: &PgPool,
     route: &PopRoute,
@@ -190,11 +223,11 @@ pub(crate) async fn pop(
     }
     if let Some((lone, rows)) = head.tried {
         if !rows.is_empty() {
-            return Ok(pop.answer(vec![(lone, rows)], seal));
+            return deliver(pool, &pop, vec![(lone, rows)], seal).await;
         }
         // Nothing claimed: the lock may have been held by a pop that was only looking.
         drop(conn);
-        return Ok(pop.answer(second_pass(pool, &pop, vec![lone]).await?, seal));
+        return deliver(pool, &pop, second_pass(pool, &pop, vec![lone]).await?, seal).await;
     }
     // Nothing to set up and no candidate (most often a parked pop's re-check): answered
     // from the head alone, in one round trip.
@@ -212,9 +245,9 @@ pub(crate) async fn pop(
     let (claims, skipped) = claim_in_order(&mut tx, &pop, cands, now).await?;
     tx.commit().await?;
     if claims.is_empty() && !skipped.is_empty() {
-        return Ok(pop.answer(second_pass(pool, &pop, skipped).await?, seal));
+        return deliver(pool, &pop, second_pass(pool, &pop, skipped).await?, seal).await;
     }
-    Ok(pop.answer(claims, seal))
+    deliver(pool, &pop, claims, seal).await
 }
 
 /// Step 1: the head's rows, read into what they say.
@@ -265,8 +298,8 @@ impl HeadRow {
 
     /// The row's claimed message; none on the row of a claim that got nothing.
     fn claimed(self) -> Option<Claimed> {
-        self.m_offset?;
         Some(Claimed {
+            offset: self.m_offset?,
             id: self.m_id?,
             transaction_id: self.m_transaction_id?,
             trace_id: self.m_trace_id,
