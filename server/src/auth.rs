@@ -152,12 +152,33 @@ impl Authenticator {
     }
 }
 
-/// How a request stands: [`Caller::Open`] without authentication, else by its token.
-pub fn caller<'a>(principal: &'a Option<Option<Principal>>) -> Caller<'a> {
-    match principal {
-        None => Caller::Open,
-        Some(None) => Caller::Anonymous,
-        Some(Some(p)) => Caller::Token(p),
+/// A request's caller once its token is checked: the owned side of the wire layer's
+/// [`Caller`], kept from admission until the pushed items are stamped.
+pub enum Verified {
+    /// Authentication is off.
+    Open,
+    /// No valid token.
+    Anonymous,
+    Token(Principal),
+}
+
+impl Verified {
+    pub fn caller(&self) -> Caller<'_> {
+        match self {
+            Verified::Open => Caller::Open,
+            Verified::Anonymous => Caller::Anonymous,
+            Verified::Token(p) => Caller::Token(p),
+        }
+    }
+}
+
+impl Authenticator {
+    /// The caller of a request with this `Authorization` header.
+    pub fn verify(&self, authorization: Option<&str>) -> Verified {
+        match self.principal(authorization) {
+            Some(p) => Verified::Token(p),
+            None => Verified::Anonymous,
+        }
     }
 }
 

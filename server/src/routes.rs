@@ -63,8 +63,8 @@ pub fn router(state: AppState) -> Router {
 
 async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     let _counted = InFlight::enter(&app.in_flight);
-    let principal = match admitted(&app, &req) {
-        Ok(p) => p,
+    let verified = match admitted(&app, &req) {
+        Ok(v) => v,
         Err(refusal) => return render(Answer::error(refusal.status, refusal.message)),
     };
     if req.method() == axum::http::Method::GET && req.uri().path() == METRICS_PATH {
@@ -83,7 +83,7 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         .unwrap_or("-")
         .to_string();
     let mut parsed = parse(&app, req).await;
-    if let (Ok(r), Some(Some(p))) = (&mut parsed, &principal) {
+    if let (Ok(r), crate::auth::Verified::Token(p)) = (&mut parsed, &verified) {
         r.stamp_producer(p.sub.as_deref());
     }
     let answer = match parsed {
@@ -113,23 +113,22 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     render(scrub_internal_error(answer, &request_id))
 }
 
-/// AUTH-4: the caller's principal (`None` when authentication is off), or the 401/403
-/// to answer before the body is read.
+/// AUTH-4: the request's caller, or the 401/403 to answer before the body is read.
 fn admitted(
     app: &AppState,
     req: &AxumRequest,
-) -> Result<Option<Option<queen_reference::wire::Principal>>, queen_reference::wire::WireError> {
+) -> Result<crate::auth::Verified, queen_reference::wire::WireError> {
     let Some(auth) = &app.auth else {
-        return Ok(None);
+        return Ok(crate::auth::Verified::Open);
     };
     let header = req
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let principal = Some(auth.principal(header));
+    let verified = auth.verify(header);
     let need = required(req.method().as_str(), req.uri().path(), &auth.public);
-    match admit(need, crate::auth::caller(&principal)) {
-        Ok(()) => Ok(principal),
+    match admit(need, verified.caller()) {
+        Ok(()) => Ok(verified),
         Err(e) => {
             match e.status {
                 401 => app.metrics.unauthenticated.inc(),
