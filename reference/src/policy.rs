@@ -45,6 +45,9 @@ pub enum ChoicePoint {
     /// configure with `encryptionEnabled: true`. 0 = configured (a broker with a key),
     /// 1 = refused 400 (a broker without one).
     EncryptionRefused,
+    /// RET-3 [OPEN inside the window]: a message removable for less than the broker's
+    /// retention interval. 0 = removed (as soon as it may be), 1 = still there.
+    RetentionLate,
 }
 
 /// How an absent `payload` is stored (PUSH-9).
@@ -117,6 +120,8 @@ pub struct Policy {
     pub txn_writes_under_maintenance: u32,
     /// Alternative index taken at [`ChoicePoint::EncryptionRefused`].
     pub encryption_refused: u32,
+    /// Alternative index taken at [`ChoicePoint::RetentionLate`].
+    pub retention_late: u32,
 }
 
 impl Policy {
@@ -131,6 +136,7 @@ impl Policy {
             ack_without_cursor: 1,
             partition_pop_creates_queue: 1,
             encryption_refused: 1,
+            retention_late: 1,
             pop_order: PopOrder::NewestPartitionFirst,
             ..Policy::default()
         }
@@ -165,6 +171,7 @@ impl Policy {
             ChoicePoint::SubscriptionPerPartition => self.subscription_per_partition,
             ChoicePoint::TxnWritesUnderMaintenance => self.txn_writes_under_maintenance,
             ChoicePoint::EncryptionRefused => self.encryption_refused,
+            ChoicePoint::RetentionLate => self.retention_late,
         }
     }
 }
@@ -185,6 +192,7 @@ mod tests {
             ChoicePoint::AckWithoutCursor,
             ChoicePoint::PartitionPopCreatesQueue,
             ChoicePoint::EncryptionRefused,
+            ChoicePoint::RetentionLate,
         ] {
             assert_eq!((alt.pick(point), ours.pick(point)), (1, 0), "{point:?}");
         }

@@ -237,6 +237,18 @@ pub mod ids {
     pub const ENC_2: RuleId = RuleId("ENC-2");
     /// our server's key; an undecryptable message answers 500 and stays
     pub const ENC_3: RuleId = RuleId("ENC-3");
+    /// only retention removes messages; a removed message is never delivered again
+    pub const RET_1: RuleId = RuleId("RET-1");
+    /// what is removable: age limits, completed retention, the retentionEnabled gate, prefixes
+    pub const RET_2: RuleId = RuleId("RET-2");
+    /// removal is allowed from the deadline and certain by deadline plus the interval
+    pub const RET_3: RuleId = RuleId("RET-3");
+    /// a removal moves cursors, shrinks leases, makes acks unresolvable, ends dedup
+    pub const RET_4: RuleId = RuleId("RET-4");
+    /// maxSize refuses a push past the limit with 429 and Retry-After; nothing is written
+    pub const RET_5: RuleId = RuleId("RET-5");
+    /// configure stores and echoes the option keys it does not act on
+    pub const CFG_4: RuleId = RuleId("CFG-4");
 }
 
 pub use ids::*;
@@ -587,6 +599,36 @@ pub const RULES: &[Rule] = &[
         id: ENC_3,
         level: Project,
         title: "our server's key; an undecryptable message answers 500 and stays",
+    },
+    Rule {
+        id: RET_1,
+        level: Seed,
+        title: "only retention removes messages; a removed message is never delivered again",
+    },
+    Rule {
+        id: RET_2,
+        level: Project,
+        title: "what is removable: age limits, completed retention, the retentionEnabled gate",
+    },
+    Rule {
+        id: RET_3,
+        level: Project,
+        title: "removal is allowed from the deadline and certain by deadline plus the interval",
+    },
+    Rule {
+        id: RET_4,
+        level: Project,
+        title: "a removal moves cursors, shrinks leases, makes acks unresolvable, ends dedup",
+    },
+    Rule {
+        id: RET_5,
+        level: Project,
+        title: "maxSize refuses a push past the limit with 429 and Retry-After",
+    },
+    Rule {
+        id: CFG_4,
+        level: Project,
+        title: "configure stores and echoes the option keys it does not act on",
     },
 ];
 

@@ -219,7 +219,7 @@ fn cfg_2_defaults_are_answered_in_full() {
         r["options"],
         json!({"leaseTime": 300, "retryLimit": 3, "retryDelay": 1000, "dedupWindowSeconds": 3600, "delayedProcessing": 0,
                "windowBuffer": 0, "minPopWaitTime": 0, "maxSize": 0, "retentionSeconds": 0, "completedRetentionSeconds": 0,
-               "encryptionEnabled": false, "priority": 0})
+               "encryptionEnabled": false, "priority": 0, "retentionEnabled": false, "maxWaitTimeSeconds": 0})
     );
 }
 

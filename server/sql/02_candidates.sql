@@ -5,7 +5,8 @@
 -- cursor is free at `p_now` (checked again under the pair's lock before a claim),
 -- optionally only partition `p_only`; `p_options` is the queue's options row. `oldest`
 -- is the time of the first unconsumed message, which orders them (POP-4); `backlog` is
--- how many messages lie past the cursor; `window_open` is POP-14's windowBuffer. A SQL
+-- how many messages lie past the cursor, which never lies below what retention removed
+-- (RET-4); `window_open` is POP-14's windowBuffer. A SQL
 -- function, so PostgreSQL inlines it into the statements that read it.
 CREATE OR REPLACE FUNCTION queen_pop_candidates(
     p_qid bigint, p_group text, p_only text, p_now timestamptz, p_options jsonb
@@ -15,12 +16,12 @@ CREATE OR REPLACE FUNCTION queen_pop_candidates(
 ) LANGUAGE sql STABLE AS $fn$
     SELECT p.id, p.name, p_options, p.seq,
            (SELECT m.created_at FROM queen_messages m
-            WHERE m.partition_id = p.id AND m."offset" = COALESCE(c.committed, 0) + 1),
-           p.last_offset - COALESCE(c.committed, 0),
+            WHERE m.partition_id = p.id AND m."offset" = GREATEST(COALESCE(c.committed, 0), p.removed_through) + 1),
+           p.last_offset - GREATEST(COALESCE(c.committed, 0), p.removed_through),
            queen_window_open(p_options, p.last_write_at, p_now)
     FROM queen_partitions p
     LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = p_group
     WHERE p.queue_id = p_qid AND (p_only IS NULL OR p.name = p_only)
-      AND p.last_offset > COALESCE(c.committed, 0)
+      AND p.last_offset > GREATEST(COALESCE(c.committed, 0), p.removed_through)
       AND queen_cursor_free(c.lease_deadline, c.not_before, p_now)
 $fn$;

@@ -10,7 +10,8 @@
 -- forgetting retries at or below the new cursor). Offsets are contiguous (pushes assign
 -- them under the partition lock), so the span ends at the highest offset read. The
 -- upsert repeats the cursor check as its guard, so a claim can never overwrite a cursor
--- that moved. Rows: the claimed messages in offset order; none when nothing was claimed.
+-- that moved. A cursor below what retention removed counts from there (RET-4). Rows: the
+-- claimed messages in offset order; none when nothing was claimed.
 CREATE OR REPLACE FUNCTION queen_claim(
     p_partition uuid, p_group text, p_options jsonb, p_now timestamptz, p_batch bigint,
     p_lease uuid, p_lease_secs bigint
@@ -22,6 +23,7 @@ AS $fn$
 #variable_conflict use_column
 DECLARE
     v_cur record;
+    v_seen bigint;
     v_committed bigint;
     v_visible timestamptz := queen_visible_before(p_options, p_now);
     v_secs bigint;
@@ -31,7 +33,9 @@ BEGIN
     IF FOUND AND NOT queen_cursor_free(v_cur.lease_deadline, v_cur.not_before, p_now) THEN
         RETURN;
     END IF;
-    v_committed := COALESCE(v_cur.committed, 0);
+    v_seen := COALESCE(v_cur.committed, 0);
+    v_committed := GREATEST(v_seen,
+        (SELECT p.removed_through FROM queen_partitions p WHERE p.id = p_partition));
     IF p_lease IS NOT NULL THEN
         v_secs := queen_lease_seconds(p_lease_secs, p_options);
     END IF;
@@ -55,14 +59,14 @@ BEGIN
                p_now + make_interval(secs => v_secs), v_secs * 1000
         FROM m HAVING count(*) > 0
         ON CONFLICT (partition_id, consumer_group) DO UPDATE SET
-            committed = CASE WHEN p_lease IS NULL THEN EXCLUDED.committed ELSE k.committed END,
+            committed = EXCLUDED.committed,
             lease_id = EXCLUDED.lease_id, lease_end = EXCLUDED.lease_end,
             lease_deadline = EXCLUDED.lease_deadline,
             lease_duration_ms = EXCLUDED.lease_duration_ms, not_before = NULL,
             retries = CASE WHEN p_lease IS NOT NULL THEN k.retries
                 ELSE COALESCE((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(k.retries) AS e
                                WHERE e.key::bigint > EXCLUDED.committed), '{}') END
-        WHERE k.committed = v_committed
+        WHERE k.committed = v_seen
           AND queen_cursor_free(k.lease_deadline, k.not_before, p_now)
         RETURNING 1)
     SELECT m.* FROM m WHERE EXISTS (SELECT 1 FROM claim) ORDER BY m."offset";

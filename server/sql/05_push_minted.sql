@@ -11,9 +11,9 @@
 -- `p_ki` (from 0), its rank among its key's items `p_rank` (from 1), its id, transactionId,
 -- traceId, data and producerSub (AUTH-2); and the queues to notify.
 -- Returns `go` (written) and `maintenance` (push maintenance is on: nothing written). Both
--- false: a queue or partition is missing, or a queue keeps its payloads sealed (ENC-2,
--- which only the server can do), and nothing was written; the caller takes the general
--- path.
+-- false: a queue or partition is missing, a queue keeps its payloads sealed (ENC-2,
+-- which only the server can do) or has a maxSize (RET-5, counted on the general path),
+-- and nothing was written; the caller takes the general path.
 CREATE OR REPLACE FUNCTION queen_push_minted(
     p_qn text[], p_pn text[], p_cnt bigint[],
     p_ki int[], p_rank bigint[], p_id uuid[], p_txn text[], p_trace uuid[], p_data text[],
@@ -23,7 +23,7 @@ LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_ids uuid[];
     v_last bigint[];
-    v_sealed boolean;
+    v_general boolean;
 BEGIN
     IF coalesce((SELECT enabled FROM queen_switches WHERE name = 'push_maintenance'), false) THEN
         RETURN QUERY SELECT false, true;
@@ -33,15 +33,16 @@ BEGIN
     -- path does, so the two never wait on each other in a cycle; FOR UPDATE returns the
     -- newest committed last_offset after any wait. Indexed by key position + 1.
     SELECT array_agg(lk.id ORDER BY lk.n), array_agg(lk.last_offset ORDER BY lk.n),
-           bool_or(lk.sealed)
-    INTO v_ids, v_last, v_sealed
+           bool_or(lk.general)
+    INTO v_ids, v_last, v_general
     FROM (SELECT p.id, p.last_offset, k.n,
-                 coalesce((q.options->>'encryptionEnabled')::boolean, false) AS sealed
+                 coalesce((q.options->>'encryptionEnabled')::boolean, false)
+                 OR coalesce((q.options->>'maxSize')::bigint, 0) > 0 AS general
           FROM queen_partitions p
           JOIN queen_queues q ON q.id = p.queue_id
           JOIN unnest(p_qn, p_pn) WITH ORDINALITY AS k(qn, pn, n) ON q.name = k.qn AND p.name = k.pn
           ORDER BY p.queue_id, p.name FOR UPDATE OF p) lk;
-    IF coalesce(cardinality(v_ids), 0) <> cardinality(p_qn) OR v_sealed THEN
+    IF coalesce(cardinality(v_ids), 0) <> cardinality(p_qn) OR v_general THEN
         RETURN QUERY SELECT false, false;
         RETURN;
     END IF;

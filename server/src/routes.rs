@@ -279,7 +279,8 @@ pub fn render(answer: Answer) -> Response {
         )
             .into_response(),
     };
-    if status == StatusCode::SERVICE_UNAVAILABLE {
+    // PUSH-10, TXN-4 and RET-5 refuse for now: say when to try again.
+    if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
         response
             .headers_mut()
             .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));

@@ -6,7 +6,7 @@
 //! offset that comes back.
 
 use super::outcome::AckOut;
-use super::state::{Cursor, DeadLetterRec, LeaseH, PartH, State};
+use super::state::{DeadLetterRec, LeaseH, PartH, State};
 use crate::choice::Ctx;
 use crate::policy::{BlockedCompletion, ChoicePoint};
 use crate::wire::{
@@ -444,7 +444,7 @@ fn evaluate(
     let options = &st.queues[&p.queue].options;
     let retry_limit = options.retry_limit;
     let retry_delay = options.retry_delay as i64;
-    let default = Cursor::default();
+    let default = p.fresh_cursor();
     let cursor = p.cursors.get(group).unwrap_or(&default);
     let lease = cursor
         .lease

@@ -7,7 +7,7 @@ use super::state::State;
 use crate::choice::Ctx;
 use crate::policy::ChoicePoint;
 use crate::wire::{
-    ConfigureRequest, ConfigureResponse, DeleteResponse, DlqQuery, QueueOptions, WireError,
+    ConfigureRequest, ConfigureResponse, DeleteResponse, EchoedOptions, DlqQuery, QueueOptions, WireError,
     ENCRYPTION_UNAVAILABLE,
 };
 use std::sync::Arc;
@@ -19,12 +19,16 @@ pub fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
     q.options = req.options;
     q.namespace = req.namespace.clone();
     q.task = req.task.clone();
+    q.extra = req.extra.clone();
     ConfigureResponse {
         configured: true,
         queue: req.queue.clone(),
         namespace: req.namespace.clone(),
         task: req.task.clone(),
-        options: req.options,
+        options: EchoedOptions {
+            known: req.options,
+            extra: req.extra.clone(),
+        },
     }
 }
 

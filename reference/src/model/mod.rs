@@ -6,10 +6,12 @@
 
 pub mod ack;
 pub mod admin;
+pub mod capacity;
 pub mod lease;
 pub mod outcome;
 pub mod pop;
 pub mod push;
+pub mod retention;
 pub mod state;
 pub mod txn;
 pub mod txn_index;
@@ -64,9 +66,22 @@ pub struct Hints<'a> {
 
 /// Applies `op` to `st` and returns the model's answer.
 pub fn apply(st: &mut State, op: &Op, hints: &mut Hints, ctx: &mut Ctx) -> Outcome {
+    // RET-3: whatever retention has removed by now is gone before the request looks.
+    retention::sweep(st, ctx);
     match op {
         Op::Rejected(e) => Outcome::Rejected(e.clone()),
         Op::DiscoveryRejected => Outcome::DiscoveryRejected,
+        Op::Push(items) if !st.push_maintenance && capacity::capped(st, items) => {
+            let mut work = st.clone();
+            let out = push::push(&mut work, items, PushKind::Plain, hints.minter, ctx);
+            match capacity::refusal(st, &work, &out) {
+                Some(e) => Outcome::Rejected(e),
+                None => {
+                    *st = work;
+                    Outcome::Push(out)
+                }
+            }
+        }
         Op::Push(items) => Outcome::Push(push::push(st, items, PushKind::Plain, hints.minter, ctx)),
         Op::Pop(req) => pop::pop(st, req, hints.pop_order, ctx),
         Op::Ack(items) => Outcome::Ack(ack::ack(st, items, ctx)),
@@ -77,7 +92,10 @@ pub fn apply(st: &mut State, op: &Op, hints: &mut Hints, ctx: &mut Ctx) -> Outco
         } => Outcome::Extend(lease::extend(st, *lease, lease_id, *seconds, ctx)),
         Op::Txn { ops, required } => match txn::refused_under_maintenance(st, ops, ctx) {
             Some(e) => Outcome::Rejected(e),
-            None => Outcome::Txn(txn::transaction(st, ops, required, hints.minter, ctx)),
+            None => match txn::transaction(st, ops, required, hints.minter, ctx) {
+                Ok(out) => Outcome::Txn(out),
+                Err(e) => Outcome::Rejected(e),
+            },
         },
         Op::Configure(req) => match admin::encryption_refused(req, ctx) {
             Some(e) => Outcome::Rejected(e),

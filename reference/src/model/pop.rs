@@ -185,7 +185,7 @@ fn claimable(
     let p = st.part(ph)?;
     let (committed, lease, not_before) = match p.cursors.get(group) {
         Some(c) => (c.committed, c.lease.as_ref(), c.not_before),
-        None => (0, None, None),
+        None => (p.floor, None, None),
     };
     if committed >= p.end() {
         return None;
@@ -344,13 +344,12 @@ fn subscribe(st: &mut State, queue: &str, q: &PopQuery, ctx: &mut Ctx) {
             continue;
         }
         let committed = seed_point(st, ph, &q.subscription_mode, &q.subscription_from, ctx);
-        st.part_mut(ph).expect("exists").cursors.insert(
-            q.consumer_group.clone(),
-            Cursor {
-                committed,
-                ..Cursor::default()
-            },
-        );
+        let p = st.part_mut(ph).expect("exists");
+        let cursor = Cursor {
+            committed,
+            ..p.fresh_cursor()
+        };
+        p.cursors.insert(q.consumer_group.clone(), cursor);
     }
     if st.queues[queue]
         .subscriptions
@@ -379,7 +378,7 @@ fn seed_point(st: &State, ph: PartH, mode: &str, from: &str, ctx: &mut Ctx) -> u
     }
     if let Some(t) = parse_iso(from) {
         let t = Stamp::exact(t);
-        for off in 1..=p.end() {
+        for off in p.floor + 1..=p.end() {
             // The first message written at or after `t`.
             match st.created(p.at(off)).before(&t) {
                 Tri::Yes => continue,
@@ -396,6 +395,7 @@ fn seed_point(st: &State, ph: PartH, mode: &str, from: &str, ctx: &mut Ctx) -> u
     if mode == "new" {
         p.end()
     } else {
-        0
+        // "starts at the oldest retained message" (seed, RET-4).
+        p.floor
     }
 }

@@ -160,8 +160,9 @@ fn write_one(
     let (ph, window_ms) = target(st, item);
     let part = st.part(ph).expect("just ensured");
     let probe = part.txn_index.probe(&transaction_id, &part.messages);
-    // PUSH-5: the same transactionId in the same partition within the window.
-    let newest = probe.found.map(|off| {
+    // PUSH-5: the same transactionId in the same partition within the window, among
+    // the retained messages (RET-4).
+    let newest = probe.found.filter(|off| *off > part.floor).map(|off| {
         let orig = part.at(off);
         (orig.msg, st.created(orig))
     });

@@ -32,7 +32,7 @@ pub struct LeaseH(pub u32);
 
 /// The whole broker as the model sees it. A clone shares everything with the original
 /// (O(1)); changes copy only what they touch.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct State {
     /// Queues by name (change them through [`State::queue_mut`]).
     pub queues: Arc<BTreeMap<String, Queue>>,
@@ -54,6 +54,26 @@ pub struct State {
     pub push_maintenance: bool,
     /// Pop maintenance (MAINT-2).
     pub pop_maintenance: bool,
+    /// RET-3: how late after becoming removable a message is certainly removed (the
+    /// broker's retention interval). Not state but a setting, the same in every copy.
+    pub retention_lag_ms: i64,
+}
+
+impl Default for State {
+    fn default() -> State {
+        State {
+            queues: Default::default(),
+            partitions: Default::default(),
+            writes: Default::default(),
+            next_msg: 0,
+            next_lease: 0,
+            dead_letters: Default::default(),
+            spool: Default::default(),
+            push_maintenance: false,
+            pop_maintenance: false,
+            retention_lag_ms: super::retention::DEFAULT_RETENTION_LAG_MS,
+        }
+    }
 }
 
 /// Equality by content, skipping whatever two states share (a checker compares the
@@ -70,6 +90,7 @@ impl PartialEq for State {
             spool,
             push_maintenance,
             pop_maintenance,
+            retention_lag_ms: _,
         } = self;
         *next_msg == other.next_msg
             && *next_lease == other.next_lease
@@ -102,6 +123,8 @@ pub struct Queue {
     pub partitions: BTreeMap<String, PartH>,
     /// Named groups' durable subscriptions (POP-13 [PROJECT]).
     pub subscriptions: BTreeMap<String, Subscription>,
+    /// Option keys stored without acting on them, as the last configure sent them (CFG-4).
+    pub extra: crate::wire::ExtraOptions,
 }
 
 /// A named group's subscription, recorded by its first pop on the queue.
@@ -127,6 +150,8 @@ pub struct Partition {
     pub cursors: BTreeMap<String, Cursor>,
     /// The write that last added a message here (POP-14 `windowBuffer`).
     pub last_write: Option<u32>,
+    /// Offsets up to this one were removed by retention (RET-2: a prefix); 0 when none.
+    pub floor: u32,
 }
 
 /// Equality by content, skipping the messages two copies share.
@@ -140,9 +165,11 @@ impl PartialEq for Partition {
             txn_index,
             cursors,
             last_write,
+            floor,
         } = self;
         *handle == other.handle
             && *last_write == other.last_write
+            && *floor == other.floor
             && *queue == other.queue
             && *name == other.name
             && *cursors == other.cursors
@@ -162,9 +189,20 @@ impl Partition {
         &self.messages[offset as usize - 1]
     }
 
-    /// The newest offset written with transactionId `txn` (PUSH-5, ACK-8).
+    /// The newest retained offset written with transactionId `txn` (PUSH-5, ACK-8;
+    /// RET-4: a removed message is neither a duplicate nor acknowledgeable).
     pub fn txn_offset(&self, txn: &str) -> Option<u32> {
-        self.txn_index.get(txn, &self.messages)
+        self.txn_index
+            .get(txn, &self.messages)
+            .filter(|o| *o > self.floor)
+    }
+
+    /// A cursor for a group new to the partition: at the oldest retained message (RET-4).
+    pub fn fresh_cursor(&self) -> Cursor {
+        Cursor {
+            committed: self.floor,
+            ..Cursor::default()
+        }
     }
 }
 
@@ -289,7 +327,7 @@ impl State {
         )
             .hash(&mut h);
         for p in self.live_partitions() {
-            (p.handle, p.messages.len(), p.last_write).hash(&mut h);
+            (p.handle, p.messages.len(), p.last_write, p.floor).hash(&mut h);
             for (g, c) in &p.cursors {
                 (g, c.committed, c.not_before, &c.retries).hash(&mut h);
                 c.lease
@@ -322,6 +360,7 @@ impl State {
                 options,
                 partitions: BTreeMap::new(),
                 subscriptions: BTreeMap::new(),
+                extra: Default::default(),
             };
             Arc::make_mut(&mut self.queues).insert(name.to_string(), q);
         }
@@ -342,6 +381,7 @@ impl State {
             txn_index: TxnIndex::default(),
             cursors: BTreeMap::new(),
             last_write: None,
+            floor: 0,
         })));
         self.queue_mut(queue)
             .expect("queue exists before its partitions")
@@ -364,7 +404,7 @@ impl State {
     pub fn cursor_mut(&mut self, part: PartH, group: &str) -> &mut Cursor {
         let p = self.part_mut(part).expect("cursor of a live partition");
         if !p.cursors.contains_key(group) {
-            p.cursors.insert(group.to_string(), Cursor::default());
+            p.cursors.insert(group.to_string(), p.fresh_cursor());
         }
         p.cursors.get_mut(group).expect("inserted above")
     }

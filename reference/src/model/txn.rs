@@ -2,6 +2,7 @@
 //! state, kept only if every ack succeeds.
 
 use super::ack::{ack, AckIn, LeaseRef};
+use super::capacity;
 use super::outcome::{TxnItemOut, TxnOut};
 use super::push::{push, PushKind, TxnMinter};
 use super::state::State;
@@ -42,7 +43,8 @@ pub fn refused_under_maintenance(
 }
 
 /// TXN-1..3. `required` are the `requiredLeases`: each must be a live lease
-/// [PROJECT], else the transaction aborts. `minter` is asked for transactionIds by the
+/// [PROJECT], else the transaction aborts. A push past a queue's `maxSize` refuses it
+/// (RET-5: the error, nothing applied). `minter` is asked for transactionIds by the
 /// running index of pushed items across the call.
 pub fn transaction(
     st: &mut State,
@@ -50,11 +52,13 @@ pub fn transaction(
     required: &[(LeaseRef, String)],
     minter: &mut dyn TxnMinter,
     ctx: &mut Ctx,
-) -> TxnOut {
-    let abort = |error: String| TxnOut {
-        success: false,
-        results: vec![],
-        error: Some(error),
+) -> Result<TxnOut, crate::wire::WireError> {
+    let abort = |error: String| {
+        Ok(TxnOut {
+            success: false,
+            results: vec![],
+            error: Some(error),
+        })
     };
     for (lease, id) in required {
         let live = match lease {
@@ -81,7 +85,12 @@ pub fn transaction(
             TxnOpIn::Push(items) => {
                 let base = pushed;
                 let mut shifted = |j: usize| minter.mint_txn(base + j);
+                let before = capacity::capped(&work, items).then(|| work.clone());
                 let outs = push(&mut work, items, PushKind::Transaction, &mut shifted, ctx);
+                // RET-5: a push past a queue's maxSize refuses the whole transaction.
+                if let Some(e) = before.and_then(|b| capacity::refusal(&b, &work, &outs)) {
+                    return Err(e);
+                }
                 pushed += items.len();
                 for mut o in outs {
                     o.index = results.len();
@@ -111,9 +120,9 @@ pub fn transaction(
         }
     }
     *st = work;
-    TxnOut {
+    Ok(TxnOut {
         success: true,
         results,
         error: None,
-    }
+    })
 }

@@ -33,16 +33,25 @@ pub struct QueueOptions {
     pub window_buffer: u32,
     /// Milliseconds an under-full batch may wait to fill (POP-15), clamped to 60000.
     pub min_pop_wait_time: u32,
-    /// Stored, not enforced: the seeds do not say what a full queue does.
+    /// The most unconsumed messages the queue holds; a push past it is refused (RET-5).
     pub max_size: u64,
-    /// Stored, not enforced by the model: retention runs on the broker's clock.
+    /// Seconds after which a message is removable whatever its cursors, when
+    /// `retention_enabled` (RET-2).
     pub retention_seconds: u32,
-    /// Stored, not enforced by the model (as `retention_seconds`).
+    /// Seconds after which a message every group has committed is removable, when
+    /// `retention_enabled` (RET-2).
     pub completed_retention_seconds: u32,
     /// Stored; encryption is transparent on the wire (POP-5 `data`).
     pub encryption_enabled: bool,
     /// Stored; discovery ordering is an OPEN choice (POP-4) the model does not fix.
     pub priority: i32,
+    /// The gate of both retention options (RET-2); read as false from a broker that omits it.
+    #[serde(default)]
+    pub retention_enabled: bool,
+    /// Seconds after which a message is removable whatever its cursors, ungated (RET-2);
+    /// read as 0 from a broker that omits it.
+    #[serde(default)]
+    pub max_wait_time_seconds: u32,
 }
 
 impl Default for QueueOptions {
@@ -60,11 +69,30 @@ impl Default for QueueOptions {
             completed_retention_seconds: 0,
             encryption_enabled: false,
             priority: 0,
+            retention_enabled: false,
+            max_wait_time_seconds: 0,
         }
     }
 }
 
 impl QueueOptions {
+    /// The age in milliseconds after which a message is removable whatever its cursors,
+    /// and the one after which a committed message is (RET-2); `None` where no limit holds.
+    pub fn retention_ages_ms(&self) -> (Option<i64>, Option<i64>) {
+        let secs = |n: u32| (n > 0).then_some(n as i64 * 1000);
+        let gated = |n: u32| secs(n).filter(|_| self.retention_enabled);
+        let any = match (secs(self.max_wait_time_seconds), gated(self.retention_seconds)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        (any, gated(self.completed_retention_seconds))
+    }
+
+    /// Whether any retention applies to the queue (RET-2).
+    pub fn retains(&self) -> bool {
+        self.retention_ages_ms() != (None, None)
+    }
+
     /// Options of a queue created by a push or a pop: `leaseTime` 60 s (PUSH-2, POP-9).
     pub fn implicit() -> Self {
         QueueOptions {
@@ -77,6 +105,14 @@ impl QueueOptions {
 /// The most `minPopWaitTime` can be (POP-15); larger values are clamped.
 pub const MAX_MIN_POP_WAIT_MS: u32 = 60_000;
 
+/// Option keys a broker stores without acting on them, with their values (CFG-4).
+pub type ExtraOptions = Map<String, Value>;
+
+/// CFG-4's bounds on the option keys a broker stores without acting on them.
+pub const MAX_EXTRA_OPTIONS: usize = 64;
+pub const MAX_EXTRA_KEY_BYTES: usize = 255;
+pub const MAX_EXTRA_VALUE_BYTES: usize = 16 * 1024;
+
 /// A validated configure call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConfigureRequest {
@@ -84,6 +120,19 @@ pub struct ConfigureRequest {
     pub namespace: String,
     pub task: String,
     pub options: QueueOptions,
+    /// The option keys this protocol does not act on, kept and echoed (CFG-4).
+    pub extra: ExtraOptions,
+}
+
+/// The `options` of a configure answer: the effective known options with the stored
+/// unknown keys beside them (CFG-4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct EchoedOptions {
+    #[serde(flatten)]
+    pub known: QueueOptions,
+    #[serde(flatten)]
+    pub extra: ExtraOptions,
 }
 
 /// The 200 answer (section 8).
@@ -94,7 +143,64 @@ pub struct ConfigureResponse {
     pub queue: String,
     pub namespace: String,
     pub task: String,
-    pub options: QueueOptions,
+    pub options: EchoedOptions,
+}
+
+/// Every option key [`QueueOptions`] reads (the rest are CFG-4's extras).
+pub const KNOWN_OPTIONS: &[&str] = &[
+    "leaseTime",
+    "retryLimit",
+    "retryDelay",
+    "dedupWindowSeconds",
+    "delayedProcessing",
+    "windowBuffer",
+    "minPopWaitTime",
+    "maxSize",
+    "retentionSeconds",
+    "completedRetentionSeconds",
+    "encryptionEnabled",
+    "priority",
+    "retentionEnabled",
+    "maxWaitTimeSeconds",
+];
+
+/// The option keys of `o` that are not known options, within CFG-4's bounds.
+fn extras_of(o: &Map<String, Value>) -> Result<ExtraOptions, WireError> {
+    let extra: ExtraOptions = o
+        .iter()
+        .filter(|(k, _)| !KNOWN_OPTIONS.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if extra.len() > MAX_EXTRA_OPTIONS {
+        return Err(WireError::bad(format!(
+            "options has {} keys this broker does not act on; at most {MAX_EXTRA_OPTIONS} are kept",
+            extra.len()
+        )));
+    }
+    if let Some(k) = extra.keys().find(|k| k.len() > MAX_EXTRA_KEY_BYTES || k.is_empty()) {
+        return Err(WireError::bad(format!(
+            "options key {:?} must be 1 to {MAX_EXTRA_KEY_BYTES} bytes long",
+            k.chars().take(40).collect::<String>()
+        )));
+    }
+    let bytes: usize = extra.values().map(|v| v.to_string().len()).sum();
+    if bytes > MAX_EXTRA_VALUE_BYTES {
+        return Err(WireError::bad(format!(
+            "options keys this broker does not act on hold {bytes} bytes of JSON; at most \
+             {MAX_EXTRA_VALUE_BYTES} are kept"
+        )));
+    }
+    Ok(extra)
+}
+
+fn flag(o: &Map<String, Value>, key: &str, default: bool) -> Result<bool, WireError> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(WireError::bad(format!(
+            "options.{key} must be a boolean, got {other}"
+        ))),
+    }
 }
 
 fn uint(obj: &Map<String, Value>, key: &str, min: u64, max: u64) -> Result<Option<u64>, WireError> {
@@ -154,15 +260,10 @@ pub fn parse_configure(body: &Value) -> Result<ConfigureRequest, WireError> {
             .map_or(d.retention_seconds, |v| v as u32),
         completed_retention_seconds: uint(o, "completedRetentionSeconds", 0, u32max)?
             .map_or(d.completed_retention_seconds, |v| v as u32),
-        encryption_enabled: match o.get("encryptionEnabled") {
-            None | Some(Value::Null) => d.encryption_enabled,
-            Some(Value::Bool(b)) => *b,
-            Some(other) => {
-                return Err(WireError::bad(format!(
-                    "options.encryptionEnabled must be a boolean, got {other}"
-                )))
-            }
-        },
+        encryption_enabled: flag(o, "encryptionEnabled", d.encryption_enabled)?,
+        retention_enabled: flag(o, "retentionEnabled", d.retention_enabled)?,
+        max_wait_time_seconds: uint(o, "maxWaitTimeSeconds", 0, u32max)?
+            .map_or(d.max_wait_time_seconds, |v| v as u32),
         priority: match o.get("priority") {
             None | Some(Value::Null) => d.priority,
             Some(Value::Number(n)) => match n.as_i64() {
@@ -185,6 +286,7 @@ pub fn parse_configure(body: &Value) -> Result<ConfigureRequest, WireError> {
         namespace,
         task,
         options,
+        extra: extras_of(o)?,
     })
 }
 
@@ -288,8 +390,62 @@ mod tests {
             "completedRetentionSeconds",
             "encryptionEnabled",
             "priority",
+            "retentionEnabled",
+            "maxWaitTimeSeconds",
         ] {
             assert!(v.get(k).is_some(), "{k}");
         }
+        assert_eq!(v.as_object().unwrap().len(), KNOWN_OPTIONS.len());
+    }
+
+    #[test]
+    fn cfg_4_unknown_keys_are_kept_and_echoed_beside_the_known_options() {
+        let body = json!({"queue": "q", "options": {
+            "retryLimit": 5, "deadLetterQueue": true, "ttl": {"s": [1, 2]}}});
+        let r = parse_configure(&body).unwrap();
+        assert_eq!(r.options.retry_limit, 5);
+        assert_eq!(r.extra.len(), 2);
+        let echoed = EchoedOptions {
+            known: r.options,
+            extra: r.extra.clone(),
+        };
+        let v = serde_json::to_value(&echoed).unwrap();
+        assert_eq!(v["deadLetterQueue"], json!(true));
+        assert_eq!(v["ttl"], json!({"s": [1, 2]}));
+        assert_eq!(v["retryLimit"], json!(5));
+        let back: EchoedOptions = serde_json::from_value(v).unwrap();
+        assert_eq!(back, echoed);
+    }
+
+    #[test]
+    fn cfg_4_bounds_on_unknown_keys_are_400() {
+        let many: Map<String, Value> = (0..=MAX_EXTRA_OPTIONS)
+            .map(|i| (format!("k{i}"), json!(i)))
+            .collect();
+        let long_key = json!({"k".repeat(MAX_EXTRA_KEY_BYTES + 1): 1});
+        let big = json!({"blob": "x".repeat(MAX_EXTRA_VALUE_BYTES)});
+        for opts in [Value::Object(many), long_key, big] {
+            let e = parse_configure(&json!({"queue": "q", "options": opts})).unwrap_err();
+            assert_eq!(e.status, 400);
+        }
+        let e = parse_configure(&json!({"queue": "q", "options": {"retentionEnabled": 1}}));
+        assert_eq!(e.unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn ret_2_retention_ages_follow_the_gate_and_the_smaller_limit() {
+        let mut o = QueueOptions {
+            retention_seconds: 10,
+            completed_retention_seconds: 5,
+            ..QueueOptions::default()
+        };
+        assert_eq!(o.retention_ages_ms(), (None, None));
+        o.retention_enabled = true;
+        assert_eq!(o.retention_ages_ms(), (Some(10_000), Some(5_000)));
+        o.max_wait_time_seconds = 3;
+        assert_eq!(o.retention_ages_ms(), (Some(3_000), Some(5_000)));
+        o.retention_enabled = false;
+        assert_eq!(o.retention_ages_ms(), (Some(3_000), None));
+        assert!(o.retains());
     }
 }

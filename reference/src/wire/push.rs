@@ -58,6 +58,18 @@ pub struct PushResult {
     pub status: PushStatus,
 }
 
+/// RET-5's refusal: the push would take `queue` past its `maxSize` (429; the route adds
+/// `Retry-After`).
+pub fn queue_full(queue: &str, max_size: u64, unconsumed: u64, added: u64) -> WireError {
+    WireError {
+        status: 429,
+        message: format!(
+            "queue {queue} is full: maxSize is {max_size}, it holds {unconsumed} unconsumed \
+             messages and the push adds {added}; try again once consumers catch up"
+        ),
+    }
+}
+
 /// Parses a push body (PUSH-8): `{"items":[...]}`. Takes the body by value, so that
 /// payloads are moved into the items, not copied (a push is the hottest request).
 pub fn parse_push(body: Value) -> Result<PushRequest, WireError> {

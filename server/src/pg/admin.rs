@@ -5,7 +5,7 @@ use super::rows::iso;
 use super::PgBroker;
 use crate::seal::{open_row, Sealer};
 use queen_reference::wire::{
-    Answer, ConfigureRequest, ConfigureResponse, DeadLetter, DeleteResponse, DlqQuery, DlqResponse,
+    Answer, ConfigureRequest, ConfigureResponse, DeadLetter, DeleteResponse, DlqQuery, EchoedOptions, DlqResponse,
     HealthResponse, MaintenanceResponse, PopMaintenanceResponse, ENCRYPTION_UNAVAILABLE, HEALTHY,
 };
 use sqlx::PgPool;
@@ -21,6 +21,12 @@ pub(crate) async fn configure(
     if req.options.encryption_enabled && seal.is_none() {
         return Ok(Answer::error(400, ENCRYPTION_UNAVAILABLE));
     }
+    // CFG-4: the keys this broker does not act on are stored in the same row, beside the
+    // known options the SQL reads.
+    let options = EchoedOptions {
+        known: req.options,
+        extra: req.extra.clone(),
+    };
     sqlx::query(
         "INSERT INTO queen_queues (name, namespace, task, options) VALUES ($1, $2, $3, $4)
          ON CONFLICT (name) DO UPDATE SET namespace = $2, task = $3, options = $4",
@@ -28,7 +34,7 @@ pub(crate) async fn configure(
     .bind(&req.queue)
     .bind(&req.namespace)
     .bind(&req.task)
-    .bind(serde_json::to_value(req.options).expect("serializes"))
+    .bind(serde_json::to_value(&options).expect("serializes"))
     .execute(pool)
     .await?;
     Ok(Answer::Configured(ConfigureResponse {
@@ -36,7 +42,7 @@ pub(crate) async fn configure(
         queue: req.queue.clone(),
         namespace: req.namespace.clone(),
         task: req.task.clone(),
-        options: req.options,
+        options,
     }))
 }
 
@@ -102,7 +108,8 @@ struct DeadLetterRow {
 }
 
 /// DLQ-2: filters, filing order, one page; sealed payloads opened (ENC-1), or a 500
-/// naming the cause when one cannot be (ENC-3).
+/// naming the cause when one cannot be (ENC-3). A message retention removed is listed
+/// from the dead letter's own copy (RET-4).
 pub(crate) async fn list_dlq(
     pool: &PgPool,
     q: &DlqQuery,
@@ -111,8 +118,8 @@ pub(crate) async fn list_dlq(
     const FILTER: &str = "FROM queen_dead_letters d
         JOIN queen_partitions p ON p.id = d.partition_id
         JOIN queen_queues q ON q.id = p.queue_id
-        JOIN queen_messages m ON m.partition_id = d.partition_id AND m.\"offset\" = d.\"offset\"
-        WHERE ($1::text IS NULL OR q.name = $1) AND ($2::text IS NULL OR d.consumer_group = $2) AND ($3::text IS NULL OR p.name = $3)";
+        LEFT JOIN queen_messages m ON m.partition_id = d.partition_id AND m.\"offset\" = d.\"offset\"
+        WHERE (m.id IS NOT NULL OR d.message_id IS NOT NULL) AND ($1::text IS NULL OR q.name = $1) AND ($2::text IS NULL OR d.consumer_group = $2) AND ($3::text IS NULL OR p.name = $3)";
     let total: i64 = sqlx::query_scalar(&format!("SELECT count(*) {FILTER}"))
         .bind(&q.queue)
         .bind(&q.consumer_group)
@@ -120,8 +127,12 @@ pub(crate) async fn list_dlq(
         .fetch_one(pool)
         .await?;
     let rows: Vec<DeadLetterRow> = sqlx::query_as(&format!(
-        "SELECT m.id, m.transaction_id, p.id AS partition_id, p.name AS partition, q.name AS queue,
-                d.consumer_group, d.error_message, d.retry_count, m.data, m.sealed, m.created_at, d.failed_at
+        "SELECT COALESCE(m.id, d.message_id) AS id,
+                COALESCE(m.transaction_id, d.transaction_id) AS transaction_id,
+                p.id AS partition_id, p.name AS partition, q.name AS queue,
+                d.consumer_group, d.error_message, d.retry_count,
+                COALESCE(m.data, d.data) AS data, COALESCE(m.sealed, d.sealed) AS sealed,
+                COALESCE(m.created_at, d.created_at) AS created_at, d.failed_at
          {FILTER} ORDER BY d.seq LIMIT $4 OFFSET $5"
     ))
     .bind(&q.queue)

@@ -16,7 +16,7 @@
 //! retried on its own, so one bad request cannot fail its neighbours.
 
 use super::minted::{self, Minted};
-use super::push::{answers, write_at, Prepared};
+use super::push::{answers, write_at, Capacity, Prepared};
 use super::rows::unreachable;
 use crate::recoveries::Recoveries;
 use crate::seal::Sealer;
@@ -36,6 +36,9 @@ pub(crate) enum WriteError {
     /// PostgreSQL broke a deadlock by aborting us: try again.
     #[error("deadlock")]
     Deadlock,
+    /// RET-5: a queue would pass its maxSize; nothing was written.
+    #[error("{}", .0.message)]
+    Full(queen_reference::wire::WireError),
     #[error("{0}")]
     Other(String),
 }
@@ -264,7 +267,8 @@ async fn worker(
         let result = write_all(&pool, &all, seal).await;
         drop(all);
         match result {
-            Err(WriteError::Other(_)) if jobs.len() > 1 => {
+            // One request's failure or refusal must not fail its neighbours.
+            Err(WriteError::Other(_) | WriteError::Full(_)) if jobs.len() > 1 => {
                 for job in jobs {
                     let r = write_all(&pool, &job.items.iter().collect::<Vec<_>>(), seal).await;
                     answer(&wakes, vec![job], r);
@@ -300,9 +304,13 @@ async fn write_all(
     if maintenance {
         return Ok(None);
     }
-    let out = write_at(&mut tx, items, now, seal).await?;
-    tx.commit().await?;
-    Ok(Some(out))
+    match write_at(&mut tx, items, now, seal, Capacity::Enforced).await? {
+        Ok(out) => {
+            tx.commit().await?;
+            Ok(Some(out))
+        }
+        Err(full) => Err(WriteError::Full(full)),
+    }
 }
 
 /// Splits a shared answer back into each request's own (indexes from 0) and rings the

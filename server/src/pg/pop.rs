@@ -542,7 +542,7 @@ async fn subscribe(
                      WHEN $4::timestamptz IS NOT NULL THEN COALESCE(
                         (SELECT min(m.\"offset\") - 1 FROM queen_messages m WHERE m.partition_id = p.id AND m.created_at >= $4),
                         p.last_offset)
-                     ELSE 0 END
+                     ELSE p.removed_through END
          FROM queen_partitions p WHERE p.queue_id = $1
          ON CONFLICT DO NOTHING",
     )

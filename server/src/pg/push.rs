@@ -11,7 +11,9 @@ use crate::seal::Sealer;
 use crate::spool::AppendError;
 use chrono::{DateTime, Utc};
 use queen_reference::model::push::duplicate_of;
-use queen_reference::wire::{Answer, PushRequest, PushResult, PushStatus};
+use queen_reference::wire::{
+    queue_full, Answer, PushRequest, PushResult, PushStatus, QueueOptions, WireError,
+};
 use sqlx::{PgConnection, PgPool};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,6 +44,7 @@ pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> Answer {
     match result {
         Ok(Some(out)) => Answer::Pushed(out),
         Ok(None) => spool(broker, &items).await,
+        Err(WriteError::Full(e)) => Answer::error(e.status, e.message),
         Err(WriteError::Unreachable(e)) => {
             broker.mark_down();
             tracing::warn!("database unreachable during a push, spooling it: {e}");
@@ -100,7 +103,10 @@ pub(crate) async fn replay(
         .filter(|i| !stored.contains(&i.message_id))
         .collect();
     if !fresh.is_empty() {
-        write(&mut tx, &fresh, seal).await?;
+        // PUSH-7: these were acknowledged as `buffered`, so no maxSize refuses them.
+        if let Err(e) = write(&mut tx, &fresh, seal, Capacity::Exempt).await? {
+            return Err(sqlx::Error::Protocol(e.message));
+        }
     }
     tx.commit().await?;
     let mut queues: Vec<String> = fresh.into_iter().map(|i| i.queue.clone()).collect();
@@ -137,14 +143,27 @@ async fn already_stored(
     .map(|ids| ids.into_iter().collect())
 }
 
+/// Whether a write is held to its queues' `maxSize` (RET-5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Capacity {
+    Enforced,
+    /// A spool replay: its items were already acknowledged (PUSH-7).
+    Exempt,
+}
+
+/// What a write answers: its results, or RET-5's refusal (nothing written; the caller
+/// rolls back).
+pub(crate) type Written = Result<Vec<PushResult>, WireError>;
+
 /// Writes `items` atomically in the caller's transaction and answers them (PUSH-1).
 pub(crate) async fn write(
     conn: &mut PgConnection,
     items: &[&Prepared],
     seal: Option<&Sealer>,
-) -> Result<Vec<PushResult>, sqlx::Error> {
+    capacity: Capacity,
+) -> Result<Written, sqlx::Error> {
     let now = db_now(conn).await?;
-    write_at(conn, items, now, seal).await
+    write_at(conn, items, now, seal, capacity).await
 }
 
 /// [`write`] with the transaction's "now" already read.
@@ -153,7 +172,8 @@ pub(crate) async fn write_at(
     items: &[&Prepared],
     now: DateTime<Utc>,
     seal: Option<&Sealer>,
-) -> Result<Vec<PushResult>, sqlx::Error> {
+    capacity: Capacity,
+) -> Result<Written, sqlx::Error> {
     let (queue_ids, mut parts) = lock_partitions(conn, items).await?;
     let mut newest = newest_by_id(conn, items, &parts).await?;
     let mut results = Vec::with_capacity(items.len());
@@ -186,10 +206,57 @@ pub(crate) async fn write_at(
             status,
         });
     }
-    if !rows.part.is_empty() {
-        insert(conn, &rows, &parts, items, now).await?;
+    if rows.part.is_empty() {
+        return Ok(Ok(results));
     }
-    Ok(results)
+    if capacity == Capacity::Enforced {
+        if let Some(full) = over_capacity(conn, &queue_ids, &results).await? {
+            return Ok(Err(full));
+        }
+    }
+    insert(conn, &rows, &parts, items, now).await?;
+    Ok(Ok(results))
+}
+
+/// RET-5: the refusal of the first capped queue these results would take past its
+/// `maxSize`, counted under a lock on the queue's row, so concurrent pushes to it take
+/// turns and cannot both fit in its last places. The partitions are already locked, in
+/// their canonical order; the queue rows are locked in id order after them, and
+/// `FOR NO KEY UPDATE` does not wait for a push creating a partition under the queue.
+async fn over_capacity(
+    conn: &mut PgConnection,
+    queues: &HashMap<String, (i64, QueueOptions)>,
+    results: &[PushResult],
+) -> Result<Option<WireError>, sqlx::Error> {
+    let mut added: std::collections::BTreeMap<i64, (&str, u64, u64)> = Default::default();
+    for r in results.iter().filter(|r| r.status == PushStatus::Queued) {
+        let (id, options) = &queues[&r.queue_name];
+        if options.max_size > 0 {
+            added.entry(*id).or_insert((&r.queue_name, options.max_size, 0)).2 += 1;
+        }
+    }
+    if added.is_empty() {
+        return Ok(None);
+    }
+    let ids: Vec<i64> = added.keys().copied().collect();
+    sqlx::query("SELECT 1 FROM queen_queues WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE")
+        .bind(&ids)
+        .execute(&mut *conn)
+        .await?;
+    let held: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT p.queue_id, COALESCE(sum(p.last_offset - GREATEST(p.removed_through, COALESCE(c.low, 0))), 0)::bigint
+         FROM queen_partitions p
+         LEFT JOIN LATERAL (SELECT min(k.committed) AS low FROM queen_cursors k WHERE k.partition_id = p.id) c ON true
+         WHERE p.queue_id = ANY($1) GROUP BY p.queue_id",
+    )
+    .bind(&ids)
+    .fetch_all(&mut *conn)
+    .await?;
+    let held: HashMap<i64, u64> = held.into_iter().map(|(q, n)| (q, n.max(0) as u64)).collect();
+    Ok(added.iter().find_map(|(id, (queue, max, n))| {
+        let now = held.get(id).copied().unwrap_or(0);
+        (now + n > *max).then(|| queue_full(queue, *max, now, *n))
+    }))
 }
 
 /// The newest message of a partition with a transactionId: its id and creation time.

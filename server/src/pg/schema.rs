@@ -12,7 +12,7 @@ use sqlx::PgPool;
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// The function files, in the order they are applied (later ones call earlier ones).
-pub(crate) const FUNCTIONS: [(&str, &str); 5] = [
+pub(crate) const FUNCTIONS: [(&str, &str); 6] = [
     ("01_rules.sql", include_str!("../../sql/01_rules.sql")),
     (
         "02_candidates.sql",
@@ -24,6 +24,7 @@ pub(crate) const FUNCTIONS: [(&str, &str); 5] = [
         "05_push_minted.sql",
         include_str!("../../sql/05_push_minted.sql"),
     ),
+    ("06_retention.sql", include_str!("../../sql/06_retention.sql")),
 ];
 
 /// The advisory lock servers starting at once take, so their replacements of the same

@@ -41,6 +41,7 @@ pub(crate) async fn transaction(
             tx.rollback().await?;
             return Ok(match r {
                 Refusal::Maintenance => Answer::error(503, TXN_MAINTENANCE_ERROR),
+                Refusal::Full(e) => Answer::error(e.status, e.message),
                 Refusal::Abort(error) => Answer::Transaction(TxnResponse {
                     transaction_id: id,
                     success: false,
@@ -70,6 +71,8 @@ enum Refusal {
     Maintenance,
     /// TXN-2: aborted, with the reason the answer gives.
     Abort(String),
+    /// RET-5: a push would take a queue past its maxSize.
+    Full(queen_reference::wire::WireError),
 }
 
 /// What must hold before any operation runs: no push under maintenance (TXN-4), and
@@ -117,7 +120,9 @@ async fn run(
     let mut pending: Vec<push::Prepared> = Vec::new();
     for (i, op) in req.operations.iter().enumerate() {
         if !matches!(op, TxnOp::Push(_)) && !pending.is_empty() {
-            write_pushes(tx, &mut pending, &mut results, &mut queues, seal).await?;
+            if let Err(full) = write_pushes(tx, &mut pending, &mut results, &mut queues, seal).await? {
+                return Ok(Err(Refusal::Full(full)));
+            }
         }
         match op {
             // The traceId of a transaction's push is kept (PUSH-9, seed pop-routes.md).
@@ -144,23 +149,31 @@ async fn run(
         }
     }
     if !pending.is_empty() {
-        write_pushes(tx, &mut pending, &mut results, &mut queues, seal).await?;
+        if let Err(full) = write_pushes(tx, &mut pending, &mut results, &mut queues, seal).await? {
+            return Ok(Err(Refusal::Full(full)));
+        }
     }
     Ok(Ok((results, queues)))
 }
 
-/// Writes the pushed items gathered so far and appends their results.
+/// Writes the pushed items gathered so far and appends their results, or answers
+/// RET-5's refusal.
 async fn write_pushes(
     tx: &mut PgConnection,
     pending: &mut Vec<push::Prepared>,
     results: &mut Vec<TxnResult>,
     queues: &mut Vec<String>,
     seal: Option<&Sealer>,
-) -> Result<(), sqlx::Error> {
-    for mut r in push::write(tx, &pending.iter().collect::<Vec<_>>(), seal).await? {
+) -> Result<Result<(), queen_reference::wire::WireError>, sqlx::Error> {
+    let items = pending.iter().collect::<Vec<_>>();
+    let written = match push::write(tx, &items, seal, push::Capacity::Enforced).await? {
+        Ok(w) => w,
+        Err(full) => return Ok(Err(full)),
+    };
+    for mut r in written {
         r.index = results.len();
         results.push(TxnResult::Push(r));
     }
     queues.extend(pending.drain(..).map(|p| p.queue));
-    Ok(())
+    Ok(Ok(()))
 }

@@ -32,7 +32,14 @@ pub(super) fn configure(cx: &mut Cx, out: &Outcome, body: Option<&Value>) -> Che
         p if p.starts_with("$.options.") => {
             let key = &p["$.options.".len()..];
             let got = answered.and_then(|o| o.get(key));
-            if got.is_some() && got == before.get(key) {
+            let key_root = key.split(['.', '[']).next().unwrap_or(key);
+            if !KNOWN_OPTIONS.contains(&key_root) {
+                // A key the broker was asked to keep without acting on it.
+                CFG_4
+            } else if matches!(key_root, "retentionEnabled" | "maxWaitTimeSeconds") {
+                // Options of section 16, which older brokers do not know.
+                RET_2
+            } else if got.is_some() && got == before.get(key) {
                 CFG_1
             } else if expected["options"].get(key) == defaults.get(key) {
                 CFG_2
