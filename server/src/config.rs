@@ -109,6 +109,12 @@ pub struct Config {
     /// `encryptionEnabled`; without it such queues are refused (ENC-2).
     #[arg(long, env = "QUEEN_ENCRYPTION_KEY", hide_env_values = true)]
     pub encryption_key: Option<String>,
+    /// RET-3: how often the retention job removes what retention allows (milliseconds).
+    #[arg(long, env = "RETENTION_INTERVAL_MS", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub retention_interval_ms: u64,
+    /// The most messages one retention round removes from one partition.
+    #[arg(long, env = "RETENTION_BATCH", default_value_t = 10_000, value_parser = clap::value_parser!(i64).range(1..))]
+    pub retention_batch: i64,
     /// Authentication and roles (section 14, AUTH-5).
     #[command(flatten)]
     pub auth: crate::auth::AuthConfig,

@@ -29,6 +29,7 @@ mod pair;
 mod pop;
 pub(crate) mod push;
 mod queues;
+mod retention;
 mod rows;
 mod schema;
 mod txn;
@@ -207,9 +208,16 @@ impl PgBroker {
             broker.inner.wakes.clone(),
         );
         let replayer = tokio::spawn(replay_loop(broker.clone_weak()));
+        let retention = tokio::spawn(retention::run(
+            broker.clone_weak(),
+            retention::Schedule {
+                interval: Duration::from_millis(config.retention_interval_ms),
+                batch: config.retention_batch,
+            },
+        ));
         {
             let mut tasks = broker.inner.tasks.lock().expect("tasks lock");
-            tasks.extend([listener, replayer]);
+            tasks.extend([listener, replayer, retention]);
             tasks.extend(writers);
         }
         // A spool left behind is replayed by the replay loop: start-up does not wait.
@@ -225,6 +233,13 @@ impl PgBroker {
     /// Push writers that died and were started again.
     pub fn writer_restarts(&self) -> u64 {
         self.inner.group.restarts()
+    }
+
+    /// Runs one retention round now, as the job does on its timer (tests): the number of
+    /// messages removed.
+    #[doc(hidden)]
+    pub async fn retention_round(&self, batch: i64) -> Result<i64, sqlx::Error> {
+        retention::sweep(&self.inner.pool, batch).await
     }
 
     /// The pool (tests inspect the tables through it).
