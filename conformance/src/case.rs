@@ -40,10 +40,12 @@ pub enum Capability {
     /// The broker has authentication on and the suite holds its tokens (`--jwt-secret`,
     /// or `--token-admin/--token-rw/--token-ro`; section 14).
     Auth,
+    /// The broker removes messages by age and bounds queues (section 16).
+    Retention,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 15] = [
+    pub const ALL: [Capability; 16] = [
         Capability::Core,
         Capability::Configure,
         Capability::Dedup,
@@ -59,6 +61,7 @@ impl Capability {
         Capability::BadInput,
         Capability::DatabaseControl,
         Capability::Auth,
+        Capability::Retention,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -78,6 +81,7 @@ impl Capability {
             Capability::BadInput => "bad-input",
             Capability::DatabaseControl => "database-control",
             Capability::Auth => "auth",
+            Capability::Retention => "retention",
         }
     }
 

@@ -249,6 +249,11 @@ pub struct RunArgs {
     /// The broker's body limit in bytes (413 above it).
     #[arg(long, default_value_t = 16 * 1024 * 1024)]
     pub body_limit: usize,
+    /// RET-3: the broker's retention interval in ms, how late after becoming removable
+    /// a message may still be delivered [default: 5000 against --target; 1000 for our
+    /// embedded server, whose retention job then runs every 200 ms].
+    #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
+    pub retention_interval_ms: Option<i64>,
     /// The broker's default long-poll timeout in ms.
     #[arg(long, default_value_t = 30_000)]
     pub default_timeout_ms: u64,
@@ -419,6 +424,11 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         keep_going,
         accept: accept.clone(),
         auth: tokens.as_ref().map(|t| std::sync::Arc::new(t.book())),
+        retention_lag_ms: args.retention_interval_ms.unwrap_or(if args.target.is_some() {
+            queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS
+        } else {
+            crate::embedded::RETENTION_LAG_MS
+        }),
     };
     let starting = crate::progress::Progress::spinner(
         !args.no_progress,

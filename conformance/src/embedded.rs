@@ -129,6 +129,11 @@ fn temp_dir() -> PathBuf {
     ))
 }
 
+/// RET-3: how late our embedded server's retention job may remove a message: it runs
+/// every [`RETENTION_INTERVAL_MS`], and a round takes a moment.
+pub const RETENTION_LAG_MS: i64 = 1_000;
+pub const RETENTION_INTERVAL_MS: u64 = 200;
+
 /// Starts our server with `engine`. `config` starts from the server's defaults
 /// (environment included); the data directory and spool are made temporary. With
 /// `jwt_secret`, authentication is on with that HS256 secret (section 14).
@@ -139,6 +144,7 @@ pub async fn start(engine: Engine, jwt_secret: Option<&str>) -> Result<Embedded,
         config.auth.jwt_algorithm = "HS256".into();
         config.auth.jwt_secret = Some(secret.to_string());
     }
+    config.retention_interval_ms = RETENTION_INTERVAL_MS;
     let dir = temp_dir();
     config.data_dir = dir.join("postgres");
     config.spool_dir = dir.join("spool");

@@ -38,6 +38,8 @@ pub struct CheckSettings {
     /// The broker has authentication on (section 14): what each of the suite's tokens
     /// stands for. `None`: it is off and no token is sent.
     pub auth: Option<std::sync::Arc<TokenBook>>,
+    /// RET-3: the broker's retention interval in ms (`--retention-interval-ms`).
+    pub retention_lag_ms: Millis,
 }
 
 impl Default for CheckSettings {
@@ -50,6 +52,7 @@ impl Default for CheckSettings {
             keep_going: false,
             accept: Vec::new(),
             auth: None,
+            retention_lag_ms: queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS,
         }
     }
 }
@@ -245,6 +248,7 @@ impl Session {
         checker.keep_going = target.settings.keep_going;
         checker.accept = target.settings.accept.clone();
         checker.auth = target.settings.auth.clone();
+        checker.set_retention_lag(target.settings.retention_lag_ms);
         Session {
             target: target.clone(),
             checker,

@@ -48,6 +48,14 @@ pub enum ChoicePoint {
     /// RET-3 [OPEN inside the window]: a message removable for less than the broker's
     /// retention interval. 0 = removed (as soon as it may be), 1 = still there.
     RetentionLate,
+    /// RET-3 [PROJECT]: 0 = a message past its age limit and the retention interval is
+    /// removed, 1 = the broker does not remove it (nor anything after).
+    RetentionIgnored,
+    /// RET-2 [PROJECT]: 0 = `retentionSeconds`/`completedRetentionSeconds` remove nothing
+    /// without `retentionEnabled`, 1 = the broker removes by them anyway.
+    RetentionUngated,
+    /// RET-5 [PROJECT]: 0 = a push past `maxSize` is refused 429, 1 = it is written.
+    MaxSizeIgnored,
 }
 
 /// How an absent `payload` is stored (PUSH-9).
@@ -122,6 +130,12 @@ pub struct Policy {
     pub encryption_refused: u32,
     /// Alternative index taken at [`ChoicePoint::RetentionLate`].
     pub retention_late: u32,
+    /// Alternative index taken at [`ChoicePoint::RetentionIgnored`] (PROJECT).
+    pub retention_ignored: u32,
+    /// Alternative index taken at [`ChoicePoint::RetentionUngated`] (PROJECT).
+    pub retention_ungated: u32,
+    /// Alternative index taken at [`ChoicePoint::MaxSizeIgnored`] (PROJECT).
+    pub max_size_ignored: u32,
 }
 
 impl Policy {
@@ -153,6 +167,9 @@ impl Policy {
             txn_keeps_failed_ack: 1,
             subscription_per_partition: 1,
             txn_writes_under_maintenance: 1,
+            retention_ignored: 1,
+            retention_ungated: 1,
+            max_size_ignored: 1,
             ..Policy::default()
         }
     }
@@ -172,6 +189,9 @@ impl Policy {
             ChoicePoint::TxnWritesUnderMaintenance => self.txn_writes_under_maintenance,
             ChoicePoint::EncryptionRefused => self.encryption_refused,
             ChoicePoint::RetentionLate => self.retention_late,
+            ChoicePoint::RetentionIgnored => self.retention_ignored,
+            ChoicePoint::RetentionUngated => self.retention_ungated,
+            ChoicePoint::MaxSizeIgnored => self.max_size_ignored,
         }
     }
 }
@@ -204,6 +224,9 @@ mod tests {
             ChoicePoint::TxnKeepsFailedAck,
             ChoicePoint::SubscriptionPerPartition,
             ChoicePoint::TxnWritesUnderMaintenance,
+            ChoicePoint::RetentionIgnored,
+            ChoicePoint::RetentionUngated,
+            ChoicePoint::MaxSizeIgnored,
         ] {
             assert_eq!((project.pick(point), ours.pick(point)), (1, 0), "{point:?}");
             assert_eq!(

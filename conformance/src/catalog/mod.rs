@@ -16,6 +16,7 @@ mod lease;
 mod outage;
 mod pop;
 mod push;
+mod retention;
 mod txn;
 
 use crate::case::Case;
@@ -57,6 +58,7 @@ pub fn all() -> Vec<Case> {
     v.extend(bad_input::cases());
     v.extend(outage::cases());
     v.extend(auth::cases());
+    v.extend(retention::cases());
 
     v
 }

@@ -182,6 +182,7 @@ impl Outcome {
 pub fn fresh_checker(settings: &CheckSettings) -> Checker {
     let mut c = Checker::new();
     c.skew_ms = settings.skew_ms;
+    c.set_retention_lag(settings.retention_lag_ms);
     c.default_timeout_ms = settings.default_timeout_ms;
     c.body_limit = settings.body_limit;
     c.keep_going = settings.keep_going;

@@ -254,6 +254,14 @@ impl Checker {
         }
     }
 
+    /// RET-3: the broker's retention interval, how late after becoming removable a
+    /// message may still be delivered (the suite's `--retention-interval-ms`).
+    pub fn set_retention_lag(&mut self, ms: Millis) {
+        for w in &mut self.worlds {
+            w.state.retention_lag_ms = ms;
+        }
+    }
+
     /// The request as the broker sees it: admitted or refused (AUTH-4), parsed, and
     /// with its caller's `sub` on what it pushes (AUTH-2).
     fn parse(&self, req: &HttpRequest) -> Result<Request, Rejection> {
@@ -348,6 +356,13 @@ impl Checker {
             if rules.is_empty() {
                 rules = rules_for(&op);
             }
+            // A strict checker's divergence that a PROJECT alternative explains is named
+            // by that alternative's rules alone: the broker decided a PROJECT point
+            // otherwise, whatever SEED check the answer failed under our decision.
+            let explained = self.explaining_alternatives(req, now, actual, &op_in);
+            if !explained.is_empty() {
+                rules = explained;
+            }
             let (expected, reasons) = misses
                 .drain(..)
                 .map(|(e, m)| (e, format!("{} ({})", m.why, m.rule)))
@@ -371,6 +386,35 @@ impl Checker {
 
     /// Every world's outcomes that match `actual`, and (up to 8) the ones that did not
     /// with why.
+    /// The rules of the PROJECT alternatives under which `actual` would have been
+    /// allowed, when this checker is strict (empty otherwise, or when none would).
+    fn explaining_alternatives(
+        &self,
+        req: &HttpRequest,
+        now: Stamp,
+        actual: &HttpResponse,
+        op_in: &dyn Fn(&World) -> Op,
+    ) -> Vec<RuleId> {
+        if !self.strict_project {
+            return Vec::new();
+        }
+        let mut lax = self.clone();
+        lax.strict_project = false;
+        let Ok((next, _)) = lax.explore(req, now, actual, op_in) else {
+            return Vec::new();
+        };
+        let before: Vec<&Finding> = self.worlds.iter().flat_map(|w| &w.findings).collect();
+        let mut rules = Vec::new();
+        for k in &next.kept {
+            for f in &k.world.findings {
+                if f.kind == Kind::Alternative && !before.contains(&f) && !rules.contains(&f.rule) {
+                    rules.push(f.rule);
+                }
+            }
+        }
+        rules
+    }
+
     fn explore(
         &self,
         req: &HttpRequest,

@@ -8,6 +8,9 @@
 
 use super::outcome::PushOut;
 use super::state::State;
+use crate::choice::Ctx;
+use crate::policy::ChoicePoint;
+use crate::rules::RET_5;
 use crate::wire::{queue_full, PushItem, PushStatus, WireError};
 use std::collections::BTreeMap;
 
@@ -39,14 +42,26 @@ pub fn unconsumed(st: &State, queue: &str) -> u64 {
 
 /// The refusal of the first capped queue that `after` (the state with the push written)
 /// holds too many unconsumed messages of, among the queues the push added to.
-pub fn refusal(before: &State, after: &State, outs: &[PushOut]) -> Option<WireError> {
+/// [PROJECT alternative] a broker without `maxSize` writes it.
+pub fn refusal(
+    before: &State,
+    after: &State,
+    outs: &[PushOut],
+    ctx: &mut Ctx,
+) -> Option<WireError> {
     let mut added: BTreeMap<&str, u64> = BTreeMap::new();
     for o in outs.iter().filter(|o| o.status == PushStatus::Queued) {
         *added.entry(o.queue.as_str()).or_default() += 1;
     }
-    added.into_iter().find_map(|(queue, n)| {
+    let full = added.into_iter().find_map(|(queue, n)| {
         let max = after.queues.get(queue)?.options.max_size;
         let now = unconsumed(before, queue);
         (max > 0 && now + n > max).then(|| queue_full(queue, max, now, n))
-    })
+    })?;
+    let ignored = ctx.project(
+        ChoicePoint::MaxSizeIgnored,
+        RET_5,
+        "wrote a push that takes a queue past its maxSize (ours: 429, nothing written)",
+    );
+    (!ignored).then_some(full)
 }

@@ -74,7 +74,7 @@ pub fn apply(st: &mut State, op: &Op, hints: &mut Hints, ctx: &mut Ctx) -> Outco
         Op::Push(items) if !st.push_maintenance && capacity::capped(st, items) => {
             let mut work = st.clone();
             let out = push::push(&mut work, items, PushKind::Plain, hints.minter, ctx);
-            match capacity::refusal(st, &work, &out) {
+            match capacity::refusal(st, &work, &out, ctx) {
                 Some(e) => Outcome::Rejected(e),
                 None => {
                     *st = work;

@@ -13,68 +13,122 @@
 use super::state::{PartH, State};
 use crate::choice::Ctx;
 use crate::policy::ChoicePoint;
+use crate::rules::{RET_2, RET_3};
 use crate::time::Stamp;
 
 /// RET-3: how late after a message becomes removable a broker may still hold it, unless
 /// the checker is told its broker's interval. The suite's `--retention-interval-ms`.
 pub const DEFAULT_RETENTION_LAG_MS: i64 = 5_000;
 
+/// The age limits of a queue (RET-2): whatever the cursors, and once committed.
+type Ages = (Option<i64>, Option<i64>);
+
 /// Applies every removal that is certain by now, and branches on the ones inside their
 /// window (RET-2, RET-3).
 pub fn sweep(st: &mut State, ctx: &mut Ctx) {
-    if !st.queues.values().any(|q| q.options.retains()) {
+    if st.retention_off {
         return;
     }
-    let work: Vec<(PartH, (Option<i64>, Option<i64>))> = st
+    let ungated = |o: &crate::wire::QueueOptions| crate::wire::QueueOptions {
+        retention_enabled: true,
+        ..*o
+    };
+    if !st.queues.values().any(|q| ungated(&q.options).retains()) {
+        return;
+    }
+    let work: Vec<(PartH, Ages, Ages)> = st
         .queues
         .values()
-        .filter(|q| q.options.retains())
+        .filter(|q| ungated(&q.options).retains())
         .flat_map(|q| {
-            let ages = q.options.retention_ages_ms();
-            q.partitions.values().map(move |h| (*h, ages))
+            let ages = (q.options.retention_ages_ms(), ungated(&q.options).retention_ages_ms());
+            q.partitions.values().map(move |h| (*h, ages.0, ages.1))
         })
         .collect();
-    for (h, ages) in work {
-        if let Some(floor) = new_floor(st, h, ages, ctx) {
-            remove_through(st, h, floor);
+    for (h, ours, ungated) in work {
+        match new_floor(st, h, (ours, ungated), ctx) {
+            Walk::To(floor) => remove_through(st, h, floor),
+            Walk::Stays => {}
+            Walk::Ignored => {
+                st.retention_off = true;
+                return;
+            }
         }
     }
 }
 
-/// The partition's new floor, if removal moves it: the last offset of the longest
-/// prefix above the floor whose messages are removed by now.
-fn new_floor(
-    st: &State,
-    h: PartH,
-    (age, completed_age): (Option<i64>, Option<i64>),
-    ctx: &mut Ctx,
-) -> Option<u32> {
-    let p = st.part(h)?;
+/// What a walk over one partition found.
+enum Walk {
+    /// Nothing more is removed.
+    Stays,
+    /// Offsets up to this one are removed by now.
+    To(u32),
+    /// [PROJECT alternative] the broker does not remove what RET-3 says it must.
+    Ignored,
+}
+
+/// When one message becomes removable under `ages`, and whether it is removable by age
+/// (a deadline after which its removal is certain) rather than by completion.
+fn removable_from(created: Stamp, committed: bool, (age, done): Ages) -> Option<(Stamp, bool)> {
+    let by_age = age.map(|a| created.plus(a));
+    let by_completion = done.filter(|_| committed).map(|a| created.plus(a));
+    earliest(by_age, by_completion).map(|from| (from, by_age.is_some()))
+}
+
+/// The walk over the messages above the partition's floor, oldest first, until one
+/// stays (RET-2: a prefix).
+fn new_floor(st: &State, h: PartH, (ours, ungated): (Ages, Ages), ctx: &mut Ctx) -> Walk {
+    let Some(p) = st.part(h) else {
+        return Walk::Stays;
+    };
     // Completed retention needs a group with a cursor, and every such group past it.
     let low = p.cursors.values().map(|c| c.committed).min();
     let mut floor = p.floor;
     while floor < p.end() {
         let off = floor + 1;
         let created = st.created(p.at(off));
-        let by_age = age.map(|a| created.plus(a));
-        let by_completion = completed_age
-            .filter(|_| low.is_some_and(|l| l >= off))
-            .map(|a| created.plus(a));
-        let Some(from) = earliest(by_age, by_completion) else {
-            break;
+        let committed = low.is_some_and(|l| l >= off);
+        let removed = match removable_from(created, committed, ours) {
+            Some((from, by_age)) if ctx.reached(from) => {
+                // When a completed message became removable depends on when it was
+                // committed, which the model does not keep: that removal is allowed,
+                // never required.
+                let age = ours.0.unwrap_or(0);
+                let certain = by_age && ctx.reached(created.plus(age + st.retention_lag_ms));
+                if certain
+                    && ctx.project(
+                        ChoicePoint::RetentionIgnored,
+                        RET_3,
+                        "kept a message past its age limit and the retention interval (ours: removed)",
+                    )
+                {
+                    return Walk::Ignored;
+                }
+                certain || ctx.choose(ChoicePoint::RetentionLate, 2) == 0
+            }
+            // Kept by the gate: a broker that ignores `retentionEnabled` may remove it.
+            _ if ours != ungated => removable_from(created, committed, ungated).is_some_and(
+                |(from, _)| {
+                    ctx.reached(from)
+                        && ctx.project(
+                            ChoicePoint::RetentionUngated,
+                            RET_2,
+                            "removed a message by retentionSeconds or completedRetentionSeconds without retentionEnabled (ours: kept)",
+                        )
+                },
+            ),
+            _ => false,
         };
-        if !ctx.reached(from) {
-            break;
-        }
-        // When a completed message became removable depends on when it was committed,
-        // which the model does not keep: such a removal is allowed, never required.
-        let certain = by_age.is_some_and(|t| ctx.reached(t.plus(st.retention_lag_ms)));
-        if !certain && ctx.choose(ChoicePoint::RetentionLate, 2) == 1 {
+        if !removed {
             break;
         }
         floor = off;
     }
-    (floor > p.floor).then_some(floor)
+    if floor > p.floor {
+        Walk::To(floor)
+    } else {
+        Walk::Stays
+    }
 }
 
 /// The earlier of two uncertain moments, where there are any.

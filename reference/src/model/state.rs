@@ -57,6 +57,10 @@ pub struct State {
     /// RET-3: how late after becoming removable a message is certainly removed (the
     /// broker's retention interval). Not state but a setting, the same in every copy.
     pub retention_lag_ms: i64,
+    /// [PROJECT alternative, RET-3] the broker was seen keeping what retention must
+    /// have removed: from then on the model removes nothing (a checker that is not
+    /// strict follows such a broker and reports it).
+    pub retention_off: bool,
 }
 
 impl Default for State {
@@ -72,6 +76,7 @@ impl Default for State {
             push_maintenance: false,
             pop_maintenance: false,
             retention_lag_ms: super::retention::DEFAULT_RETENTION_LAG_MS,
+            retention_off: false,
         }
     }
 }
@@ -91,8 +96,10 @@ impl PartialEq for State {
             push_maintenance,
             pop_maintenance,
             retention_lag_ms: _,
+            retention_off,
         } = self;
         *next_msg == other.next_msg
+            && *retention_off == other.retention_off
             && *next_lease == other.next_lease
             && *push_maintenance == other.push_maintenance
             && *pop_maintenance == other.pop_maintenance
@@ -322,6 +329,7 @@ impl State {
             self.spool.len(),
             self.push_maintenance,
             self.pop_maintenance,
+            self.retention_off,
             self.queues.len(),
             self.partitions.len(),
         )

@@ -88,7 +88,7 @@ pub fn transaction(
                 let before = capacity::capped(&work, items).then(|| work.clone());
                 let outs = push(&mut work, items, PushKind::Transaction, &mut shifted, ctx);
                 // RET-5: a push past a queue's maxSize refuses the whole transaction.
-                if let Some(e) = before.and_then(|b| capacity::refusal(&b, &work, &outs)) {
+                if let Some(e) = before.and_then(|b| capacity::refusal(&b, &work, &outs, ctx)) {
                     return Err(e);
                 }
                 pushed += items.len();

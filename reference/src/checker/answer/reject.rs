@@ -19,6 +19,8 @@ fn rejection_rule(path: &str, status: u16) -> (RuleId, Level) {
         "pop" if matches!(status, 401 | 403) => (AUTH_1, Level::Project),
         _ if status == 401 => (AUTH_4, Level::Project),
         _ if status == 403 => (AUTH_3, Level::Project),
+        // RET-5: a push or transaction past a queue's maxSize.
+        _ if status == 429 => (RET_5, Level::Project),
         _ => route_rule(family, status),
     }
 }

@@ -1,0 +1,178 @@
+//! Retention and queue size cases (PROTOCOL.md section 16: RET-1..5, CFG-4).
+//!
+//! Removal runs on the broker's own clock, so the cases that need a message gone wait
+//! its age plus the broker's retention interval (`--retention-interval-ms`, RET-3);
+//! before that the model allows both, and after it the model requires the removal.
+
+use super::cases;
+use crate::case::{Case, CaseResult};
+use crate::rules::*;
+use crate::session::*;
+use queen_reference::wire::*;
+use serde_json::{json, Value};
+
+pub fn cases() -> Vec<Case> {
+    cases![
+        aged_out: "ret-3/an-aged-message-is-gone-within-the-interval", [RET_1, RET_2, RET_3], Project, Retention, needs [Configure];
+        pointers: "ret-4/what-pointed-at-a-removed-message-follows-it", [RET_4], Project, Retention, needs [Configure, DeadLetter, Dedup];
+        max_size: "ret-5/a-push-past-max-size-is-429-and-writes-nothing", [RET_5], Project, Retention, needs [Configure, Dedup];
+        echoed: "cfg-4/unknown-options-are-kept-and-echoed", [CFG_4], Project, Configure;
+        bounded: "cfg-4/too-many-unknown-options-is-400-and-changes-nothing", [CFG_4], Project, Configure, needs [BadInput, DeadLetter];
+    ]
+}
+
+/// Waits until a message pushed now with a one-second age limit must be gone (RET-3).
+async fn past_retention(s: &Session) {
+    let lag = s.settings().retention_lag_ms.max(0) as u64;
+    sleep_ms(1_000 + lag + 200).await;
+}
+
+/// RET-1..3: an acked message stays for other groups; past its age plus the interval
+/// it is gone for every group; without `retentionEnabled`, `retentionSeconds` removes
+/// nothing.
+async fn aged_out(s: &mut Session) -> CaseResult {
+    let (q, gated) = (s.name("q"), s.name("gated"));
+    s.configure(&q, json!({"retentionEnabled": true, "retentionSeconds": 1}))
+        .await?;
+    s.configure(&gated, json!({"retentionSeconds": 1})).await?;
+    s.push1(&q, "p", "a").await?;
+    s.push1(&gated, "p", "a").await?;
+    let p = s.pop_some(&q, &[("consumerGroup", "g")]).await?;
+    s.ack_batch(Some("g"), acks_for(&p, "completed")).await?;
+    let other = s.pop_q(&q, &[("consumerGroup", "h"), ("autoAck", "true")]).await?;
+    ensure(txns(&other) == ["a"], || {
+        ("an ack removed the message for another group".into(), vec![RET_1])
+    })?;
+    past_retention(s).await;
+    let late = s.pop_q(&q, &[("consumerGroup", "late")]).await?;
+    ensure(late.is_none(), || {
+        (
+            "a message older than retentionSeconds was still delivered after the retention interval".into(),
+            vec![RET_3],
+        )
+    })?;
+    let kept = s.pop_q(&gated, &[("consumerGroup", "late")]).await?;
+    ensure(txns(&kept) == ["a"], || {
+        (
+            "retentionSeconds removed a message without retentionEnabled".into(),
+            vec![RET_2],
+        )
+    })
+}
+
+/// RET-4: after removal an ack of the message is unresolvable, its lease is gone, its
+/// transactionId may be pushed again, the group resumes at the oldest retained message
+/// and its dead letter is still listed.
+async fn pointers(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(
+        &q,
+        json!({"retentionEnabled": true, "retentionSeconds": 1, "retryLimit": 0, "leaseTime": 600}),
+    )
+    .await?;
+    s.push_many(&q, "p", &["a", "b"]).await?;
+    let first = s.pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")]).await?;
+    s.ack_batch(Some("g"), acks_for(&first, "failed")).await?;
+    let held = s.pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")]).await?;
+    past_retention(s).await;
+    let again = s.push1(&q, "p", "a").await?;
+    ensure(again.status == PushStatus::Queued, || {
+        (
+            "a removed message's transactionId still deduplicates".into(),
+            vec![RET_4],
+        )
+    })?;
+    let acked = s
+        .ack_batch(Some("g"), acks_for(&held, "completed"))
+        .await?;
+    ensure(
+        !acked[0].success && acked[0].error.as_deref() == Some("unresolvable"),
+        || ("an ack of a removed message was resolved".into(), vec![RET_4]),
+    )?;
+    let next = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
+    ensure(txns(&next) == ["a"], || {
+        (
+            format!(
+                "the group resumes at the oldest retained message, its lease over removed ones gone; got {:?}",
+                txns(&next)
+            ),
+            vec![RET_4],
+        )
+    })?;
+    let d = s.dlq(&[("queue", &q)]).await?;
+    ensure(d.total == 1 && d.messages[0].transaction_id == "a", || {
+        ("a dead letter of a removed message is no longer listed".into(), vec![RET_4])
+    })
+}
+
+/// RET-5: a push past `maxSize` is refused as a whole; duplicates do not count and
+/// consuming makes room.
+async fn max_size(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(&q, json!({"maxSize": 2})).await?;
+    s.push_many(&q, "p", &["a", "b"]).await?;
+    let over = json!({"items": [
+        {"queue": q, "partition": "p", "transactionId": "c"},
+        {"queue": q, "partition": "other", "transactionId": "d"}]});
+    s.rejected(HttpRequest::post("/api/v1/push", &over), 429)
+        .await?;
+    let dup = s.push1(&q, "p", "a").await?;
+    ensure(dup.status == PushStatus::Duplicate, || {
+        ("a duplicate is not refused by maxSize".into(), vec![RET_5])
+    })?;
+    s.pop_some(&q, &[("batch", "1"), ("autoAck", "true")]).await?;
+    s.push1(&q, "p", "c").await?;
+    let rest = s.pop_q(&q, &[]).await?;
+    ensure(txns(&rest) == ["b", "c"], || {
+        (
+            format!("the refused push wrote something: {:?}", txns(&rest)),
+            vec![RET_5],
+        )
+    })
+}
+
+/// CFG-4: option keys the protocol does not act on come back as sent, and a configure
+/// replaces them with the rest.
+async fn echoed(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let sent = json!({"deadLetterQueue": true, "dlqAfterMaxRetries": true, "ttl": {"s": [1, 2]}, "retryLimit": 1});
+    let r = s.configure(&q, sent).await?;
+    let kept = |r: &ConfigureResponse, k: &str| r.options.extra.get(k).cloned();
+    ensure(
+        kept(&r, "deadLetterQueue") == Some(json!(true))
+            && kept(&r, "ttl") == Some(json!({"s": [1, 2]})),
+        || ("unknown option keys were not echoed".into(), vec![CFG_4]),
+    )?;
+    let r = s.configure(&q, json!({"ttl": 5})).await?;
+    ensure(
+        kept(&r, "deadLetterQueue").is_none() && kept(&r, "ttl") == Some(json!(5)),
+        || ("a configure did not replace the kept keys (CFG-1)".into(), vec![CFG_4]),
+    )
+}
+
+/// CFG-4's bounds: too many keys, a key too long, values too large; each is 400 and the
+/// queue keeps its options (retryLimit 0 still makes the first failure final).
+async fn bounded(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(&q, json!({"retryLimit": 0})).await?;
+    let many: serde_json::Map<String, Value> = (0..=MAX_EXTRA_OPTIONS)
+        .map(|i| (format!("k{i}"), json!(i)))
+        .collect();
+    for options in [
+        Value::Object(many),
+        json!({"k".repeat(MAX_EXTRA_KEY_BYTES + 1): 1}),
+        json!({"blob": "x".repeat(MAX_EXTRA_VALUE_BYTES + 1)}),
+        json!({"retentionEnabled": "yes"}),
+        json!({"maxWaitTimeSeconds": -1}),
+    ] {
+        let body = json!({"queue": q, "options": options});
+        s.rejected(HttpRequest::post("/api/v1/configure", &body), 400)
+            .await?;
+    }
+    s.push1(&q, "p", "m").await?;
+    let p = s.pop_some(&q, &[]).await?;
+    let a = s.ack_batch(None, acks_for(&p, "failed")).await?;
+    ensure(a[0].dlq, || {
+        ("a rejected configure changed the queue".into(), vec![CFG_4])
+    })
+}
