@@ -6,6 +6,7 @@
 //! transactions, per-partition subscription seeding), answering duplicates with a fresh
 //! `message_id` (PUSH-5), behind an HTTP proxy that rewrites every rejection body to
 //! `{"message": ...}` (PUSH-8, ACK-0, ...; a pop's POP-10 answer is SEED and kept).
+//! It also has no `maxSize` (RET-5) and removes nothing by age (RET-3).
 
 mod common;
 
@@ -134,7 +135,7 @@ async fn a_broker_differing_only_on_project_points_passes_unless_strict() {
         assert!(!e.fails_run);
     }
     let listed: Vec<RuleId> = differing(&lax).into_iter().flat_map(|(_, r)| r).collect();
-    for rule in [PUSH_5, PUSH_8, ACK_0, ACK_5] {
+    for rule in [PUSH_5, PUSH_8, ACK_0, ACK_5, RET_3, RET_5] {
         assert!(listed.contains(&rule), "{rule} is listed: {listed:?}");
     }
     // A SEED case that only meets a PROJECT point on its way is a project difference

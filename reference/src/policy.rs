@@ -170,6 +170,9 @@ impl Policy {
             retention_ignored: 1,
             retention_ungated: 1,
             max_size_ignored: 1,
+            // Late inside the window too (an OPEN point), so that retention_ignored is
+            // reached: a broker that keeps every message until the window ends.
+            retention_late: 1,
             ..Policy::default()
         }
     }
