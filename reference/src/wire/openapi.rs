@@ -216,6 +216,11 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
                 bad.clone(),
                 (413, "The body exceeds the broker's limit.", err()),
                 (
+                    429,
+                    "A queue would pass its maxSize (RET-5); nothing written; see Retry-After.",
+                    err(),
+                ),
+                (
                     503,
                     "The broker cannot take pushes now; retry later.",
                     err(),
@@ -308,12 +313,17 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
                     of::<TxnResponse>(g),
                 ),
                 bad.clone(),
+                (
+                    429,
+                    "A push would take a queue past its maxSize (RET-5); nothing applied.",
+                    err(),
+                ),
             ],
         },
         Op {
             method: "post",
             path: "/api/v1/configure",
-            summary: "Create or configure a queue (CFG-1..CFG-3).",
+            summary: "Create or configure a queue (CFG-1..CFG-4).",
             params: vec![],
             body: of::<ConfigureBody>(g),
             responses: vec![
