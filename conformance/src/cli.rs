@@ -424,11 +424,13 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         keep_going,
         accept: accept.clone(),
         auth: tokens.as_ref().map(|t| std::sync::Arc::new(t.book())),
-        retention_lag_ms: args.retention_interval_ms.unwrap_or(if args.target.is_some() {
-            queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS
-        } else {
-            crate::embedded::RETENTION_LAG_MS
-        }),
+        retention_lag_ms: args
+            .retention_interval_ms
+            .unwrap_or(if args.target.is_some() {
+                queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS
+            } else {
+                crate::embedded::RETENTION_LAG_MS
+            }),
     };
     let starting = crate::progress::Progress::spinner(
         !args.no_progress,

@@ -56,6 +56,9 @@ pub enum ChoicePoint {
     RetentionUngated,
     /// RET-5 [PROJECT]: 0 = a push past `maxSize` is refused 429, 1 = it is written.
     MaxSizeIgnored,
+    /// RET-4 [PROJECT]: 0 = a message retention removed deduplicates nothing, 1 = a push
+    /// with its transactionId within the window is still a duplicate.
+    DedupRemoved,
 }
 
 /// How an absent `payload` is stored (PUSH-9).
@@ -136,6 +139,8 @@ pub struct Policy {
     pub retention_ungated: u32,
     /// Alternative index taken at [`ChoicePoint::MaxSizeIgnored`] (PROJECT).
     pub max_size_ignored: u32,
+    /// Alternative index taken at [`ChoicePoint::DedupRemoved`] (PROJECT).
+    pub dedup_removed: u32,
 }
 
 impl Policy {
@@ -170,6 +175,7 @@ impl Policy {
             retention_ignored: 1,
             retention_ungated: 1,
             max_size_ignored: 1,
+            dedup_removed: 1,
             // Late inside the window too (an OPEN point), so that retention_ignored is
             // reached: a broker that keeps every message until the window ends.
             retention_late: 1,
@@ -195,6 +201,7 @@ impl Policy {
             ChoicePoint::RetentionIgnored => self.retention_ignored,
             ChoicePoint::RetentionUngated => self.retention_ungated,
             ChoicePoint::MaxSizeIgnored => self.max_size_ignored,
+            ChoicePoint::DedupRemoved => self.dedup_removed,
         }
     }
 }
@@ -230,6 +237,7 @@ mod tests {
             ChoicePoint::RetentionIgnored,
             ChoicePoint::RetentionUngated,
             ChoicePoint::MaxSizeIgnored,
+            ChoicePoint::DedupRemoved,
         ] {
             assert_eq!((project.pick(point), ours.pick(point)), (1, 0), "{point:?}");
             assert_eq!(

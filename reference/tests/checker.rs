@@ -1530,7 +1530,11 @@ fn txn_3_minted_transaction_ids_of_several_push_operations_are_followed() {
 /// A broker that differs from ours on section 16 (no maxSize, no removal, no gate) at
 /// one request `send`: a strict checker names the rule, a lax one follows it with one
 /// finding on that rule.
-fn section_16_alternative(policy: Policy, rule: RuleId, scenario: fn(&mut Lockstep) -> HttpRequest) {
+fn section_16_alternative(
+    policy: Policy,
+    rule: RuleId,
+    scenario: fn(&mut Lockstep) -> HttpRequest,
+) {
     for strict in [true, false] {
         let mut l = Lockstep::new(policy);
         l.c.strict_project = strict;
@@ -1545,7 +1549,11 @@ fn section_16_alternative(policy: Policy, rule: RuleId, scenario: fn(&mut Lockst
         } else {
             assert!(verdict.is_ok(), "{verdict:?}");
             let f = l.c.findings();
-            assert!(f.iter().any(|f| f.rule == rule && f.kind == Kind::Alternative), "{f:?}");
+            assert!(
+                f.iter()
+                    .any(|f| f.rule == rule && f.kind == Kind::Alternative),
+                "{f:?}"
+            );
         }
     }
 }
@@ -1553,12 +1561,21 @@ fn section_16_alternative(policy: Policy, rule: RuleId, scenario: fn(&mut Lockst
 #[test]
 fn ret_5_a_broker_without_max_size_is_named_by_ret_5() {
     section_16_alternative(
-        Policy { max_size_ignored: 1, ..Policy::default() },
+        Policy {
+            max_size_ignored: 1,
+            ..Policy::default()
+        },
         RET_5,
         |l| {
-            l.send(HttpRequest::post("/api/v1/configure", &json!({"queue": "q", "options": {"maxSize": 1}})));
+            l.send(HttpRequest::post(
+                "/api/v1/configure",
+                &json!({"queue": "q", "options": {"maxSize": 1}}),
+            ));
             l.push("q", "p", Some("a"));
-            HttpRequest::post("/api/v1/push", &json!({"items": [{"queue": "q", "partition": "p", "transactionId": "b"}]}))
+            HttpRequest::post(
+                "/api/v1/push",
+                &json!({"items": [{"queue": "q", "partition": "p", "transactionId": "b"}]}),
+            )
         },
     );
 }
@@ -1566,10 +1583,14 @@ fn ret_5_a_broker_without_max_size_is_named_by_ret_5() {
 #[test]
 fn ret_3_a_broker_that_never_removes_is_named_by_ret_3() {
     section_16_alternative(
-        Policy { retention_ignored: 1, ..Policy::default() },
+        Policy {
+            retention_ignored: 1,
+            ..Policy::default()
+        },
         RET_3,
         |l| {
-            let opts = json!({"queue": "q", "options": {"retentionEnabled": true, "retentionSeconds": 1}});
+            let opts =
+                json!({"queue": "q", "options": {"retentionEnabled": true, "retentionSeconds": 1}});
             l.send(HttpRequest::post("/api/v1/configure", &opts));
             l.push("q", "p", Some("a"));
             l.now += 1_000 + queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS;
@@ -1581,7 +1602,10 @@ fn ret_3_a_broker_that_never_removes_is_named_by_ret_3() {
 #[test]
 fn ret_2_a_broker_without_the_gate_is_named_by_ret_2() {
     section_16_alternative(
-        Policy { retention_ungated: 1, ..Policy::default() },
+        Policy {
+            retention_ungated: 1,
+            ..Policy::default()
+        },
         RET_2,
         |l| {
             let opts = json!({"queue": "q", "options": {"retentionSeconds": 1}});
@@ -1598,8 +1622,14 @@ fn ret_2_a_broker_without_the_gate_is_named_by_ret_2() {
 #[test]
 fn ret_3_inside_the_window_both_answers_pass_and_after_it_only_removal() {
     for late in [0, 1] {
-        let mut l = Lockstep::new(Policy { retention_late: late, ..Policy::default() });
-        l.send(HttpRequest::post("/api/v1/configure", &json!({"queue": "q", "options": {"maxWaitTimeSeconds": 1}})));
+        let mut l = Lockstep::new(Policy {
+            retention_late: late,
+            ..Policy::default()
+        });
+        l.send(HttpRequest::post(
+            "/api/v1/configure",
+            &json!({"queue": "q", "options": {"maxWaitTimeSeconds": 1}}),
+        ));
         l.push("q", "p", Some("a"));
         l.now += 1_500;
         let p = l.pop("q", &[("consumerGroup", "g"), ("autoAck", "true")]);

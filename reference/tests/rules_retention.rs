@@ -9,16 +9,27 @@ use serde_json::json;
 #[test]
 fn ret_1_acks_never_remove_and_retention_removes_by_age() {
     let mut b = Broker::new();
-    b.configure("q", json!({"retentionEnabled": true, "retentionSeconds": 2}));
+    b.configure(
+        "q",
+        json!({"retentionEnabled": true, "retentionSeconds": 2}),
+    );
     b.push_many("q", "p", &["a", "b"]);
-    let p = b.pop("q", &[("consumerGroup", "g"), ("batch", "2")]).unwrap();
-    b.ack_batch(Some("g"), p.messages.iter().map(|m| ack_of(m, "completed")).collect());
+    let p = b
+        .pop("q", &[("consumerGroup", "g"), ("batch", "2")])
+        .unwrap();
+    b.ack_batch(
+        Some("g"),
+        p.messages.iter().map(|m| ack_of(m, "completed")).collect(),
+    );
     // Another group still sees both: the acks removed nothing.
     let other = b.pop("q", &[("consumerGroup", "h"), ("batch", "5")]);
     assert_eq!(Broker::txns(&other), ["a", "b"]);
     b.advance(2_000);
     let late = b.pop("q", &[("consumerGroup", "late"), ("batch", "5")]);
-    assert!(late.is_none(), "removed by age, whatever the cursors: {late:?}");
+    assert!(
+        late.is_none(),
+        "removed by age, whatever the cursors: {late:?}"
+    );
 }
 
 #[test]
@@ -62,10 +73,17 @@ fn ret_4_a_removed_message_is_unresolvable_and_no_longer_deduplicates() {
     b.ack_batch(Some("g"), vec![ack_of(&m, "failed")]);
     b.advance(1_000);
     let a = b.ack(json!({"transactionId": "a", "partitionId": m.partition_id, "consumerGroup": "g", "status": "completed"}));
-    assert!(!a.success && a.error.as_deref() == Some("unresolvable"), "{a:?}");
+    assert!(
+        !a.success && a.error.as_deref() == Some("unresolvable"),
+        "{a:?}"
+    );
     assert_eq!(b.dlq(&[("queue", "q")]).messages[0].transaction_id, "a");
     let again = b.push1("q", "p", "a");
-    assert_eq!(again.status, PushStatus::Queued, "a removed message does not deduplicate");
+    assert_eq!(
+        again.status,
+        PushStatus::Queued,
+        "a removed message does not deduplicate"
+    );
 }
 
 #[test]
@@ -90,7 +108,10 @@ fn ret_5_a_push_past_max_size_is_429_and_writes_nothing() {
         json!({"items": [{"queue": "q", "partition": "other", "transactionId": "c"}]}),
     );
     assert_eq!(r.status, 429, "{:?}", r.body);
-    assert!(r.body.unwrap()["error"].as_str().unwrap().contains("maxSize"));
+    assert!(r.body.unwrap()["error"]
+        .as_str()
+        .unwrap()
+        .contains("maxSize"));
     // Duplicates do not count, and a push to another queue is not refused.
     assert_eq!(b.push1("q", "p", "a").status, PushStatus::Duplicate);
     b.push1("free", "p", "x");
@@ -129,9 +150,15 @@ fn cfg_4_unknown_options_are_echoed_and_replaced_with_the_rest() {
         json!({"queue": "q", "options": {"deadLetterQueue": true, "ttl": 30, "retryLimit": 2}}),
     );
     let o = &r.body.unwrap()["options"];
-    assert_eq!((o["deadLetterQueue"].clone(), o["ttl"].clone()), (json!(true), json!(30)));
+    assert_eq!(
+        (o["deadLetterQueue"].clone(), o["ttl"].clone()),
+        (json!(true), json!(30))
+    );
     assert_eq!(o["retryLimit"], 2);
-    let r = b.post("/api/v1/configure", json!({"queue": "q", "options": {"ttl": 5}}));
+    let r = b.post(
+        "/api/v1/configure",
+        json!({"queue": "q", "options": {"ttl": 5}}),
+    );
     let o = &r.body.unwrap()["options"];
     assert!(o.get("deadLetterQueue").is_none(), "full replace (CFG-1)");
     assert_eq!(o["ttl"], 5);

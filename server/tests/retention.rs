@@ -25,7 +25,9 @@ async fn rows(app: &PgApp, queue: &str) -> i64 {
 }
 
 async fn pop(c: &reqwest::Client, base: &str, queue: &str, query: &str) -> Option<Value> {
-    get(c, &format!("{base}/api/v1/pop/queue/{queue}?{query}")).await.1
+    get(c, &format!("{base}/api/v1/pop/queue/{queue}?{query}"))
+        .await
+        .1
 }
 
 fn txns(pop: &Option<Value>) -> Vec<String> {
@@ -42,7 +44,12 @@ fn txns(pop: &Option<Value>) -> Vec<String> {
 }
 
 async fn push(c: &reqwest::Client, base: &str, items: Value) -> (u16, Option<Value>) {
-    post(c, &format!("{base}/api/v1/push"), &json!({ "items": items })).await
+    post(
+        c,
+        &format!("{base}/api/v1/push"),
+        &json!({ "items": items }),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,18 +57,29 @@ async fn ret_4_a_round_removes_by_age_and_moves_what_pointed_at_the_messages() {
     let app = manual("ret-age").await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let opts = json!({"queue": "r", "options": {"maxWaitTimeSeconds": 1, "retryLimit": 0, "leaseTime": 600}});
-    assert_eq!(post(&c, &format!("{base}/api/v1/configure"), &opts).await.0, 200);
+    assert_eq!(
+        post(&c, &format!("{base}/api/v1/configure"), &opts).await.0,
+        200
+    );
     let items = json!([{"queue": "r", "partition": "p", "transactionId": "a", "payload": {"n": 1}},
                        {"queue": "r", "partition": "p", "transactionId": "b", "payload": {"n": 2}}]);
     assert_eq!(push(&c, &base, items).await.0, 201);
     // `a` becomes a dead letter of g; `b` is leased by g and stays leased.
-    let first = pop(&c, &base, "r", "consumerGroup=g&batch=1").await.unwrap();
+    let first = pop(&c, &base, "r", "consumerGroup=g&batch=1")
+        .await
+        .unwrap();
     let m = &first["messages"][0];
     let fail = json!({"transactionId": "a", "partitionId": m["partitionId"], "leaseId": first["leaseId"], "consumerGroup": "g", "status": "failed"});
     assert_eq!(post(&c, &format!("{base}/api/v1/ack"), &fail).await.0, 200);
-    let second = pop(&c, &base, "r", "consumerGroup=g&batch=1").await.unwrap();
+    let second = pop(&c, &base, "r", "consumerGroup=g&batch=1")
+        .await
+        .unwrap();
     assert_eq!(txns(&Some(second.clone())), ["b"]);
-    assert_eq!(app.broker.retention_round(100).await.unwrap(), 0, "not removable yet");
+    assert_eq!(
+        app.broker.retention_round(100).await.unwrap(),
+        0,
+        "not removable yet"
+    );
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     assert_eq!(app.broker.retention_round(100).await.unwrap(), 2);
     assert_eq!(rows(&app, "r").await, 0);
@@ -75,19 +93,24 @@ async fn ret_4_a_round_removes_by_age_and_moves_what_pointed_at_the_messages() {
     let done = json!({"transactionId": "b", "partitionId": m["partitionId"], "leaseId": second["leaseId"], "consumerGroup": "g", "status": "completed"});
     let (_, a) = post(&c, &format!("{base}/api/v1/ack"), &done).await;
     assert_eq!(a.unwrap()[0]["error"], "unresolvable");
-    let (committed, lease): (i64, Option<uuid::Uuid>) = sqlx::query_as(
-        "SELECT committed, lease_id FROM queen_cursors WHERE consumer_group = 'g'",
-    )
-    .fetch_one(app.broker.pool())
-    .await
-    .unwrap();
+    let (committed, lease): (i64, Option<uuid::Uuid>) =
+        sqlx::query_as("SELECT committed, lease_id FROM queen_cursors WHERE consumer_group = 'g'")
+            .fetch_one(app.broker.pool())
+            .await
+            .unwrap();
     assert_eq!((committed, lease), (2, None));
     // `a` may be pushed again, and a new group starts at the oldest retained message.
     let again = json!([{"queue": "r", "partition": "p", "transactionId": "a"}]);
     let (_, r) = push(&c, &base, again).await;
     assert_eq!(r.unwrap()[0]["status"], "queued");
-    assert_eq!(txns(&pop(&c, &base, "r", "consumerGroup=new&batch=5").await), ["a"]);
-    assert_eq!(txns(&pop(&c, &base, "r", "consumerGroup=g&batch=5").await), ["a"]);
+    assert_eq!(
+        txns(&pop(&c, &base, "r", "consumerGroup=new&batch=5").await),
+        ["a"]
+    );
+    assert_eq!(
+        txns(&pop(&c, &base, "r", "consumerGroup=g&batch=5").await),
+        ["a"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -96,18 +119,28 @@ async fn ret_2_completed_retention_and_the_gate() {
     let (c, base) = (reqwest::Client::new(), app.server.url());
     for (q, enabled) in [("done", true), ("gated", false)] {
         let opts = json!({"queue": q, "options": {"retentionEnabled": enabled, "completedRetentionSeconds": 1, "retentionSeconds": 1}});
-        assert_eq!(post(&c, &format!("{base}/api/v1/configure"), &opts).await.0, 200);
+        assert_eq!(
+            post(&c, &format!("{base}/api/v1/configure"), &opts).await.0,
+            200
+        );
     }
     let opts = json!({"queue": "done", "options": {"retentionEnabled": true, "completedRetentionSeconds": 1}});
-    assert_eq!(post(&c, &format!("{base}/api/v1/configure"), &opts).await.0, 200);
+    assert_eq!(
+        post(&c, &format!("{base}/api/v1/configure"), &opts).await.0,
+        200
+    );
     for q in ["done", "gated"] {
         let items = json!([{"queue": q, "partition": "p", "transactionId": "a"},
                            {"queue": q, "partition": "p", "transactionId": "b"}]);
         assert_eq!(push(&c, &base, items).await.0, 201);
     }
     // One of two groups commits `a` (autoAck); the other holds it leased.
-    pop(&c, &base, "done", "consumerGroup=g&batch=1&autoAck=true").await.unwrap();
-    let held = pop(&c, &base, "done", "consumerGroup=h&batch=1").await.unwrap();
+    pop(&c, &base, "done", "consumerGroup=g&batch=1&autoAck=true")
+        .await
+        .unwrap();
+    let held = pop(&c, &base, "done", "consumerGroup=h&batch=1")
+        .await
+        .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     app.broker.retention_round(100).await.unwrap();
     assert_eq!(rows(&app, "done").await, 2, "h has committed nothing");
@@ -116,7 +149,11 @@ async fn ret_2_completed_retention_and_the_gate() {
     let done = json!({"transactionId": "a", "partitionId": m["partitionId"], "leaseId": held["leaseId"], "consumerGroup": "h", "status": "completed"});
     assert_eq!(post(&c, &format!("{base}/api/v1/ack"), &done).await.0, 200);
     app.broker.retention_round(100).await.unwrap();
-    assert_eq!(rows(&app, "done").await, 1, "a, committed by every group, goes");
+    assert_eq!(
+        rows(&app, "done").await,
+        1,
+        "a, committed by every group, goes"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,8 +161,16 @@ async fn ret_3_the_job_removes_on_its_own() {
     let app = pg_app_with("ret-job", |c| c.retention_interval_ms = 100).await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let opts = json!({"queue": "j", "options": {"maxWaitTimeSeconds": 1}});
-    assert_eq!(post(&c, &format!("{base}/api/v1/configure"), &opts).await.0, 200);
-    assert_eq!(push(&c, &base, json!([{"queue": "j", "transactionId": "a"}])).await.0, 201);
+    assert_eq!(
+        post(&c, &format!("{base}/api/v1/configure"), &opts).await.0,
+        200
+    );
+    assert_eq!(
+        push(&c, &base, json!([{"queue": "j", "transactionId": "a"}]))
+            .await
+            .0,
+        201
+    );
     let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while rows(&app, "j").await > 0 {
         assert!(std::time::Instant::now() < until, "the job removed nothing");
@@ -139,7 +184,10 @@ async fn ret_5_concurrent_pushes_never_pass_max_size() {
     let app = manual("ret-size").await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let opts = json!({"queue": "s", "options": {"maxSize": 5}});
-    assert_eq!(post(&c, &format!("{base}/api/v1/configure"), &opts).await.0, 200);
+    assert_eq!(
+        post(&c, &format!("{base}/api/v1/configure"), &opts).await.0,
+        200
+    );
     let mut tasks = Vec::new();
     for i in 0..12 {
         let (c, base) = (c.clone(), base.clone());
@@ -157,7 +205,10 @@ async fn ret_5_concurrent_pushes_never_pass_max_size() {
             201 => accepted += 1,
             429 => {
                 assert!(retry.is_some(), "429 says when to try again");
-                assert!(body["error"].as_str().unwrap().contains("maxSize"), "{body}");
+                assert!(
+                    body["error"].as_str().unwrap().contains("maxSize"),
+                    "{body}"
+                );
             }
             other => panic!("unexpected {other}: {body}"),
         }
@@ -165,10 +216,21 @@ async fn ret_5_concurrent_pushes_never_pass_max_size() {
     assert_eq!(accepted, 5);
     assert_eq!(rows(&app, "s").await, 5);
     // A transaction past the limit applies nothing; consuming makes room.
-    let txn = json!({"operations": [{"type": "push", "items": [{"queue": "s", "transactionId": "x"}]}]});
-    assert_eq!(post(&c, &format!("{base}/api/v1/transaction"), &txn).await.0, 429);
+    let txn =
+        json!({"operations": [{"type": "push", "items": [{"queue": "s", "transactionId": "x"}]}]});
+    assert_eq!(
+        post(&c, &format!("{base}/api/v1/transaction"), &txn)
+            .await
+            .0,
+        429
+    );
     assert!(pop(&c, &base, "s", "batch=2&autoAck=true").await.is_some());
-    assert_eq!(post(&c, &format!("{base}/api/v1/transaction"), &txn).await.0, 200);
+    assert_eq!(
+        post(&c, &format!("{base}/api/v1/transaction"), &txn)
+            .await
+            .0,
+        200
+    );
     assert_eq!(rows(&app, "s").await, 6);
 }
 
@@ -180,8 +242,14 @@ async fn cfg_4_unknown_options_are_stored_and_echoed() {
     let (status, r) = post(&c, &format!("{base}/api/v1/configure"), &opts).await;
     assert_eq!(status, 200);
     let o = &r.unwrap()["options"];
-    assert_eq!((o["deadLetterQueue"].clone(), o["ttl"].clone(), o["leaseTime"].clone()),
-               (json!(true), json!({"s": 3}), json!(9)));
+    assert_eq!(
+        (
+            o["deadLetterQueue"].clone(),
+            o["ttl"].clone(),
+            o["leaseTime"].clone()
+        ),
+        (json!(true), json!({"s": 3}), json!(9))
+    );
     let stored: Value = sqlx::query_scalar("SELECT options FROM queen_queues WHERE name = 'o'")
         .fetch_one(app.broker.pool())
         .await
@@ -189,7 +257,10 @@ async fn cfg_4_unknown_options_are_stored_and_echoed() {
     assert_eq!(stored["ttl"], json!({"s": 3}));
     // Over CFG-4's bounds: 400, and the stored options stay.
     let big = json!({"queue": "o", "options": {"blob": "x".repeat(20_000)}});
-    assert_eq!(post(&c, &format!("{base}/api/v1/configure"), &big).await.0, 400);
+    assert_eq!(
+        post(&c, &format!("{base}/api/v1/configure"), &big).await.0,
+        400
+    );
     let after: Value = sqlx::query_scalar("SELECT options FROM queen_queues WHERE name = 'o'")
         .fetch_one(app.broker.pool())
         .await

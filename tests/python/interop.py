@@ -202,12 +202,17 @@ async def scenario(base, rec, client):
     rec.phase = "configure"
     for name, delay in ((W, W_RETRY_DELAY_MS), (C, C_RETRY_DELAY_MS)):
         r = await client.queue(name).config(
-            {"lease_time": 30, "retry_limit": RETRY_LIMIT, "retry_delay": delay}
+            # dead_letter_queue and ttl are keys the protocol does not act on: kept and
+            # echoed (CFG-4), as the client reads them back.
+            {"lease_time": 30, "retry_limit": RETRY_LIMIT, "retry_delay": delay,
+             "dead_letter_queue": True, "ttl": 60}
         ).create()
         check(isinstance(r, dict) and r.get("configured") is True, f"configure {name}", r)
         check_eq(r["options"]["retryDelay"], delay, f"{name} retryDelay")
         check_eq(r["options"]["retryLimit"], RETRY_LIMIT, f"{name} retryLimit")
         check_eq(r["options"]["leaseTime"], 30, f"{name} leaseTime")
+        check_eq(r["options"].get("deadLetterQueue"), True, f"{name} deadLetterQueue echoed")
+        check_eq(r["options"].get("ttl"), 60, f"{name} ttl echoed")
     log(f"configured {W} and {C}: retryLimit {RETRY_LIMIT}, retryDelay {W_RETRY_DELAY_MS}/{C_RETRY_DELAY_MS} ms")
 
     # ---- push -----------------------------------------------------------------------

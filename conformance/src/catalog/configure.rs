@@ -23,7 +23,9 @@ async fn full_replace(s: &mut Session) -> CaseResult {
         .await?;
     let r = s.configure(&q, json!({"retryDelay": 0})).await?;
     ensure(
-        r.options.known.retry_limit == 3 && r.options.known.lease_time == 300 && r.options.known.priority == 0,
+        r.options.known.retry_limit == 3
+            && r.options.known.lease_time == 300
+            && r.options.known.priority == 0,
         || {
             (
                 "omitted options returned to their defaults".into(),
@@ -43,9 +45,10 @@ async fn full_replace(s: &mut Session) -> CaseResult {
 async fn defaults(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     let r = s.configure(&q, json!({})).await?;
-    ensure(r.configured && r.options.known == QueueOptions::default(), || {
-        (format!("defaults {:?}", r.options), vec![CFG_2])
-    })?;
+    ensure(
+        r.configured && r.options.known == QueueOptions::default(),
+        || (format!("defaults {:?}", r.options), vec![CFG_2]),
+    )?;
     let r = s.post("/api/v1/configure", json!({"queue": q})).await?;
     ensure(r.status == 200, || {
         ("options may be omitted".into(), vec![CFG_2])

@@ -39,9 +39,14 @@ async fn aged_out(s: &mut Session) -> CaseResult {
     s.push1(&gated, "p", "a").await?;
     let p = s.pop_some(&q, &[("consumerGroup", "g")]).await?;
     s.ack_batch(Some("g"), acks_for(&p, "completed")).await?;
-    let other = s.pop_q(&q, &[("consumerGroup", "h"), ("autoAck", "true")]).await?;
+    let other = s
+        .pop_q(&q, &[("consumerGroup", "h"), ("autoAck", "true")])
+        .await?;
     ensure(txns(&other) == ["a"], || {
-        ("an ack removed the message for another group".into(), vec![RET_1])
+        (
+            "an ack removed the message for another group".into(),
+            vec![RET_1],
+        )
     })?;
     past_retention(s).await;
     let late = s.pop_q(&q, &[("consumerGroup", "late")]).await?;
@@ -71,10 +76,24 @@ async fn pointers(s: &mut Session) -> CaseResult {
     )
     .await?;
     s.push_many(&q, "p", &["a", "b"]).await?;
-    let first = s.pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")]).await?;
+    let first = s
+        .pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")])
+        .await?;
     s.ack_batch(Some("g"), acks_for(&first, "failed")).await?;
-    let held = s.pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")]).await?;
+    let held = s
+        .pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")])
+        .await?;
     past_retention(s).await;
+    // Both are gone for a group new to the partition: the removal is seen first.
+    let probe = s
+        .pop_q(&q, &[("consumerGroup", "probe"), ("autoAck", "true")])
+        .await?;
+    ensure(probe.is_none(), || {
+        (
+            "messages past their age and the retention interval were delivered".into(),
+            vec![RET_3],
+        )
+    })?;
     let again = s.push1(&q, "p", "a").await?;
     ensure(again.status == PushStatus::Queued, || {
         (
@@ -82,12 +101,15 @@ async fn pointers(s: &mut Session) -> CaseResult {
             vec![RET_4],
         )
     })?;
-    let acked = s
-        .ack_batch(Some("g"), acks_for(&held, "completed"))
-        .await?;
+    let acked = s.ack_batch(Some("g"), acks_for(&held, "completed")).await?;
     ensure(
         !acked[0].success && acked[0].error.as_deref() == Some("unresolvable"),
-        || ("an ack of a removed message was resolved".into(), vec![RET_4]),
+        || {
+            (
+                "an ack of a removed message was resolved".into(),
+                vec![RET_4],
+            )
+        },
     )?;
     let next = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
     ensure(txns(&next) == ["a"], || {
@@ -101,7 +123,10 @@ async fn pointers(s: &mut Session) -> CaseResult {
     })?;
     let d = s.dlq(&[("queue", &q)]).await?;
     ensure(d.total == 1 && d.messages[0].transaction_id == "a", || {
-        ("a dead letter of a removed message is no longer listed".into(), vec![RET_4])
+        (
+            "a dead letter of a removed message is no longer listed".into(),
+            vec![RET_4],
+        )
     })
 }
 
@@ -117,7 +142,10 @@ async fn max_size(s: &mut Session) -> CaseResult {
     let r = s.post("/api/v1/push", over).await?;
     ensure(r.status == 429, || {
         (
-            format!("a push past maxSize answered {} where 429 is expected", r.status),
+            format!(
+                "a push past maxSize answered {} where 429 is expected",
+                r.status
+            ),
             vec![RET_5],
         )
     })?;
@@ -125,7 +153,8 @@ async fn max_size(s: &mut Session) -> CaseResult {
     ensure(dup.status == PushStatus::Duplicate, || {
         ("a duplicate is not refused by maxSize".into(), vec![RET_5])
     })?;
-    s.pop_some(&q, &[("batch", "1"), ("autoAck", "true")]).await?;
+    s.pop_some(&q, &[("batch", "1"), ("autoAck", "true")])
+        .await?;
     s.push1(&q, "p", "c").await?;
     let rest = s.pop_q(&q, &[]).await?;
     ensure(txns(&rest) == ["b", "c"], || {
@@ -151,7 +180,12 @@ async fn echoed(s: &mut Session) -> CaseResult {
     let r = s.configure(&q, json!({"ttl": 5})).await?;
     ensure(
         kept(&r, "deadLetterQueue").is_none() && kept(&r, "ttl") == Some(json!(5)),
-        || ("a configure did not replace the kept keys (CFG-1)".into(), vec![CFG_4]),
+        || {
+            (
+                "a configure did not replace the kept keys (CFG-1)".into(),
+                vec![CFG_4],
+            )
+        },
     )
 }
 

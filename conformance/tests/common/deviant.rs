@@ -150,7 +150,7 @@ impl Deviation {
             // PUSH-2 states the same default; the check that sees it is the lease's
             // deadline, POP-9's.
             PushCreatedLease300 => &["POP-9"],
-            DedupForever => &["PUSH-5"],
+            DedupForever => &["PUSH-5", "RET-4"],
             AckMovesCursorBack => &["ACK-3"],
             // The kept lease shows first in the ack's own answer (`leaseReleased`), a state
             // difference that ends the case before a later pop meets the lease (ACK-4).
@@ -165,7 +165,9 @@ impl Deviation {
             DlqOtherShape => &["DLQ-2"],
             CreatedAtWithoutZ => &["POP-12"],
             PartitionsClaimedMissing => &["POP-5"],
-            ErrorKeyMessage => &["PUSH-8", "ACK-0", "LEASE-3", "CFG-3", "TXN-3", "DLQ-2"],
+            ErrorKeyMessage => &[
+                "PUSH-8", "ACK-0", "LEASE-3", "CFG-3", "TXN-3", "DLQ-2", "RET-5",
+            ],
             ConfigureMergesOptions => &["CFG-1"],
             HealthStatusOk => &["HEALTH-1"],
             DeleteWithoutExisted => &["DEL-1"],

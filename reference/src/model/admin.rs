@@ -7,8 +7,8 @@ use super::state::State;
 use crate::choice::Ctx;
 use crate::policy::ChoicePoint;
 use crate::wire::{
-    ConfigureRequest, ConfigureResponse, DeleteResponse, EchoedOptions, DlqQuery, QueueOptions, WireError,
-    ENCRYPTION_UNAVAILABLE,
+    ConfigureRequest, ConfigureResponse, DeleteResponse, DlqQuery, EchoedOptions, QueueOptions,
+    WireError, ENCRYPTION_UNAVAILABLE,
 };
 use std::sync::Arc;
 

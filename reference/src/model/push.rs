@@ -4,6 +4,7 @@
 use super::outcome::PushOut;
 use super::state::{Data, Message, PartH, SpooledItem, State, Trace};
 use crate::choice::Ctx;
+use crate::policy::ChoicePoint;
 use crate::wire::{Payload, PushItem, PushStatus, QueueOptions};
 use std::sync::Arc;
 
@@ -161,8 +162,18 @@ fn write_one(
     let part = st.part(ph).expect("just ensured");
     let probe = part.txn_index.probe(&transaction_id, &part.messages);
     // PUSH-5: the same transactionId in the same partition within the window, among
-    // the retained messages (RET-4).
-    let newest = probe.found.filter(|off| *off > part.floor).map(|off| {
+    // the retained messages (RET-4 [PROJECT]: another broker may still deduplicate
+    // against a removed one).
+    let removed = probe.found.is_some_and(|off| off <= part.floor);
+    let newest = probe.found.filter(|_| {
+        !removed
+            || ctx.project(
+                ChoicePoint::DedupRemoved,
+                crate::rules::RET_4,
+                "deduplicated a push against a message retention had removed (ours: a new message)",
+            )
+    });
+    let newest = newest.map(|off| {
         let orig = part.at(off);
         (orig.msg, st.created(orig))
     });

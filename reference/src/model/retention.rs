@@ -41,7 +41,10 @@ pub fn sweep(st: &mut State, ctx: &mut Ctx) {
         .values()
         .filter(|q| ungated(&q.options).retains())
         .flat_map(|q| {
-            let ages = (q.options.retention_ages_ms(), ungated(&q.options).retention_ages_ms());
+            let ages = (
+                q.options.retention_ages_ms(),
+                ungated(&q.options).retention_ages_ms(),
+            );
             q.partitions.values().map(move |h| (*h, ages.0, ages.1))
         })
         .collect();
@@ -247,7 +250,11 @@ mod tests {
         };
         let (mut st, h) = state(options, &[0, 0, 0]);
         swept_at(&mut st, 10_000, &Policy::default());
-        assert_eq!(st.part(h).unwrap().floor, 0, "no cursor: nothing is completed");
+        assert_eq!(
+            st.part(h).unwrap().floor,
+            0,
+            "no cursor: nothing is completed"
+        );
         st.cursor_mut(h, "a").committed = 2;
         st.cursor_mut(h, "b").committed = 1;
         swept_at(&mut st, 10_000, &Policy::default());
@@ -276,8 +283,16 @@ mod tests {
         assert_eq!(p.floor, 2);
         assert_eq!(p.cursors["g"].committed, 2);
         assert!(p.cursors["g"].lease.is_none() && p.cursors["g"].retries.is_empty());
-        assert_eq!(p.cursors["k"].lease.as_ref().map(|l| l.end), Some(3), "shrunk, kept");
-        assert_eq!(p.txn_offset("t0"), None, "a removed message no longer deduplicates");
+        assert_eq!(
+            p.cursors["k"].lease.as_ref().map(|l| l.end),
+            Some(3),
+            "shrunk, kept"
+        );
+        assert_eq!(
+            p.txn_offset("t0"),
+            None,
+            "a removed message no longer deduplicates"
+        );
         assert_eq!(p.txn_offset("t2"), Some(3));
     }
 }

@@ -81,7 +81,10 @@ impl QueueOptions {
     pub fn retention_ages_ms(&self) -> (Option<i64>, Option<i64>) {
         let secs = |n: u32| (n > 0).then_some(n as i64 * 1000);
         let gated = |n: u32| secs(n).filter(|_| self.retention_enabled);
-        let any = match (secs(self.max_wait_time_seconds), gated(self.retention_seconds)) {
+        let any = match (
+            secs(self.max_wait_time_seconds),
+            gated(self.retention_seconds),
+        ) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -177,7 +180,10 @@ fn extras_of(o: &Map<String, Value>) -> Result<ExtraOptions, WireError> {
             extra.len()
         )));
     }
-    if let Some(k) = extra.keys().find(|k| k.len() > MAX_EXTRA_KEY_BYTES || k.is_empty()) {
+    if let Some(k) = extra
+        .keys()
+        .find(|k| k.len() > MAX_EXTRA_KEY_BYTES || k.is_empty())
+    {
         return Err(WireError::bad(format!(
             "options key {:?} must be 1 to {MAX_EXTRA_KEY_BYTES} bytes long",
             k.chars().take(40).collect::<String>()

@@ -5,8 +5,9 @@ use super::rows::iso;
 use super::PgBroker;
 use crate::seal::{open_row, Sealer};
 use queen_reference::wire::{
-    Answer, ConfigureRequest, ConfigureResponse, DeadLetter, DeleteResponse, DlqQuery, EchoedOptions, DlqResponse,
-    HealthResponse, MaintenanceResponse, PopMaintenanceResponse, ENCRYPTION_UNAVAILABLE, HEALTHY,
+    Answer, ConfigureRequest, ConfigureResponse, DeadLetter, DeleteResponse, DlqQuery, DlqResponse,
+    EchoedOptions, HealthResponse, MaintenanceResponse, PopMaintenanceResponse,
+    ENCRYPTION_UNAVAILABLE, HEALTHY,
 };
 use sqlx::PgPool;
 use uuid::Uuid;

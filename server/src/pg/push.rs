@@ -232,7 +232,10 @@ async fn over_capacity(
     for r in results.iter().filter(|r| r.status == PushStatus::Queued) {
         let (id, options) = &queues[&r.queue_name];
         if options.max_size > 0 {
-            added.entry(*id).or_insert((&r.queue_name, options.max_size, 0)).2 += 1;
+            added
+                .entry(*id)
+                .or_insert((&r.queue_name, options.max_size, 0))
+                .2 += 1;
         }
     }
     if added.is_empty() {
@@ -252,7 +255,10 @@ async fn over_capacity(
     .bind(&ids)
     .fetch_all(&mut *conn)
     .await?;
-    let held: HashMap<i64, u64> = held.into_iter().map(|(q, n)| (q, n.max(0) as u64)).collect();
+    let held: HashMap<i64, u64> = held
+        .into_iter()
+        .map(|(q, n)| (q, n.max(0) as u64))
+        .collect();
     Ok(added.iter().find_map(|(id, (queue, max, n))| {
         let now = held.get(id).copied().unwrap_or(0);
         (now + n > *max).then(|| queue_full(queue, *max, now, *n))

@@ -26,7 +26,9 @@ pub(crate) async fn run(broker: Weak<Inner>, schedule: Schedule) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let Some(inner) = broker.upgrade() else { return };
+        let Some(inner) = broker.upgrade() else {
+            return;
+        };
         match sweep(&inner.pool, schedule.batch).await {
             Ok(0) => {}
             Ok(n) => tracing::debug!("retention removed {n} messages"),

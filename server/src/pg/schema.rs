@@ -24,7 +24,10 @@ pub(crate) const FUNCTIONS: [(&str, &str); 6] = [
         "05_push_minted.sql",
         include_str!("../../sql/05_push_minted.sql"),
     ),
-    ("06_retention.sql", include_str!("../../sql/06_retention.sql")),
+    (
+        "06_retention.sql",
+        include_str!("../../sql/06_retention.sql"),
+    ),
 ];
 
 /// The advisory lock servers starting at once take, so their replacements of the same

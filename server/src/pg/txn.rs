@@ -120,7 +120,9 @@ async fn run(
     let mut pending: Vec<push::Prepared> = Vec::new();
     for (i, op) in req.operations.iter().enumerate() {
         if !matches!(op, TxnOp::Push(_)) && !pending.is_empty() {
-            if let Err(full) = write_pushes(tx, &mut pending, &mut results, &mut queues, seal).await? {
+            if let Err(full) =
+                write_pushes(tx, &mut pending, &mut results, &mut queues, seal).await?
+            {
                 return Ok(Err(Refusal::Full(full)));
             }
         }
