@@ -307,6 +307,25 @@ async fn scenario(base: &str) -> Vec<Shot> {
     )
     .await;
     s.get("unknown-route", "/api/v1/nope", &[]).await;
+    // Section 16: options kept and echoed (CFG-4), a push past maxSize (RET-5).
+    s.post(
+        "configure-kept-options",
+        "/api/v1/configure",
+        json!({"queue": "snap.capped", "options": {"maxSize": 1, "deadLetterQueue": true, "ttl": 60}}),
+    )
+    .await;
+    s.post(
+        "push-fills-the-queue",
+        "/api/v1/push",
+        json!({"items": [{"queue": "snap.capped", "transactionId": "c-1"}]}),
+    )
+    .await;
+    s.post(
+        "push-past-max-size",
+        "/api/v1/push",
+        json!({"items": [{"queue": "snap.capped", "transactionId": "c-2"}]}),
+    )
+    .await;
     s.shots
 }
 
