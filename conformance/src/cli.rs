@@ -19,6 +19,9 @@ use queen_reference::finding::Accept;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
+/// RET-3: how late our embedded server's retention job may remove a message (it runs
+/// every 200 ms), the suite's `--retention-interval-ms` when it starts that server.
+pub const EMBEDDED_RETENTION_LAG_MS: i64 = 1_000;
 #[derive(Debug, Parser)]
 #[command(
     name = "queen-conformance",
@@ -336,6 +339,8 @@ fn suite_tokens(args: &RunArgs) -> Option<crate::auth::Tokens> {
     }
 }
 
+// Both are changed only when the suite can start our server itself.
+#[cfg_attr(not(feature = "embedded"), allow(unused_mut))]
 async fn open_target(
     choice: TargetChoice,
     mut settings: CheckSettings,
@@ -429,7 +434,7 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
             .unwrap_or(if args.target.is_some() {
                 queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS
             } else {
-                crate::embedded::RETENTION_LAG_MS
+                EMBEDDED_RETENTION_LAG_MS
             }),
     };
     let starting = crate::progress::Progress::spinner(

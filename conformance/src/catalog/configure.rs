@@ -109,12 +109,17 @@ async fn bad_options(s: &mut Session) -> CaseResult {
         s.rejected(HttpRequest::post("/api/v1/configure", &body), 400)
             .await?;
     }
-    // retryLimit is still 0: the first failure is final.
-    s.push1(&q, "p", "m").await?;
-    let p = s.pop_some(&q, &[]).await?;
+    first_failure_is_final(s, &q, CFG_3).await
+}
+
+/// After rejected configures of a queue set to `retryLimit: 0`: its first failure is still
+/// final, so the rejections changed nothing (`rule`).
+pub(super) async fn first_failure_is_final(s: &mut Session, q: &str, rule: RuleId) -> CaseResult {
+    s.push1(q, "p", "m").await?;
+    let p = s.pop_some(q, &[]).await?;
     let a = s.ack_batch(None, acks_for(&p, "failed")).await?;
     ensure(a[0].dlq, || {
-        ("the rejected configure changed nothing".into(), vec![CFG_3])
+        ("a rejected configure changed the queue".into(), vec![rule])
     })
 }
 

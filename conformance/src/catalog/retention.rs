@@ -208,10 +208,5 @@ async fn bounded(s: &mut Session) -> CaseResult {
         s.rejected(HttpRequest::post("/api/v1/configure", &body), 400)
             .await?;
     }
-    s.push1(&q, "p", "m").await?;
-    let p = s.pop_some(&q, &[]).await?;
-    let a = s.ack_batch(None, acks_for(&p, "failed")).await?;
-    ensure(a[0].dlq, || {
-        ("a rejected configure changed the queue".into(), vec![CFG_4])
-    })
+    super::configure::first_failure_is_final(s, &q, CFG_4).await
 }

@@ -383,22 +383,7 @@ mod tests {
     #[test]
     fn configure_answer_lists_every_option_in_camel_case() {
         let v = serde_json::to_value(QueueOptions::default()).unwrap();
-        for k in [
-            "leaseTime",
-            "retryLimit",
-            "retryDelay",
-            "dedupWindowSeconds",
-            "delayedProcessing",
-            "windowBuffer",
-            "minPopWaitTime",
-            "maxSize",
-            "retentionSeconds",
-            "completedRetentionSeconds",
-            "encryptionEnabled",
-            "priority",
-            "retentionEnabled",
-            "maxWaitTimeSeconds",
-        ] {
+        for k in KNOWN_OPTIONS {
             assert!(v.get(k).is_some(), "{k}");
         }
         assert_eq!(v.as_object().unwrap().len(), KNOWN_OPTIONS.len());
