@@ -33,9 +33,7 @@ pub fn sweep(st: &mut State, ctx: &mut Ctx) {
         retention_enabled: true,
         ..*o
     };
-    if !st.queues.values().any(|q| ungated(&q.options).retains()) {
-        return;
-    }
+    // Empty (and unallocated) when no queue retains, the usual case.
     let work: Vec<(PartH, Ages, Ages)> = st
         .queues
         .values()
@@ -70,12 +68,16 @@ enum Walk {
     Ignored,
 }
 
-/// When one message becomes removable under `ages`, and whether it is removable by age
-/// (a deadline after which its removal is certain) rather than by completion.
-fn removable_from(created: Stamp, committed: bool, (age, done): Ages) -> Option<(Stamp, bool)> {
+/// When one message becomes removable under `ages`, and, when it is removable by age,
+/// its deadline (after which, plus the broker's interval, its removal is certain).
+fn removable_from(
+    created: Stamp,
+    committed: bool,
+    (age, done): Ages,
+) -> Option<(Stamp, Option<Stamp>)> {
     let by_age = age.map(|a| created.plus(a));
     let by_completion = done.filter(|_| committed).map(|a| created.plus(a));
-    earliest(by_age, by_completion).map(|from| (from, by_age.is_some()))
+    earliest(by_age, by_completion).map(|from| (from, by_age))
 }
 
 /// The walk over the messages above the partition's floor, oldest first, until one
@@ -96,8 +98,7 @@ fn new_floor(st: &State, h: PartH, (ours, ungated): (Ages, Ages), ctx: &mut Ctx)
                 // When a completed message became removable depends on when it was
                 // committed, which the model does not keep: that removal is allowed,
                 // never required.
-                let age = ours.0.unwrap_or(0);
-                let certain = by_age && ctx.reached(created.plus(age + st.retention_lag_ms));
+                let certain = by_age.is_some_and(|t| ctx.reached(t.plus(st.retention_lag_ms)));
                 if certain
                     && ctx.project(
                         ChoicePoint::RetentionIgnored,
