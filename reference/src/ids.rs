@@ -153,6 +153,15 @@ impl IdBook {
             Request::SetPopMaintenance(b) => Op::SetPopMaintenance(*b),
             Request::GetPopMaintenance => Op::GetPopMaintenance,
             Request::Health => Op::Health,
+            Request::Manage(m) => Op::Manage {
+                part: match m {
+                    crate::wire::ManageRequest::Message { partition_id, .. } => {
+                        self.parts.handle(partition_id)
+                    }
+                    _ => None,
+                },
+                req: m.clone(),
+            },
         }
     }
 }

@@ -173,6 +173,35 @@ impl Renderer<'_> {
                 pop_maintenance_mode: *enabled,
             }),
             Outcome::Health => Answer::Health(HealthResponse::new(HEALTHY, "connected")),
+            Outcome::View { value, .. } => Answer::View(self.resolve(value)),
+        }
+    }
+
+    /// A management view with its symbols replaced: ids from the book (minted on first
+    /// use), times shown as the renderer shows them, an open value as `null`.
+    fn resolve(&mut self, v: &Value) -> Value {
+        use crate::model::views::sym::{self, Sym};
+        match v {
+            Value::String(s) => match sym::read(s) {
+                None => v.clone(),
+                Some(Sym::Part(h)) => Value::String(
+                    self.ids
+                        .parts
+                        .id_or_mint(h, || (self.mint)("partition", h.0)),
+                ),
+                Some(Sym::Msg(h)) => {
+                    Value::String(self.ids.msgs.id_or_mint(h, || (self.mint)("message", h.0)))
+                }
+                Some(Sym::Time(t)) => Value::String((self.time)(t)),
+                Some(Sym::Any) => Value::Null,
+            },
+            Value::Array(a) => Value::Array(a.iter().map(|x| self.resolve(x)).collect()),
+            Value::Object(o) => Value::Object(
+                o.iter()
+                    .map(|(k, x)| (k.clone(), self.resolve(x)))
+                    .collect(),
+            ),
+            other => other.clone(),
         }
     }
 

@@ -249,6 +249,28 @@ pub mod ids {
     pub const RET_5: RuleId = RuleId("RET-5");
     /// configure stores and echoes the option keys it does not act on
     pub const CFG_4: RuleId = RuleId("CFG-4");
+    /// management reads change nothing; an unknown queue, group or message is 404
+    pub const MGMT_1: RuleId = RuleId("MGMT-1");
+    /// listings are pages: bounded limit and offset (else 400), total, a stable order
+    pub const MGMT_2: RuleId = RuleId("MGMT-2");
+    /// consumer groups with their queues, lag, lag in seconds and state; lagging groups
+    pub const MGMT_3: RuleId = RuleId("MGMT-3");
+    /// resources: overview, queues, one queue, depth, partitions, namespaces, tasks
+    pub const MGMT_4: RuleId = RuleId("MGMT-4");
+    /// status: the overview with the maintenance switches, queue statistics
+    pub const MGMT_5: RuleId = RuleId("MGMT-5");
+    /// peek: messages listed with their state for a group, nothing leased
+    pub const MGMT_6: RuleId = RuleId("MGMT-6");
+    /// one message by partitionId and transactionId, with every group's state
+    pub const MGMT_7: RuleId = RuleId("MGMT-7");
+    /// seek moves a group's cursors to the end or to a time, releasing its leases
+    pub const MGMT_8: RuleId = RuleId("MGMT-8");
+    /// group delete removes its cursors and, with deleteMetadata, its subscriptions
+    pub const MGMT_9: RuleId = RuleId("MGMT-9");
+    /// metrics: JSON at /metrics, the Prometheus text at /metrics/prometheus
+    pub const MGMT_10: RuleId = RuleId("MGMT-10");
+    /// health carries the broker's version and uptime
+    pub const HEALTH_4: RuleId = RuleId("HEALTH-4");
 }
 
 pub use ids::*;
@@ -629,6 +651,61 @@ pub const RULES: &[Rule] = &[
         id: CFG_4,
         level: Project,
         title: "configure stores and echoes the option keys it does not act on",
+    },
+    Rule {
+        id: MGMT_1,
+        level: Project,
+        title: "management reads change nothing; an unknown queue, group or message is 404",
+    },
+    Rule {
+        id: MGMT_2,
+        level: Project,
+        title: "listings are pages: bounded limit and offset (else 400), total, a stable order",
+    },
+    Rule {
+        id: MGMT_3,
+        level: Project,
+        title: "consumer groups with their queues, lag, lag in seconds and state; lagging groups",
+    },
+    Rule {
+        id: MGMT_4,
+        level: Project,
+        title: "resources: overview, queues, one queue, depth, partitions, namespaces, tasks",
+    },
+    Rule {
+        id: MGMT_5,
+        level: Project,
+        title: "status: the overview with the maintenance switches, queue statistics",
+    },
+    Rule {
+        id: MGMT_6,
+        level: Project,
+        title: "peek: messages listed with their state for a group, nothing leased",
+    },
+    Rule {
+        id: MGMT_7,
+        level: Project,
+        title: "one message by partitionId and transactionId, with every group's state",
+    },
+    Rule {
+        id: MGMT_8,
+        level: Project,
+        title: "seek moves a group's cursors to the end or to a time, releasing its leases",
+    },
+    Rule {
+        id: MGMT_9,
+        level: Project,
+        title: "group delete removes its cursors and, with deleteMetadata, its subscriptions",
+    },
+    Rule {
+        id: MGMT_10,
+        level: Project,
+        title: "metrics: JSON at /metrics, the Prometheus text at /metrics/prometheus",
+    },
+    Rule {
+        id: HEALTH_4,
+        level: Project,
+        title: "health carries the broker's version and uptime",
     },
 ];
 

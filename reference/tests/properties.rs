@@ -46,6 +46,13 @@ enum Step {
         retry_delay: u32,
         dedup: u32,
     },
+    /// A management read (MGMT-1..7): `kind` picks the route.
+    Read {
+        kind: u8,
+        queue: usize,
+        group: usize,
+        pick: usize,
+    },
     Sleep(Millis),
 }
 
@@ -61,6 +68,8 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0..2usize, 0..3u32, prop_oneof![Just(0u32), Just(500u32)], prop_oneof![Just(1u32), Just(3600u32)])
             .prop_map(|(queue, retry_limit, retry_delay, dedup)| Step::Configure { queue, retry_limit, retry_delay, dedup }),
         2 => (0..2500i64).prop_map(Step::Sleep),
+        2 => (0..READS, 0..2usize, 0..3usize, 0..64usize)
+            .prop_map(|(kind, queue, group, pick)| Step::Read { kind, queue, group, pick }),
     ]
 }
 
@@ -145,8 +154,61 @@ fn request(s: &Step, delivered: &[(PopMessage, Option<&'static str>)]) -> Option
             "/api/v1/configure",
             &json!({"queue": QUEUES[*queue], "options": {"retryLimit": retry_limit, "retryDelay": retry_delay, "dedupWindowSeconds": dedup, "leaseTime": 2}}),
         ),
+        Step::Read {
+            kind,
+            queue,
+            group,
+            pick,
+        } => read(
+            *kind,
+            QUEUES[*queue],
+            GROUPS[*group],
+            delivered.get(pick % delivered.len().max(1)),
+        ),
         Step::Sleep(_) => return None,
     })
+}
+
+/// How many management reads [`read`] builds.
+const READS: u8 = 14;
+
+/// The management read `kind`, on `queue` and `group`, or about a delivered message.
+fn read(
+    kind: u8,
+    queue: &str,
+    group: Option<&str>,
+    m: Option<&(PopMessage, Option<&'static str>)>,
+) -> HttpRequest {
+    let g = group.unwrap_or(QUEUE_MODE);
+    let page = [("limit", "2"), ("offset", "1")];
+    match kind {
+        0 => HttpRequest::get("/api/v1/resources/overview", &[]),
+        1 => HttpRequest::get("/api/v1/status", &[]),
+        2 => HttpRequest::get("/api/v1/resources/queues", &page),
+        3 => HttpRequest::get(format!("/api/v1/resources/queues/{queue}"), &[]),
+        4 => HttpRequest::get(format!("/api/v1/status/queues/{queue}"), &[]),
+        5 => HttpRequest::get(
+            format!("/api/v1/resources/queues/{queue}/depth"),
+            &[("group", g)],
+        ),
+        6 => HttpRequest::get(format!("/api/v1/resources/queues/{queue}/depth"), &[]),
+        7 => HttpRequest::get("/api/v1/resources/partitions", &[("queue", queue)]),
+        8 => HttpRequest::get("/api/v1/resources/namespaces", &[]),
+        9 => HttpRequest::get("/api/v1/consumer-groups", &[]),
+        10 => HttpRequest::get(format!("/api/v1/consumer-groups/{g}"), &[]),
+        11 => HttpRequest::get("/api/v1/consumer-groups/lagging", &[("minLagSeconds", "1")]),
+        12 => HttpRequest::get(
+            "/api/v1/messages",
+            &[("queue", queue), ("consumerGroup", g)],
+        ),
+        _ => match m {
+            Some((m, _)) => HttpRequest::get(
+                format!("/api/v1/messages/{}/{}", m.partition_id, m.transaction_id),
+                &[],
+            ),
+            None => HttpRequest::get("/api/v1/resources/tasks", &[]),
+        },
+    }
 }
 
 /// Cursor, lease and retry facts of a state, by (partition, group).
@@ -198,6 +260,23 @@ fn run_invariants(steps: &[Step], checks: u8) -> Result<(), TestCaseError> {
         let before = e.state.clone();
         let r = e.handle(&req, now);
         let after = &e.state;
+        if let Step::Read { .. } = s {
+            // MGMT-1: a read changes nothing, and answers 200 or, for something named
+            // that does not exist, 404.
+            prop_assert!(
+                before == *after,
+                "a management read changed the state: {} {}",
+                req.method,
+                req.path
+            );
+            prop_assert!(
+                matches!(r.status, 200 | 404),
+                "{} {} answered {:?}",
+                req.method,
+                req.path,
+                r
+            );
+        }
         // A cursor never moves back; retries change only in acks, by one, at a failed offset.
         let (cb, ca) = (cursors(&before), cursors(after));
         for (k, (c0, r0)) in &cb {

@@ -758,6 +758,7 @@ pub fn rules_for(op: &Op) -> Vec<RuleId> {
         Op::SetPushMaintenance(_) | Op::GetPushMaintenance => vec![MAINT_1, PUSH_7],
         Op::SetPopMaintenance(_) | Op::GetPopMaintenance => vec![MAINT_2],
         Op::Health => vec![HEALTH_1],
+        Op::Manage { req, .. } => vec![crate::model::manage_rule(req), MGMT_1, MGMT_2],
     }
 }
 
@@ -778,6 +779,7 @@ fn route_rule(op: &Op) -> RuleId {
         Op::SetPushMaintenance(_) | Op::GetPushMaintenance => MAINT_1,
         Op::SetPopMaintenance(_) | Op::GetPopMaintenance => MAINT_2,
         Op::Health => HEALTH_1,
+        Op::Manage { req, .. } => crate::model::manage_rule(req),
     }
 }
 
@@ -800,7 +802,32 @@ fn route_shape(op: &Op) -> &'static str {
         Op::SetPushMaintenance(_) | Op::GetPushMaintenance => "/api/v1/system/maintenance",
         Op::SetPopMaintenance(_) | Op::GetPopMaintenance => "/api/v1/system/maintenance/pop",
         Op::Health => "/health",
+        Op::Manage { req, .. } => manage_shape(req),
         Op::Rejected(_) | Op::DiscoveryRejected => "(a rejected request)",
+    }
+}
+
+/// [`route_shape`] of a management request.
+fn manage_shape(req: &ManageRequest) -> &'static str {
+    use ManageRequest as M;
+    match req {
+        M::Overview => "/api/v1/resources/overview",
+        M::Status => "/api/v1/status",
+        M::Queues { .. } => "/api/v1/resources/queues",
+        M::Queue(_) => "/api/v1/resources/queues/{queue}",
+        M::StatusQueue { .. } => "/api/v1/status/queues/{queue}",
+        M::Depth { .. } => "/api/v1/resources/queues/{queue}/depth",
+        M::Partitions { .. } => "/api/v1/resources/partitions",
+        M::Namespaces => "/api/v1/resources/namespaces",
+        M::Tasks => "/api/v1/resources/tasks",
+        M::Groups(_) => "/api/v1/consumer-groups",
+        M::Group(_) => "/api/v1/consumer-groups/{group}",
+        M::Lagging { .. } => "/api/v1/consumer-groups/lagging",
+        M::Messages(_) => "/api/v1/messages",
+        M::Message { .. } => "/api/v1/messages/{partitionId}/{transactionId}",
+        M::Seek { .. } => "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
+        M::DeleteGroup { queue: None, .. } => "/api/v1/consumer-groups/{group}",
+        M::DeleteGroup { .. } => "/api/v1/consumer-groups/{group}/queues/{queue}",
     }
 }
 

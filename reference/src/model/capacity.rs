@@ -7,7 +7,7 @@
 //! fits; a push to queues without a cap writes in place, as before.
 
 use super::outcome::PushOut;
-use super::state::State;
+use super::state::{Partition, State};
 use crate::choice::Ctx;
 use crate::policy::ChoicePoint;
 use crate::rules::RET_5;
@@ -32,12 +32,15 @@ pub fn unconsumed(st: &State, queue: &str) -> u64 {
     q.partitions
         .values()
         .filter_map(|h| st.part(*h))
-        .map(|p| {
-            let low = p.cursors.values().map(|c| c.committed).min();
-            let from = low.map_or(p.floor, |l| l.max(p.floor));
-            u64::from(p.end().saturating_sub(from))
-        })
+        .map(partition_unconsumed)
         .sum()
+}
+
+/// RET-5's unconsumed messages of one partition.
+pub fn partition_unconsumed(p: &Partition) -> u64 {
+    let low = p.cursors.values().map(|c| c.committed).min();
+    let from = low.map_or(p.floor, |l| l.max(p.floor));
+    u64::from(p.end().saturating_sub(from))
 }
 
 /// The refusal of the first capped queue that `after` (the state with the push written)

@@ -7,6 +7,7 @@
 pub mod ack;
 pub mod admin;
 pub mod capacity;
+pub mod groups;
 pub mod lease;
 pub mod outcome;
 pub mod pop;
@@ -15,6 +16,7 @@ pub mod retention;
 pub mod state;
 pub mod txn;
 pub mod txn_index;
+pub mod views;
 
 pub use ack::{AckIn, LeaseRef};
 pub use outcome::*;
@@ -24,7 +26,8 @@ pub use state::*;
 pub use txn::TxnOpIn;
 
 use crate::choice::Ctx;
-use crate::wire::{ConfigureRequest, DlqQuery, PushItem, WireError};
+use crate::rules::*;
+use crate::wire::{ConfigureRequest, DlqQuery, ManageRequest, PushItem, WireError};
 
 /// One operation on the model, with ids resolved to handles.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,6 +57,11 @@ pub enum Op {
     SetPopMaintenance(bool),
     GetPopMaintenance,
     Health,
+    /// Section 17; `part` is the partition a per-message read names, when known.
+    Manage {
+        req: ManageRequest,
+        part: Option<PartH>,
+    },
 }
 
 /// Choices observed in a broker's answer that the model must follow rather than make.
@@ -113,5 +121,55 @@ pub fn apply(st: &mut State, op: &Op, hints: &mut Hints, ctx: &mut Ctx) -> Outco
             enabled: st.pop_maintenance,
         },
         Op::Health => Outcome::Health,
+        Op::Manage { req, part } => manage(st, req, *part, ctx),
     }
+}
+
+/// A management request: a read through [`views`] (which cannot change the state), or
+/// one of the two writes of [`groups`].
+fn manage(st: &mut State, req: &ManageRequest, part: Option<PartH>, ctx: &mut Ctx) -> Outcome {
+    let answer = match req {
+        ManageRequest::Seek { group, queue, to } => {
+            groups::seek(st, group, queue, *to, ctx).map(|r| to_json(&r))
+        }
+        ManageRequest::DeleteGroup {
+            group,
+            queue,
+            delete_metadata,
+        } => Ok(to_json(&groups::delete_group(
+            st,
+            group,
+            queue.as_deref(),
+            *delete_metadata,
+        ))),
+        read => views::read(st, read, part, ctx),
+    };
+    match answer {
+        Ok(value) => Outcome::View {
+            rule: manage_rule(req),
+            value,
+        },
+        Err(e) => Outcome::Rejected(e),
+    }
+}
+
+/// The rule a management answer is judged under.
+pub fn manage_rule(req: &ManageRequest) -> crate::rules::RuleId {
+    use ManageRequest as M;
+    match req {
+        M::Overview | M::Queues { .. } | M::Queue(_) | M::Depth { .. } | M::Partitions { .. } => {
+            MGMT_4
+        }
+        M::Namespaces | M::Tasks => MGMT_4,
+        M::Status | M::StatusQueue { .. } => MGMT_5,
+        M::Groups(_) | M::Group(_) | M::Lagging { .. } => MGMT_3,
+        M::Messages(_) => MGMT_6,
+        M::Message { .. } => MGMT_7,
+        M::Seek { .. } => MGMT_8,
+        M::DeleteGroup { .. } => MGMT_9,
+    }
+}
+
+fn to_json<T: serde::Serialize>(t: &T) -> serde_json::Value {
+    serde_json::to_value(t).expect("answers serialize")
 }

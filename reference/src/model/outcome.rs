@@ -43,6 +43,12 @@ pub enum Outcome {
     PopMaintenance { enabled: bool },
     /// 200 health (HEALTH-1).
     Health,
+    /// 200 management answer (section 17), judged under `rule`: the wire view as JSON,
+    /// with the symbols of [`super::views::sym`] where ids and times go.
+    View {
+        rule: crate::rules::RuleId,
+        value: serde_json::Value,
+    },
 }
 
 /// One push result.

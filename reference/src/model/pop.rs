@@ -2,11 +2,11 @@
 //! the lease or the autoAck commit, and subscription seeding.
 
 use super::outcome::{Outcome, PopOut};
-use super::state::{Cursor, Lease, PartH, State, Subscription};
+use super::state::{Cursor, Lease, PartH, Partition, State, Subscription};
 use crate::choice::Ctx;
 use crate::policy::{ChoicePoint, PopOrder};
 use crate::rules::{RuleId, POP_1, POP_13, POP_2, POP_3};
-use crate::time::{parse_iso, Stamp, Tri};
+use crate::time::{parse_iso, Millis, Stamp, Tri};
 use crate::wire::{PopQuery, PopRoute, QueueOptions, QUEUE_MODE};
 
 /// A pop request, validated.
@@ -377,20 +377,7 @@ fn seed_point(st: &State, ph: PartH, mode: &str, from: &str, ctx: &mut Ctx) -> u
         return p.end();
     }
     if let Some(t) = parse_iso(from) {
-        let t = Stamp::exact(t);
-        for off in p.floor + 1..=p.end() {
-            // The first message written at or after `t`.
-            match st.created(p.at(off)).before(&t) {
-                Tri::Yes => continue,
-                Tri::No => return off - 1,
-                Tri::Maybe => {
-                    if ctx.choose(ChoicePoint::Time, 2) == 0 {
-                        return off - 1;
-                    }
-                }
-            }
-        }
-        return p.end();
+        return last_before(st, p, t, ctx);
     }
     if mode == "new" {
         p.end()
@@ -398,4 +385,23 @@ fn seed_point(st: &State, ph: PartH, mode: &str, from: &str, ctx: &mut Ctx) -> u
         // "starts at the oldest retained message" (seed, RET-4).
         p.floor
     }
+}
+
+/// The offset of the last retained message of `p` created before `t` (its floor when
+/// none is): where a subscription from a time, or a seek to one (MGMT-8), puts a cursor.
+pub fn last_before(st: &State, p: &Partition, t: Millis, ctx: &mut Ctx) -> u32 {
+    let t = Stamp::exact(t);
+    for off in p.floor + 1..=p.end() {
+        // The first message written at or after `t`.
+        match st.created(p.at(off)).before(&t) {
+            Tri::Yes => continue,
+            Tri::No => return off - 1,
+            Tri::Maybe => {
+                if ctx.choose(ChoicePoint::Time, 2) == 0 {
+                    return off - 1;
+                }
+            }
+        }
+    }
+    p.end()
 }

@@ -46,6 +46,8 @@ pub enum Answer {
     Internal { request_id: String },
     /// The exact 400 of a discovery pop without scope (POP-10).
     DiscoveryScope,
+    /// 200: a management answer (section 17), one of the views of `wire::manage`.
+    View(Value),
     /// An answer already written out as it goes on the wire: what a test double that
     /// departs from the protocol on purpose returns.
     Raw(HttpResponse),
@@ -105,6 +107,7 @@ impl Answer {
                 json!({ "error": "internal error", "requestId": request_id })
             }
             Answer::DiscoveryScope => to_value(&DiscoveryError::new()),
+            Answer::View(v) => v,
             Answer::Raw(r) => return r,
         };
         HttpResponse {

@@ -19,6 +19,7 @@ mod configure;
 mod dlq;
 mod id;
 mod lease;
+mod manage;
 #[cfg(feature = "openapi")]
 pub mod openapi;
 mod pop;
@@ -34,6 +35,7 @@ pub use configure::*;
 pub use dlq::*;
 pub use id::WireId;
 pub use lease::*;
+pub use manage::*;
 pub use pop::*;
 pub use push::*;
 pub use route::*;

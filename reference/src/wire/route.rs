@@ -87,7 +87,10 @@ pub struct HttpResponse {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
     Push(PushRequest),
-    Pop { route: PopRoute, query: PopQuery },
+    Pop {
+        route: PopRoute,
+        query: PopQuery,
+    },
     Ack(AckItem),
     AckBatch(Vec<AckItem>),
     Extend(ExtendRequest),
@@ -100,6 +103,8 @@ pub enum Request {
     SetPopMaintenance(bool),
     GetPopMaintenance,
     Health,
+    /// Section 17: the management and observability routes.
+    Manage(ManageRequest),
 }
 
 impl Request {
@@ -117,6 +122,8 @@ impl Request {
             Request::SetPushMaintenance(_) | Request::GetPushMaintenance => "maintenance",
             Request::SetPopMaintenance(_) | Request::GetPopMaintenance => "pop-maintenance",
             Request::Health => "health",
+            Request::Manage(m) if m.is_read() => "manage",
+            Request::Manage(_) => "manage-write",
         }
     }
 }
@@ -239,7 +246,10 @@ pub fn parse_request(
             Request::SetPopMaintenance(parse_maintenance(&body()?)?)
         }
         ("GET", ["health"]) => Request::Health,
-        _ => return Err(Rejection::NotFound),
+        (m, raw) => match parse_manage(m, raw, &req.query, &req.body) {
+            Some(r) => Request::Manage(r?),
+            None => return Err(Rejection::NotFound),
+        },
     };
     Ok(r)
 }

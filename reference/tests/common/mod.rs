@@ -154,3 +154,16 @@ pub fn ack_of(m: &PopMessage, status: &str) -> Value {
 pub fn ack_nolease(m: &PopMessage, status: &str) -> Value {
     json!({ "transactionId": m.transaction_id, "partitionId": m.partition_id, "status": status })
 }
+
+impl Broker {
+    /// A management read that must answer 200, as its wire type.
+    pub fn view<T: serde::de::DeserializeOwned>(
+        &mut self,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> T {
+        let r = self.send(HttpRequest::get(path, query));
+        assert_eq!(r.status, 200, "{path}: {:?}", r.body);
+        serde_json::from_value(r.body.unwrap()).expect("the view parses")
+    }
+}

@@ -17,6 +17,7 @@ mod push;
 mod reject;
 mod time;
 mod txn;
+mod view;
 
 use super::{describe, World};
 use crate::finding::{Accept, Finding};
@@ -179,6 +180,10 @@ fn answer(cx: &mut Cx, out: &Outcome, actual: &HttpResponse, path: &str) -> Chec
             cx.status(200, actual.status, rule, rule.level())?;
             let expected = describe(out, cx.w).body.expect("these answers have bodies");
             cx.subset(&expected, body, "$", &|_| rule)
+        }
+        Outcome::View { rule, value } => {
+            cx.status(200, actual.status, *rule, Level::Project)?;
+            view::view(cx, *rule, value, body, "$")
         }
     }
 }

@@ -35,6 +35,10 @@ fn route_rule(family: &str, status: u16) -> (RuleId, Level) {
         "transaction" => (TXN_3, Level::Project),
         "dlq" => (DLQ_2, Level::Project),
         "pop" => (POP_10, Level::Seed),
+        "consumer-groups" => (MGMT_3, Level::Project),
+        "resources" => (MGMT_4, Level::Project),
+        "status" => (MGMT_5, Level::Project),
+        "messages" => (MGMT_6, Level::Project),
         _ => (PUSH_8, Level::Project),
     }
 }

@@ -1,0 +1,804 @@
+//! The management and observability routes (PROTOCOL.md section 17, MGMT-1..10).
+//!
+//! The official clients' admin calls read these answers as JSON objects, so the shapes
+//! are the project's (MGMT-3..7), written once here: the model builds them, the
+//! PostgreSQL engine fills them from its tables, and the suite reads them back. Reads
+//! are [`ManageRequest`]s like any other request, so they are parsed once and judged
+//! against the model like a push or a pop; two of them (seek, group delete) change
+//! cursors and are the only ones that do.
+
+use super::{check_name, check_uuid, parse_json, route::decode_segment, EchoedOptions, WireError};
+use crate::time::{parse_iso, Millis};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The largest page a listing serves (MGMT-2).
+pub const MAX_PAGE_LIMIT: u32 = 1000;
+/// The page size when `limit` is absent (MGMT-2).
+pub const DEFAULT_PAGE_LIMIT: u32 = 100;
+/// `minLagSeconds` when absent (MGMT-3).
+pub const DEFAULT_MIN_LAG_SECONDS: u64 = 60;
+
+/// One page of a listing (MGMT-2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Page {
+    pub limit: u32,
+    pub offset: u32,
+}
+
+impl Default for Page {
+    fn default() -> Page {
+        Page {
+            limit: DEFAULT_PAGE_LIMIT,
+            offset: 0,
+        }
+    }
+}
+
+impl Page {
+    /// The rows of this page out of `rows`, with how many there were in all.
+    pub fn cut<T>(&self, rows: impl IntoIterator<Item = T>) -> (Vec<T>, u64) {
+        let mut total = 0u64;
+        let mut kept = Vec::new();
+        for (i, r) in rows.into_iter().enumerate() {
+            total += 1;
+            if i >= self.offset as usize && kept.len() < self.limit as usize {
+                kept.push(r);
+            }
+        }
+        (kept, total)
+    }
+}
+
+/// A message's state for one group (MGMT-6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub enum MessageStatus {
+    Pending,
+    Leased,
+    Completed,
+    DeadLettered,
+}
+
+impl MessageStatus {
+    pub fn parse(s: &str) -> Option<MessageStatus> {
+        serde_json::from_value(Value::String(s.to_string())).ok()
+    }
+}
+
+/// Where a seek moves a group's cursors (MGMT-8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SeekTo {
+    /// To each partition's last offset.
+    End,
+    /// To the last message created before this moment.
+    Time(Millis),
+}
+
+/// The peek query (MGMT-6).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MessageQuery {
+    pub queue: Option<String>,
+    pub partition: Option<String>,
+    pub group: String,
+    pub status: Option<MessageStatus>,
+    pub page: Page,
+}
+
+/// Every management request, validated.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ManageRequest {
+    Overview,
+    Status,
+    Queues {
+        namespace: Option<String>,
+        task: Option<String>,
+        page: Page,
+    },
+    Queue(String),
+    StatusQueue {
+        queue: String,
+        page: Page,
+    },
+    Depth {
+        queue: String,
+        group: Option<String>,
+        page: Page,
+    },
+    Partitions {
+        queue: Option<String>,
+        page: Page,
+    },
+    Namespaces,
+    Tasks,
+    Groups(Page),
+    Group(String),
+    Lagging {
+        min_lag_seconds: u64,
+    },
+    Messages(MessageQuery),
+    Message {
+        partition_id: String,
+        transaction_id: String,
+    },
+    Seek {
+        group: String,
+        queue: String,
+        to: SeekTo,
+    },
+    DeleteGroup {
+        group: String,
+        queue: Option<String>,
+        delete_metadata: bool,
+    },
+}
+
+impl ManageRequest {
+    /// Whether the request only reads (MGMT-1): everything but a seek and a group delete.
+    pub fn is_read(&self) -> bool {
+        !matches!(
+            self,
+            ManageRequest::Seek { .. } | ManageRequest::DeleteGroup { .. }
+        )
+    }
+}
+
+/// Routes a management request; `None` when the path is not one of section 17.
+pub fn parse_manage(
+    method: &str,
+    raw: &[&str],
+    query: &[(String, String)],
+    body: &[u8],
+) -> Option<Result<ManageRequest, WireError>> {
+    let seg = |i: usize| decode_segment(raw[i]);
+    let named = |kind: &str, i: usize| -> Result<String, WireError> {
+        let s = seg(i)?;
+        check_name(kind, &s)?;
+        Ok(s)
+    };
+    let r = match (method, raw) {
+        ("GET", ["api", "v1", "resources", "overview"]) => Ok(ManageRequest::Overview),
+        ("GET", ["api", "v1", "status"]) => Ok(ManageRequest::Status),
+        ("GET", ["api", "v1", "resources", "queues"] | ["api", "v1", "status", "queues"]) => {
+            parse_page(query).map(|page| ManageRequest::Queues {
+                namespace: param(query, "namespace"),
+                task: param(query, "task"),
+                page,
+            })
+        }
+        ("GET", ["api", "v1", "resources", "queues", _]) => {
+            named("queue", 4).map(ManageRequest::Queue)
+        }
+        ("GET", ["api", "v1", "status", "queues", _]) => named("queue", 4).and_then(|queue| {
+            Ok(ManageRequest::StatusQueue {
+                queue,
+                page: parse_page(query)?,
+            })
+        }),
+        ("GET", ["api", "v1", "resources", "queues", _, "depth"]) => {
+            named("queue", 4).and_then(|queue| {
+                Ok(ManageRequest::Depth {
+                    queue,
+                    group: param(query, "group"),
+                    page: parse_page(query)?,
+                })
+            })
+        }
+        ("GET", ["api", "v1", "resources", "partitions"]) => {
+            parse_page(query).map(|page| ManageRequest::Partitions {
+                queue: param(query, "queue"),
+                page,
+            })
+        }
+        ("GET", ["api", "v1", "resources", "namespaces"]) => Ok(ManageRequest::Namespaces),
+        ("GET", ["api", "v1", "resources", "tasks"]) => Ok(ManageRequest::Tasks),
+        ("GET", ["api", "v1", "consumer-groups"]) => parse_page(query).map(ManageRequest::Groups),
+        ("GET", ["api", "v1", "consumer-groups", "lagging"]) => {
+            parse_min_lag(query).map(|min_lag_seconds| ManageRequest::Lagging { min_lag_seconds })
+        }
+        ("GET", ["api", "v1", "consumer-groups", _]) => {
+            named("consumer group", 3).map(ManageRequest::Group)
+        }
+        ("GET", ["api", "v1", "messages"]) => {
+            parse_message_query(query).map(ManageRequest::Messages)
+        }
+        ("GET", ["api", "v1", "messages", _, _]) => seg(3).and_then(|partition_id| {
+            check_uuid("partitionId", &partition_id)?;
+            Ok(ManageRequest::Message {
+                partition_id,
+                transaction_id: seg(4)?,
+            })
+        }),
+        ("POST", ["api", "v1", "consumer-groups", _, "queues", _, "seek"]) => (|| {
+            Ok(ManageRequest::Seek {
+                group: named("consumer group", 3)?,
+                queue: named("queue", 5)?,
+                to: parse_seek(body)?,
+            })
+        })(),
+        ("DELETE", ["api", "v1", "consumer-groups", _]) => (|| {
+            Ok(ManageRequest::DeleteGroup {
+                group: named("consumer group", 3)?,
+                queue: None,
+                delete_metadata: parse_delete_metadata(query)?,
+            })
+        })(),
+        ("DELETE", ["api", "v1", "consumer-groups", _, "queues", _]) => (|| {
+            Ok(ManageRequest::DeleteGroup {
+                group: named("consumer group", 3)?,
+                queue: Some(named("queue", 5)?),
+                delete_metadata: parse_delete_metadata(query)?,
+            })
+        })(),
+        _ => return None,
+    };
+    Some(r)
+}
+
+/// A non-empty query parameter.
+fn param(query: &[(String, String)], key: &str) -> Option<String> {
+    query
+        .iter()
+        .rev()
+        .find(|(k, v)| k == key && !v.is_empty())
+        .map(|(_, v)| v.clone())
+}
+
+/// MGMT-2: `limit` 1..=1000 (default 100), `offset` >= 0 (default 0).
+pub fn parse_page(query: &[(String, String)]) -> Result<Page, WireError> {
+    let mut page = Page::default();
+    for (k, v) in query {
+        match k.as_str() {
+            "limit" => match v.trim().parse::<u32>() {
+                Ok(n) if (1..=MAX_PAGE_LIMIT).contains(&n) => page.limit = n,
+                _ => {
+                    return Err(WireError::bad(format!(
+                        "limit must be an integer from 1 to {MAX_PAGE_LIMIT}, got {v:?}"
+                    )))
+                }
+            },
+            "offset" => match v.trim().parse::<u32>() {
+                Ok(n) => page.offset = n,
+                _ => {
+                    return Err(WireError::bad(format!(
+                        "offset must be a non-negative integer, got {v:?}"
+                    )))
+                }
+            },
+            _ => {}
+        }
+    }
+    Ok(page)
+}
+
+fn parse_min_lag(query: &[(String, String)]) -> Result<u64, WireError> {
+    match query.iter().rev().find(|(k, _)| k == "minLagSeconds") {
+        None => Ok(DEFAULT_MIN_LAG_SECONDS),
+        Some((_, v)) => v.trim().parse::<u64>().map_err(|_| {
+            WireError::bad(format!(
+                "minLagSeconds must be a non-negative integer, got {v:?}"
+            ))
+        }),
+    }
+}
+
+fn parse_delete_metadata(query: &[(String, String)]) -> Result<bool, WireError> {
+    match query.iter().rev().find(|(k, _)| k == "deleteMetadata") {
+        None => Ok(true),
+        Some((_, v)) => match v.as_str() {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            _ => Err(WireError::bad(format!(
+                "deleteMetadata must be true or false, got {v:?}"
+            ))),
+        },
+    }
+}
+
+fn parse_message_query(query: &[(String, String)]) -> Result<MessageQuery, WireError> {
+    let status = match param(query, "status") {
+        None => None,
+        Some(s) => Some(MessageStatus::parse(&s).ok_or_else(|| {
+            WireError::bad(format!(
+                "status must be one of pending, leased, completed, deadLettered, got {s:?}"
+            ))
+        })?),
+    };
+    let named = |key: &str, kind: &str| -> Result<Option<String>, WireError> {
+        let v = param(query, key);
+        if let Some(n) = &v {
+            check_name(kind, n)?;
+        }
+        Ok(v)
+    };
+    Ok(MessageQuery {
+        queue: named("queue", "queue")?,
+        partition: named("partition", "partition")?,
+        group: named("consumerGroup", "consumer group")?
+            .unwrap_or_else(|| super::QUEUE_MODE.to_string()),
+        status,
+        page: parse_page(query)?,
+    })
+}
+
+/// MGMT-8: `{"toEnd": true}` or `{"timestamp": ISO-8601}`.
+fn parse_seek(body: &[u8]) -> Result<SeekTo, WireError> {
+    let v = parse_json(body)?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| WireError::bad("the seek body must be a JSON object"))?;
+    match (obj.get("toEnd"), obj.get("timestamp")) {
+        (Some(Value::Bool(true)), None | Some(Value::Null)) => Ok(SeekTo::End),
+        (None | Some(Value::Null) | Some(Value::Bool(false)), Some(Value::String(t))) => {
+            parse_iso(t).map(SeekTo::Time).ok_or_else(|| {
+                WireError::bad(format!("timestamp must be an ISO-8601 time, got {t:?}"))
+            })
+        }
+        _ => Err(WireError::bad(
+            "a seek takes {\"toEnd\": true} or {\"timestamp\": ISO-8601}",
+        )),
+    }
+}
+
+/// A page's bookkeeping, beside its rows (MGMT-2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct PageInfo {
+    pub total: u64,
+    pub limit: u32,
+    pub offset: u32,
+}
+
+impl PageInfo {
+    pub fn new(page: Page, total: u64) -> PageInfo {
+        PageInfo {
+            total,
+            limit: page.limit,
+            offset: page.offset,
+        }
+    }
+}
+
+/// `GET /api/v1/resources/overview` (MGMT-4).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct Overview {
+    pub queues: u64,
+    pub partitions: u64,
+    /// Retained messages.
+    pub messages: u64,
+    /// Messages as RET-5 counts them.
+    pub unconsumed: u64,
+    pub consumer_groups: u64,
+    /// Dead-letter records (one per message and group).
+    pub dead_letters: u64,
+}
+
+/// `GET /api/v1/status` (MGMT-5).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct StatusView {
+    #[serde(flatten)]
+    pub overview: Overview,
+    pub push_maintenance: bool,
+    pub pop_maintenance: bool,
+}
+
+/// One queue's figures (MGMT-4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct QueueSummary {
+    pub name: String,
+    pub namespace: String,
+    pub task: String,
+    pub partitions: u64,
+    pub messages: u64,
+    pub unconsumed: u64,
+    /// Groups reading some partition of the queue.
+    pub consumer_groups: u64,
+    pub dead_letters: u64,
+}
+
+/// `GET /api/v1/resources/queues` and `/status/queues` (MGMT-4, MGMT-5).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct QueuesPage {
+    pub queues: Vec<QueueSummary>,
+    #[serde(flatten)]
+    pub page: PageInfo,
+}
+
+/// `GET /api/v1/resources/queues/{queue}` (MGMT-4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct QueueDetail {
+    #[serde(flatten)]
+    pub summary: QueueSummary,
+    pub options: EchoedOptions,
+}
+
+/// `GET /api/v1/status/queues/{queue}` (MGMT-5).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct StatusQueue {
+    pub queue: QueueDetail,
+    pub partitions: Vec<PartitionRow>,
+    #[serde(flatten)]
+    pub page: PageInfo,
+}
+
+/// One partition (MGMT-4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct PartitionRow {
+    pub id: String,
+    pub queue: String,
+    pub name: String,
+    /// Retained messages.
+    pub messages: u64,
+    /// The highest offset written.
+    pub last_offset: u64,
+    pub consumer_groups: u64,
+}
+
+/// `GET /api/v1/resources/partitions` (MGMT-4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct PartitionsPage {
+    pub partitions: Vec<PartitionRow>,
+    #[serde(flatten)]
+    pub page: PageInfo,
+}
+
+/// One partition's backlog (MGMT-4, the client's depth shape).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct PartitionDepth {
+    pub partition: String,
+    pub pending: u64,
+}
+
+/// `GET /api/v1/resources/queues/{queue}/depth` (MGMT-4).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct Depth {
+    pub queue: String,
+    pub group: Option<String>,
+    pub pending: u64,
+    pub partitions_pending: u64,
+    pub conflation: bool,
+    pub effective_pending: u64,
+    pub partitions: Vec<PartitionDepth>,
+    #[serde(flatten)]
+    pub page: PageInfo,
+}
+
+/// A namespace or a task with how many queues it has (MGMT-4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct NamespaceRow {
+    pub namespace: String,
+    pub queues: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct TaskRow {
+    pub task: String,
+    pub queues: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct Namespaces {
+    pub namespaces: Vec<NamespaceRow>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct Tasks {
+    pub tasks: Vec<TaskRow>,
+}
+
+/// A group's state on a queue, or over all (MGMT-3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub enum GroupState {
+    CaughtUp,
+    Behind,
+    Consuming,
+}
+
+impl GroupState {
+    /// A queue's state from its lag and whether some lease is live.
+    pub fn of(lag: u64, leased: u64) -> GroupState {
+        match (lag, leased) {
+            (0, _) => GroupState::CaughtUp,
+            (_, 0) => GroupState::Behind,
+            _ => GroupState::Consuming,
+        }
+    }
+}
+
+/// A group on one queue (MGMT-3).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct GroupQueue {
+    pub queue: String,
+    pub partitions: u64,
+    pub lag: u64,
+    pub lag_seconds: u64,
+    pub leased: u64,
+    pub state: GroupState,
+}
+
+/// A consumer group (MGMT-3).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct GroupView {
+    pub name: String,
+    pub queues: Vec<GroupQueue>,
+    pub lag: u64,
+    pub lag_seconds: u64,
+    pub state: GroupState,
+}
+
+impl GroupView {
+    /// The group over its queues: lags summed, the largest lag in seconds, `consuming`
+    /// when any queue is, else `behind` when any is.
+    pub fn new(name: String, queues: Vec<GroupQueue>) -> GroupView {
+        GroupView {
+            name,
+            lag: queues.iter().map(|q| q.lag).sum(),
+            lag_seconds: queues.iter().map(|q| q.lag_seconds).max().unwrap_or(0),
+            state: queues
+                .iter()
+                .map(|q| q.state)
+                .max()
+                .unwrap_or(GroupState::CaughtUp),
+            queues,
+        }
+    }
+}
+
+/// `GET /api/v1/consumer-groups` (MGMT-3).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct GroupsPage {
+    pub consumer_groups: Vec<GroupView>,
+    #[serde(flatten)]
+    pub page: PageInfo,
+}
+
+/// `GET /api/v1/consumer-groups/lagging` (MGMT-3).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct Lagging {
+    pub consumer_groups: Vec<GroupView>,
+    pub min_lag_seconds: u64,
+}
+
+/// A message as management shows it (MGMT-6, MGMT-7).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct MessageCore {
+    pub id: String,
+    pub transaction_id: String,
+    pub trace_id: Option<String>,
+    pub partition_id: String,
+    pub queue: String,
+    pub partition: String,
+    pub data: Value,
+    pub created_at: String,
+    pub producer_sub: Option<String>,
+}
+
+/// One row of the peek listing (MGMT-6).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct MessageRow {
+    #[serde(flatten)]
+    pub message: MessageCore,
+    pub status: MessageStatus,
+    pub retry_count: u32,
+}
+
+/// `GET /api/v1/messages` (MGMT-6).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct MessagesPage {
+    pub messages: Vec<MessageRow>,
+    #[serde(flatten)]
+    pub page: PageInfo,
+}
+
+/// One group's view of one message (MGMT-7).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct MessageGroup {
+    pub group: String,
+    pub status: MessageStatus,
+    pub retry_count: u32,
+    pub error_message: Option<String>,
+}
+
+/// `GET /api/v1/messages/{partitionId}/{transactionId}` (MGMT-7).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct MessageDetail {
+    #[serde(flatten)]
+    pub message: MessageCore,
+    pub groups: Vec<MessageGroup>,
+}
+
+/// The seek answer (MGMT-8).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct SeekResponse {
+    pub success: bool,
+    pub group: String,
+    pub queue: String,
+    /// How many cursors the seek set.
+    pub partitions: u64,
+}
+
+/// The group delete answer (MGMT-9).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct GroupDeleted {
+    pub success: bool,
+    pub group: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// How many cursors went.
+    pub deleted: u64,
+}
+
+/// The 404 of a queue named in a management path that does not exist (MGMT-1).
+pub fn no_such_queue(queue: &str) -> WireError {
+    WireError {
+        status: 404,
+        message: format!("queue {queue:?} does not exist"),
+    }
+}
+
+/// The 404 of a group that is not listed (MGMT-1, MGMT-3).
+pub fn no_such_group(group: &str) -> WireError {
+    WireError {
+        status: 404,
+        message: format!("consumer group {group:?} does not exist"),
+    }
+}
+
+/// The 404 of MGMT-7.
+pub fn no_such_message(partition_id: &str, transaction_id: &str) -> WireError {
+    WireError {
+        status: 404,
+        message: format!(
+            "no retained message with transactionId {transaction_id:?} in partition {partition_id}"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn parse(
+        method: &str,
+        path: &str,
+        query: &[(&str, &str)],
+        body: &str,
+    ) -> Result<ManageRequest, WireError> {
+        let raw: Vec<&str> = path.split('/').skip(1).collect();
+        parse_manage(method, &raw, &q(query), body.as_bytes()).expect("a management route")
+    }
+
+    #[test]
+    fn mgmt_2_pages_are_bounded() {
+        assert_eq!(parse_page(&[]).unwrap(), Page::default());
+        for bad in [
+            ("limit", "0"),
+            ("limit", "1001"),
+            ("limit", "x"),
+            ("offset", "-1"),
+        ] {
+            assert!(parse_page(&q(&[bad])).is_err(), "{bad:?}");
+        }
+        let p = parse_page(&q(&[("limit", "2"), ("offset", "1")])).unwrap();
+        assert_eq!(p.cut([1, 2, 3, 4]), (vec![2, 3], 4));
+    }
+
+    #[test]
+    fn routes_parse_and_bad_input_is_400() {
+        assert_eq!(
+            parse("GET", "/api/v1/consumer-groups/lagging", &[], ""),
+            Ok(ManageRequest::Lagging {
+                min_lag_seconds: DEFAULT_MIN_LAG_SECONDS
+            })
+        );
+        assert!(parse(
+            "GET",
+            "/api/v1/consumer-groups/lagging",
+            &[("minLagSeconds", "-2")],
+            ""
+        )
+        .is_err());
+        assert!(parse("GET", "/api/v1/messages", &[("status", "gone")], "").is_err());
+        assert!(parse("GET", "/api/v1/messages/not-a-uuid/t", &[], "").is_err());
+        assert!(parse(
+            "DELETE",
+            "/api/v1/consumer-groups/g",
+            &[("deleteMetadata", "yes")],
+            ""
+        )
+        .is_err());
+        let seek = "/api/v1/consumer-groups/g/queues/q/seek";
+        assert_eq!(
+            parse("POST", seek, &[], r#"{"toEnd": true}"#).map(|r| r.is_read()),
+            Ok(false)
+        );
+        assert!(matches!(
+            parse(
+                "POST",
+                seek,
+                &[],
+                r#"{"timestamp": "2026-01-01T00:00:00.000Z"}"#
+            ),
+            Ok(ManageRequest::Seek {
+                to: SeekTo::Time(_),
+                ..
+            })
+        ));
+        for bad in [
+            "{}",
+            r#"{"toEnd": false}"#,
+            r#"{"timestamp": "soon"}"#,
+            "[]",
+            "{",
+        ] {
+            assert!(parse("POST", seek, &[], bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_group_states_order_is_the_one_of_mgmt_3() {
+        assert_eq!(GroupState::of(0, 1), GroupState::CaughtUp);
+        assert_eq!(GroupState::of(3, 0), GroupState::Behind);
+        assert_eq!(GroupState::of(3, 1), GroupState::Consuming);
+        let q = |state| GroupQueue {
+            queue: "q".into(),
+            partitions: 1,
+            lag: 1,
+            lag_seconds: 2,
+            leased: 0,
+            state,
+        };
+        let g = GroupView::new(
+            "g".into(),
+            vec![q(GroupState::Behind), q(GroupState::CaughtUp)],
+        );
+        assert_eq!((g.lag, g.lag_seconds, g.state), (2, 2, GroupState::Behind));
+    }
+}

@@ -1,0 +1,233 @@
+//! Management and observability (PROTOCOL.md section 17) on the deterministic engine:
+//! what each view shows, that reads take nothing, and what the two writes do.
+
+mod common;
+use common::*;
+use queen_reference::wire::*;
+use serde_json::json;
+
+fn statuses(p: &MessagesPage) -> Vec<MessageStatus> {
+    p.messages.iter().map(|m| m.status).collect()
+}
+
+#[test]
+fn mgmt_6_peek_shows_each_messages_state_and_leases_nothing() {
+    use MessageStatus::*;
+    let mut b = Broker::new();
+    b.configure("q", json!({"retryLimit": 0}));
+    b.push_many("q", "p", &["a", "b", "c"]);
+    let first = b
+        .pop("q", &[("consumerGroup", "g"), ("batch", "1")])
+        .unwrap();
+    let peek = |b: &mut Broker| -> MessagesPage {
+        b.view(
+            "/api/v1/messages",
+            &[("queue", "q"), ("consumerGroup", "g")],
+        )
+    };
+    assert_eq!(statuses(&peek(&mut b)), [Leased, Pending, Pending]);
+    b.ack_batch(Some("g"), vec![ack_of(&first.messages[0], "dlq")]);
+    let second = b
+        .pop("q", &[("consumerGroup", "g"), ("batch", "1")])
+        .unwrap();
+    b.ack_batch(Some("g"), vec![ack_of(&second.messages[0], "completed")]);
+    let page = peek(&mut b);
+    assert_eq!(statuses(&page), [DeadLettered, Completed, Pending]);
+    assert_eq!(page.page.total, 3);
+    assert_eq!(page.messages[2].message.transaction_id, "c");
+    assert_eq!(
+        page.messages[0].message.partition_id,
+        first.messages[0].partition_id
+    );
+    // The peek took nothing: the next pop delivers c, and queue mode still sees all.
+    assert_eq!(Broker::txns(&b.pop("q", &[("consumerGroup", "g")])), ["c"]);
+    let filtered: MessagesPage = b.view(
+        "/api/v1/messages",
+        &[("queue", "q"), ("status", "pending"), ("limit", "2")],
+    );
+    assert_eq!((filtered.messages.len(), filtered.page.total), (2, 3));
+}
+
+#[test]
+fn mgmt_7_one_message_with_every_reading_groups_state() {
+    let mut b = Broker::new();
+    b.configure("q", json!({"retryLimit": 0}));
+    b.push1("q", "p", "a");
+    let g = b.pop("q", &[("consumerGroup", "g")]).unwrap();
+    b.ack_batch(Some("g"), vec![json!({"transactionId": "a", "partitionId": g.messages[0].partition_id, "leaseId": g.lease_id, "status": "failed", "error": "boom"})]);
+    b.pop("q", &[("consumerGroup", "h")]).unwrap();
+    let pid = g.messages[0].partition_id.clone();
+    let m: MessageDetail = b.view(&format!("/api/v1/messages/{pid}/a"), &[]);
+    assert_eq!(m.message.transaction_id, "a");
+    let groups: Vec<(&str, MessageStatus, Option<&str>)> = m
+        .groups
+        .iter()
+        .map(|x| (x.group.as_str(), x.status, x.error_message.as_deref()))
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            ("g", MessageStatus::DeadLettered, Some("boom")),
+            ("h", MessageStatus::Leased, None)
+        ]
+    );
+    let missing = b.send(HttpRequest::get(format!("/api/v1/messages/{pid}/zz"), &[]));
+    assert_eq!(missing.status, 404);
+    let bad = b.send(HttpRequest::get("/api/v1/messages/nope/a", &[]));
+    assert_eq!(bad.status, 400);
+}
+
+#[test]
+fn mgmt_3_groups_with_lag_state_and_the_lagging_filter() {
+    let mut b = Broker::new();
+    b.push_many("q", "p", &["a", "b", "c"]);
+    b.push1("r", "p", "x");
+    let p = b
+        .pop("q", &[("consumerGroup", "g"), ("batch", "1")])
+        .unwrap();
+    b.pop("r", &[("consumerGroup", "g")]).unwrap();
+    let g: GroupView = b.view("/api/v1/consumer-groups/g", &[]);
+    let rows: Vec<(&str, u64, u64, GroupState)> = g
+        .queues
+        .iter()
+        .map(|q| (q.queue.as_str(), q.lag, q.leased, q.state))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("q", 3, 1, GroupState::Consuming),
+            ("r", 1, 1, GroupState::Consuming)
+        ]
+    );
+    b.ack_batch(Some("g"), vec![ack_of(&p.messages[0], "completed")]);
+    b.advance(61_000);
+    let g: GroupView = b.view("/api/v1/consumer-groups/g", &[]);
+    assert_eq!((g.lag, g.state, g.lag_seconds), (3, GroupState::Behind, 61));
+    let lagging: Lagging = b.view(
+        "/api/v1/consumer-groups/lagging",
+        &[("minLagSeconds", "61")],
+    );
+    assert_eq!(lagging.consumer_groups.len(), 1);
+    let none: Lagging = b.view(
+        "/api/v1/consumer-groups/lagging",
+        &[("minLagSeconds", "62")],
+    );
+    assert!(none.consumer_groups.is_empty());
+    let all: GroupsPage = b.view("/api/v1/consumer-groups", &[]);
+    assert_eq!(all.consumer_groups.len(), 1, "queue mode never popped here");
+    assert_eq!(
+        b.send(HttpRequest::get("/api/v1/consumer-groups/nobody", &[]))
+            .status,
+        404
+    );
+}
+
+#[test]
+fn mgmt_4_overview_queues_depth_and_partitions() {
+    let mut b = Broker::new();
+    b.push_many("b.one", "p1", &["a", "b"]);
+    b.push_many("a.two", "p1", &["c"]);
+    b.push1("b.one", "p2", "d");
+    b.pop_partition(
+        "b.one",
+        "p1",
+        &[("consumerGroup", "g"), ("autoAck", "true"), ("batch", "1")],
+    );
+    let o: Overview = b.view("/api/v1/resources/overview", &[]);
+    assert_eq!(
+        (o.queues, o.partitions, o.messages, o.consumer_groups),
+        (2, 3, 4, 1)
+    );
+    // g's first pop gave it a cursor on both partitions of b.one (POP-13): p1 has 1
+    // left, p2 1; a.two is read by nobody (1).
+    assert_eq!(o.unconsumed, 3);
+    let qs: QueuesPage = b.view("/api/v1/resources/queues", &[]);
+    let names: Vec<&str> = qs.queues.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(names, ["b.one", "a.two"], "creation order");
+    let depth: Depth = b.view("/api/v1/resources/queues/b.one/depth", &[("group", "g")]);
+    assert_eq!((depth.pending, depth.partitions_pending), (2, 2));
+    let depth: Depth = b.view("/api/v1/resources/queues/b.one/depth", &[]);
+    assert_eq!((depth.pending, depth.partitions.len()), (2, 2));
+    let parts: PartitionsPage = b.view("/api/v1/resources/partitions", &[("queue", "b.one")]);
+    let rows: Vec<(&str, u64, u64)> = parts
+        .partitions
+        .iter()
+        .map(|p| (p.name.as_str(), p.messages, p.consumer_groups))
+        .collect();
+    assert_eq!(rows, [("p1", 2, 1), ("p2", 1, 1)]);
+    let ns: Namespaces = b.view("/api/v1/resources/namespaces", &[]);
+    assert_eq!(ns.namespaces.len(), 2);
+    assert_eq!(
+        b.send(HttpRequest::get("/api/v1/resources/queues/nope", &[]))
+            .status,
+        404
+    );
+    assert_eq!(
+        b.send(HttpRequest::get(
+            "/api/v1/resources/queues",
+            &[("limit", "0")]
+        ))
+        .status,
+        400
+    );
+}
+
+#[test]
+fn mgmt_8_seek_to_the_end_and_back_to_a_time() {
+    let mut b = Broker::new();
+    b.push1("q", "p", "a");
+    b.advance(1_000);
+    let mark = b.now;
+    b.push1("q", "p", "b");
+    let held = b.pop("q", &[("consumerGroup", "g")]).unwrap();
+    let seek = "/api/v1/consumer-groups/g/queues/q/seek";
+    let r = b.post(seek, json!({"toEnd": true}));
+    assert_eq!(r.body.unwrap()["partitions"], 1);
+    assert!(
+        b.pop("q", &[("consumerGroup", "g")]).is_none(),
+        "at the end"
+    );
+    // The released lease no longer acks.
+    let acked = b.ack_batch(Some("g"), vec![ack_of(&held.messages[0], "completed")]);
+    assert!(
+        acked[0].success && acked[0].noop,
+        "at or below the cursor: ACK-3 {acked:?}"
+    );
+    let t = queen_reference::time::format_iso(mark);
+    assert_eq!(b.post(seek, json!({"timestamp": t})).status, 200);
+    assert_eq!(Broker::txns(&b.pop("q", &[("consumerGroup", "g")])), ["b"]);
+    assert_eq!(
+        b.post(
+            "/api/v1/consumer-groups/g/queues/nope/seek",
+            json!({"toEnd": true})
+        )
+        .status,
+        404
+    );
+    assert_eq!(b.post(seek, json!({"toEnd": false})).status, 400);
+}
+
+#[test]
+fn mgmt_9_a_deleted_group_starts_again() {
+    let mut b = Broker::new();
+    b.push_many("q", "p", &["a", "b"]);
+    let p = b
+        .pop("q", &[("consumerGroup", "g"), ("batch", "2")])
+        .unwrap();
+    b.ack_batch(
+        Some("g"),
+        p.messages.iter().map(|m| ack_of(m, "completed")).collect(),
+    );
+    let r = b.send(HttpRequest::delete("/api/v1/consumer-groups/g"));
+    assert_eq!(r.body.unwrap()["deleted"], 1);
+    let groups: GroupsPage = b.view("/api/v1/consumer-groups", &[]);
+    assert!(groups.consumer_groups.is_empty());
+    assert_eq!(
+        Broker::txns(&b.pop("q", &[("consumerGroup", "g"), ("batch", "5")])),
+        ["a", "b"]
+    );
+    let again = b.send(HttpRequest::delete(
+        "/api/v1/consumer-groups/other/queues/q",
+    ));
+    assert_eq!(again.body.unwrap()["deleted"], 0);
+}
