@@ -42,10 +42,12 @@ pub enum Capability {
     Auth,
     /// The broker removes messages by age and bounds queues (section 16).
     Retention,
+    /// The broker serves the management and observability routes (section 17).
+    Management,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 16] = [
+    pub const ALL: [Capability; 17] = [
         Capability::Core,
         Capability::Configure,
         Capability::Dedup,
@@ -62,6 +64,7 @@ impl Capability {
         Capability::DatabaseControl,
         Capability::Auth,
         Capability::Retention,
+        Capability::Management,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -82,6 +85,7 @@ impl Capability {
             Capability::DatabaseControl => "database-control",
             Capability::Auth => "auth",
             Capability::Retention => "retention",
+            Capability::Management => "management",
         }
     }
 

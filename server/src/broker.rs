@@ -61,6 +61,11 @@ pub trait Broker: Send + Sync + 'static {
         None
     }
 
+    /// The database pool's (open, idle) connections, for an engine that has one.
+    fn pool_stats(&self) -> Option<(u32, u32)> {
+        None
+    }
+
     /// HEALTH-3: the components that failed and were recovered within the last minute.
     fn degraded(&self) -> Vec<serde_json::Value> {
         Vec::new()

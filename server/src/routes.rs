@@ -70,6 +70,10 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     if req.method() == axum::http::Method::GET && req.uri().path() == METRICS_PATH {
         return metrics_answer(&app);
     }
+    if req.method() == axum::http::Method::GET && req.uri().path() == METRICS_JSON_PATH {
+        return render(Answer::View(app.metrics.json()));
+    }
+    let started = std::time::Instant::now();
     if req.method() == axum::http::Method::GET && req.uri().path() == OPENAPI_PATH {
         return openapi_answer();
     }
@@ -86,20 +90,27 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     if let (Ok(r), crate::auth::Verified::Token(p)) = (&mut parsed, &verified) {
         r.stamp_producer(p.sub.as_deref());
     }
+    let op = parsed.as_ref().map_or("other", |r| r.name());
     let answer = match parsed {
         Ok(Request::Pop { route, query }) => {
-            longpoll::pop(
+            app.metrics.parked.inc();
+            let answer = longpoll::pop(
                 app.broker.as_ref(),
                 route,
                 query,
                 app.backoff,
                 app.stopping.clone(),
             )
-            .await
+            .await;
+            app.metrics.parked.dec();
+            answer
         }
         Ok(Request::Health) => match app.broker.call(Request::Health).await {
             Answer::Health(mut health) => {
                 health.degraded = Some(app.broker.degraded());
+                // HEALTH-4.
+                health.version = Some(env!("CARGO_PKG_VERSION").to_string());
+                health.uptime_seconds = Some(app.metrics.started.elapsed().as_secs());
                 Answer::Health(health)
             }
             other => other,
@@ -110,6 +121,7 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     if answer.status() == 500 {
         app.metrics.internal_errors.inc();
     }
+    app.metrics.answered(op, answer.status(), started.elapsed());
     render(scrub_internal_error(answer, &request_id))
 }
 
@@ -180,9 +192,14 @@ async fn parse(app: &AppState, req: AxumRequest) -> Result<Request, Box<Answer>>
 
 /// Where the Prometheus text exposition is served.
 const METRICS_PATH: &str = "/metrics/prometheus";
+/// Where the JSON metrics are served (MGMT-10).
+const METRICS_JSON_PATH: &str = "/metrics";
 
 /// The metrics, in the OpenMetrics text format Prometheus scrapes.
 fn metrics_answer(app: &AppState) -> Response {
+    if let Some((open, idle)) = app.broker.pool_stats() {
+        app.metrics.set_pool(open, idle);
+    }
     let text = app.metrics.render(app.broker.spool());
     (
         [(

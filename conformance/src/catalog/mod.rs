@@ -13,6 +13,7 @@ mod bad_input;
 mod configure;
 mod dlq;
 mod lease;
+mod manage;
 mod outage;
 mod pop;
 mod push;
@@ -55,6 +56,7 @@ pub fn all() -> Vec<Case> {
     v.extend(txn::cases());
     v.extend(configure::cases());
     v.extend(admin::cases());
+    v.extend(manage::cases());
     v.extend(bad_input::cases());
     v.extend(outage::cases());
     v.extend(auth::cases());

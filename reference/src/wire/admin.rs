@@ -33,6 +33,12 @@ pub struct HealthResponse {
     /// HEALTH-3: the components recovered from a failure within the last minute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<Vec<Value>>,
+    /// HEALTH-4: the broker's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// HEALTH-4: seconds since the broker started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uptime_seconds: Option<u64>,
 }
 
 impl HealthResponse {
@@ -45,6 +51,8 @@ impl HealthResponse {
             spool: None,
             push_writer_restarts: None,
             degraded: None,
+            version: None,
+            uptime_seconds: None,
         }
     }
 }

@@ -22,6 +22,7 @@
 mod ack;
 mod admin;
 mod group;
+mod groups;
 mod lease;
 mod listen;
 mod minted;
@@ -33,6 +34,7 @@ mod retention;
 mod rows;
 mod schema;
 mod txn;
+mod views;
 
 pub use push::Prepared;
 use rows::logged;
@@ -43,7 +45,7 @@ use crate::config::Config;
 use crate::spool::{ChunkLimits, Spool, SpoolState};
 use crate::wakes::Wakes;
 use async_trait::async_trait;
-use queen_reference::wire::{Answer, PopQuery, PopRoute, Request};
+use queen_reference::wire::{Answer, ManageRequest, PopQuery, PopRoute, Request};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -393,6 +395,24 @@ impl PgBroker {
             Request::GetPopMaintenance => admin::pop_maintenance(pool).await,
             Request::SetPopMaintenance(on) => admin::set_pop_maintenance(pool, on).await,
             Request::Health => return admin::health(self).await,
+            Request::Manage(ManageRequest::Seek { group, queue, to }) => {
+                groups::seek(pool, &self.inner.wakes, &group, &queue, to).await
+            }
+            Request::Manage(ManageRequest::DeleteGroup {
+                group,
+                queue,
+                delete_metadata,
+            }) => {
+                groups::delete_group(
+                    pool,
+                    &self.inner.wakes,
+                    &group,
+                    queue.as_deref(),
+                    delete_metadata,
+                )
+                .await
+            }
+            Request::Manage(read) => views::read(pool, &read, self.seal()).await,
         };
         // The route logs the cause under the request id and answers without it (ERR-1).
         result.unwrap_or_else(|e| Answer::error(500, format!("database error: {e}")))
@@ -460,6 +480,11 @@ impl Broker for PgBroker {
 
     fn spool(&self) -> Option<SpoolState> {
         Some(self.spool_state())
+    }
+
+    fn pool_stats(&self) -> Option<(u32, u32)> {
+        let pool = &self.inner.pool;
+        Some((pool.size(), pool.num_idle() as u32))
     }
 
     async fn shutdown(&self) {

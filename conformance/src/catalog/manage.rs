@@ -1,0 +1,327 @@
+//! Management and observability cases (PROTOCOL.md section 17: MGMT-1..10, HEALTH-4).
+//!
+//! Every answer is checked against the model's view of this session's queues, so the
+//! cases read views a session owns: one queue, one group, a namespace of its own. The
+//! broker-wide figures (the overview, every group) include other sessions' queues on a
+//! shared broker; those are read unchecked and held only to what this session added.
+
+use super::cases;
+use crate::case::CaseResult;
+use crate::rules::*;
+use crate::session::*;
+use queen_reference::wire::*;
+use serde_json::json;
+
+pub fn cases() -> Vec<crate::case::Case> {
+    cases![
+        peek: "mgmt-6/peek-shows-each-state-and-takes-nothing", [MGMT_1, MGMT_6], Project, Management, needs [DeadLetter];
+        one_message: "mgmt-7/one-message-with-every-reading-groups-state", [MGMT_7], Project, Management, needs [DeadLetter];
+        groups: "mgmt-3/a-group-shows-its-lag-and-state", [MGMT_3], Project, Management;
+        resources: "mgmt-4/queues-depth-and-partitions-of-a-namespace", [MGMT_4, MGMT_5], Project, Management;
+        seek: "mgmt-8/seek-to-the-end-and-back-to-a-time", [MGMT_8], Project, Management;
+        delete_group: "mgmt-9/a-deleted-group-starts-again", [MGMT_9], Project, Management;
+        pages: "mgmt-2/bad-pages-and-bodies-are-400", [MGMT_2], Project, Management, needs [BadInput];
+        metrics: "mgmt-10/metrics-and-health-say-what-runs", [MGMT_10, HEALTH_4], Project, Management;
+    ]
+}
+
+fn statuses(p: &MessagesPage) -> Vec<MessageStatus> {
+    p.messages.iter().map(|m| m.status).collect()
+}
+
+/// MGMT-6, MGMT-1: a peek shows leased, dead-lettered, completed and pending messages for
+/// a group, and takes nothing: the group's next pop delivers what was pending.
+async fn peek(s: &mut Session) -> CaseResult {
+    use MessageStatus::*;
+    let (q, g) = (s.name("q"), s.name("g"));
+    s.configure(&q, json!({"retryLimit": 0})).await?;
+    s.push_many(&q, "p", &["a", "b", "c"]).await?;
+    let first = s
+        .pop_some(&q, &[("consumerGroup", &g), ("batch", "1")])
+        .await?;
+    let query = [("queue", q.as_str()), ("consumerGroup", g.as_str())];
+    let seen: MessagesPage = decode(&s.get("/api/v1/messages", &query).await?, 200, "peek")?;
+    ensure(statuses(&seen) == [Leased, Pending, Pending], || {
+        (
+            format!("a peek after one pop shows {:?}", statuses(&seen)),
+            vec![MGMT_6],
+        )
+    })?;
+    s.ack_batch(Some(&g), acks_for(&first, "dlq")).await?;
+    let second = s
+        .pop_some(&q, &[("consumerGroup", &g), ("batch", "1")])
+        .await?;
+    s.ack_batch(Some(&g), acks_for(&second, "completed"))
+        .await?;
+    let seen: MessagesPage = decode(&s.get("/api/v1/messages", &query).await?, 200, "peek")?;
+    ensure(
+        statuses(&seen) == [DeadLettered, Completed, Pending],
+        || (format!("a peek shows {:?}", statuses(&seen)), vec![MGMT_6]),
+    )?;
+    let next = s.pop_q(&q, &[("consumerGroup", &g)]).await?;
+    ensure(txns(&next) == ["c"], || {
+        (
+            "the peeks took something from the group".into(),
+            vec![MGMT_1],
+        )
+    })
+}
+
+/// MGMT-7: the message by its partitionId and transactionId, with each reading group's
+/// state and the error its dead letter kept.
+async fn one_message(s: &mut Session) -> CaseResult {
+    let (q, g, h) = (s.name("q"), s.name("g"), s.name("h"));
+    s.configure(&q, json!({"retryLimit": 0})).await?;
+    s.push1(&q, "p", "a").await?;
+    let p = s.pop_some(&q, &[("consumerGroup", &g)]).await?;
+    let m = &p.messages[0];
+    let fail = json!([{"transactionId": "a", "partitionId": m.partition_id, "leaseId": p.lease_id, "status": "failed", "error": "boom"}]);
+    s.ack_batch(Some(&g), fail.as_array().cloned().unwrap_or_default())
+        .await?;
+    s.pop_some(&q, &[("consumerGroup", &h)]).await?;
+    let path = format!("/api/v1/messages/{}/a", m.partition_id);
+    let d: MessageDetail = decode(&s.get(&path, &[]).await?, 200, "message")?;
+    let got: Vec<(String, MessageStatus, Option<String>)> = d
+        .groups
+        .iter()
+        .map(|x| (x.group.clone(), x.status, x.error_message.clone()))
+        .collect();
+    let want = vec![
+        (
+            g.clone(),
+            MessageStatus::DeadLettered,
+            Some("boom".to_string()),
+        ),
+        (h.clone(), MessageStatus::Leased, None),
+    ];
+    ensure(got == want, || {
+        (format!("the groups' view is {got:?}"), vec![MGMT_7])
+    })?;
+    let missing = s
+        .get(&format!("/api/v1/messages/{}/zz", m.partition_id), &[])
+        .await?;
+    ensure(missing.status == 404, || {
+        (
+            format!("an unknown transactionId answered {}", missing.status),
+            vec![MGMT_7],
+        )
+    })
+}
+
+/// MGMT-3: one group over two queues: its lag, live leases and state, then behind.
+async fn groups(s: &mut Session) -> CaseResult {
+    let (q, r, g) = (s.name("q"), s.name("r"), s.name("g"));
+    s.push_many(&q, "p", &["a", "b", "c"]).await?;
+    s.push1(&r, "p", "x").await?;
+    let held = s
+        .pop_some(&q, &[("consumerGroup", &g), ("batch", "1")])
+        .await?;
+    s.pop_some(&r, &[("consumerGroup", &g), ("autoAck", "true")])
+        .await?;
+    let path = format!("/api/v1/consumer-groups/{g}");
+    let v: GroupView = decode(&s.get(&path, &[]).await?, 200, "group")?;
+    let rows: Vec<(u64, u64, GroupState)> = v
+        .queues
+        .iter()
+        .map(|x| (x.lag, x.leased, x.state))
+        .collect();
+    ensure(
+        rows == [(3, 1, GroupState::Consuming), (0, 0, GroupState::CaughtUp)],
+        || (format!("the group's queues read {rows:?}"), vec![MGMT_3]),
+    )?;
+    s.ack_batch(Some(&g), acks_for(&held, "completed")).await?;
+    let v: GroupView = decode(&s.get(&path, &[]).await?, 200, "group")?;
+    ensure((v.lag, v.state) == (2, GroupState::Behind), || {
+        (
+            format!("after the ack the group reads lag {} {:?}", v.lag, v.state),
+            vec![MGMT_3],
+        )
+    })?;
+    let nobody = s
+        .get(
+            &format!("/api/v1/consumer-groups/{}", s.name("nobody")),
+            &[],
+        )
+        .await?;
+    ensure(nobody.status == 404, || {
+        ("an unknown group is not 404".into(), vec![MGMT_3])
+    })
+}
+
+/// MGMT-4, MGMT-5: the queues of this session's namespace in creation order, a queue's
+/// figures, depth and partitions, and its status page.
+async fn resources(s: &mut Session) -> CaseResult {
+    let ns = s.namespace();
+    let (one, two) = (format!("{ns}.one"), format!("{ns}.two"));
+    s.push_many(&one, "p1", &["a", "b"]).await?;
+    s.push1(&two, "p1", "c").await?;
+    s.push1(&one, "p2", "d").await?;
+    let g = s.name("g");
+    s.pop(
+        PopRoute::Partition(one.clone(), "p1".into()),
+        &[("consumerGroup", &g), ("autoAck", "true"), ("batch", "1")],
+    )
+    .await?;
+    let page: QueuesPage = decode(
+        &s.get("/api/v1/resources/queues", &[("namespace", &ns)])
+            .await?,
+        200,
+        "queues",
+    )?;
+    let names: Vec<&str> = page.queues.iter().map(|q| q.name.as_str()).collect();
+    ensure(names == [one.as_str(), two.as_str()], || {
+        (format!("the namespace lists {names:?}"), vec![MGMT_4])
+    })?;
+    let depth: Depth = decode(
+        &s.get(
+            &format!("/api/v1/resources/queues/{one}/depth"),
+            &[("group", &g)],
+        )
+        .await?,
+        200,
+        "depth",
+    )?;
+    ensure(depth.pending == 2, || {
+        (
+            format!("depth for the group is {}", depth.pending),
+            vec![MGMT_4],
+        )
+    })?;
+    s.get(&format!("/api/v1/resources/queues/{one}"), &[])
+        .await?;
+    s.get("/api/v1/resources/partitions", &[("queue", &one)])
+        .await?;
+    s.get(&format!("/api/v1/status/queues/{one}"), &[]).await?;
+    s.get("/api/v1/status/queues", &[("namespace", &ns)])
+        .await?;
+    // The broker-wide overview counts other sessions' queues too: read unchecked.
+    let o = s
+        .send_unchecked(HttpRequest::get("/api/v1/resources/overview", &[]))
+        .await?;
+    let o: Overview = decode(&o, 200, "overview")?;
+    ensure(o.queues >= 2 && o.messages >= 4, || {
+        (
+            format!("the overview misses this session's queues: {o:?}"),
+            vec![MGMT_4],
+        )
+    })
+}
+
+/// MGMT-8: a seek to the end leaves nothing to deliver and releases the lease; a seek
+/// to a time delivers again from there.
+async fn seek(s: &mut Session) -> CaseResult {
+    let (q, g) = (s.name("q"), s.name("g"));
+    s.push1(&q, "p", "a").await?;
+    sleep_ms(50).await;
+    let mark = queen_reference::time::format_iso(now_ms());
+    sleep_ms(50).await;
+    s.push1(&q, "p", "b").await?;
+    s.pop_some(&q, &[("consumerGroup", &g)]).await?;
+    let path = format!("/api/v1/consumer-groups/{g}/queues/{q}/seek");
+    s.post(&path, json!({"toEnd": true})).await?;
+    let none = s.pop_q(&q, &[("consumerGroup", &g)]).await?;
+    ensure(none.is_none(), || {
+        (
+            "a pop after a seek to the end delivered".into(),
+            vec![MGMT_8],
+        )
+    })?;
+    s.post(&path, json!({"timestamp": mark})).await?;
+    let again = s.pop_q(&q, &[("consumerGroup", &g)]).await?;
+    ensure(txns(&again) == ["b"], || {
+        (
+            format!("after a seek back the group got {:?}", txns(&again)),
+            vec![MGMT_8],
+        )
+    })
+}
+
+/// MGMT-9: after a group delete the group is gone and starts again from the beginning.
+async fn delete_group(s: &mut Session) -> CaseResult {
+    let (q, g) = (s.name("q"), s.name("g"));
+    s.push_many(&q, "p", &["a", "b"]).await?;
+    let p = s
+        .pop_some(&q, &[("consumerGroup", &g), ("batch", "2")])
+        .await?;
+    s.ack_batch(Some(&g), acks_for(&p, "completed")).await?;
+    s.send(HttpRequest::delete(format!("/api/v1/consumer-groups/{g}")))
+        .await?;
+    let gone = s.get(&format!("/api/v1/consumer-groups/{g}"), &[]).await?;
+    ensure(gone.status == 404, || {
+        ("a deleted group is still listed".into(), vec![MGMT_9])
+    })?;
+    let again = s
+        .pop_q(&q, &[("consumerGroup", &g), ("batch", "5")])
+        .await?;
+    ensure(txns(&again) == ["a", "b"], || {
+        (
+            format!("a deleted group's next pop got {:?}", txns(&again)),
+            vec![MGMT_9],
+        )
+    })
+}
+
+/// MGMT-2: a bad page, filter or seek body is 400 and nothing changes.
+async fn pages(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "p", "a").await?;
+    for (path, query) in [
+        ("/api/v1/messages", vec![("limit", "0")]),
+        ("/api/v1/messages", vec![("limit", "1001")]),
+        ("/api/v1/resources/queues", vec![("offset", "-1")]),
+        ("/api/v1/messages", vec![("status", "lost")]),
+        (
+            "/api/v1/consumer-groups/lagging",
+            vec![("minLagSeconds", "soon")],
+        ),
+    ] {
+        let r = s.get(path, &query).await?;
+        ensure(r.status == 400, || {
+            (
+                format!("{path} {query:?} answered {}", r.status),
+                vec![MGMT_2],
+            )
+        })?;
+    }
+    let seek = format!("/api/v1/consumer-groups/{}/queues/{q}/seek", s.name("g"));
+    let r = s.post(&seek, json!({"toEnd": false})).await?;
+    ensure(r.status == 400, || {
+        (
+            format!("a seek without a target answered {}", r.status),
+            vec![MGMT_8],
+        )
+    })?;
+    let p = s.pop_q(&q, &[]).await?;
+    ensure(txns(&p) == ["a"], || {
+        ("a refused request changed something".into(), vec![MGMT_2])
+    })
+}
+
+/// MGMT-10, HEALTH-4: `/metrics` is a JSON object with the uptime; health names the
+/// version and uptime.
+async fn metrics(s: &mut Session) -> CaseResult {
+    let m = s.send_unchecked(HttpRequest::get("/metrics", &[])).await?;
+    let ok = m.status == 200
+        && m.body
+            .as_ref()
+            .and_then(|b| b.get("uptimeSeconds"))
+            .is_some_and(|u| u.is_u64());
+    ensure(ok, || {
+        (
+            format!("/metrics answered {} {:?}", m.status, m.body),
+            vec![MGMT_10],
+        )
+    })?;
+    let h = s.get("/health", &[]).await?;
+    let body = h.body.unwrap_or_default();
+    ensure(
+        body.get("version").is_some_and(|v| v.is_string())
+            && body.get("uptimeSeconds").is_some_and(|u| u.is_u64()),
+        || {
+            (
+                format!("the health answer has no version or uptime: {body}"),
+                vec![HEALTH_4],
+            )
+        },
+    )
+}

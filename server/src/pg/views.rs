@@ -1,0 +1,631 @@
+//! The management reads (PROTOCOL.md MGMT-1..7) from the tables, read-only.
+//!
+//! Every figure comes from the partition rows and the cursors, never from counting
+//! messages: offsets are contiguous and retention removes a prefix, so a partition holds
+//! `last_offset - removed_through` messages and a cursor lags by `last_offset -
+//! GREATEST(committed, removed_through)`. Only the peek listing and the per-message
+//! route read message rows, through the primary key. Orders are the model's: queues and
+//! partitions by creation, groups by name in bytewise order (`COLLATE "C"`).
+
+use super::rows::iso;
+use crate::seal::{open_row, Sealer};
+use chrono::{DateTime, Utc};
+use queen_reference::wire::*;
+use serde_json::Value;
+use sqlx::PgPool;
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+type Db<T> = Result<Result<T, WireError>, sqlx::Error>;
+
+/// Answers one management read.
+pub(crate) async fn read(
+    pool: &PgPool,
+    req: &ManageRequest,
+    seal: Option<&Sealer>,
+) -> Result<Answer, sqlx::Error> {
+    let json = |v: Result<Value, WireError>| match v {
+        Ok(v) => Answer::View(v),
+        Err(e) => Answer::error(e.status, e.message),
+    };
+    fn to<T: serde::Serialize>(t: T) -> Value {
+        serde_json::to_value(t).expect("views serialize")
+    }
+    let out = match req {
+        ManageRequest::Overview => Ok(to(overview(pool).await?)),
+        ManageRequest::Status => Ok(to(status(pool).await?)),
+        ManageRequest::Queues {
+            namespace,
+            task,
+            page,
+        } => Ok(to(queues(
+            pool,
+            namespace.as_deref(),
+            task.as_deref(),
+            *page,
+        )
+        .await?)),
+        ManageRequest::Queue(name) => detail(pool, name).await?.map(to),
+        ManageRequest::StatusQueue { queue, page } => match detail(pool, queue).await? {
+            Ok(queue_view) => {
+                let p = partitions(pool, Some(queue), *page).await?;
+                Ok(to(StatusQueue {
+                    queue: queue_view,
+                    partitions: p.partitions,
+                    page: p.page,
+                }))
+            }
+            Err(e) => Err(e),
+        },
+        ManageRequest::Depth { queue, group, page } => {
+            depth(pool, queue, group.as_deref(), *page).await?.map(to)
+        }
+        ManageRequest::Partitions { queue, page } => {
+            Ok(to(partitions(pool, queue.as_deref(), *page).await?))
+        }
+        ManageRequest::Namespaces => Ok(to(Namespaces {
+            namespaces: counted(pool, "namespace")
+                .await?
+                .into_iter()
+                .map(|(namespace, queues)| NamespaceRow { namespace, queues })
+                .collect(),
+        })),
+        ManageRequest::Tasks => Ok(to(Tasks {
+            tasks: counted(pool, "task")
+                .await?
+                .into_iter()
+                .map(|(task, queues)| TaskRow { task, queues })
+                .collect(),
+        })),
+        ManageRequest::Groups(page) => Ok(to(groups_page(pool, *page).await?)),
+        ManageRequest::Group(name) => {
+            let mut found = groups(pool, std::slice::from_ref(name)).await?;
+            found.pop().ok_or_else(|| no_such_group(name)).map(to)
+        }
+        ManageRequest::Lagging { min_lag_seconds } => {
+            Ok(to(lagging(pool, *min_lag_seconds).await?))
+        }
+        ManageRequest::Messages(q) => match messages(pool, q, seal).await? {
+            Ok(page) => Ok(to(page)),
+            Err(why) => return Ok(Answer::error(500, why)),
+        },
+        ManageRequest::Message {
+            partition_id,
+            transaction_id,
+        } => match message(pool, partition_id, transaction_id, seal).await? {
+            Ok(found) => found.map(to),
+            Err(why) => return Ok(Answer::error(500, why)),
+        },
+        ManageRequest::Seek { .. } | ManageRequest::DeleteGroup { .. } => {
+            unreachable!("the writes are the groups module's")
+        }
+    };
+    Ok(json(out))
+}
+
+fn n(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// Retained messages and RET-5's unconsumed ones of a partition row `p`.
+const PARTITION_FIGURES: &str = "p.last_offset - p.removed_through AS messages,
+    p.last_offset - GREATEST(p.removed_through, COALESCE(
+        (SELECT min(c.committed) FROM queen_cursors c WHERE c.partition_id = p.id), p.removed_through)) AS unconsumed";
+
+async fn overview(pool: &PgPool) -> Result<Overview, sqlx::Error> {
+    let (queues, partitions, messages, unconsumed, groups, dead): (i64, i64, i64, i64, i64, i64) =
+        sqlx::query_as(&format!(
+            "SELECT (SELECT count(*) FROM queen_queues),
+                    count(*),
+                    COALESCE(sum(messages), 0)::bigint,
+                    COALESCE(sum(unconsumed), 0)::bigint,
+                    (SELECT count(*) FROM (SELECT consumer_group FROM queen_cursors
+                                           UNION SELECT consumer_group FROM queen_subscriptions) g),
+                    (SELECT count(*) FROM queen_dead_letters)
+             FROM (SELECT {PARTITION_FIGURES} FROM queen_partitions p) f"
+        ))
+        .fetch_one(pool)
+        .await?;
+    Ok(Overview {
+        queues: n(queues),
+        partitions: n(partitions),
+        messages: n(messages),
+        unconsumed: n(unconsumed),
+        consumer_groups: n(groups),
+        dead_letters: n(dead),
+    })
+}
+
+async fn status(pool: &PgPool) -> Result<StatusView, sqlx::Error> {
+    let switches: BTreeMap<String, bool> =
+        sqlx::query_as("SELECT name, enabled FROM queen_switches")
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .collect();
+    Ok(StatusView {
+        overview: overview(pool).await?,
+        push_maintenance: switches.get("push_maintenance").copied().unwrap_or(false),
+        pop_maintenance: switches.get("pop_maintenance").copied().unwrap_or(false),
+    })
+}
+
+#[derive(sqlx::FromRow)]
+struct QueueRow {
+    name: String,
+    namespace: String,
+    task: String,
+    options: Value,
+    partitions: i64,
+    messages: i64,
+    unconsumed: i64,
+    groups: i64,
+    dead: i64,
+}
+
+/// The figures of the queues a filter picks, in creation order, one page of them.
+const QUEUE_ROWS: &str = "SELECT q.name, q.namespace, q.task, q.options,
+        (SELECT count(*) FROM queen_partitions p WHERE p.queue_id = q.id) AS partitions,
+        COALESCE(f.messages, 0)::bigint AS messages, COALESCE(f.unconsumed, 0)::bigint AS unconsumed,
+        (SELECT count(DISTINCT c.consumer_group) FROM queen_cursors c
+           JOIN queen_partitions p ON p.id = c.partition_id WHERE p.queue_id = q.id) AS groups,
+        (SELECT count(*) FROM queen_dead_letters d
+           JOIN queen_partitions p ON p.id = d.partition_id WHERE p.queue_id = q.id) AS dead
+    FROM queen_queues q
+    LEFT JOIN LATERAL (SELECT sum(messages) AS messages, sum(unconsumed) AS unconsumed
+        FROM (SELECT PARTITION_FIGURES FROM queen_partitions p WHERE p.queue_id = q.id) x) f ON true";
+
+fn queue_sql(filter: &str) -> String {
+    QUEUE_ROWS.replace("PARTITION_FIGURES", PARTITION_FIGURES) + " WHERE " + filter
+}
+
+impl QueueRow {
+    fn summary(&self) -> QueueSummary {
+        QueueSummary {
+            name: self.name.clone(),
+            namespace: self.namespace.clone(),
+            task: self.task.clone(),
+            partitions: n(self.partitions),
+            messages: n(self.messages),
+            unconsumed: n(self.unconsumed),
+            consumer_groups: n(self.groups),
+            dead_letters: n(self.dead),
+        }
+    }
+}
+
+async fn queues(
+    pool: &PgPool,
+    namespace: Option<&str>,
+    task: Option<&str>,
+    page: Page,
+) -> Result<QueuesPage, sqlx::Error> {
+    const FILTER: &str =
+        "($1::text IS NULL OR q.namespace = $1) AND ($2::text IS NULL OR q.task = $2)";
+    let total: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM queen_queues q WHERE {FILTER}"
+    ))
+    .bind(namespace)
+    .bind(task)
+    .fetch_one(pool)
+    .await?;
+    let rows: Vec<QueueRow> =
+        sqlx::query_as(&(queue_sql(FILTER) + " ORDER BY q.id LIMIT $3 OFFSET $4"))
+            .bind(namespace)
+            .bind(task)
+            .bind(i64::from(page.limit))
+            .bind(i64::from(page.offset))
+            .fetch_all(pool)
+            .await?;
+    Ok(QueuesPage {
+        queues: rows.iter().map(QueueRow::summary).collect(),
+        page: PageInfo::new(page, n(total)),
+    })
+}
+
+async fn detail(pool: &PgPool, name: &str) -> Db<QueueDetail> {
+    let row: Option<QueueRow> = sqlx::query_as(&queue_sql("q.name = $1"))
+        .bind(name)
+        .fetch_optional(pool)
+        .await?;
+    Ok(row
+        .map(|r| QueueDetail {
+            summary: r.summary(),
+            options: serde_json::from_value(r.options.clone()).unwrap_or_else(|_| EchoedOptions {
+                known: super::rows::options_of(r.options.clone()),
+                extra: Default::default(),
+            }),
+        })
+        .ok_or_else(|| no_such_queue(name)))
+}
+
+#[derive(sqlx::FromRow)]
+struct PartitionSql {
+    id: Uuid,
+    queue: String,
+    name: String,
+    messages: i64,
+    last_offset: i64,
+    groups: i64,
+}
+
+async fn partitions(
+    pool: &PgPool,
+    queue: Option<&str>,
+    page: Page,
+) -> Result<PartitionsPage, sqlx::Error> {
+    const FROM: &str = "FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+        WHERE ($1::text IS NULL OR q.name = $1)";
+    let total: i64 = sqlx::query_scalar(&format!("SELECT count(*) {FROM}"))
+        .bind(queue)
+        .fetch_one(pool)
+        .await?;
+    let rows: Vec<PartitionSql> = sqlx::query_as(&format!(
+        "SELECT p.id, q.name AS queue, p.name, p.last_offset - p.removed_through AS messages, p.last_offset,
+                (SELECT count(*) FROM queen_cursors c WHERE c.partition_id = p.id) AS groups
+         {FROM} ORDER BY q.id, p.seq LIMIT $2 OFFSET $3"
+    ))
+    .bind(queue)
+    .bind(i64::from(page.limit))
+    .bind(i64::from(page.offset))
+    .fetch_all(pool)
+    .await?;
+    Ok(PartitionsPage {
+        partitions: rows
+            .into_iter()
+            .map(|r| PartitionRow {
+                id: r.id.to_string(),
+                queue: r.queue,
+                name: r.name,
+                messages: n(r.messages),
+                last_offset: n(r.last_offset),
+                consumer_groups: n(r.groups),
+            })
+            .collect(),
+        page: PageInfo::new(page, n(total)),
+    })
+}
+
+async fn depth(pool: &PgPool, queue: &str, group: Option<&str>, page: Page) -> Db<Depth> {
+    let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM queen_queues WHERE name = $1")
+        .bind(queue)
+        .fetch_optional(pool)
+        .await?;
+    let Some(id) = exists else {
+        return Ok(Err(no_such_queue(queue)));
+    };
+    let rows: Vec<(String, Option<i64>)> = sqlx::query_as(
+        "SELECT p.name, CASE WHEN $2::text IS NOT NULL THEN
+                (SELECT p.last_offset - GREATEST(c.committed, p.removed_through) FROM queen_cursors c
+                  WHERE c.partition_id = p.id AND c.consumer_group = $2)
+             ELSE COALESCE((SELECT max(p.last_offset - GREATEST(c.committed, p.removed_through))
+                  FROM queen_cursors c WHERE c.partition_id = p.id), p.last_offset - p.removed_through) END
+         FROM queen_partitions p WHERE p.queue_id = $1 ORDER BY p.seq",
+    )
+    .bind(id)
+    .bind(group)
+    .fetch_all(pool)
+    .await?;
+    let rows: Vec<PartitionDepth> = rows
+        .into_iter()
+        .filter_map(|(partition, pending)| {
+            let pending = n(pending?);
+            (pending > 0).then_some(PartitionDepth { partition, pending })
+        })
+        .collect();
+    let pending = rows.iter().map(|r| r.pending).sum();
+    let partitions_pending = rows.len() as u64;
+    let (partitions, total) = page.cut(rows);
+    Ok(Ok(Depth {
+        queue: queue.to_string(),
+        group: group.map(str::to_string),
+        pending,
+        partitions_pending,
+        conflation: false,
+        effective_pending: pending,
+        partitions,
+        page: PageInfo::new(page, total),
+    }))
+}
+
+async fn counted(pool: &PgPool, column: &str) -> Result<Vec<(String, u64)>, sqlx::Error> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(&format!(
+        "SELECT {column}, count(*) FROM queen_queues GROUP BY 1 ORDER BY 1 COLLATE \"C\""
+    ))
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().map(|(k, c)| (k, n(c))).collect())
+}
+
+/// Every listed group's name, bytewise (MGMT-3).
+const GROUP_NAMES: &str = "SELECT consumer_group FROM queen_cursors
+    UNION SELECT consumer_group FROM queen_subscriptions";
+
+async fn groups_page(pool: &PgPool, page: Page) -> Result<GroupsPage, sqlx::Error> {
+    let total: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM ({GROUP_NAMES}) g"))
+        .fetch_one(pool)
+        .await?;
+    let names: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT consumer_group FROM ({GROUP_NAMES}) g ORDER BY 1 COLLATE \"C\" LIMIT $1 OFFSET $2"
+    ))
+    .bind(i64::from(page.limit))
+    .bind(i64::from(page.offset))
+    .fetch_all(pool)
+    .await?;
+    Ok(GroupsPage {
+        consumer_groups: groups(pool, &names).await?,
+        page: PageInfo::new(page, n(total)),
+    })
+}
+
+#[derive(sqlx::FromRow)]
+struct GroupQueueSql {
+    consumer_group: String,
+    queue_id: i64,
+    queue: String,
+    partitions: i64,
+    lag: i64,
+    leased: i64,
+    /// Milliseconds since the oldest retained message after a cursor was created.
+    oldest_age_ms: Option<i64>,
+}
+
+/// The named groups (those listed, by name), each over its queues in creation order.
+async fn groups(pool: &PgPool, names: &[String]) -> Result<Vec<GroupView>, sqlx::Error> {
+    let rows: Vec<GroupQueueSql> = sqlx::query_as(
+        "SELECT c.consumer_group, q.id AS queue_id, q.name AS queue, count(*) AS partitions,
+                COALESCE(sum(p.last_offset - GREATEST(c.committed, p.removed_through)), 0)::bigint AS lag,
+                count(*) FILTER (WHERE c.lease_id IS NOT NULL AND c.lease_deadline > now()) AS leased,
+                (extract(epoch FROM now() - min(m.created_at)) * 1000)::bigint AS oldest_age_ms
+         FROM queen_cursors c
+         JOIN queen_partitions p ON p.id = c.partition_id
+         JOIN queen_queues q ON q.id = p.queue_id
+         LEFT JOIN queen_messages m ON m.partition_id = p.id
+              AND m.\"offset\" = GREATEST(c.committed, p.removed_through) + 1
+         WHERE c.consumer_group = ANY($1)
+         GROUP BY c.consumer_group, q.id, q.name
+         UNION ALL
+         SELECT s.consumer_group, q.id, q.name, 0, 0, 0, NULL
+         FROM queen_subscriptions s JOIN queen_queues q ON q.id = s.queue_id
+         WHERE s.consumer_group = ANY($1) AND NOT EXISTS (
+             SELECT 1 FROM queen_cursors c JOIN queen_partitions p ON p.id = c.partition_id
+             WHERE p.queue_id = q.id AND c.consumer_group = s.consumer_group)",
+    )
+    .bind(names)
+    .fetch_all(pool)
+    .await?;
+    let mut by: BTreeMap<&str, Vec<(i64, GroupQueue)>> =
+        names.iter().map(|g| (g.as_str(), vec![])).collect();
+    for r in &rows {
+        let lag = n(r.lag);
+        let leased = n(r.leased);
+        let lag_seconds = r
+            .oldest_age_ms
+            .filter(|_| lag > 0)
+            .map_or(0, |ms| n(ms) / 1000);
+        if let Some(list) = by.get_mut(r.consumer_group.as_str()) {
+            list.push((
+                r.queue_id,
+                GroupQueue {
+                    queue: r.queue.clone(),
+                    partitions: n(r.partitions),
+                    lag,
+                    lag_seconds,
+                    leased,
+                    state: GroupState::of(lag, leased),
+                },
+            ));
+        }
+    }
+    Ok(names
+        .iter()
+        .filter_map(|g| {
+            let mut qs = by.remove(g.as_str())?;
+            qs.sort_by_key(|(id, _)| *id);
+            (!qs.is_empty())
+                .then(|| GroupView::new(g.clone(), qs.into_iter().map(|(_, q)| q).collect()))
+        })
+        .collect())
+}
+
+async fn lagging(pool: &PgPool, min: u64) -> Result<Lagging, sqlx::Error> {
+    let names: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT consumer_group FROM ({GROUP_NAMES}) g ORDER BY 1 COLLATE \"C\""
+    ))
+    .fetch_all(pool)
+    .await?;
+    let groups = groups(pool, &names)
+        .await?
+        .into_iter()
+        .filter_map(|g| {
+            let kept: Vec<GroupQueue> = g
+                .queues
+                .into_iter()
+                .filter(|q| q.lag > 0 && q.lag_seconds >= min)
+                .collect();
+            (!kept.is_empty()).then(|| GroupView::new(g.name, kept))
+        })
+        .collect();
+    Ok(Lagging {
+        consumer_groups: groups,
+        min_lag_seconds: min,
+    })
+}
+
+#[derive(sqlx::FromRow)]
+struct MessageSql {
+    id: Uuid,
+    transaction_id: String,
+    trace_id: Option<Uuid>,
+    partition_id: Uuid,
+    queue: String,
+    partition: String,
+    data: Value,
+    sealed: bool,
+    created_at: DateTime<Utc>,
+    producer_sub: Option<String>,
+    status: String,
+    retry_count: i32,
+    error_message: Option<String>,
+}
+
+impl MessageSql {
+    fn core(&self, seal: Option<&Sealer>) -> Result<MessageCore, &'static str> {
+        Ok(MessageCore {
+            id: self.id.to_string(),
+            transaction_id: self.transaction_id.clone(),
+            trace_id: self.trace_id.map(|t| t.to_string()),
+            partition_id: self.partition_id.to_string(),
+            queue: self.queue.clone(),
+            partition: self.partition.clone(),
+            data: open_row(seal, self.sealed, self.data.clone())?,
+            created_at: iso(self.created_at),
+            producer_sub: self.producer_sub.clone(),
+        })
+    }
+
+    fn status(&self) -> MessageStatus {
+        MessageStatus::parse(&self.status).unwrap_or(MessageStatus::Pending)
+    }
+}
+
+/// A message row `m` of partition `p` (queue `q`) seen by the group whose cursor is `c`
+/// and whose dead letter of it is `d` (MGMT-6's four states).
+const MESSAGE_COLUMNS: &str = "m.id, m.transaction_id, m.trace_id, p.id AS partition_id, q.name AS queue,
+    p.name AS partition, m.data, m.sealed, m.created_at, m.producer_sub,
+    CASE WHEN d.seq IS NOT NULL THEN 'deadLettered'
+         WHEN c.committed IS NOT NULL AND m.\"offset\" <= c.committed THEN 'completed'
+         WHEN c.lease_id IS NOT NULL AND m.\"offset\" <= c.lease_end AND c.lease_deadline > now() THEN 'leased'
+         ELSE 'pending' END AS status,
+    COALESCE(d.retry_count, (c.retries ->> m.\"offset\"::text)::int, 0) AS retry_count,
+    d.error_message";
+
+async fn messages(
+    pool: &PgPool,
+    q: &MessageQuery,
+    seal: Option<&Sealer>,
+) -> Result<Result<MessagesPage, &'static str>, sqlx::Error> {
+    let from = format!(
+        "FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+         JOIN queen_messages m ON m.partition_id = p.id AND m.\"offset\" > p.removed_through
+         LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = $3
+         LEFT JOIN queen_dead_letters d ON d.partition_id = p.id AND d.\"offset\" = m.\"offset\" AND d.consumer_group = $3
+         WHERE ($1::text IS NULL OR q.name = $1) AND ($2::text IS NULL OR p.name = $2)"
+    );
+    let status = q.status.map(|s| {
+        serde_json::to_value(s)
+            .expect("serializes")
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    });
+    let rows: Vec<MessageSql> = sqlx::query_as(&format!(
+        "SELECT * FROM (SELECT {MESSAGE_COLUMNS}, q.id AS qid, p.seq AS pseq, m.\"offset\" AS off {from}) x
+         WHERE ($4::text IS NULL OR x.status = $4) ORDER BY qid, pseq, off LIMIT $5 OFFSET $6"
+    ))
+    .bind(&q.queue)
+    .bind(&q.partition)
+    .bind(&q.group)
+    .bind(&status)
+    .bind(i64::from(q.page.limit))
+    .bind(i64::from(q.page.offset))
+    .fetch_all(pool)
+    .await?;
+    let total: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM (SELECT {MESSAGE_COLUMNS} {from}) x WHERE ($4::text IS NULL OR x.status = $4)"
+    ))
+    .bind(&q.queue)
+    .bind(&q.partition)
+    .bind(&q.group)
+    .bind(&status)
+    .fetch_one(pool)
+    .await?;
+    let messages = rows
+        .iter()
+        .map(|r| {
+            Ok(MessageRow {
+                message: r.core(seal)?,
+                status: r.status(),
+                retry_count: u32::try_from(r.retry_count).unwrap_or(0),
+            })
+        })
+        .collect::<Result<Vec<_>, &'static str>>();
+    Ok(messages.map(|messages| MessagesPage {
+        messages,
+        page: PageInfo::new(q.page, n(total)),
+    }))
+}
+
+async fn message(
+    pool: &PgPool,
+    partition_id: &str,
+    txn: &str,
+    seal: Option<&Sealer>,
+) -> Result<Result<Result<MessageDetail, WireError>, &'static str>, sqlx::Error> {
+    let pid: Uuid = partition_id.parse().expect("validated as a UUID");
+    let offset: Option<i64> = sqlx::query_scalar(
+        "SELECT m.\"offset\" FROM queen_messages m JOIN queen_partitions p ON p.id = m.partition_id
+         WHERE m.partition_id = $1 AND m.transaction_id = $2 AND m.\"offset\" > p.removed_through
+         ORDER BY m.\"offset\" DESC LIMIT 1",
+    )
+    .bind(pid)
+    .bind(txn)
+    .fetch_optional(pool)
+    .await?;
+    let Some(offset) = offset else {
+        return Ok(Ok(Err(no_such_message(partition_id, txn))));
+    };
+    let rows: Vec<(String, MessageSql)> = sqlx::query_as::<_, GroupMessageSql>(&format!(
+        "SELECT g.consumer_group AS grp, {MESSAGE_COLUMNS}
+         FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+         JOIN queen_messages m ON m.partition_id = p.id AND m.\"offset\" = $2
+         LEFT JOIN (SELECT consumer_group FROM queen_cursors WHERE partition_id = $1) g ON true
+         LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = g.consumer_group
+         LEFT JOIN queen_dead_letters d ON d.partition_id = p.id AND d.\"offset\" = m.\"offset\" AND d.consumer_group = g.consumer_group
+         WHERE p.id = $1 ORDER BY g.consumer_group COLLATE \"C\""
+    ))
+    .bind(pid)
+    .bind(offset)
+    .fetch_all(pool)
+    .await?
+    .into_iter()
+    .map(|r| (r.grp.unwrap_or_default(), r.row))
+    .collect();
+    let Some((_, first)) = rows.first() else {
+        return Ok(Ok(Err(no_such_message(partition_id, txn))));
+    };
+    let core = match first.core(seal) {
+        Ok(c) => c,
+        Err(why) => return Ok(Err(why)),
+    };
+    let groups = rows
+        .iter()
+        .filter(|(g, _)| !g.is_empty())
+        .map(|(g, r)| MessageGroup {
+            group: g.clone(),
+            status: r.status(),
+            retry_count: u32::try_from(r.retry_count).unwrap_or(0),
+            error_message: r.error_message.clone(),
+        })
+        .collect();
+    Ok(Ok(Ok(MessageDetail {
+        message: core,
+        groups,
+    })))
+}
+
+/// One reading group's row of a message.
+struct GroupMessageSql {
+    grp: Option<String>,
+    row: MessageSql,
+}
+
+impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for GroupMessageSql {
+    fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
+        use sqlx::Row;
+        Ok(GroupMessageSql {
+            grp: row.try_get("grp")?,
+            row: MessageSql::from_row(row)?,
+        })
+    }
+}
