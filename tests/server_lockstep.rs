@@ -120,7 +120,45 @@ fn next_request(r: &mut Rng, ns: &str, delivered: &[PopMessage]) -> Option<HttpR
             "/api/v1/transaction",
             &json!({"operations": [{"type": "push", "items": [{"queue": queue(r), "partition": "p0", "payload": 1}]}]}),
         ),
+        94..=99 => {
+            let (q, g) = (queue(r), groups[r.below(3) as usize]);
+            management_read(r, &q, g, delivered)?
+        }
         _ => return None,
+    })
+}
+
+/// A management read on one of the sequence's queues (MGMT-1..7), or a seek to the end.
+fn management_read(
+    r: &mut Rng,
+    queue: &str,
+    group: Option<&str>,
+    delivered: &[PopMessage],
+) -> Option<HttpRequest> {
+    let g = group.unwrap_or("__QUEUE_MODE__");
+    Some(match r.below(7) {
+        0 => HttpRequest::get(format!("/api/v1/resources/queues/{queue}"), &[]),
+        1 => HttpRequest::get(
+            format!("/api/v1/resources/queues/{queue}/depth"),
+            &[("group", g)],
+        ),
+        2 => HttpRequest::get(format!("/api/v1/status/queues/{queue}"), &[]),
+        3 => HttpRequest::get(
+            "/api/v1/messages",
+            &[("queue", queue), ("consumerGroup", g)],
+        ),
+        4 => HttpRequest::get("/api/v1/resources/partitions", &[("queue", queue)]),
+        5 => {
+            let m = delivered.last()?;
+            HttpRequest::get(
+                format!("/api/v1/messages/{}/{}", m.partition_id, m.transaction_id),
+                &[],
+            )
+        }
+        _ => HttpRequest::post(
+            format!("/api/v1/consumer-groups/{g}/queues/{queue}/seek"),
+            &json!({"toEnd": true}),
+        ),
     })
 }
 

@@ -1636,3 +1636,47 @@ fn ret_3_inside_the_window_both_answers_pass_and_after_it_only_removal() {
         assert_eq!(p.status, if late == 1 { 200 } else { 204 });
     }
 }
+
+/// MGMT-6, MGMT-3: a management answer is held to the model's view of the state, ids
+/// learnt from it must agree with what pops showed, and a read changes no world.
+#[test]
+fn mgmt_views_are_held_to_the_model_and_reads_change_no_world() {
+    let mut l = Lockstep::new(Policy::default());
+    l.push("q", "p", Some("a"));
+    l.push("q", "p", Some("b"));
+    l.pop("q", &[("consumerGroup", "g"), ("batch", "1")]);
+    let peek = HttpRequest::get(
+        "/api/v1/messages",
+        &[("queue", "q"), ("consumerGroup", "g")],
+    );
+    let honest = l.e.handle(&peek, l.now);
+    let statuses = |r: &HttpResponse| -> Vec<Value> {
+        r.body.as_ref().unwrap()["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["status"].clone())
+            .collect()
+    };
+    assert_eq!(statuses(&honest), [json!("leased"), json!("pending")]);
+    // A broker whose peek claims the leased message is pending.
+    let mut lying = honest.clone();
+    lying.body.as_mut().unwrap()["messages"][0]["status"] = json!("pending");
+    assert_eq!(l.diverged_rules(&peek, &lying), vec![MGMT_6]);
+    // One that shows another partition id than the pop did.
+    let mut other_id = honest.clone();
+    other_id.body.as_mut().unwrap()["messages"][0]["partitionId"] =
+        json!("01a3185c-5000-7000-8000-00000000ffff");
+    assert_eq!(l.diverged_rules(&peek, &other_id), vec![MGMT_6]);
+    // A group whose lag is off.
+    let group = HttpRequest::get("/api/v1/consumer-groups/g", &[]);
+    let mut wrong = l.e.handle(&group, l.now);
+    wrong.body.as_mut().unwrap()["lag"] = json!(7);
+    assert_eq!(l.diverged_rules(&group, &wrong), vec![MGMT_3]);
+    // The honest answers are accepted, and the worlds are as before: the pop after the
+    // reads is judged as if they never happened.
+    l.send(peek);
+    l.send(group);
+    let next = l.pop("q", &[("consumerGroup", "h"), ("batch", "2")]);
+    assert_eq!(next.status, 200);
+}

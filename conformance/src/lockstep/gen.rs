@@ -79,8 +79,19 @@ pub enum Step {
         pick: u8,
         status: u8,
     },
+    /// A management request on one of the sequence's queues (MGMT-1..9): `kind` picks
+    /// the route; `pick` a delivered message for the per-message read.
+    Manage {
+        kind: u8,
+        queue: u8,
+        group: u8,
+        pick: u8,
+    },
     Sleep(u16),
 }
+
+/// How many management requests [`manage_request`] builds.
+const MANAGE_KINDS: u8 = 9;
 
 /// The strategy for one step; capabilities the broker lacks are never generated.
 pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
@@ -195,6 +206,19 @@ pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
                     txn,
                     pick,
                     status,
+                })
+                .boxed(),
+        ));
+    }
+    if allowed(Capability::Management) {
+        options.push((
+            2,
+            (0..MANAGE_KINDS, 0..2u8, 0..3u8, any::<u8>())
+                .prop_map(|(kind, queue, group, pick)| Step::Manage {
+                    kind,
+                    queue,
+                    group,
+                    pick,
                 })
                 .boxed(),
         ));
@@ -388,7 +412,59 @@ pub fn request(s: &Step, names: &Names, delivered: &[Delivered]) -> Option<HttpR
             }
             HttpRequest::post("/api/v1/transaction", &json!({ "operations": ops }))
         }
+        Step::Manage {
+            kind,
+            queue,
+            group,
+            pick: i,
+        } => manage_request(*kind, names, *queue, *group, pick(*i))?,
         Step::Sleep(_) => return None,
+    })
+}
+
+/// A management request that reads or changes only the sequence's own queues (group
+/// names are shared between sequences, so no request names a group alone).
+fn manage_request(
+    kind: u8,
+    names: &Names,
+    queue: u8,
+    group: u8,
+    d: Option<&Delivered>,
+) -> Option<HttpRequest> {
+    let q = names.queue(queue);
+    let g = GROUPS[group as usize % 3].unwrap_or(QUEUE_MODE);
+    let get = |path: String, query: &[(&str, &str)]| HttpRequest::get(path, query);
+    Some(match kind {
+        0 => get(format!("/api/v1/resources/queues/{q}"), &[]),
+        1 => get(format!("/api/v1/status/queues/{q}"), &[("limit", "2")]),
+        2 => get(
+            format!("/api/v1/resources/queues/{q}/depth"),
+            &[("group", g)],
+        ),
+        3 => get(format!("/api/v1/resources/queues/{q}/depth"), &[]),
+        4 => get("/api/v1/resources/partitions".into(), &[("queue", &q)]),
+        5 => get(
+            "/api/v1/messages".into(),
+            &[("queue", &q), ("consumerGroup", g), ("limit", "5")],
+        ),
+        6 => get(
+            "/api/v1/resources/queues".into(),
+            &[("namespace", &names.prefix)],
+        ),
+        7 => {
+            let d = d?;
+            get(
+                format!(
+                    "/api/v1/messages/{}/{}",
+                    d.message.partition_id, d.message.transaction_id
+                ),
+                &[],
+            )
+        }
+        _ => HttpRequest::post(
+            format!("/api/v1/consumer-groups/{g}/queues/{q}/seek"),
+            &json!({"toEnd": true}),
+        ),
     })
 }
 
@@ -444,6 +520,9 @@ impl Step {
             Step::Txn { queue, txn, pick, status } => {
                 format!("Step::Txn {{ queue: {queue}, txn: {txn}, pick: {pick}, status: {status} }}")
             }
+            Step::Manage { kind, queue, group, pick } => {
+                format!("Step::Manage {{ kind: {kind}, queue: {queue}, group: {group}, pick: {pick} }}")
+            }
             Step::Sleep(ms) => format!("Step::Sleep({ms})"),
         }
     }
@@ -471,6 +550,8 @@ impl Step {
             Step::Configure { .. } => "configure",
             Step::Dlq { .. } => "dlq listing",
             Step::Txn { .. } => "transaction",
+            Step::Manage { kind: 8, .. } => "seek",
+            Step::Manage { .. } => "management read",
             Step::Sleep(_) => "sleep",
         }
     }
