@@ -441,6 +441,62 @@ async def scenario(base, rec, client):
     check_eq(await client.queue().namespace(ns).group("dg").wait(False).pop(), [], "namespace drained for dg")
     log(f"discovery pop by namespace {ns}: 2 messages, acked")
 
+    # ---- management and observability (section 17) ---------------------------------------
+    rec.phase = "management"
+    admin = client.admin
+    ov = await admin.get_overview()
+    check(isinstance(ov, dict) and ov.get("queues", 0) >= 5 and ov.get("messages", 0) >= 3, "get_overview counts the run's queues (MGMT-4)", ov)
+    run_ns = f"pyinterop-{run}"
+    qs = await admin.list_queues(namespace=run_ns, limit=10)
+    check_eq(sorted(q["name"] for q in qs["queues"]), sorted([W, C, X, Y]), "list_queues of the run's namespace (MGMT-4)")
+    check_eq((qs["total"], qs["limit"], qs["offset"]), (4, 10, 0), "list_queues is a page (MGMT-2)")
+    q = await admin.get_queue(C)
+    check(q.get("name") == C and q["options"]["retryDelay"] == C_RETRY_DELAY_MS and q["messages"] == 3, "get_queue with its figures and options (MGMT-4)", q)
+    depth = await admin.get_queue_depth(C, group="cg")
+    check_eq((depth["queue"], depth["group"], depth["pending"], depth["conflation"]), (C, "cg", 0, False), "get_queue_depth: cg has read everything (MGMT-4)")
+    parts = await admin.get_partitions(queue=C)
+    check_eq([(p["name"], p["messages"], p["lastOffset"]) for p in parts["partitions"]], [("Default", 3, 3)], "get_partitions (MGMT-4)")
+    names = [n["namespace"] for n in (await admin.get_namespaces())["namespaces"]]
+    check(run_ns in names, "get_namespaces lists the run's namespace (MGMT-4)", names)
+    tasks = [t["task"] for t in (await admin.get_tasks())["tasks"]]
+    check("consume" in tasks, "get_tasks lists the consume task (MGMT-4)", tasks)
+    st = await admin.get_status()
+    check(st.get("pushMaintenance") is False and st.get("queues", 0) >= 5, "get_status (MGMT-5)", st)
+    stats = await admin.get_queue_stats(namespace=run_ns)
+    check_eq(len(stats["queues"]), 4, "get_queue_stats of the run's namespace (MGMT-5)")
+    detail = await admin.get_queue_detail(C)
+    check(detail["queue"]["name"] == C and len(detail["partitions"]) == 1, "get_queue_detail (MGMT-5)", detail)
+    groups = await admin.list_consumer_groups()
+    check("cg" in [g["name"] for g in groups["consumerGroups"]], "list_consumer_groups lists cg (MGMT-3)", groups)
+    cg = await admin.get_consumer_group("cg")
+    check_eq([(x["queue"], x["lag"], x["state"]) for x in cg["queues"]], [(C, 0, "caughtUp")], "get_consumer_group (MGMT-3)")
+    lagging = await admin.get_lagging_consumers(3600)
+    check("cg" not in [g["name"] for g in lagging["consumerGroups"]], "get_lagging_consumers: cg does not lag (MGMT-3)", lagging)
+    peek = await admin.list_messages(queue=C, consumerGroup="cg")
+    check_eq([m["status"] for m in peek["messages"]], ["completed", "deadLettered", "completed"], "list_messages: each message's state for cg (MGMT-6)")
+    check_eq([m["transactionId"] for m in peek["messages"]], txs, "list_messages in offset order")
+    poison = peek["messages"][1]
+    one = await admin.get_message(poison["partitionId"], poison["transactionId"])
+    check_eq(
+        [(g["group"], g["status"], g["retryCount"], g["errorMessage"]) for g in one["groups"]],
+        [("cg", "deadLettered", RETRY_LIMIT, "poison message n=2")],
+        "get_message: the attempt count and last error (MGMT-7)",
+    )
+    sk = await admin.seek_consumer_group("late2", C, {"toEnd": True})
+    check(sk.get("success") is True and sk.get("partitions") == 1, "seek_consumer_group to the end (MGMT-8)", sk)
+    check_eq(await client.queue(C).group("late2").wait(False).pop(), [], "after the seek, nothing to deliver")
+    gone = await admin.delete_consumer_group_for_queue("late2", C)
+    check(gone.get("success") is True and gone.get("deleted") == 1, "delete_consumer_group_for_queue (MGMT-9)", gone)
+    again = await client.queue(C).group("late2").batch(10).wait(False).pop()
+    check_eq(len(again), 3, "a deleted group starts again from the oldest message")
+    r = await client.delete_consumer_group("late2")
+    check(r.get("success") is True, "delete_consumer_group (MGMT-9)", r)
+    m = await admin.metrics()
+    check(isinstance(m, dict) and m.get("uptimeSeconds", -1) >= 0 and m.get("pushes", 0) >= 1, "metrics is JSON (MGMT-10)", m)
+    h = await admin.health()
+    check(h.get("status") == "healthy" and isinstance(h.get("version"), str), "health with its version (HEALTH-4)", h)
+    log("management: overview, queues, depth, partitions, namespaces, tasks, status, groups, lagging, peek, one message, seek, group delete, metrics, health")
+
     # ---- queue delete -----------------------------------------------------------------------
     rec.phase = "delete"
     for name in (W, C, X, Y, D):

@@ -330,7 +330,7 @@ async fn depth(pool: &PgPool, queue: &str, group: Option<&str>, page: Page) -> D
 
 async fn counted(pool: &PgPool, column: &str) -> Result<Vec<(String, u64)>, sqlx::Error> {
     let rows: Vec<(String, i64)> = sqlx::query_as(&format!(
-        "SELECT {column}, count(*) FROM queen_queues GROUP BY 1 ORDER BY 1 COLLATE \"C\""
+        "SELECT {column}, count(*) FROM queen_queues GROUP BY 1 ORDER BY {column} COLLATE \"C\""
     ))
     .fetch_all(pool)
     .await?;
@@ -346,7 +346,7 @@ async fn groups_page(pool: &PgPool, page: Page) -> Result<GroupsPage, sqlx::Erro
         .fetch_one(pool)
         .await?;
     let names: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT consumer_group FROM ({GROUP_NAMES}) g ORDER BY 1 COLLATE \"C\" LIMIT $1 OFFSET $2"
+        "SELECT consumer_group FROM ({GROUP_NAMES}) g ORDER BY consumer_group COLLATE \"C\" LIMIT $1 OFFSET $2"
     ))
     .bind(i64::from(page.limit))
     .bind(i64::from(page.offset))
@@ -430,7 +430,7 @@ async fn groups(pool: &PgPool, names: &[String]) -> Result<Vec<GroupView>, sqlx:
 
 async fn lagging(pool: &PgPool, min: u64) -> Result<Lagging, sqlx::Error> {
     let names: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT consumer_group FROM ({GROUP_NAMES}) g ORDER BY 1 COLLATE \"C\""
+        "SELECT consumer_group FROM ({GROUP_NAMES}) g ORDER BY consumer_group COLLATE \"C\""
     ))
     .fetch_all(pool)
     .await?;
