@@ -1,0 +1,169 @@
+//! The management and observability routes on the PostgreSQL engine (PROTOCOL.md
+//! section 17): every read leaves the tables as they were (MGMT-1), and a scrape of
+//! `/metrics/prometheus` parses with a Prometheus text-format parser (MGMT-10).
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// Every row a read could touch, as text: cursors (leases, retries), subscriptions,
+/// queues, partitions, messages and dead letters.
+async fn tables(app: &PgApp) -> Vec<String> {
+    let mut out = Vec::new();
+    for sql in [
+        "SELECT row_to_json(c)::text FROM queen_cursors c ORDER BY 1",
+        "SELECT row_to_json(s)::text FROM queen_subscriptions s ORDER BY 1",
+        "SELECT row_to_json(q)::text FROM queen_queues q ORDER BY 1",
+        "SELECT row_to_json(p)::text FROM queen_partitions p ORDER BY 1",
+        "SELECT count(*)::text FROM queen_messages",
+        "SELECT row_to_json(d)::text FROM queen_dead_letters d ORDER BY 1",
+    ] {
+        let rows: Vec<String> = sqlx::query_scalar(sql)
+            .fetch_all(app.broker.pool())
+            .await
+            .unwrap();
+        out.extend(rows);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_1_no_read_changes_a_table() {
+    let app = pg_app("mgmt-reads").await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    post(
+        &c,
+        &format!("{base}/api/v1/configure"),
+        &json!({"queue": "ns.q", "options": {"retryLimit": 0}}),
+    )
+    .await;
+    let items: Vec<Value> = (0..4).map(|i| json!({"queue": "ns.q", "partition": format!("p{}", i % 2), "transactionId": format!("t{i}"), "payload": i})).collect();
+    post(&c, &format!("{base}/api/v1/push"), &json!({"items": items})).await;
+    let (_, popped) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/ns.q?consumerGroup=g&batch=1"),
+    )
+    .await;
+    let m = &popped.unwrap()["messages"][0];
+    let (pid, txn) = (
+        m["partitionId"].as_str().unwrap().to_string(),
+        m["transactionId"].as_str().unwrap().to_string(),
+    );
+    let before = tables(&app).await;
+    let reads = [
+        "/api/v1/resources/overview".to_string(),
+        "/api/v1/status".into(),
+        "/api/v1/resources/queues".into(),
+        "/api/v1/resources/queues/ns.q".into(),
+        "/api/v1/status/queues".into(),
+        "/api/v1/status/queues/ns.q".into(),
+        "/api/v1/resources/queues/ns.q/depth?group=g".into(),
+        "/api/v1/resources/queues/ns.q/depth?group=newcomer".into(),
+        "/api/v1/resources/partitions?queue=ns.q".into(),
+        "/api/v1/resources/namespaces".into(),
+        "/api/v1/resources/tasks".into(),
+        "/api/v1/consumer-groups".into(),
+        "/api/v1/consumer-groups/g".into(),
+        "/api/v1/consumer-groups/lagging?minLagSeconds=0".into(),
+        "/api/v1/messages?queue=ns.q&consumerGroup=newcomer".into(),
+        "/api/v1/messages?queue=ns.q&consumerGroup=g&status=leased".into(),
+        format!("/api/v1/messages/{pid}/{txn}"),
+    ];
+    for path in &reads {
+        let (status, body) = get(&c, &format!("{base}{path}")).await;
+        assert_eq!(status, 200, "{path}: {body:?}");
+        assert!(
+            body.is_some_and(|b| b.is_object()),
+            "{path} answers a JSON object"
+        );
+    }
+    assert_eq!(
+        before,
+        tables(&app).await,
+        "a management read changed a table"
+    );
+    let (_, lagging) = get(
+        &c,
+        &format!("{base}/api/v1/consumer-groups/lagging?minLagSeconds=0"),
+    )
+    .await;
+    assert_eq!(lagging.unwrap()["consumerGroups"][0]["name"], "g");
+    let (status, _) = get(&c, &format!("{base}/api/v1/consumer-groups/newcomer")).await;
+    assert_eq!(status, 404, "a read created no group");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_10_a_prometheus_scrape_parses_and_counts_what_happened() {
+    let app = pg_app("mgmt-metrics").await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    post(
+        &c,
+        &format!("{base}/api/v1/push"),
+        &json!({"items": [{"queue": "q", "payload": 1}]}),
+    )
+    .await;
+    get(&c, &format!("{base}/api/v1/pop/queue/q?batch=1")).await;
+    get(&c, &format!("{base}/api/v1/nowhere")).await;
+    let text = reqwest::get(format!("{base}/metrics/prometheus"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+        .expect("the exposition parses");
+    let sample = |name: &str, labels: &[(&str, &str)]| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .unwrap_or_else(|| panic!("no sample {name} {labels:?} in\n{text}"))
+            .value
+            .clone()
+    };
+    let count = |v: prometheus_parse::Value| match v {
+        prometheus_parse::Value::Counter(n)
+        | prometheus_parse::Value::Gauge(n)
+        | prometheus_parse::Value::Untyped(n) => n,
+        other => panic!("not a number: {other:?}"),
+    };
+    assert!(
+        count(sample(
+            "queen_requests_total",
+            &[("route", "push"), ("status", "2xx")]
+        )) >= 1.0
+    );
+    assert!(
+        count(sample(
+            "queen_requests_total",
+            &[("route", "pop"), ("status", "2xx")]
+        )) >= 1.0
+    );
+    assert!(
+        count(sample(
+            "queen_requests_total",
+            &[("route", "other"), ("status", "4xx")]
+        )) >= 1.0
+    );
+    assert!(
+        count(sample("queen_db_pool_connections", &[])) >= 1.0,
+        "the pool holds a connection"
+    );
+    assert_eq!(count(sample("queen_parked_polls", &[])), 0.0);
+    assert!(
+        scrape
+            .samples
+            .iter()
+            .any(|s| s.metric.starts_with("queen_request_duration_seconds")),
+        "latencies are exposed"
+    );
+    let (status, json) = get(&c, &format!("{base}/metrics")).await;
+    let json = json.unwrap();
+    assert_eq!(status, 200);
+    assert!(
+        json["pushes"].as_u64().unwrap() >= 1 && json["pops"].as_u64().unwrap() >= 1,
+        "{json}"
+    );
+    assert!(json["uptimeSeconds"].is_u64(), "{json}");
+}
