@@ -180,19 +180,19 @@ impl Metrics {
     }
 
     /// MGMT-10: the JSON `/metrics`.
-    pub fn json(&self) -> serde_json::Value {
+    pub fn json(&self) -> queen_reference::wire::MetricsView {
         let t = &self.totals;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        serde_json::json!({
-            "uptimeSeconds": self.started.elapsed().as_secs(),
-            "requests": get(&t.requests),
-            "errors": get(&t.errors),
-            "pushes": get(&t.pushes),
-            "pops": get(&t.pops),
-            "acks": get(&t.acks),
-            "parkedPolls": self.parked.get(),
-            "connectionsRefused": self.connections_refused.get(),
-        })
+        queen_reference::wire::MetricsView {
+            uptime_seconds: self.started.elapsed().as_secs(),
+            requests: get(&t.requests),
+            errors: get(&t.errors),
+            pushes: get(&t.pushes),
+            pops: get(&t.pops),
+            acks: get(&t.acks),
+            parked_polls: self.parked.get().max(0) as u64,
+            connections_refused: self.connections_refused.get(),
+        }
     }
 
     /// The database pool's connections (open, idle), for an engine that has a pool.

@@ -71,7 +71,9 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         return metrics_answer(&app);
     }
     if req.method() == axum::http::Method::GET && req.uri().path() == METRICS_JSON_PATH {
-        return render(Answer::View(app.metrics.json()));
+        return render(Answer::View(
+            serde_json::to_value(app.metrics.json()).expect("serializes"),
+        ));
     }
     let started = std::time::Instant::now();
     if req.method() == axum::http::Method::GET && req.uri().path() == OPENAPI_PATH {

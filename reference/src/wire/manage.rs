@@ -668,6 +668,26 @@ pub struct GroupDeleted {
     pub deleted: u64,
 }
 
+/// `GET /metrics` (MGMT-10): counts since the broker started.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct MetricsView {
+    pub uptime_seconds: u64,
+    /// Requests answered.
+    pub requests: u64,
+    /// Requests answered 5xx.
+    pub errors: u64,
+    pub pushes: u64,
+    pub pops: u64,
+    /// Ack calls, single and batch.
+    pub acks: u64,
+    /// Long polls parked now.
+    pub parked_polls: u64,
+    /// Connections refused at the cap (CONN-1).
+    pub connections_refused: u64,
+}
+
 /// The 404 of a queue named in a management path that does not exist (MGMT-1).
 pub fn no_such_queue(queue: &str) -> WireError {
     WireError {

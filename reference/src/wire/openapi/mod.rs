@@ -6,6 +6,8 @@
 //! serves the document at `/openapi.json`; `spec/openapi.json` is its checked-in copy,
 //! and a test validates every wire snapshot against it.
 
+mod manage;
+
 use super::*;
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
@@ -136,17 +138,17 @@ struct MaintenanceBody {
 }
 
 /// One operation of the document.
-struct Op {
-    method: &'static str,
-    path: &'static str,
-    summary: &'static str,
-    params: Vec<Value>,
-    body: Option<Value>,
+pub(super) struct Op {
+    pub(super) method: &'static str,
+    pub(super) path: &'static str,
+    pub(super) summary: &'static str,
+    pub(super) params: Vec<Value>,
+    pub(super) body: Option<Value>,
     /// Status, description, schema (`None`: no body).
-    responses: Vec<(u16, &'static str, Option<Value>)>,
+    pub(super) responses: Vec<(u16, &'static str, Option<Value>)>,
 }
 
-fn param(name: &str, place: &str, ty: &str, what: &str) -> Value {
+pub(super) fn param(name: &str, place: &str, ty: &str, what: &str) -> Value {
     json!({"name": name, "in": place, "required": place == "path",
            "description": what, "schema": {"type": ty}})
 }
@@ -443,11 +445,11 @@ fn maintenance(
 }
 
 /// The schema of `T`, a reference into the document's components.
-fn of<T: JsonSchema>(g: &mut SchemaGenerator) -> Option<Value> {
+pub(super) fn of<T: JsonSchema>(g: &mut SchemaGenerator) -> Option<Value> {
     Some(g.subschema_for::<T>().to_value())
 }
 
-fn g_ref(name: &str) -> Value {
+pub(super) fn g_ref(name: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{name}")})
 }
 
@@ -503,7 +505,8 @@ pub fn document(spec_version: &str) -> Value {
         .with(|s| s.definitions_path = "/components/schemas".into())
         .into_generator();
     let _ = g.subschema_for::<ErrorBody>();
-    let ops = operations(&mut g);
+    let mut ops = operations(&mut g);
+    ops.extend(manage::operations(&mut g));
     let mut paths = Map::new();
     for op in &ops {
         let entry = paths.entry(op.path).or_insert_with(|| json!({}));

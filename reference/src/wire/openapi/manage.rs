@@ -1,0 +1,276 @@
+//! The management and observability operations of the document (PROTOCOL.md section
+//! 17), each answer's schema generated from the view type it is rendered from.
+
+use super::{g_ref, of, param, Op};
+use crate::wire::*;
+use schemars::{JsonSchema, SchemaGenerator};
+use serde_json::Value;
+
+/// `POST /api/v1/consumer-groups/{group}/queues/{queue}/seek` (MGMT-8): one of the two.
+#[derive(JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct SeekBody {
+    /// `true`: to each partition's last offset.
+    to_end: Option<bool>,
+    /// ISO-8601: to the last message created before it.
+    timestamp: Option<String>,
+}
+
+fn page() -> Vec<Value> {
+    vec![
+        param(
+            "limit",
+            "query",
+            "integer",
+            "Page size, 1 to 1000 (default 100).",
+        ),
+        param("offset", "query", "integer", "Rows to skip (default 0)."),
+    ]
+}
+
+fn read(
+    path: &'static str,
+    summary: &'static str,
+    params: Vec<Value>,
+    answer: Option<Value>,
+) -> Op {
+    Op {
+        method: "get",
+        path,
+        summary,
+        params,
+        body: None,
+        responses: vec![
+            (200, "The view.", answer),
+            (
+                400,
+                "A malformed parameter; nothing changed.",
+                Some(g_ref("ErrorBody")),
+            ),
+            (
+                404,
+                "The queue, group or message named does not exist.",
+                Some(g_ref("ErrorBody")),
+            ),
+        ],
+    }
+}
+
+/// Every management operation.
+pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
+    let q = || param("queue", "path", "string", "The queue.");
+    let grp = || param("group", "path", "string", "The consumer group.");
+    let with = |mut a: Vec<Value>, b: Vec<Value>| {
+        a.extend(b);
+        a
+    };
+    let filters = || {
+        vec![
+            param(
+                "namespace",
+                "query",
+                "string",
+                "Only queues of this namespace.",
+            ),
+            param("task", "query", "string", "Only queues of this task."),
+        ]
+    };
+    let mut ops = vec![
+        read(
+            "/api/v1/resources/overview",
+            "Broker-wide figures (MGMT-4).",
+            vec![],
+            of::<Overview>(g),
+        ),
+        read(
+            "/api/v1/status",
+            "The overview with the maintenance switches (MGMT-5).",
+            vec![],
+            of::<StatusView>(g),
+        ),
+        read(
+            "/api/v1/resources/queues",
+            "A page of queues in creation order (MGMT-2, MGMT-4).",
+            with(filters(), page()),
+            of::<QueuesPage>(g),
+        ),
+        read(
+            "/api/v1/status/queues",
+            "The same page of queues (MGMT-5).",
+            with(filters(), page()),
+            of::<QueuesPage>(g),
+        ),
+        read(
+            "/api/v1/resources/queues/{queue}",
+            "One queue's figures and options (MGMT-4).",
+            vec![q()],
+            of::<QueueDetail>(g),
+        ),
+        read(
+            "/api/v1/status/queues/{queue}",
+            "One queue with a page of its partitions (MGMT-5).",
+            with(vec![q()], page()),
+            of::<StatusQueue>(g),
+        ),
+        read(
+            "/api/v1/resources/queues/{queue}/depth",
+            "The backlog per partition (MGMT-4).",
+            with(
+                vec![
+                    q(),
+                    param(
+                        "group",
+                        "query",
+                        "string",
+                        "One group's backlog; absent: the largest per partition.",
+                    ),
+                ],
+                page(),
+            ),
+            of::<Depth>(g),
+        ),
+        read(
+            "/api/v1/resources/partitions",
+            "A page of partitions (MGMT-4).",
+            with(
+                vec![param("queue", "query", "string", "Only this queue's.")],
+                page(),
+            ),
+            of::<PartitionsPage>(g),
+        ),
+        read(
+            "/api/v1/resources/namespaces",
+            "Namespaces with their queue counts (MGMT-4).",
+            vec![],
+            of::<Namespaces>(g),
+        ),
+        read(
+            "/api/v1/resources/tasks",
+            "Tasks with their queue counts (MGMT-4).",
+            vec![],
+            of::<Tasks>(g),
+        ),
+        read(
+            "/api/v1/consumer-groups",
+            "A page of consumer groups by name (MGMT-3).",
+            page(),
+            of::<GroupsPage>(g),
+        ),
+        read(
+            "/api/v1/consumer-groups/lagging",
+            "Groups lagging by at least minLagSeconds on some queue (MGMT-3).",
+            vec![param("minLagSeconds", "query", "integer", "Default 60.")],
+            of::<Lagging>(g),
+        ),
+        read(
+            "/api/v1/consumer-groups/{group}",
+            "One consumer group (MGMT-3).",
+            vec![grp()],
+            of::<GroupView>(g),
+        ),
+        read(
+            "/api/v1/messages",
+            "Peek: retained messages with their state for a group, nothing leased (MGMT-6).",
+            with(
+                vec![
+                    param("queue", "query", "string", "Only this queue."),
+                    param("partition", "query", "string", "Only this partition."),
+                    param(
+                        "consumerGroup",
+                        "query",
+                        "string",
+                        "The group whose state is shown (default __QUEUE_MODE__).",
+                    ),
+                    param(
+                        "status",
+                        "query",
+                        "string",
+                        "pending, leased, completed or deadLettered.",
+                    ),
+                ],
+                page(),
+            ),
+            of::<MessagesPage>(g),
+        ),
+        read(
+            "/api/v1/messages/{partitionId}/{transactionId}",
+            "One message with every reading group's state (MGMT-7).",
+            vec![
+                param("partitionId", "path", "string", "The partition's UUID."),
+                param(
+                    "transactionId",
+                    "path",
+                    "string",
+                    "The message's transactionId.",
+                ),
+            ],
+            of::<MessageDetail>(g),
+        ),
+    ];
+    ops.push(Op {
+        method: "get",
+        path: "/metrics",
+        summary: "Counts since the broker started, as JSON (MGMT-10; the Prometheus text is at /metrics/prometheus).",
+        params: vec![],
+        body: None,
+        responses: vec![(200, "The counts.", of::<MetricsView>(g))],
+    });
+    ops.push(Op {
+        method: "post",
+        path: "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
+        summary: "Move a group's cursors on a queue to the end or to a time (MGMT-8).",
+        params: vec![grp(), q()],
+        body: Some(g.subschema_for::<SeekBody>().to_value()),
+        responses: vec![
+            (200, "The cursors were set.", of::<SeekResponse>(g)),
+            (
+                400,
+                "A malformed body; nothing changed.",
+                Some(g_ref("ErrorBody")),
+            ),
+            (404, "The queue does not exist.", Some(g_ref("ErrorBody"))),
+        ],
+    });
+    let delete_metadata = || {
+        param(
+            "deleteMetadata",
+            "query",
+            "boolean",
+            "Also its subscriptions (default true).",
+        )
+    };
+    for (path, summary, params) in [
+        (
+            "/api/v1/consumer-groups/{group}",
+            "Delete a group's cursors on every queue (MGMT-9).",
+            vec![grp(), delete_metadata()],
+        ),
+        (
+            "/api/v1/consumer-groups/{group}/queues/{queue}",
+            "Delete a group's cursors on one queue (MGMT-9).",
+            vec![grp(), q(), delete_metadata()],
+        ),
+    ] {
+        ops.push(Op {
+            method: "delete",
+            path,
+            summary,
+            params,
+            body: None,
+            responses: vec![
+                (
+                    200,
+                    "Deleted (0 when the group had none).",
+                    of::<GroupDeleted>(g),
+                ),
+                (
+                    400,
+                    "A malformed parameter; nothing changed.",
+                    Some(g_ref("ErrorBody")),
+                ),
+            ],
+        });
+    }
+    ops
+}
