@@ -84,7 +84,8 @@ fn every_wire_snapshot_fits_the_document() {
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         let json_text = text.splitn(3, "---\n").nth(2).expect("an insta snapshot");
-        let shot: Value = serde_json::from_str(json_text).unwrap();
+        let mut shot: Value = serde_json::from_str(json_text).unwrap();
+        unredact_seconds(&mut shot);
         let name = file.file_name().unwrap().to_string_lossy().to_string();
         let (method, path) = (
             shot["request"]["method"].as_str().unwrap(),
@@ -177,4 +178,15 @@ fn the_document_is_valid_openapi_3_1() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The snapshots redact clock-dependent seconds to a string; the document types them as
+/// integers, so any integer stands in for them here.
+fn unredact_seconds(v: &mut Value) {
+    match v {
+        Value::String(s) if s == "[seconds]" => *v = Value::from(0),
+        Value::Array(a) => a.iter_mut().for_each(unredact_seconds),
+        Value::Object(o) => o.values_mut().for_each(unredact_seconds),
+        _ => {}
+    }
 }
