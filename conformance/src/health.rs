@@ -117,6 +117,14 @@ impl Health {
     }
 }
 
+/// Whether the broker serves the management routes (section 17): a broker that answers
+/// 404 to the overview has none, and its management cases are skipped rather than
+/// failed one by one; any other answer leaves the judging to the cases.
+pub async fn serves_management(target: &Target) -> bool {
+    let req = target.authorized(HttpRequest::get("/api/v1/resources/overview", &[]));
+    !matches!(transmit(target, &req).await, Ok(r) if r.status == 404)
+}
+
 /// Whether the target looks like a Queen broker: a push to a probe queue answers a 2xx
 /// JSON array with one result carrying a `status`, and a pop of it answers 204 or a 2xx
 /// JSON object with a `messages` array. Deviations the suite reports later (another 2xx

@@ -182,6 +182,7 @@ pub async fn run(opts: &RunOptions) -> RunResults {
     let progress = Arc::new(Progress::new(opts.progress));
     let catalog = catalog::all();
     let catalog_len = catalog.len();
+    let serves_management = crate::health::serves_management(&opts.target).await;
     let all: Vec<Case> = catalog
         .into_iter()
         .filter(|c| opts.selection.covers(&Entry::case(c)))
@@ -200,8 +201,14 @@ pub async fn run(opts: &RunOptions) -> RunResults {
                 .any(|c| c == Capability::DatabaseControl);
         let no_tokens =
             opts.target.tokens.is_none() && case.capabilities().any(|c| c == Capability::Auth);
-        if !missing.is_empty() || no_db || no_tokens {
-            let why = if missing.is_empty() && no_tokens {
+        let no_management =
+            !serves_management && case.capabilities().any(|c| c == Capability::Management);
+        if !missing.is_empty() || no_db || no_tokens || no_management {
+            let why = if no_management {
+                "needs management: the broker answered 404 to GET /api/v1/resources/overview, \
+                 so it has no management routes (PROTOCOL.md section 17)"
+                    .to_string()
+            } else if missing.is_empty() && no_tokens {
                 "needs auth: a broker with authentication on, and its tokens for the suite \
                  (--jwt-secret, or --token-admin, --token-rw and --token-ro)"
                     .to_string()
@@ -278,7 +285,12 @@ pub async fn run(opts: &RunOptions) -> RunResults {
         {
             let p = progress.clone();
             let tick: lockstep::Tick = Arc::new(move |d, t| p.update("lockstep sequences", d, t));
-            Some(lockstep::run(&opts.target, &run_id, l, Some(tick)).await)
+            let mut l = l.clone();
+            if !serves_management {
+                // Nor does the lockstep run send management requests.
+                l.without.insert(Capability::Management);
+            }
+            Some(lockstep::run(&opts.target, &run_id, &l, Some(tick)).await)
         }
         _ => None,
     };
