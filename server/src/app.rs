@@ -34,6 +34,7 @@ pub fn app(
         backoff: config.backoff(),
         body_timeout: Duration::from_millis(config.body_timeout_ms),
         max_items: config.max_items as usize,
+        metrics_top: config.metrics_top as usize,
         in_flight,
         metrics,
         stopping,

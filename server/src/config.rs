@@ -115,6 +115,11 @@ pub struct Config {
     /// The most messages one retention round removes from one partition.
     #[arg(long, env = "RETENTION_BATCH", default_value_t = 10_000, value_parser = clap::value_parser!(i64).range(1..))]
     pub retention_batch: i64,
+    /// MGMT-10: how many queues, and how many (group, queue) pairs, get series of their
+    /// own at `/metrics/prometheus` (the deepest and the most lagging), so the label
+    /// sets stay bounded whatever the number of queues.
+    #[arg(long, env = "METRICS_TOP", default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub metrics_top: u32,
     /// Authentication and roles (section 14, AUTH-5).
     #[command(flatten)]
     pub auth: crate::auth::AuthConfig,

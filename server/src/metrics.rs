@@ -24,6 +24,26 @@ pub struct RequestLabels {
     pub status: &'static str,
 }
 
+/// What an operation's answer said: a push item's status, a pop's delivery, an ack
+/// item's success (closed sets).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: &'static str,
+}
+
+/// A queue's series (at most `METRICS_TOP` of them).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    pub queue: String,
+}
+
+/// A (group, queue) pair's series (at most `METRICS_TOP` of them).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupLabels {
+    pub group: String,
+    pub queue: String,
+}
+
 /// A latency's labels: the operation only.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
@@ -37,6 +57,15 @@ pub struct Metrics {
     pub started: std::time::Instant,
     requests: Family<RequestLabels, Counter>,
     latency: Family<RouteLabels, Histogram>,
+    pushed: Family<OutcomeLabels, Counter>,
+    popped: Family<OutcomeLabels, Counter>,
+    popped_messages: Counter,
+    acked: Family<OutcomeLabels, Counter>,
+    queue_unconsumed: Family<QueueLabels, Gauge>,
+    queue_messages: Family<QueueLabels, Gauge>,
+    group_lag: Family<GroupLabels, Gauge>,
+    group_lag_seconds: Family<GroupLabels, Gauge>,
+    queues_total: Gauge,
     /// Long polls parked now.
     pub parked: Gauge,
     pool_size: Gauge,
@@ -95,8 +124,54 @@ impl Metrics {
             "Time from a request's head to its answer, by operation (long polls included)",
             latency.clone(),
         );
+        let family = |r: &mut Registry, name: &str, help: &str| {
+            let f = Family::<OutcomeLabels, Counter>::default();
+            r.register(name, help, f.clone());
+            f
+        };
+        let queue_unconsumed = Family::<QueueLabels, Gauge>::default();
+        registry.register(
+            "queue_unconsumed",
+            "Unconsumed messages (RET-5) of the METRICS_TOP deepest queues",
+            queue_unconsumed.clone(),
+        );
+        let queue_messages = Family::<QueueLabels, Gauge>::default();
+        registry.register(
+            "queue_messages",
+            "Retained messages of the same queues",
+            queue_messages.clone(),
+        );
+        let group_lag = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "group_lag",
+            "Messages behind of the METRICS_TOP most lagging (group, queue) pairs (MGMT-3)",
+            group_lag.clone(),
+        );
+        let group_lag_seconds = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "group_lag_seconds",
+            "Age of the oldest message those pairs have not committed",
+            group_lag_seconds.clone(),
+        );
         let r = &mut registry;
         Metrics {
+            queue_unconsumed,
+            queue_messages,
+            group_lag,
+            group_lag_seconds,
+            queues_total: gauge(r, "queues", "Queues the broker holds"),
+            pushed: family(
+                r,
+                "pushed_items",
+                "Pushed items by status: queued, duplicate, buffered",
+            ),
+            popped: family(r, "pops", "Pop answers by outcome: delivered, empty"),
+            popped_messages: counter(r, "popped_messages", "Messages delivered by pops"),
+            acked: family(
+                r,
+                "acked_items",
+                "Acknowledgments by outcome: success, failure",
+            ),
             started: std::time::Instant::now(),
             requests,
             latency,
@@ -176,6 +251,81 @@ impl Metrics {
         };
         if let Some(c) = op {
             c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts what a push, pop or ack answered (by item where it has items).
+    pub fn outcome(&self, answer: &queen_reference::wire::Answer) {
+        use queen_reference::wire::{Answer, PushStatus};
+        let by = |f: &Family<OutcomeLabels, Counter>, outcome: &'static str, n: u64| {
+            f.get_or_create(&OutcomeLabels { outcome }).inc_by(n);
+        };
+        match answer {
+            Answer::Pushed(items) => {
+                for i in items {
+                    let status = match i.status {
+                        PushStatus::Queued => "queued",
+                        PushStatus::Duplicate => "duplicate",
+                        PushStatus::Buffered => "buffered",
+                    };
+                    by(&self.pushed, status, 1);
+                }
+            }
+            Answer::Popped(p) => {
+                by(&self.popped, "delivered", 1);
+                self.popped_messages.inc_by(p.messages.len() as u64);
+            }
+            Answer::Empty => by(&self.popped, "empty", 1),
+            Answer::Acked(items) => {
+                let ok = items.iter().filter(|i| i.success).count() as u64;
+                by(&self.acked, "success", ok);
+                by(&self.acked, "failure", items.len() as u64 - ok);
+            }
+            _ => {}
+        }
+    }
+
+    /// The per-queue and per-group series, replaced by the `top` deepest queues and most
+    /// lagging (group, queue) pairs of the views (the first page of each).
+    pub fn set_backlogs(
+        &self,
+        queues: Option<queen_reference::wire::QueuesPage>,
+        groups: Option<queen_reference::wire::GroupsPage>,
+        top: usize,
+    ) {
+        self.queue_unconsumed.clear();
+        self.queue_messages.clear();
+        self.group_lag.clear();
+        self.group_lag_seconds.clear();
+        if let Some(page) = queues {
+            self.queues_total.set(page.page.total as i64);
+            let mut qs = page.queues;
+            qs.sort_by(|a, b| b.unconsumed.cmp(&a.unconsumed).then(a.name.cmp(&b.name)));
+            for q in qs.into_iter().take(top) {
+                let l = QueueLabels { queue: q.name };
+                self.queue_unconsumed
+                    .get_or_create(&l)
+                    .set(q.unconsumed as i64);
+                self.queue_messages.get_or_create(&l).set(q.messages as i64);
+            }
+        }
+        if let Some(page) = groups {
+            let mut pairs: Vec<(String, queen_reference::wire::GroupQueue)> = page
+                .consumer_groups
+                .into_iter()
+                .flat_map(|g| g.queues.into_iter().map(move |q| (g.name.clone(), q)))
+                .collect();
+            pairs.sort_by(|a, b| b.1.lag.cmp(&a.1.lag).then(a.0.cmp(&b.0)));
+            for (group, q) in pairs.into_iter().take(top) {
+                let l = GroupLabels {
+                    group,
+                    queue: q.queue,
+                };
+                self.group_lag.get_or_create(&l).set(q.lag as i64);
+                self.group_lag_seconds
+                    .get_or_create(&l)
+                    .set(q.lag_seconds as i64);
+            }
         }
     }
 

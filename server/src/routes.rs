@@ -15,7 +15,9 @@ use axum::extract::{Request as AxumRequest, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use queen_reference::wire::{admit, parse_request, required, Answer, HttpRequest, Request};
+use queen_reference::wire::{
+    admit, parse_request, required, Answer, HttpRequest, ManageRequest, Request,
+};
 use std::sync::Arc;
 
 /// What every request needs.
@@ -35,6 +37,8 @@ pub struct AppState {
     pub stopping: tokio::sync::watch::Receiver<bool>,
     /// Operational counters and the spool's gauges (`/metrics/prometheus`).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// How many queues and (group, queue) pairs get series of their own (MGMT-10).
+    pub metrics_top: usize,
     /// STOP-1: requests being handled; shutdown waits for these, not for connections
     /// that are idle or still sending a head.
     pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
@@ -68,7 +72,7 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         Err(refusal) => return render(Answer::error(refusal.status, refusal.message)),
     };
     if req.method() == axum::http::Method::GET && req.uri().path() == METRICS_PATH {
-        return metrics_answer(&app);
+        return metrics_answer(&app).await;
     }
     if req.method() == axum::http::Method::GET && req.uri().path() == METRICS_JSON_PATH {
         return render(Answer::View(
@@ -124,6 +128,7 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         app.metrics.internal_errors.inc();
     }
     app.metrics.answered(op, answer.status(), started.elapsed());
+    app.metrics.outcome(&answer);
     render(scrub_internal_error(answer, &request_id))
 }
 
@@ -197,11 +202,30 @@ const METRICS_PATH: &str = "/metrics/prometheus";
 /// Where the JSON metrics are served (MGMT-10).
 const METRICS_JSON_PATH: &str = "/metrics";
 
-/// The metrics, in the OpenMetrics text format Prometheus scrapes.
-fn metrics_answer(app: &AppState) -> Response {
+/// The metrics, in the OpenMetrics text format Prometheus scrapes, with the deepest
+/// queues and the most lagging groups read from the broker's own management views.
+async fn metrics_answer(app: &AppState) -> Response {
     if let Some((open, idle)) = app.broker.pool_stats() {
         app.metrics.set_pool(open, idle);
     }
+    let first = queen_reference::wire::Page {
+        limit: queen_reference::wire::MAX_PAGE_LIMIT,
+        offset: 0,
+    };
+    let queues = app
+        .broker
+        .call(Request::Manage(ManageRequest::Queues {
+            namespace: None,
+            task: None,
+            page: first,
+        }))
+        .await;
+    let groups = app
+        .broker
+        .call(Request::Manage(ManageRequest::Groups(first)))
+        .await;
+    app.metrics
+        .set_backlogs(view(queues), view(groups), app.metrics_top);
     let text = app.metrics.render(app.broker.spool());
     (
         [(
@@ -211,6 +235,14 @@ fn metrics_answer(app: &AppState) -> Response {
         text,
     )
         .into_response()
+}
+
+/// A management view's answer as its wire type (`None` when the broker failed it).
+fn view<T: serde::de::DeserializeOwned>(answer: Answer) -> Option<T> {
+    match answer {
+        Answer::View(v) => serde_json::from_value(v).ok(),
+        _ => None,
+    }
 }
 
 /// Where the OpenAPI document of the protocol is served.

@@ -93,6 +93,40 @@ async fn mgmt_1_no_read_changes_a_table() {
     assert_eq!(status, 404, "a read created no group");
 }
 
+/// MGMT-10: with more queues than METRICS_TOP, only the deepest get series.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_10_backlog_series_are_bounded() {
+    let app = pg_app_with("mgmt-top", |c| c.metrics_top = 2).await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    for (queue, n) in [("a", 1), ("b", 3), ("c", 2), ("d", 0)] {
+        let items: Vec<Value> = (0..n)
+            .map(|i| json!({"queue": queue, "payload": i}))
+            .collect();
+        if n > 0 {
+            post(&c, &format!("{base}/api/v1/push"), &json!({"items": items})).await;
+        }
+    }
+    let text = reqwest::get(format!("{base}/metrics/prometheus"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let shown: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("queen_queue_unconsumed{"))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "queen_queue_unconsumed{queue=\"b\"} 3",
+            "queen_queue_unconsumed{queue=\"c\"} 2"
+        ],
+        "{text}"
+    );
+    assert!(text.contains("queen_queues 3"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mgmt_10_a_prometheus_scrape_parses_and_counts_what_happened() {
     let app = pg_app("mgmt-metrics").await;
@@ -151,6 +185,27 @@ async fn mgmt_10_a_prometheus_scrape_parses_and_counts_what_happened() {
         "the pool holds a connection"
     );
     assert_eq!(count(sample("queen_parked_polls", &[])), 0.0);
+    assert_eq!(
+        count(sample("queen_pushed_items_total", &[("outcome", "queued")])),
+        1.0
+    );
+    assert_eq!(
+        count(sample("queen_pops_total", &[("outcome", "delivered")])),
+        1.0
+    );
+    // The backlog series, bounded by METRICS_TOP: the queue's one unconsumed message, the
+    // queue-mode group one message behind.
+    assert_eq!(
+        count(sample("queen_queue_unconsumed", &[("queue", "q")])),
+        1.0
+    );
+    assert_eq!(
+        count(sample(
+            "queen_group_lag",
+            &[("group", "__QUEUE_MODE__"), ("queue", "q")]
+        )),
+        1.0
+    );
     assert!(
         scrape
             .samples
