@@ -136,7 +136,7 @@ fn management_read(
     delivered: &[PopMessage],
 ) -> Option<HttpRequest> {
     let g = group.unwrap_or("__QUEUE_MODE__");
-    Some(match r.below(7) {
+    Some(match r.below(9) {
         0 => HttpRequest::get(format!("/api/v1/resources/queues/{queue}"), &[]),
         1 => HttpRequest::get(
             format!("/api/v1/resources/queues/{queue}/depth"),
@@ -155,6 +155,27 @@ fn management_read(
                 &[],
             )
         }
+        6 => {
+            // MGMT-12: the retry of a delivered message (404 unless it was dead-lettered).
+            let m = &delivered
+                [r.below(delivered.len().max(1) as u64) as usize % delivered.len().max(1)..]
+                .first()?
+                .clone();
+            HttpRequest::post(
+                format!(
+                    "/api/v1/messages/{}/{}/retry",
+                    m.partition_id, m.transaction_id
+                ),
+                &json!({}),
+            )
+        }
+        7 => HttpRequest::post(
+            format!(
+                "/api/v1/consumer-groups/{g}/queues/{queue}/partitions/p{}/seek",
+                r.below(3)
+            ),
+            &json!({"toEnd": true}),
+        ),
         _ => HttpRequest::post(
             format!("/api/v1/consumer-groups/{g}/queues/{queue}/seek"),
             &json!({"toEnd": true}),

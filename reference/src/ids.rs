@@ -155,7 +155,8 @@ impl IdBook {
             Request::Health => Op::Health,
             Request::Manage(m) => Op::Manage {
                 part: match m {
-                    crate::wire::ManageRequest::Message { partition_id, .. } => {
+                    crate::wire::ManageRequest::Message { partition_id, .. }
+                    | crate::wire::ManageRequest::Retry { partition_id, .. } => {
                         self.parts.handle(partition_id)
                     }
                     _ => None,

@@ -269,6 +269,10 @@ pub mod ids {
     pub const MGMT_9: RuleId = RuleId("MGMT-9");
     /// metrics: JSON at /metrics, the Prometheus text at /metrics/prometheus
     pub const MGMT_10: RuleId = RuleId("MGMT-10");
+    /// one message is not deleted by its address: 405, nothing changes
+    pub const MGMT_11: RuleId = RuleId("MGMT-11");
+    /// a dead letter's retry puts its message back at the end of its partition
+    pub const MGMT_12: RuleId = RuleId("MGMT-12");
     /// health carries the broker's version and uptime
     pub const HEALTH_4: RuleId = RuleId("HEALTH-4");
 }
@@ -701,6 +705,16 @@ pub const RULES: &[Rule] = &[
         id: MGMT_10,
         level: Project,
         title: "metrics: JSON at /metrics, the Prometheus text at /metrics/prometheus",
+    },
+    Rule {
+        id: MGMT_11,
+        level: Project,
+        title: "one message is not deleted by its address: 405, nothing changes",
+    },
+    Rule {
+        id: MGMT_12,
+        level: Project,
+        title: "a dead letter's retry puts its message back at the end of its partition",
     },
     Rule {
         id: HEALTH_4,

@@ -143,7 +143,7 @@ fn mgmt_4_overview_queues_depth_and_partitions() {
     assert_eq!(o.unconsumed, 3);
     let qs: QueuesPage = b.view("/api/v1/resources/queues", &[]);
     let names: Vec<&str> = qs.queues.iter().map(|q| q.name.as_str()).collect();
-    assert_eq!(names, ["b.one", "a.two"], "creation order");
+    assert_eq!(names, ["a.two", "b.one"], "by name");
     let depth: Depth = b.view("/api/v1/resources/queues/b.one/depth", &[("group", "g")]);
     assert_eq!((depth.pending, depth.partitions_pending), (2, 2));
     let depth: Depth = b.view("/api/v1/resources/queues/b.one/depth", &[]);
@@ -230,4 +230,108 @@ fn mgmt_9_a_deleted_group_starts_again() {
         "/api/v1/consumer-groups/other/queues/q",
     ));
     assert_eq!(again.body.unwrap()["deleted"], 0);
+}
+
+#[test]
+fn mgmt_8_one_partition_and_the_subscription_time() {
+    let mut b = Broker::new();
+    b.push1("q", "p1", "a");
+    b.push1("q", "p2", "b");
+    b.pop(
+        "q",
+        &[
+            ("consumerGroup", "g"),
+            ("autoAck", "true"),
+            ("batch", "5"),
+            ("partitions", "2"),
+        ],
+    );
+    let one = "/api/v1/consumer-groups/g/queues/q/partitions/p1/seek";
+    let r = b.post(
+        one,
+        json!({"timestamp": queen_reference::time::format_iso(T0 - 1)}),
+    );
+    assert_eq!(r.body.unwrap()["partitions"], 1);
+    assert_eq!(
+        Broker::txns(&b.pop("q", &[("consumerGroup", "g"), ("batch", "5")])),
+        ["a"],
+        "only p1 went back"
+    );
+    let missing = b.post(
+        "/api/v1/consumer-groups/g/queues/q/partitions/nope/seek",
+        json!({"toEnd": true}),
+    );
+    assert_eq!(missing.status, 404);
+    let r = b.post(
+        "/api/v1/consumer-groups/g/subscription",
+        json!({"subscriptionTimestamp": queen_reference::time::format_iso(T0 - 1)}),
+    );
+    let body = r.body.unwrap();
+    assert_eq!(
+        (body["queues"].clone(), body["partitions"].clone()),
+        (json!(1), json!(2))
+    );
+    assert_eq!(
+        Broker::txns(&b.pop(
+            "q",
+            &[("consumerGroup", "g"), ("batch", "5"), ("partitions", "2")]
+        ))
+        .len(),
+        2
+    );
+    assert_eq!(
+        b.post(
+            "/api/v1/consumer-groups/g/subscription",
+            json!({"subscriptionTimestamp": "later"})
+        )
+        .status,
+        400
+    );
+}
+
+#[test]
+fn mgmt_11_one_message_is_not_deleted() {
+    let mut b = Broker::new();
+    b.push1("q", "p", "a");
+    let p = b.pop("q", &[("autoAck", "true")]).unwrap();
+    let pid = &p.messages[0].partition_id;
+    let r = b.send(HttpRequest::delete(format!("/api/v1/messages/{pid}/a")));
+    assert_eq!(r.status, 405);
+    let m: MessageDetail = b.view(&format!("/api/v1/messages/{pid}/a"), &[]);
+    assert_eq!(m.message.transaction_id, "a", "still there");
+}
+
+#[test]
+fn mgmt_12_a_retried_dead_letter_is_written_again_for_every_group() {
+    let mut b = Broker::new();
+    b.configure("q", json!({"retryLimit": 0}));
+    b.push1("q", "p", "a");
+    let g = b.pop("q", &[("consumerGroup", "g")]).unwrap();
+    b.ack_batch(Some("g"), vec![ack_of(&g.messages[0], "dlq")]);
+    let h = b
+        .pop("q", &[("consumerGroup", "h"), ("autoAck", "true")])
+        .unwrap();
+    let pid = g.messages[0].partition_id.clone();
+    let retry = format!("/api/v1/messages/{pid}/a/retry");
+    let r: RetryResponse = serde_json::from_value(b.post(&retry, json!({})).body.unwrap()).unwrap();
+    assert_eq!(r.retried, 1);
+    assert!(is_uuid(&r.transaction_id), "a minted transactionId: {r:?}");
+    assert_eq!(b.dlq(&[("queue", "q")]).total, 0, "the dead letter is gone");
+    // Both groups get the new message, as they would a push.
+    for group in ["g", "h"] {
+        let again = b
+            .pop("q", &[("consumerGroup", group), ("autoAck", "true")])
+            .unwrap();
+        assert_eq!(again.messages[0].transaction_id, r.transaction_id);
+        assert_eq!(again.messages[0].data, h.messages[0].data);
+    }
+    assert_eq!(b.post(&retry, json!({})).status, 404, "no dead letter left");
+    // While pushes are spooled, a retry is refused and the dead letter stays.
+    b.push1("q", "p", "b");
+    let g = b.pop("q", &[("consumerGroup", "g")]).unwrap();
+    b.ack_batch(Some("g"), vec![ack_of(&g.messages[0], "dlq")]);
+    b.post("/api/v1/system/maintenance", json!({"enabled": true}));
+    let refused = b.post(&format!("/api/v1/messages/{pid}/b/retry"), json!({}));
+    assert_eq!(refused.status, 503);
+    assert_eq!(b.dlq(&[("queue", "q")]).total, 1);
 }

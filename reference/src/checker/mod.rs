@@ -825,7 +825,14 @@ fn manage_shape(req: &ManageRequest) -> &'static str {
         M::Lagging { .. } => "/api/v1/consumer-groups/lagging",
         M::Messages(_) => "/api/v1/messages",
         M::Message { .. } => "/api/v1/messages/{partitionId}/{transactionId}",
-        M::Seek { .. } => "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
+        M::Seek {
+            partition: None, ..
+        } => "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
+        M::Seek { .. } => {
+            "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek"
+        }
+        M::Subscription { .. } => "/api/v1/consumer-groups/{group}/subscription",
+        M::Retry { .. } => "/api/v1/messages/{partitionId}/{transactionId}/retry",
         M::DeleteGroup { queue: None, .. } => "/api/v1/consumer-groups/{group}",
         M::DeleteGroup { .. } => "/api/v1/consumer-groups/{group}/queues/{queue}",
     }
@@ -836,6 +843,8 @@ fn manage_shape(req: &ManageRequest) -> &'static str {
 fn minted_txn(op: &Op, actual: &HttpResponse, i: usize) -> String {
     let from = match (op, &actual.body) {
         (Op::Push(_), Some(Value::Array(items))) => items.get(i),
+        // MGMT-12: a retry answers the transactionId it minted.
+        (Op::Manage { .. }, Some(body)) => Some(body),
         (Op::Txn { .. }, Some(body)) => {
             body.get("results").and_then(Value::as_array).and_then(|r| {
                 r.iter()

@@ -5,21 +5,29 @@ use super::pop::last_before;
 use super::state::{PartH, State};
 use super::views::partitions_of;
 use crate::choice::Ctx;
-use crate::wire::{no_such_queue, GroupDeleted, SeekResponse, SeekTo, WireError};
+use crate::time::format_iso;
+use crate::wire::{
+    no_such_partition, no_such_queue, GroupDeleted, SeekResponse, SeekTo, SubscriptionResponse,
+    WireError,
+};
 
-/// MGMT-8: sets the group's cursor on every partition of the queue (creating it where
-/// there is none), releasing its lease and forgetting its retries and retry wait.
+/// MGMT-8: sets the group's cursor on every partition of the queue, or on the one named
+/// (creating it where there is none), releasing its lease and forgetting its retries and
+/// retry wait.
 pub fn seek(
     st: &mut State,
     group: &str,
     queue: &str,
+    partition: Option<&str>,
     to: SeekTo,
     ctx: &mut Ctx,
 ) -> Result<SeekResponse, WireError> {
-    if !st.queues.contains_key(queue) {
-        return Err(no_such_queue(queue));
+    let q = st.queues.get(queue).ok_or_else(|| no_such_queue(queue))?;
+    if let Some(name) = partition.filter(|n| !q.partitions.contains_key(*n)) {
+        return Err(no_such_partition(queue, name));
     }
     let targets: Vec<(PartH, u32)> = partitions_of(st, queue)
+        .filter(|p| partition.is_none_or(|n| p.name == n))
         .map(|p| {
             let at = match to {
                 SeekTo::End => p.end(),
@@ -41,6 +49,34 @@ pub fn seek(
         queue: queue.to_string(),
         partitions: targets.len() as u64,
     })
+}
+
+/// MGMT-8: the seek to `at` on every queue the group reads or subscribed to; its
+/// subscriptions now start at `at`.
+pub fn subscription(st: &mut State, group: &str, at: i64, ctx: &mut Ctx) -> SubscriptionResponse {
+    let queues: Vec<String> = st
+        .queues
+        .values()
+        .filter(|q| {
+            q.subscriptions.contains_key(group)
+                || partitions_of(st, &q.name).any(|p| p.cursors.contains_key(group))
+        })
+        .map(|q| q.name.clone())
+        .collect();
+    let mut partitions = 0;
+    for q in &queues {
+        let sought = seek(st, group, q, None, SeekTo::Time(at), ctx).expect("the queue exists");
+        partitions += sought.partitions;
+        if let Some(s) = st.queue_mut(q).and_then(|q| q.subscriptions.get_mut(group)) {
+            s.from = format_iso(at);
+        }
+    }
+    SubscriptionResponse {
+        success: true,
+        group: group.to_string(),
+        queues: queues.len() as u64,
+        partitions,
+    }
 }
 
 /// MGMT-9: removes the group's cursors on `queue` (every queue when `None`), and with

@@ -12,6 +12,7 @@ pub mod lease;
 pub mod outcome;
 pub mod pop;
 pub mod push;
+pub mod redrive;
 pub mod retention;
 pub mod state;
 pub mod txn;
@@ -121,17 +122,42 @@ pub fn apply(st: &mut State, op: &Op, hints: &mut Hints, ctx: &mut Ctx) -> Outco
             enabled: st.pop_maintenance,
         },
         Op::Health => Outcome::Health,
-        Op::Manage { req, part } => manage(st, req, *part, ctx),
+        Op::Manage { req, part } => manage(st, req, *part, hints, ctx),
     }
 }
 
 /// A management request: a read through [`views`] (which cannot change the state), or
 /// one of the two writes of [`groups`].
-fn manage(st: &mut State, req: &ManageRequest, part: Option<PartH>, ctx: &mut Ctx) -> Outcome {
+fn manage(
+    st: &mut State,
+    req: &ManageRequest,
+    part: Option<PartH>,
+    hints: &mut Hints,
+    ctx: &mut Ctx,
+) -> Outcome {
     let answer = match req {
-        ManageRequest::Seek { group, queue, to } => {
-            groups::seek(st, group, queue, *to, ctx).map(|r| to_json(&r))
+        ManageRequest::Seek {
+            group,
+            queue,
+            partition,
+            to,
+        } => groups::seek(st, group, queue, partition.as_deref(), *to, ctx).map(|r| to_json(&r)),
+        ManageRequest::Subscription { group, at } => {
+            Ok(to_json(&groups::subscription(st, group, *at, ctx)))
         }
+        ManageRequest::Retry {
+            partition_id,
+            transaction_id,
+        } => redrive::retry(st, part, partition_id, transaction_id, hints.minter, ctx).map(
+            |(pushed, retried)| {
+                to_json(&crate::wire::RetryResponse {
+                    success: true,
+                    transaction_id: pushed.transaction_id,
+                    message_id: views::sym::msg(pushed.msg.expect("a retry writes")),
+                    retried,
+                })
+            },
+        ),
         ManageRequest::DeleteGroup {
             group,
             queue,
@@ -165,7 +191,8 @@ pub fn manage_rule(req: &ManageRequest) -> crate::rules::RuleId {
         M::Groups(_) | M::Group(_) | M::Lagging { .. } => MGMT_3,
         M::Messages(_) => MGMT_6,
         M::Message { .. } => MGMT_7,
-        M::Seek { .. } => MGMT_8,
+        M::Seek { .. } | M::Subscription { .. } => MGMT_8,
+        M::Retry { .. } => MGMT_12,
         M::DeleteGroup { .. } => MGMT_9,
     }
 }

@@ -46,8 +46,6 @@ pub struct State {
     pub next_msg: u32,
     /// The next lease handle to mint.
     pub next_lease: u32,
-    /// How many queues were ever created: the next one's creation number (MGMT-2).
-    pub next_queue: u32,
     /// Dead letters in filing order (DLQ-2).
     pub dead_letters: Log<DeadLetterRec>,
     /// Pushes accepted as `buffered`, waiting for replay (PUSH-7).
@@ -73,7 +71,6 @@ impl Default for State {
             writes: Default::default(),
             next_msg: 0,
             next_lease: 0,
-            next_queue: 0,
             dead_letters: Default::default(),
             spool: Default::default(),
             push_maintenance: false,
@@ -94,7 +91,6 @@ impl PartialEq for State {
             writes,
             next_msg,
             next_lease,
-            next_queue,
             dead_letters,
             spool,
             push_maintenance,
@@ -105,7 +101,6 @@ impl PartialEq for State {
         *next_msg == other.next_msg
             && *retention_off == other.retention_off
             && *next_lease == other.next_lease
-            && *next_queue == other.next_queue
             && *push_maintenance == other.push_maintenance
             && *pop_maintenance == other.pop_maintenance
             && same_log(writes, &other.writes, PartialEq::eq)
@@ -130,8 +125,6 @@ pub struct Queue {
     pub name: String,
     pub namespace: String,
     pub task: String,
-    /// Creation number: queues are listed in creation order (MGMT-2).
-    pub seq: u32,
     pub options: QueueOptions,
     /// Partition names to handles, in creation order of handles.
     pub partitions: BTreeMap<String, PartH>,
@@ -331,7 +324,6 @@ impl State {
         (
             self.next_msg,
             self.next_lease,
-            self.next_queue,
             self.writes.len(),
             self.dead_letters.len(),
             self.spool.len(),
@@ -369,12 +361,10 @@ impl State {
     pub fn ensure_queue(&mut self, name: &str, options: QueueOptions) -> &Queue {
         if !self.queues.contains_key(name) {
             let (namespace, task) = crate::wire::derive_namespace_task(name);
-            self.next_queue += 1;
             let q = Queue {
                 name: name.to_string(),
                 namespace,
                 task,
-                seq: self.next_queue,
                 options,
                 partitions: BTreeMap::new(),
                 subscriptions: BTreeMap::new(),

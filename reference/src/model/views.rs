@@ -155,9 +155,10 @@ pub fn read(
             partition_id,
             transaction_id,
         } => json(&message(st, part, partition_id, transaction_id, ctx)?),
-        ManageRequest::Seek { .. } | ManageRequest::DeleteGroup { .. } => {
-            unreachable!("writes are the groups module's")
-        }
+        ManageRequest::Seek { .. }
+        | ManageRequest::Subscription { .. }
+        | ManageRequest::Retry { .. }
+        | ManageRequest::DeleteGroup { .. } => unreachable!("writes are not views"),
     };
     Ok(v)
 }
@@ -166,22 +167,18 @@ fn json<T: serde::Serialize>(t: &T) -> Value {
     serde_json::to_value(t).expect("views serialize")
 }
 
-/// Queues in creation order (MGMT-2).
+/// Queues by name, bytewise (MGMT-2).
 fn queues_in_order(st: &State) -> impl Iterator<Item = &super::state::Queue> {
-    let mut qs: Vec<_> = st.queues.values().collect();
-    qs.sort_by_key(|q| q.seq);
-    qs.into_iter()
+    st.queues.values()
 }
 
-/// A queue's partitions in creation order.
+/// A queue's partitions by name, bytewise (MGMT-2).
 pub fn partitions_of<'s>(st: &'s State, queue: &str) -> impl Iterator<Item = &'s Partition> {
-    let mut hs: Vec<PartH> = st
-        .queues
+    st.queues
         .get(queue)
-        .map(|q| q.partitions.values().copied().collect())
-        .unwrap_or_default();
-    hs.sort();
-    hs.into_iter().filter_map(move |h| st.part(h))
+        .into_iter()
+        .flat_map(|q| q.partitions.values())
+        .filter_map(move |h| st.part(*h))
 }
 
 fn retained(p: &Partition) -> u64 {
@@ -324,7 +321,7 @@ fn age_seconds(now: Stamp, created: Stamp) -> u64 {
     (now.lo - created.hi).max(0) as u64 / 1000
 }
 
-/// One group over every queue it reads or subscribed to, in queue creation order.
+/// One group over every queue it reads or subscribed to, by queue name.
 fn group(st: &State, name: &str, ctx: &mut Ctx) -> GroupView {
     let queues = queues_in_order(st)
         .filter(|q| {
@@ -457,7 +454,7 @@ fn core(st: &State, p: &Partition, offset: u32, ctx: &Ctx) -> MessageCore {
     }
 }
 
-/// MGMT-6: retained messages by partition then offset, with their state for the group.
+/// MGMT-6: retained messages by queue, partition and offset, with their state for the group.
 fn messages(st: &State, q: &MessageQuery, ctx: &mut Ctx) -> MessagesPage {
     let mut rows = Vec::new();
     for queue in queues_in_order(st).filter(|x| q.queue.as_ref().is_none_or(|n| &x.name == n)) {

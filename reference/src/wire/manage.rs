@@ -122,10 +122,22 @@ pub enum ManageRequest {
         partition_id: String,
         transaction_id: String,
     },
+    /// One partition when `partition` is named, else every partition of the queue.
     Seek {
         group: String,
         queue: String,
+        partition: Option<String>,
         to: SeekTo,
+    },
+    /// The seek to a time on every queue the group reads or subscribed to (MGMT-8).
+    Subscription {
+        group: String,
+        at: Millis,
+    },
+    /// MGMT-12.
+    Retry {
+        partition_id: String,
+        transaction_id: String,
     },
     DeleteGroup {
         group: String,
@@ -139,7 +151,10 @@ impl ManageRequest {
     pub fn is_read(&self) -> bool {
         !matches!(
             self,
-            ManageRequest::Seek { .. } | ManageRequest::DeleteGroup { .. }
+            ManageRequest::Seek { .. }
+                | ManageRequest::Subscription { .. }
+                | ManageRequest::Retry { .. }
+                | ManageRequest::DeleteGroup { .. }
         )
     }
 }
@@ -214,9 +229,38 @@ pub fn parse_manage(
             Ok(ManageRequest::Seek {
                 group: named("consumer group", 3)?,
                 queue: named("queue", 5)?,
+                partition: None,
                 to: parse_seek(body)?,
             })
         })(),
+        ("POST", ["api", "v1", "consumer-groups", _, "queues", _, "partitions", _, "seek"]) => {
+            (|| {
+                Ok(ManageRequest::Seek {
+                    group: named("consumer group", 3)?,
+                    queue: named("queue", 5)?,
+                    partition: Some(named("partition", 7)?),
+                    to: parse_seek(body)?,
+                })
+            })()
+        }
+        ("POST", ["api", "v1", "consumer-groups", _, "subscription"]) => (|| {
+            Ok(ManageRequest::Subscription {
+                group: named("consumer group", 3)?,
+                at: parse_subscription(body)?,
+            })
+        })(),
+        ("POST", ["api", "v1", "messages", _, _, "retry"]) => (|| {
+            let partition_id = seg(3)?;
+            check_uuid("partitionId", &partition_id)?;
+            Ok(ManageRequest::Retry {
+                partition_id,
+                transaction_id: seg(4)?,
+            })
+        })(),
+        ("DELETE", ["api", "v1", "messages", _, _]) => Err(WireError {
+            status: 405,
+            message: MESSAGE_DELETE_REFUSED.to_string(),
+        }),
         ("DELETE", ["api", "v1", "consumer-groups", _]) => (|| {
             Ok(ManageRequest::DeleteGroup {
                 group: named("consumer group", 3)?,
@@ -320,6 +364,24 @@ fn parse_message_query(query: &[(String, String)]) -> Result<MessageQuery, WireE
         status,
         page: parse_page(query)?,
     })
+}
+
+/// MGMT-11: why one message is not deleted by its address.
+pub const MESSAGE_DELETE_REFUSED: &str = "a message is not deleted by its address: only retention removes messages (RET-1); seek the consumer group past it, or ack it with status dlq";
+
+/// MGMT-8: `{"subscriptionTimestamp": ISO-8601}`.
+fn parse_subscription(body: &[u8]) -> Result<Millis, WireError> {
+    let v = parse_json(body)?;
+    match v.get("subscriptionTimestamp") {
+        Some(Value::String(t)) => parse_iso(t).ok_or_else(|| {
+            WireError::bad(format!(
+                "subscriptionTimestamp must be an ISO-8601 time, got {t:?}"
+            ))
+        }),
+        _ => Err(WireError::bad(
+            "the body must be {\"subscriptionTimestamp\": ISO-8601}",
+        )),
+    }
 }
 
 /// MGMT-8: `{"toEnd": true}` or `{"timestamp": ISO-8601}`.
@@ -654,6 +716,49 @@ pub struct SeekResponse {
     pub queue: String,
     /// How many cursors the seek set.
     pub partitions: u64,
+}
+
+/// The subscription-time answer (MGMT-8).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct SubscriptionResponse {
+    pub success: bool,
+    pub group: String,
+    /// How many queues the group was sought on.
+    pub queues: u64,
+    /// How many cursors that set.
+    pub partitions: u64,
+}
+
+/// The dead-letter retry answer (MGMT-12).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct RetryResponse {
+    pub success: bool,
+    /// The new message's transactionId (minted by the broker).
+    pub transaction_id: String,
+    pub message_id: String,
+    /// How many dead letters went.
+    pub retried: u64,
+}
+
+/// The 404 of a partition named in a seek that does not exist (MGMT-8).
+pub fn no_such_partition(queue: &str, partition: &str) -> WireError {
+    WireError {
+        status: 404,
+        message: format!("queue {queue:?} has no partition {partition:?}"),
+    }
+}
+
+/// The 404 of a retry of a message without a dead letter (MGMT-12).
+pub fn no_dead_letter(partition_id: &str, transaction_id: &str) -> WireError {
+    WireError {
+        status: 404,
+        message: format!(
+            "no dead letter of transactionId {transaction_id:?} in partition {partition_id}"
+        ),
+    }
 }
 
 /// The group delete answer (MGMT-9).

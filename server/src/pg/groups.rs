@@ -8,13 +8,15 @@ use queen_reference::wire::*;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-/// MGMT-8: every partition's cursor to its end or to the last message created before
-/// the time, its lease released, its retries and retry wait forgotten.
+/// MGMT-8: every partition's cursor (or the named one's) to its end or to the last
+/// message created before the time, its lease released, its retries and retry wait
+/// forgotten.
 pub(crate) async fn seek(
     pool: &PgPool,
     wakes: &Wakes,
     group: &str,
     queue: &str,
+    partition: Option<&str>,
     to: SeekTo,
 ) -> Result<Answer, sqlx::Error> {
     let mut tx = pool.begin().await?;
@@ -23,21 +25,95 @@ pub(crate) async fn seek(
         .fetch_optional(&mut *tx)
         .await?;
     let Some(id) = id else {
-        return Ok(Answer::error(404, no_such_queue(queue).message));
+        return Ok(refusal(no_such_queue(queue)));
     };
-    let parts: Vec<Uuid> =
-        sqlx::query_scalar("SELECT id FROM queen_partitions WHERE queue_id = $1 ORDER BY id")
-            .bind(id)
-            .fetch_all(&mut *tx)
-            .await?;
-    for p in &parts {
-        pair::lock(&mut tx, *p, group).await?;
+    let parts: Vec<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM queen_partitions WHERE queue_id = $1 AND ($2::text IS NULL OR name = $2)",
+    )
+    .bind(id)
+    .bind(partition)
+    .fetch_all(&mut *tx)
+    .await?;
+    if let (Some(name), true) = (partition, parts.is_empty()) {
+        return Ok(refusal(no_such_partition(queue, name)));
     }
     let time = match to {
         SeekTo::End => None,
         SeekTo::Time(ms) => chrono::DateTime::from_timestamp_millis(ms),
     };
-    // The first message at or after the time, minus one (the model's `last_before`).
+    set_cursors(&mut tx, &parts, group, time).await?;
+    tx.commit().await?;
+    // A seek back leaves something to deliver: parked pops look again.
+    wakes.ring(queue);
+    Ok(view(SeekResponse {
+        success: true,
+        group: group.to_string(),
+        queue: queue.to_string(),
+        partitions: parts.len() as u64,
+    }))
+}
+
+/// MGMT-8: the seek to `at` on every queue the group reads or subscribed to, whose
+/// subscriptions then start at `at`; one transaction, every pair locked first.
+pub(crate) async fn subscription(
+    pool: &PgPool,
+    wakes: &Wakes,
+    group: &str,
+    at: i64,
+) -> Result<Answer, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let queues: Vec<(i64, String)> = sqlx::query_as(
+        "SELECT q.id, q.name FROM queen_queues q
+         WHERE EXISTS (SELECT 1 FROM queen_subscriptions s WHERE s.queue_id = q.id AND s.consumer_group = $1)
+            OR EXISTS (SELECT 1 FROM queen_cursors c JOIN queen_partitions p ON p.id = c.partition_id
+                       WHERE p.queue_id = q.id AND c.consumer_group = $1)",
+    )
+    .bind(group)
+    .fetch_all(&mut *tx)
+    .await?;
+    let ids: Vec<i64> = queues.iter().map(|(id, _)| *id).collect();
+    let parts: Vec<Uuid> =
+        sqlx::query_scalar("SELECT id FROM queen_partitions WHERE queue_id = ANY($1)")
+            .bind(&ids)
+            .fetch_all(&mut *tx)
+            .await?;
+    let time = chrono::DateTime::from_timestamp_millis(at);
+    set_cursors(&mut tx, &parts, group, time).await?;
+    sqlx::query(
+        "UPDATE queen_subscriptions SET from_value = $3 WHERE queue_id = ANY($1) AND consumer_group = $2",
+    )
+    .bind(&ids)
+    .bind(group)
+    .bind(queen_reference::time::format_iso(at))
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    for (_, q) in &queues {
+        wakes.ring(q);
+    }
+    Ok(view(SubscriptionResponse {
+        success: true,
+        group: group.to_string(),
+        queues: queues.len() as u64,
+        partitions: parts.len() as u64,
+    }))
+}
+
+/// Sets the group's cursor on each partition (creating it), at the partition's end or,
+/// with a time, before the first message created at or after it (the model's
+/// `last_before`), never below what retention removed; the pairs are locked first, in
+/// partition-id order.
+async fn set_cursors(
+    tx: &mut sqlx::PgConnection,
+    parts: &[Uuid],
+    group: &str,
+    time: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<(), sqlx::Error> {
+    let mut sorted = parts.to_vec();
+    sorted.sort();
+    for p in &sorted {
+        pair::lock(tx, *p, group).await?;
+    }
     sqlx::query(
         "INSERT INTO queen_cursors (partition_id, consumer_group, committed)
          SELECT p.id, $2, GREATEST(p.removed_through, CASE WHEN $3::timestamptz IS NULL THEN p.last_offset
@@ -49,23 +125,20 @@ pub(crate) async fn seek(
              lease_id = NULL, lease_end = NULL, lease_deadline = NULL, lease_duration_ms = NULL,
              not_before = NULL, retries = '{}'",
     )
-    .bind(&parts)
+    .bind(&sorted)
     .bind(group)
     .bind(time)
-    .execute(&mut *tx)
+    .execute(tx)
     .await?;
-    tx.commit().await?;
-    // A seek back leaves something to deliver: parked pops look again.
-    wakes.ring(queue);
-    Ok(Answer::View(
-        serde_json::to_value(SeekResponse {
-            success: true,
-            group: group.to_string(),
-            queue: queue.to_string(),
-            partitions: parts.len() as u64,
-        })
-        .expect("serializes"),
-    ))
+    Ok(())
+}
+
+fn view<T: serde::Serialize>(t: T) -> Answer {
+    Answer::View(serde_json::to_value(t).expect("serializes"))
+}
+
+fn refusal(e: WireError) -> Answer {
+    Answer::error(e.status, e.message)
 }
 
 /// MGMT-9: the group's cursors on the queue (or every queue), and with `metadata` its
@@ -114,13 +187,10 @@ pub(crate) async fn delete_group(
         Some(q) => wakes.ring(q),
         None => wakes.ring_all(),
     }
-    Ok(Answer::View(
-        serde_json::to_value(GroupDeleted {
-            success: true,
-            group: group.to_string(),
-            queue: queue.map(str::to_string),
-            deleted,
-        })
-        .expect("serializes"),
-    ))
+    Ok(view(GroupDeleted {
+        success: true,
+        group: group.to_string(),
+        queue: queue.map(str::to_string),
+        deleted,
+    }))
 }

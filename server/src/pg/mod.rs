@@ -30,6 +30,7 @@ mod pair;
 mod pop;
 pub(crate) mod push;
 mod queues;
+mod redrive;
 mod retention;
 mod rows;
 mod schema;
@@ -395,9 +396,29 @@ impl PgBroker {
             Request::GetPopMaintenance => admin::pop_maintenance(pool).await,
             Request::SetPopMaintenance(on) => admin::set_pop_maintenance(pool, on).await,
             Request::Health => return admin::health(self).await,
-            Request::Manage(ManageRequest::Seek { group, queue, to }) => {
-                groups::seek(pool, &self.inner.wakes, &group, &queue, to).await
+            Request::Manage(ManageRequest::Seek {
+                group,
+                queue,
+                partition,
+                to,
+            }) => {
+                groups::seek(
+                    pool,
+                    &self.inner.wakes,
+                    &group,
+                    &queue,
+                    partition.as_deref(),
+                    to,
+                )
+                .await
             }
+            Request::Manage(ManageRequest::Subscription { group, at }) => {
+                groups::subscription(pool, &self.inner.wakes, &group, at).await
+            }
+            Request::Manage(ManageRequest::Retry {
+                partition_id,
+                transaction_id,
+            }) => redrive::retry(self, &partition_id, &transaction_id).await,
             Request::Manage(ManageRequest::DeleteGroup {
                 group,
                 queue,

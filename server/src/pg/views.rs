@@ -4,8 +4,8 @@
 //! messages: offsets are contiguous and retention removes a prefix, so a partition holds
 //! `last_offset - removed_through` messages and a cursor lags by `last_offset -
 //! GREATEST(committed, removed_through)`. Only the peek listing and the per-message
-//! route read message rows, through the primary key. Orders are the model's: queues and
-//! partitions by creation, groups by name in bytewise order (`COLLATE "C"`).
+//! route read message rows, through the primary key. Orders are the model's: every name
+//! bytewise (`COLLATE "C"`), whatever the database's collation.
 
 use super::rows::iso;
 use crate::seal::{open_row, Sealer};
@@ -96,9 +96,10 @@ pub(crate) async fn read(
             Ok(found) => found.map(to),
             Err(why) => return Ok(Answer::error(500, why)),
         },
-        ManageRequest::Seek { .. } | ManageRequest::DeleteGroup { .. } => {
-            unreachable!("the writes are the groups module's")
-        }
+        ManageRequest::Seek { .. }
+        | ManageRequest::Subscription { .. }
+        | ManageRequest::Retry { .. }
+        | ManageRequest::DeleteGroup { .. } => unreachable!("writes are not views"),
     };
     Ok(json(out))
 }
@@ -163,7 +164,7 @@ struct QueueRow {
     dead: i64,
 }
 
-/// The figures of the queues a filter picks, in creation order, one page of them.
+/// The figures of the queues a filter picks, by name, one page of them.
 const QUEUE_ROWS: &str = "SELECT q.name, q.namespace, q.task, q.options,
         (SELECT count(*) FROM queen_partitions p WHERE p.queue_id = q.id) AS partitions,
         COALESCE(f.messages, 0)::bigint AS messages, COALESCE(f.unconsumed, 0)::bigint AS unconsumed,
@@ -210,7 +211,7 @@ async fn queues(
     .fetch_one(pool)
     .await?;
     let rows: Vec<QueueRow> =
-        sqlx::query_as(&(queue_sql(FILTER) + " ORDER BY q.id LIMIT $3 OFFSET $4"))
+        sqlx::query_as(&(queue_sql(FILTER) + " ORDER BY q.name COLLATE \"C\" LIMIT $3 OFFSET $4"))
             .bind(namespace)
             .bind(task)
             .bind(i64::from(page.limit))
@@ -263,7 +264,7 @@ async fn partitions(
     let rows: Vec<PartitionSql> = sqlx::query_as(&format!(
         "SELECT p.id, q.name AS queue, p.name, p.last_offset - p.removed_through AS messages, p.last_offset,
                 (SELECT count(*) FROM queen_cursors c WHERE c.partition_id = p.id) AS groups
-         {FROM} ORDER BY q.id, p.seq LIMIT $2 OFFSET $3"
+         {FROM} ORDER BY q.name COLLATE \"C\", p.name COLLATE \"C\" LIMIT $2 OFFSET $3"
     ))
     .bind(queue)
     .bind(i64::from(page.limit))
@@ -300,7 +301,7 @@ async fn depth(pool: &PgPool, queue: &str, group: Option<&str>, page: Page) -> D
                   WHERE c.partition_id = p.id AND c.consumer_group = $2)
              ELSE COALESCE((SELECT max(p.last_offset - GREATEST(c.committed, p.removed_through))
                   FROM queen_cursors c WHERE c.partition_id = p.id), p.last_offset - p.removed_through) END
-         FROM queen_partitions p WHERE p.queue_id = $1 ORDER BY p.seq",
+         FROM queen_partitions p WHERE p.queue_id = $1 ORDER BY p.name COLLATE \"C\"",
     )
     .bind(id)
     .bind(group)
@@ -361,7 +362,6 @@ async fn groups_page(pool: &PgPool, page: Page) -> Result<GroupsPage, sqlx::Erro
 #[derive(sqlx::FromRow)]
 struct GroupQueueSql {
     consumer_group: String,
-    queue_id: i64,
     queue: String,
     partitions: i64,
     lag: i64,
@@ -370,10 +370,10 @@ struct GroupQueueSql {
     oldest_age_ms: Option<i64>,
 }
 
-/// The named groups (those listed, by name), each over its queues in creation order.
+/// The named groups (those listed, by name), each over its queues by name.
 async fn groups(pool: &PgPool, names: &[String]) -> Result<Vec<GroupView>, sqlx::Error> {
     let rows: Vec<GroupQueueSql> = sqlx::query_as(
-        "SELECT c.consumer_group, q.id AS queue_id, q.name AS queue, count(*) AS partitions,
+        "SELECT c.consumer_group, q.name AS queue, count(*) AS partitions,
                 COALESCE(sum(p.last_offset - GREATEST(c.committed, p.removed_through)), 0)::bigint AS lag,
                 count(*) FILTER (WHERE c.lease_id IS NOT NULL AND c.lease_deadline > now()) AS leased,
                 (extract(epoch FROM now() - min(m.created_at)) * 1000)::bigint AS oldest_age_ms
@@ -385,7 +385,7 @@ async fn groups(pool: &PgPool, names: &[String]) -> Result<Vec<GroupView>, sqlx:
          WHERE c.consumer_group = ANY($1)
          GROUP BY c.consumer_group, q.id, q.name
          UNION ALL
-         SELECT s.consumer_group, q.id, q.name, 0, 0, 0, NULL
+         SELECT s.consumer_group, q.name, 0, 0, 0, NULL
          FROM queen_subscriptions s JOIN queen_queues q ON q.id = s.queue_id
          WHERE s.consumer_group = ANY($1) AND NOT EXISTS (
              SELECT 1 FROM queen_cursors c JOIN queen_partitions p ON p.id = c.partition_id
@@ -394,7 +394,7 @@ async fn groups(pool: &PgPool, names: &[String]) -> Result<Vec<GroupView>, sqlx:
     .bind(names)
     .fetch_all(pool)
     .await?;
-    let mut by: BTreeMap<&str, Vec<(i64, GroupQueue)>> =
+    let mut by: BTreeMap<&str, Vec<GroupQueue>> =
         names.iter().map(|g| (g.as_str(), vec![])).collect();
     for r in &rows {
         let lag = n(r.lag);
@@ -404,26 +404,22 @@ async fn groups(pool: &PgPool, names: &[String]) -> Result<Vec<GroupView>, sqlx:
             .filter(|_| lag > 0)
             .map_or(0, |ms| n(ms) / 1000);
         if let Some(list) = by.get_mut(r.consumer_group.as_str()) {
-            list.push((
-                r.queue_id,
-                GroupQueue {
-                    queue: r.queue.clone(),
-                    partitions: n(r.partitions),
-                    lag,
-                    lag_seconds,
-                    leased,
-                    state: GroupState::of(lag, leased),
-                },
-            ));
+            list.push(GroupQueue {
+                queue: r.queue.clone(),
+                partitions: n(r.partitions),
+                lag,
+                lag_seconds,
+                leased,
+                state: GroupState::of(lag, leased),
+            });
         }
     }
     Ok(names
         .iter()
         .filter_map(|g| {
             let mut qs = by.remove(g.as_str())?;
-            qs.sort_by_key(|(id, _)| *id);
-            (!qs.is_empty())
-                .then(|| GroupView::new(g.clone(), qs.into_iter().map(|(_, q)| q).collect()))
+            qs.sort_by(|a, b| a.queue.as_bytes().cmp(b.queue.as_bytes()));
+            (!qs.is_empty()).then(|| GroupView::new(g.clone(), qs))
         })
         .collect())
 }
@@ -520,8 +516,9 @@ async fn messages(
             .to_string()
     });
     let rows: Vec<MessageSql> = sqlx::query_as(&format!(
-        "SELECT * FROM (SELECT {MESSAGE_COLUMNS}, q.id AS qid, p.seq AS pseq, m.\"offset\" AS off {from}) x
-         WHERE ($4::text IS NULL OR x.status = $4) ORDER BY qid, pseq, off LIMIT $5 OFFSET $6"
+        "SELECT * FROM (SELECT {MESSAGE_COLUMNS}, q.name AS qname, p.name AS pname, m.\"offset\" AS off {from}) x
+         WHERE ($4::text IS NULL OR x.status = $4)
+         ORDER BY qname COLLATE \"C\", pname COLLATE \"C\", off LIMIT $5 OFFSET $6"
     ))
     .bind(&q.queue)
     .bind(&q.partition)

@@ -21,6 +21,8 @@ fn rejection_rule(path: &str, status: u16) -> (RuleId, Level) {
         _ if status == 403 => (AUTH_3, Level::Project),
         // RET-5: a push or transaction past a queue's maxSize.
         _ if status == 429 => (RET_5, Level::Project),
+        "messages" if path.ends_with("/retry") => (MGMT_12, Level::Project),
+        "messages" if status == 405 => (MGMT_11, Level::Project),
         _ => route_rule(family, status),
     }
 }

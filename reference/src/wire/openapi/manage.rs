@@ -91,7 +91,7 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         ),
         read(
             "/api/v1/resources/queues",
-            "A page of queues in creation order (MGMT-2, MGMT-4).",
+            "A page of queues by name (MGMT-2, MGMT-4).",
             with(filters(), page()),
             of::<QueuesPage>(g),
         ),

@@ -1,0 +1,94 @@
+//! A dead letter's retry (PROTOCOL.md MGMT-12) on the tables: the message, or the dead
+//! letter's copy once retention removed it, is pushed again through the ordinary push
+//! path (so dedup, `maxSize`, encryption and wake-ups apply as to any push), and only
+//! then are its dead letters deleted: a failure in between leaves the dead letter to be
+//! retried again, never a message lost.
+
+use super::PgBroker;
+use crate::seal::open_row;
+use queen_reference::model::redrive::RETRY_UNDER_MAINTENANCE;
+use queen_reference::wire::*;
+use serde_json::Value;
+use std::sync::Arc;
+use uuid::Uuid;
+
+#[derive(sqlx::FromRow)]
+struct Retried {
+    offset: i64,
+    queue: String,
+    partition: String,
+    data: Value,
+    sealed: bool,
+    trace_id: Option<Uuid>,
+    producer_sub: Option<String>,
+}
+
+pub(crate) async fn retry(
+    b: &PgBroker,
+    partition_id: &str,
+    txn: &str,
+) -> Result<Answer, sqlx::Error> {
+    let pool = &b.inner.pool;
+    let pid: Uuid = partition_id.parse().expect("validated as a UUID");
+    let found: Option<Retried> = sqlx::query_as(
+        "SELECT d.\"offset\", q.name AS queue, p.name AS partition,
+                COALESCE(m.data, d.data) AS data, COALESCE(m.sealed, d.sealed, false) AS sealed,
+                m.trace_id, m.producer_sub
+         FROM queen_dead_letters d
+         JOIN queen_partitions p ON p.id = d.partition_id JOIN queen_queues q ON q.id = p.queue_id
+         LEFT JOIN queen_messages m ON m.partition_id = d.partition_id AND m.\"offset\" = d.\"offset\"
+         WHERE d.partition_id = $1 AND COALESCE(m.transaction_id, d.transaction_id) = $2
+         ORDER BY d.\"offset\" DESC LIMIT 1",
+    )
+    .bind(pid)
+    .bind(txn)
+    .fetch_optional(pool)
+    .await?;
+    let Some(r) = found else {
+        let e = no_dead_letter(partition_id, txn);
+        return Ok(Answer::error(e.status, e.message));
+    };
+    if super::admin::switch(pool, "push_maintenance").await? {
+        return Ok(Answer::error(503, RETRY_UNDER_MAINTENANCE));
+    }
+    let data = match open_row(b.seal(), r.sealed, r.data) {
+        Ok(d) => d,
+        Err(why) => return Ok(Answer::error(500, why)),
+    };
+    let item = PushItem {
+        queue: r.queue,
+        partition: r.partition,
+        payload: Payload::Given(Arc::new(data)),
+        transaction_id: None,
+        trace_id: r.trace_id.map(|t| t.to_string()),
+        producer_sub: r.producer_sub,
+    };
+    let pushed = match super::push::push_route(b, PushRequest { items: vec![item] }).await {
+        Answer::Pushed(items)
+            if items
+                .first()
+                .is_some_and(|i| i.status == PushStatus::Queued) =>
+        {
+            items.into_iter().next().expect("one item")
+        }
+        // Buffered means the database went away meanwhile: the dead letter stays.
+        Answer::Pushed(_) => return Ok(Answer::error(503, "the database cannot be reached")),
+        refused => return Ok(refused),
+    };
+    let retried =
+        sqlx::query("DELETE FROM queen_dead_letters WHERE partition_id = $1 AND \"offset\" = $2")
+            .bind(pid)
+            .bind(r.offset)
+            .execute(pool)
+            .await?
+            .rows_affected();
+    Ok(Answer::View(
+        serde_json::to_value(RetryResponse {
+            success: true,
+            transaction_id: pushed.transaction_id,
+            message_id: pushed.message_id,
+            retried,
+        })
+        .expect("serializes"),
+    ))
+}
