@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 const ID_KEYS: &[&str] = &[
     "id",
     "message_id",
+    "messageId",
     "transaction_id",
     "transactionId",
     "partitionId",
@@ -396,6 +397,44 @@ async fn management(s: &mut Scenario) {
     .await;
     s.get("mgmt-bad-limit", "/api/v1/messages", &[("limit", "0")])
         .await;
+    s.post(
+        "mgmt-dead-letter-queue",
+        "/api/v1/configure",
+        json!({"queue": "snap.redo", "options": {"retryLimit": 0}}),
+    )
+    .await;
+    s.post(
+        "mgmt-dead-letter-push",
+        "/api/v1/push",
+        json!({"items": [{"queue": "snap.redo", "transactionId": "r-1", "payload": {"r": 1}}]}),
+    )
+    .await;
+    let held = s
+        .get(
+            "mgmt-dead-letter-pop",
+            &PopRoute::Queue("snap.redo".into()).path(),
+            &[("consumerGroup", "snap-g")],
+        )
+        .await;
+    let m = pop_body(&held);
+    let (rpid, lease) = (m.messages[0].partition_id.clone(), m.lease_id.clone());
+    s.post(
+        "mgmt-dead-letter-ack",
+        "/api/v1/ack",
+        json!({"transactionId": "r-1", "partitionId": rpid, "leaseId": lease, "status": "dlq", "consumerGroup": "snap-g"}),
+    )
+    .await;
+    s.post(
+        "mgmt-retry-dead-letter",
+        &format!("/api/v1/messages/{rpid}/r-1/retry"),
+        json!({}),
+    )
+    .await;
+    s.send(
+        "mgmt-delete-one-message",
+        HttpRequest::delete(format!("/api/v1/messages/{rpid}/r-1")),
+    )
+    .await;
     s.get(
         "mgmt-unknown-group",
         "/api/v1/consumer-groups/snap-nobody",
@@ -427,7 +466,7 @@ fn redact(v: &mut Value, key: Option<&str>, shot: &str) {
                 *s = "[timestamp]".into();
             } else if ID_KEYS.contains(&k) {
                 if is_uuid(s) {
-                    *s = if matches!(k, "id" | "message_id") {
+                    *s = if matches!(k, "id" | "message_id" | "messageId") {
                         assert!(is_uuid_v7(s), "{shot}: {k} {s:?} is not a UUIDv7");
                         "[uuid-v7]".into()
                     } else {

@@ -19,7 +19,10 @@ pub fn cases() -> Vec<crate::case::Case> {
         groups: "mgmt-3/a-group-shows-its-lag-and-state", [MGMT_3], Project, Management;
         resources: "mgmt-4/queues-depth-and-partitions-of-a-namespace", [MGMT_4, MGMT_5], Project, Management;
         seek: "mgmt-8/seek-to-the-end-and-back-to-a-time", [MGMT_8], Project, Management;
+        one_partition: "mgmt-8/one-partition-and-the-subscription-time", [MGMT_8], Project, Management;
         delete_group: "mgmt-9/a-deleted-group-starts-again", [MGMT_9], Project, Management;
+        no_delete: "mgmt-11/one-message-is-not-deleted-by-its-address", [MGMT_11], Project, Management;
+        retry: "mgmt-12/a-retried-dead-letter-comes-back-for-every-group", [MGMT_12], Project, Management, needs [DeadLetter];
         pages: "mgmt-2/bad-pages-and-bodies-are-400", [MGMT_2], Project, Management, needs [BadInput];
         metrics: "mgmt-10/metrics-and-health-say-what-runs", [MGMT_10, HEALTH_4], Project, Management;
     ]
@@ -324,4 +327,101 @@ async fn metrics(s: &mut Session) -> CaseResult {
             )
         },
     )
+}
+
+/// MGMT-8: a seek on one partition leaves the others; the subscription time seeks every
+/// partition of every queue the group reads.
+async fn one_partition(s: &mut Session) -> CaseResult {
+    let (q, g) = (s.name("q"), s.name("g"));
+    let start = queen_reference::time::format_iso(now_ms() - 60_000);
+    s.push1(&q, "p1", "a").await?;
+    s.push1(&q, "p2", "b").await?;
+    let all = [
+        ("consumerGroup", g.as_str()),
+        ("autoAck", "true"),
+        ("batch", "5"),
+        ("partitions", "2"),
+    ];
+    s.pop_some(&q, &all).await?;
+    let one = format!("/api/v1/consumer-groups/{g}/queues/{q}/partitions/p1/seek");
+    s.post(&one, json!({"timestamp": start})).await?;
+    let back = s.pop_q(&q, &all).await?;
+    ensure(txns(&back) == ["a"], || {
+        (
+            format!("a seek of p1 gave back {:?}", txns(&back)),
+            vec![MGMT_8],
+        )
+    })?;
+    let sub = format!("/api/v1/consumer-groups/{g}/subscription");
+    s.post(&sub, json!({"subscriptionTimestamp": start}))
+        .await?;
+    let mut again = txns(&s.pop_q(&q, &all).await?);
+    again.sort();
+    ensure(again == ["a", "b"], || {
+        (
+            format!("after the subscription time the group got {again:?}"),
+            vec![MGMT_8],
+        )
+    })
+}
+
+/// MGMT-11: a DELETE of one message is 405 and the message stays.
+async fn no_delete(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.push1(&q, "p", "a").await?;
+    let p = s.pop_some(&q, &[("autoAck", "true")]).await?;
+    let path = format!("/api/v1/messages/{}/a", p.messages[0].partition_id);
+    let r = s.send(HttpRequest::delete(path.clone())).await?;
+    ensure(r.status == 405, || {
+        (
+            format!("a message delete answered {}", r.status),
+            vec![MGMT_11],
+        )
+    })?;
+    let still = s.get(&path, &[]).await?;
+    ensure(still.status == 200, || {
+        ("the message is gone".into(), vec![MGMT_11])
+    })
+}
+
+/// MGMT-12: a dead letter's retry writes the message again under a new transactionId;
+/// every reading group gets it, and the dead letter is gone.
+async fn retry(s: &mut Session) -> CaseResult {
+    let (q, g, h) = (s.name("q"), s.name("g"), s.name("h"));
+    s.configure(&q, json!({"retryLimit": 0})).await?;
+    s.push1(&q, "p", "a").await?;
+    let first = s.pop_some(&q, &[("consumerGroup", &g)]).await?;
+    s.ack_batch(Some(&g), acks_for(&first, "dlq")).await?;
+    s.pop_some(&q, &[("consumerGroup", &h), ("autoAck", "true")])
+        .await?;
+    let path = format!(
+        "/api/v1/messages/{}/a/retry",
+        first.messages[0].partition_id
+    );
+    let r: RetryResponse = decode(&s.post(&path, json!({})).await?, 200, "retry")?;
+    for group in [&g, &h] {
+        let again = s
+            .pop_q(&q, &[("consumerGroup", group), ("autoAck", "true")])
+            .await?;
+        ensure(txns(&again) == [r.transaction_id.clone()], || {
+            (
+                format!("{group} got {:?} after the retry", txns(&again)),
+                vec![MGMT_12],
+            )
+        })?;
+    }
+    let listed = s.dlq(&[("queue", &q)]).await?;
+    ensure(listed.total == 0, || {
+        (
+            "the retried dead letter is still listed".into(),
+            vec![MGMT_12],
+        )
+    })?;
+    let twice = s.post(&path, json!({})).await?;
+    ensure(twice.status == 404, || {
+        (
+            format!("a second retry answered {}", twice.status),
+            vec![MGMT_12],
+        )
+    })
 }

@@ -6,6 +6,15 @@ use crate::wire::*;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::Value;
 
+/// `POST /api/v1/consumer-groups/{group}/subscription` (MGMT-8).
+#[derive(JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+struct SubscriptionBody {
+    /// ISO-8601: where the group reads from on every queue it reads.
+    subscription_timestamp: String,
+}
+
 /// `POST /api/v1/consumer-groups/{group}/queues/{queue}/seek` (MGMT-8): one of the two.
 #[derive(JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -231,6 +240,99 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             ),
             (404, "The queue does not exist.", Some(g_ref("ErrorBody"))),
         ],
+    });
+    let seek_body = g.subschema_for::<SeekBody>().to_value();
+    ops.push(Op {
+        method: "post",
+        path: "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek",
+        summary: "Move a group's cursor on one partition to the end or to a time (MGMT-8).",
+        params: vec![
+            grp(),
+            q(),
+            param("partition", "path", "string", "The partition."),
+        ],
+        body: Some(seek_body),
+        responses: vec![
+            (200, "The cursor was set.", of::<SeekResponse>(g)),
+            (
+                400,
+                "A malformed body; nothing changed.",
+                Some(g_ref("ErrorBody")),
+            ),
+            (
+                404,
+                "The queue or partition does not exist.",
+                Some(g_ref("ErrorBody")),
+            ),
+        ],
+    });
+    ops.push(Op {
+        method: "post",
+        path: "/api/v1/consumer-groups/{group}/subscription",
+        summary: "Seek a group to a time on every queue it reads (MGMT-8).",
+        params: vec![grp()],
+        body: Some(g.subschema_for::<SubscriptionBody>().to_value()),
+        responses: vec![
+            (200, "The cursors were set.", of::<SubscriptionResponse>(g)),
+            (
+                400,
+                "A malformed body; nothing changed.",
+                Some(g_ref("ErrorBody")),
+            ),
+        ],
+    });
+    let message = || {
+        vec![
+            param("partitionId", "path", "string", "The partition's UUID."),
+            param(
+                "transactionId",
+                "path",
+                "string",
+                "The message's transactionId.",
+            ),
+        ]
+    };
+    ops.push(Op {
+        method: "post",
+        path: "/api/v1/messages/{partitionId}/{transactionId}/retry",
+        summary: "Write a dead-lettered message again at the end of its partition (MGMT-12).",
+        params: message(),
+        body: Some(serde_json::json!({"type": "object", "description": "Ignored."})),
+        responses: vec![
+            (
+                200,
+                "Written again; its dead letters are gone.",
+                of::<RetryResponse>(g),
+            ),
+            (
+                400,
+                "A partitionId that is not a UUID.",
+                Some(g_ref("ErrorBody")),
+            ),
+            (
+                404,
+                "The message has no dead letter.",
+                Some(g_ref("ErrorBody")),
+            ),
+            (
+                429,
+                "The queue is at its maxSize (RET-5).",
+                Some(g_ref("ErrorBody")),
+            ),
+            (
+                503,
+                "Push maintenance is on, or the database is away.",
+                Some(g_ref("ErrorBody")),
+            ),
+        ],
+    });
+    ops.push(Op {
+        method: "delete",
+        path: "/api/v1/messages/{partitionId}/{transactionId}",
+        summary: "Not served: only retention removes messages (MGMT-11, RET-1).",
+        params: message(),
+        body: None,
+        responses: vec![(405, "Refused; nothing changed.", Some(g_ref("ErrorBody")))],
     });
     let delete_metadata = || {
         param(
