@@ -143,10 +143,21 @@ fn management_read(
             &[("group", g)],
         ),
         2 => HttpRequest::get(format!("/api/v1/status/queues/{queue}"), &[]),
-        3 => HttpRequest::get(
-            "/api/v1/messages",
-            &[("queue", queue), ("consumerGroup", g)],
-        ),
+        3 => {
+            let status =
+                ["", "pending", "leased", "completed", "deadLettered"][r.below(5) as usize];
+            let (offset, limit) = (r.below(4).to_string(), (1 + r.below(4)).to_string());
+            let mut q = vec![
+                ("queue", queue),
+                ("consumerGroup", g),
+                ("offset", &offset),
+                ("limit", &limit),
+            ];
+            if !status.is_empty() {
+                q.push(("status", status));
+            }
+            HttpRequest::get("/api/v1/messages", &q)
+        }
         4 => HttpRequest::get("/api/v1/resources/partitions", &[("queue", queue)]),
         5 => {
             let m = delivered.last()?;

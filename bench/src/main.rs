@@ -16,6 +16,7 @@ mod ceiling;
 mod client;
 mod consume;
 mod machine;
+mod management;
 mod parked;
 mod push;
 mod report;
@@ -39,7 +40,7 @@ struct Args {
     /// The target's database, for the raw ceiling and connection counts (with --target).
     #[arg(long)]
     database_url: Option<String>,
-    /// Comma-separated: push-batch, push-batch-spread, push-single, consume, wake-latency, parked-polls, pg-ceiling, request-scaling.
+    /// Comma-separated: push-batch, push-batch-spread, push-single, consume, wake-latency, parked-polls, pg-ceiling, request-scaling, management-scale.
     #[arg(
         long,
         default_value = "pg-ceiling,push-batch,push-batch-spread,push-single,consume,wake-latency,parked-polls"
@@ -72,6 +73,15 @@ struct Args {
     /// Long polls held at once in parked-polls.
     #[arg(long, default_value_t = 10_000)]
     polls: usize,
+    /// Messages management-scale fills its queue with.
+    #[arg(long, default_value_t = 1_000_000)]
+    scale_messages: usize,
+    /// Partitions of that queue.
+    #[arg(long, default_value_t = 10_000)]
+    scale_partitions: usize,
+    /// Consumer groups reading it (each has a cursor on every partition).
+    #[arg(long, default_value_t = 10)]
+    scale_groups: usize,
     /// Database connections of the server we start.
     #[arg(long, default_value_t = 10)]
     pool_size: u32,
@@ -156,6 +166,15 @@ async fn run(a: Args) -> Result<(), String> {
                 );
             }
             "request-scaling" => outcomes.extend(scaling::run(&client, run_id).await?),
+            "management-scale" => {
+                let p = management::ScaleParams {
+                    messages: a.scale_messages,
+                    partitions: a.scale_partitions.max(1),
+                    groups: a.scale_groups,
+                    queue: format!("bench-mgmt-{run_id}"),
+                };
+                outcomes.extend(management::run(&client, &p).await?);
+            }
             other => return Err(format!("unknown workload {other}")),
         }
         // The whole workload's, unless it measured its own (wake-latency, per parking time).

@@ -27,6 +27,7 @@ mod lease;
 mod listen;
 mod minted;
 mod pair;
+mod peek;
 mod pop;
 pub(crate) mod push;
 mod queues;

@@ -449,7 +449,7 @@ async fn lagging(pool: &PgPool, min: u64) -> Result<Lagging, sqlx::Error> {
 }
 
 #[derive(sqlx::FromRow)]
-struct MessageSql {
+pub(super) struct MessageSql {
     id: Uuid,
     transaction_id: String,
     trace_id: Option<Uuid>,
@@ -466,7 +466,7 @@ struct MessageSql {
 }
 
 impl MessageSql {
-    fn core(&self, seal: Option<&Sealer>) -> Result<MessageCore, &'static str> {
+    pub(super) fn core(&self, seal: Option<&Sealer>) -> Result<MessageCore, &'static str> {
         Ok(MessageCore {
             id: self.id.to_string(),
             transaction_id: self.transaction_id.clone(),
@@ -501,56 +501,7 @@ async fn messages(
     q: &MessageQuery,
     seal: Option<&Sealer>,
 ) -> Result<Result<MessagesPage, &'static str>, sqlx::Error> {
-    let from = format!(
-        "FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
-         JOIN queen_messages m ON m.partition_id = p.id AND m.\"offset\" > p.removed_through
-         LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = $3
-         LEFT JOIN queen_dead_letters d ON d.partition_id = p.id AND d.\"offset\" = m.\"offset\" AND d.consumer_group = $3
-         WHERE ($1::text IS NULL OR q.name = $1) AND ($2::text IS NULL OR p.name = $2)"
-    );
-    let status = q.status.map(|s| {
-        serde_json::to_value(s)
-            .expect("serializes")
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    });
-    let rows: Vec<MessageSql> = sqlx::query_as(&format!(
-        "SELECT * FROM (SELECT {MESSAGE_COLUMNS}, q.name AS qname, p.name AS pname, m.\"offset\" AS off {from}) x
-         WHERE ($4::text IS NULL OR x.status = $4)
-         ORDER BY qname COLLATE \"C\", pname COLLATE \"C\", off LIMIT $5 OFFSET $6"
-    ))
-    .bind(&q.queue)
-    .bind(&q.partition)
-    .bind(&q.group)
-    .bind(&status)
-    .bind(i64::from(q.page.limit))
-    .bind(i64::from(q.page.offset))
-    .fetch_all(pool)
-    .await?;
-    let total: i64 = sqlx::query_scalar(&format!(
-        "SELECT count(*) FROM (SELECT {MESSAGE_COLUMNS} {from}) x WHERE ($4::text IS NULL OR x.status = $4)"
-    ))
-    .bind(&q.queue)
-    .bind(&q.partition)
-    .bind(&q.group)
-    .bind(&status)
-    .fetch_one(pool)
-    .await?;
-    let messages = rows
-        .iter()
-        .map(|r| {
-            Ok(MessageRow {
-                message: r.core(seal)?,
-                status: r.status(),
-                retry_count: u32::try_from(r.retry_count).unwrap_or(0),
-            })
-        })
-        .collect::<Result<Vec<_>, &'static str>>();
-    Ok(messages.map(|messages| MessagesPage {
-        messages,
-        page: PageInfo::new(q.page, n(total)),
-    }))
+    super::peek::messages(pool, q, seal).await
 }
 
 async fn message(

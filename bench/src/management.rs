@@ -1,0 +1,141 @@
+//! management-scale: what the management routes (PROTOCOL.md section 17) cost on a large
+//! queue. It pushes `--scale-messages` messages over `--scale-partitions` partitions of
+//! one queue, lets `--scale-groups` consumer groups read a little of it (so they have
+//! cursors on every partition), then times each listing and count. The median of three
+//! calls per route is the figure; the routes' cost should not follow the message count.
+
+use crate::client::Client;
+use crate::report::Outcome;
+use serde_json::{json, Value};
+use std::time::Instant;
+
+pub struct ScaleParams {
+    pub messages: usize,
+    pub partitions: usize,
+    pub groups: usize,
+    pub queue: String,
+}
+
+/// Items per push request while filling (under the broker's item limit).
+const FILL_BATCH: usize = 5000;
+
+pub async fn run(client: &Client, p: &ScaleParams) -> Result<Vec<Outcome>, String> {
+    let filled = Instant::now();
+    fill(client, p).await?;
+    let fill_secs = filled.elapsed().as_secs_f64();
+    for g in 0..p.groups {
+        let path = format!(
+            "/api/v1/pop/queue/{}?consumerGroup=g{g}&batch=10&wait=false&autoAck=true",
+            p.queue
+        );
+        expect_ok(client.get(&path).await.map_err(|e| e.to_string())?.0, &path)?;
+    }
+    let (q, last) = (&p.queue, p.partitions - 1);
+    let pid = partition_id(client, q).await?;
+    let routes: Vec<(&str, String)> = vec![
+        ("overview", "/api/v1/resources/overview".into()),
+        ("status", "/api/v1/status".into()),
+        ("queues", "/api/v1/resources/queues".into()),
+        ("queue", format!("/api/v1/resources/queues/{q}")),
+        ("depth", format!("/api/v1/resources/queues/{q}/depth")),
+        (
+            "depth-group",
+            format!("/api/v1/resources/queues/{q}/depth?group=g0"),
+        ),
+        (
+            "partitions",
+            format!("/api/v1/resources/partitions?queue={q}&limit=1000"),
+        ),
+        (
+            "partitions-last-page",
+            format!(
+                "/api/v1/resources/partitions?queue={q}&limit=1000&offset={}",
+                p.partitions.saturating_sub(1000)
+            ),
+        ),
+        ("status-queue", format!("/api/v1/status/queues/{q}")),
+        ("groups", "/api/v1/consumer-groups".into()),
+        ("group", "/api/v1/consumer-groups/g0".into()),
+        (
+            "lagging",
+            "/api/v1/consumer-groups/lagging?minLagSeconds=0".into(),
+        ),
+        (
+            "peek",
+            format!("/api/v1/messages?queue={q}&consumerGroup=g0"),
+        ),
+        (
+            "peek-one-partition",
+            format!("/api/v1/messages?queue={q}&partition=p{last}&consumerGroup=g0"),
+        ),
+        (
+            "peek-deep-page",
+            format!(
+                "/api/v1/messages?queue={q}&consumerGroup=g0&offset={}",
+                p.messages / 2
+            ),
+        ),
+        (
+            "peek-by-status",
+            format!("/api/v1/messages?queue={q}&consumerGroup=g0&status=completed"),
+        ),
+        ("message", format!("/api/v1/messages/{pid}/t0")),
+    ];
+    let mut out = Vec::new();
+    for (name, path) in routes {
+        let mut ms = Vec::new();
+        for _ in 0..3 {
+            let t = Instant::now();
+            let (status, _) = client.get(&path).await.map_err(|e| e.to_string())?;
+            ms.push(t.elapsed().as_secs_f64() * 1e3);
+            expect_ok(status, &path)?;
+        }
+        ms.sort_by(f64::total_cmp);
+        out.push(Outcome {
+            workload: format!("mgmt-{name}"),
+            value: ms[1],
+            unit: "ms".into(),
+            details: json!({"min_ms": ms[0], "max_ms": ms[2], "messages": p.messages,
+                            "partitions": p.partitions, "groups": p.groups, "path": path,
+                            "fill_secs": fill_secs}),
+        });
+    }
+    Ok(out)
+}
+
+/// Pushes the messages round-robin over the partitions, `t{i}` as transactionIds.
+async fn fill(client: &Client, p: &ScaleParams) -> Result<(), String> {
+    let mut i = 0;
+    while i < p.messages {
+        let n = FILL_BATCH.min(p.messages - i);
+        let items: Vec<Value> = (i..i + n)
+            .map(|k| {
+                json!({"queue": p.queue, "partition": format!("p{}", k % p.partitions),
+                            "transactionId": format!("t{k}"), "payload": {"k": k}})
+            })
+            .collect();
+        let (status, _) = client
+            .post("/api/v1/push", &json!({"items": items}))
+            .await
+            .map_err(|e| e.to_string())?;
+        expect_ok(status, "/api/v1/push")?;
+        i += n;
+    }
+    Ok(())
+}
+
+/// The id of the partition holding `t0` (the first partition).
+async fn partition_id(client: &Client, queue: &str) -> Result<String, String> {
+    let path = format!("/api/v1/resources/partitions?queue={queue}&limit=1");
+    let (_, body) = client.get(&path).await.map_err(|e| e.to_string())?;
+    body.and_then(|b| b["partitions"][0]["id"].as_str().map(str::to_string))
+        .ok_or_else(|| format!("{path} listed no partition"))
+}
+
+fn expect_ok(status: u16, path: &str) -> Result<(), String> {
+    if (200..300).contains(&status) {
+        Ok(())
+    } else {
+        Err(format!("{path} answered {status}"))
+    }
+}
