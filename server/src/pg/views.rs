@@ -120,8 +120,7 @@ async fn overview(pool: &PgPool) -> Result<Overview, sqlx::Error> {
                     count(*),
                     COALESCE(sum(messages), 0)::bigint,
                     COALESCE(sum(unconsumed), 0)::bigint,
-                    (SELECT count(*) FROM (SELECT consumer_group FROM queen_cursors
-                                           UNION SELECT consumer_group FROM queen_subscriptions) g),
+                    (SELECT count(*) FROM ({GROUP_NAMES}) g),
                     (SELECT count(*) FROM queen_dead_letters)
              FROM (SELECT {PARTITION_FIGURES} FROM queen_partitions p) f"
         ))
@@ -339,7 +338,14 @@ async fn counted(pool: &PgPool, column: &str) -> Result<Vec<(String, u64)>, sqlx
 }
 
 /// Every listed group's name, bytewise (MGMT-3).
-const GROUP_NAMES: &str = "SELECT consumer_group FROM queen_cursors
+/// A loose index scan of `queen_cursors_group`: one index probe per distinct group,
+/// not a pass over every cursor.
+const GROUP_NAMES: &str = "WITH RECURSIVE g(n) AS (
+        SELECT min(consumer_group) FROM queen_cursors
+        UNION ALL
+        SELECT (SELECT min(c.consumer_group) FROM queen_cursors c WHERE c.consumer_group > g.n)
+        FROM g WHERE g.n IS NOT NULL)
+    SELECT n AS consumer_group FROM g WHERE n IS NOT NULL
     UNION SELECT consumer_group FROM queen_subscriptions";
 
 async fn groups_page(pool: &PgPool, page: Page) -> Result<GroupsPage, sqlx::Error> {
