@@ -45,14 +45,19 @@ pub async fn push_raw_then_pop(
     r.text().await.unwrap()
 }
 
-/// The value of metric `name` (a sample line `name value`) at `/metrics/prometheus`.
-pub async fn metric(base: &str, name: &str) -> f64 {
-    let text = reqwest::get(format!("{base}/metrics/prometheus"))
+/// The text of `/metrics/prometheus`.
+pub async fn prometheus(base: &str) -> String {
+    reqwest::get(format!("{base}/metrics/prometheus"))
         .await
         .unwrap()
         .text()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// The value of metric `name` (a sample line `name value`) at `/metrics/prometheus`.
+pub async fn metric(base: &str, name: &str) -> f64 {
+    let text = prometheus(base).await;
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
         .unwrap_or_else(|| panic!("no sample of {name} in:\n{text}"))

@@ -106,12 +106,7 @@ async fn mgmt_10_backlog_series_are_bounded() {
             post(&c, &format!("{base}/api/v1/push"), &json!({"items": items})).await;
         }
     }
-    let text = reqwest::get(format!("{base}/metrics/prometheus"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = prometheus(&base).await;
     // A family's series come in no particular order.
     let mut shown: Vec<&str> = text
         .lines()
@@ -141,12 +136,7 @@ async fn mgmt_10_a_prometheus_scrape_parses_and_counts_what_happened() {
     .await;
     get(&c, &format!("{base}/api/v1/pop/queue/q?batch=1")).await;
     get(&c, &format!("{base}/api/v1/nowhere")).await;
-    let text = reqwest::get(format!("{base}/metrics/prometheus"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = prometheus(&base).await;
     let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
         .expect("the exposition parses");
     let sample = |name: &str, labels: &[(&str, &str)]| {

@@ -250,32 +250,18 @@ fn depth(st: &State, queue: &str, group: Option<&str>, page: Page) -> Result<Dep
     if !st.queues.contains_key(queue) {
         return Err(no_such_queue(queue));
     }
-    let rows: Vec<PartitionDepth> = partitions_of(st, queue)
-        .filter_map(|p| {
-            let pending = match group {
-                Some(g) => p.cursors.get(g).map(|c| lag(p, c.committed))?,
-                None if p.cursors.is_empty() => retained(p),
-                None => p.cursors.values().map(|c| lag(p, c.committed)).max()?,
-            };
-            (pending > 0).then(|| PartitionDepth {
-                partition: p.name.clone(),
-                pending,
-            })
+    let rows = partitions_of(st, queue).filter_map(|p| {
+        let pending = match group {
+            Some(g) => p.cursors.get(g).map(|c| lag(p, c.committed))?,
+            None if p.cursors.is_empty() => retained(p),
+            None => p.cursors.values().map(|c| lag(p, c.committed)).max()?,
+        };
+        Some(PartitionDepth {
+            partition: p.name.clone(),
+            pending,
         })
-        .collect();
-    let pending: u64 = rows.iter().map(|r| r.pending).sum();
-    let partitions_pending = rows.len() as u64;
-    let (partitions, total) = page.cut(rows);
-    Ok(Depth {
-        queue: queue.to_string(),
-        group: group.map(str::to_string),
-        pending,
-        partitions_pending,
-        conflation: false,
-        effective_pending: pending,
-        partitions,
-        page: PageInfo::new(page, total),
-    })
+    });
+    Ok(Depth::of(queue, group, rows, page))
 }
 
 /// Namespaces or tasks by name, with how many queues have each.

@@ -541,6 +541,32 @@ pub struct Depth {
     pub page: PageInfo,
 }
 
+impl Depth {
+    /// The depth of `queue` from its partitions' pending counts, in name order: those
+    /// with nothing pending are left out, the rest summed and paged.
+    pub fn of(
+        queue: &str,
+        group: Option<&str>,
+        rows: impl IntoIterator<Item = PartitionDepth>,
+        page: Page,
+    ) -> Depth {
+        let rows: Vec<PartitionDepth> = rows.into_iter().filter(|r| r.pending > 0).collect();
+        let pending = rows.iter().map(|r| r.pending).sum();
+        let partitions_pending = rows.len() as u64;
+        let (partitions, total) = page.cut(rows);
+        Depth {
+            queue: queue.to_string(),
+            group: group.map(str::to_string),
+            pending,
+            partitions_pending,
+            conflation: false,
+            effective_pending: pending,
+            partitions,
+            page: PageInfo::new(page, total),
+        }
+    }
+}
+
 /// A namespace or a task with how many queues it has (MGMT-4).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]

@@ -306,26 +306,13 @@ async fn depth(pool: &PgPool, queue: &str, group: Option<&str>, page: Page) -> D
     .bind(group)
     .fetch_all(pool)
     .await?;
-    let rows: Vec<PartitionDepth> = rows
-        .into_iter()
-        .filter_map(|(partition, pending)| {
-            let pending = n(pending?);
-            (pending > 0).then_some(PartitionDepth { partition, pending })
+    let rows = rows.into_iter().filter_map(|(partition, pending)| {
+        Some(PartitionDepth {
+            partition,
+            pending: n(pending?),
         })
-        .collect();
-    let pending = rows.iter().map(|r| r.pending).sum();
-    let partitions_pending = rows.len() as u64;
-    let (partitions, total) = page.cut(rows);
-    Ok(Ok(Depth {
-        queue: queue.to_string(),
-        group: group.map(str::to_string),
-        pending,
-        partitions_pending,
-        conflation: false,
-        effective_pending: pending,
-        partitions,
-        page: PageInfo::new(page, total),
-    }))
+    });
+    Ok(Ok(Depth::of(queue, group, rows, page)))
 }
 
 async fn counted(pool: &PgPool, column: &str) -> Result<Vec<(String, u64)>, sqlx::Error> {
