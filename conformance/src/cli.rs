@@ -129,7 +129,8 @@ pub struct RunArgs {
     /// Capabilities the broker lacks, comma-separated (e.g. maintenance,delete); their
     /// cases are skipped and listed as skipped. Capabilities: core, configure, dedup,
     /// dead-letter, transactions, discovery, long-poll, subscription, visibility,
-    /// maintenance, lease-extend, delete, bad-input, database-control, auth.
+    /// maintenance, lease-extend, delete, bad-input, database-control, auth, retention,
+    /// management (a broker that answers 404 to the overview is without management anyway).
     #[arg(long, value_delimiter = ',')]
     pub without: Vec<String>,
     /// Run only what this selects (repeatable, or comma-separated): a case id, a family

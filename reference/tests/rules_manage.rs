@@ -41,6 +41,15 @@ fn mgmt_6_peek_shows_each_messages_state_and_leases_nothing() {
     );
     // The peek took nothing: the next pop delivers c, and queue mode still sees all.
     assert_eq!(Broker::txns(&b.pop("q", &[("consumerGroup", "g")])), ["c"]);
+    let by_path: MessagesPage = b.view(
+        "/api/v1/status/queues/q/messages",
+        &[("consumerGroup", "g")],
+    );
+    assert_eq!(
+        statuses(&by_path)[..2],
+        [DeadLettered, Completed],
+        "MGMT-5: the same peek"
+    );
     let filtered: MessagesPage = b.view(
         "/api/v1/messages",
         &[("queue", "q"), ("status", "pending"), ("limit", "2")],

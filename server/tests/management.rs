@@ -67,6 +67,7 @@ async fn mgmt_1_no_read_changes_a_table() {
         "/api/v1/consumer-groups/g".into(),
         "/api/v1/consumer-groups/lagging?minLagSeconds=0".into(),
         "/api/v1/messages?queue=ns.q&consumerGroup=newcomer".into(),
+        "/api/v1/status/queues/ns.q/messages?consumerGroup=g".into(),
         "/api/v1/messages?queue=ns.q&consumerGroup=g&status=leased".into(),
         format!("/api/v1/messages/{pid}/{txn}"),
     ];

@@ -218,6 +218,14 @@ pub fn parse_manage(
         ("GET", ["api", "v1", "messages"]) => {
             parse_message_query(query).map(ManageRequest::Messages)
         }
+        // MGMT-5: one queue's messages, the peek with its queue in the path.
+        ("GET", ["api", "v1", "status", "queues", _, "messages"]) => {
+            named("queue", 4).and_then(|queue| {
+                let mut q = parse_message_query(query)?;
+                q.queue = Some(queue);
+                Ok(ManageRequest::Messages(q))
+            })
+        }
         ("GET", ["api", "v1", "messages", _, _]) => seg(3).and_then(|partition_id| {
             check_uuid("partitionId", &partition_id)?;
             Ok(ManageRequest::Message {

@@ -203,6 +203,30 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             of::<MessagesPage>(g),
         ),
         read(
+            "/api/v1/status/queues/{queue}/messages",
+            "Peek one queue's messages (MGMT-5, MGMT-6).",
+            with(
+                vec![
+                    q(),
+                    param("partition", "query", "string", "Only this partition."),
+                    param(
+                        "consumerGroup",
+                        "query",
+                        "string",
+                        "The group whose state is shown (default __QUEUE_MODE__).",
+                    ),
+                    param(
+                        "status",
+                        "query",
+                        "string",
+                        "pending, leased, completed or deadLettered.",
+                    ),
+                ],
+                page(),
+            ),
+            of::<MessagesPage>(g),
+        ),
+        read(
             "/api/v1/messages/{partitionId}/{transactionId}",
             "One message with every reading group's state (MGMT-7).",
             vec![
