@@ -293,8 +293,12 @@ async fn retries_charged_for_retry_acks_are_caught_by_the_ack_6_cases_and_lockst
     assert_eq!(lock.verdict, Verdict::Failed, "{text}");
     let c = report.lockstep.as_ref().unwrap().counterexample.as_ref();
     let rules = c.expect("lockstep finds it").failure.rules();
+    // The shrunk sequence may end at the ack that dead-lettered too early, or at the pop
+    // that then finds nothing to claim (POP-2, or POP-3 when it stops with budget left).
     assert!(
-        rules.iter().any(|r| [ACK_6, DLQ_1, POP_2].contains(r)),
+        rules
+            .iter()
+            .any(|r| [ACK_6, DLQ_1, POP_2, POP_3].contains(r)),
         "{rules:?}\n{text}"
     );
     server.stop().await.unwrap();

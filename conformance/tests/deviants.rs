@@ -103,7 +103,10 @@ async fn each_deviant_broker_is_named_by_exactly_the_rules_it_breaks() {
             .iter()
             .map(|f| f.finding.rule.as_str())
             .collect();
-        if found.len() != declared.len() || found.iter().any(|r| !declared.contains(r)) {
+        // HEALTH-4 is held by its case's own assertion, not by the model: a broker that
+        // breaks it fails that case without a finding.
+        let expected: Vec<&&str> = declared.iter().filter(|r| **r != "HEALTH-4").collect();
+        if found.len() != expected.len() || found.iter().any(|r| !declared.contains(r)) {
             wrong.push(format!(
                 "{}: findings {found:?}, breaks {declared:?}",
                 d.name()
