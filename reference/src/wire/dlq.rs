@@ -15,7 +15,7 @@ pub struct DlqQuery {
 }
 
 /// The largest page the listing serves.
-pub const MAX_DLQ_LIMIT: u32 = 1000;
+pub const MAX_DLQ_LIMIT: u32 = super::MAX_PAGE_LIMIT;
 
 /// Parses the listing's query pairs; `limit` 1..=1000 (default 100), `offset` >= 0.
 pub fn parse_dlq_query(pairs: &[(String, String)]) -> Result<DlqQuery, WireError> {
@@ -26,28 +26,14 @@ pub fn parse_dlq_query(pairs: &[(String, String)]) -> Result<DlqQuery, WireError
         limit: 100,
         offset: 0,
     };
+    let page = super::parse_page(pairs)?;
+    (q.limit, q.offset) = (page.limit, page.offset);
     for (k, v) in pairs {
         let nonempty = (!v.is_empty()).then(|| v.clone());
         match k.as_str() {
             "queue" => q.queue = nonempty,
             "consumerGroup" => q.consumer_group = nonempty,
             "partition" => q.partition = nonempty,
-            "limit" => match v.trim().parse::<u32>() {
-                Ok(n) if (1..=MAX_DLQ_LIMIT).contains(&n) => q.limit = n,
-                _ => {
-                    return Err(WireError::bad(format!(
-                        "limit must be an integer from 1 to {MAX_DLQ_LIMIT}, got {v:?}"
-                    )))
-                }
-            },
-            "offset" => match v.trim().parse::<u32>() {
-                Ok(n) => q.offset = n,
-                _ => {
-                    return Err(WireError::bad(format!(
-                        "offset must be a non-negative integer, got {v:?}"
-                    )))
-                }
-            },
             _ => {}
         }
     }
