@@ -15,6 +15,8 @@ pub struct ConsumeParams {
     pub consumers: usize,
     pub batch: usize,
     pub queue: String,
+    /// The broker's process, when known: its CPU time is read around the drain alone.
+    pub server_pid: Option<u32>,
 }
 
 pub async fn run(client: &Client, p: &ConsumeParams) -> Result<Outcome, String> {
@@ -38,6 +40,7 @@ pub async fn run(client: &Client, p: &ConsumeParams) -> Result<Outcome, String> 
     eprintln!("consume: pre-filled {pushed} messages, draining");
     let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
     let dups = Arc::new(Mutex::new(0u64));
+    let server_before = p.server_pid.and_then(crate::machine::process_cpu);
     let started = Instant::now();
     let deadline = started + Duration::from_secs(120);
     let mut tasks = Vec::new();
@@ -82,6 +85,9 @@ pub async fn run(client: &Client, p: &ConsumeParams) -> Result<Outcome, String> 
         t.await.map_err(|e| e.to_string())??;
     }
     let secs = started.elapsed().as_secs_f64();
+    let server_cpu = server_before
+        .zip(p.server_pid.and_then(crate::machine::process_cpu))
+        .map(|(a, b)| b - a);
     let delivered = seen.lock().unwrap().len();
     let duplicates = *dups.lock().unwrap();
     let missing = p.messages - delivered;
@@ -95,6 +101,7 @@ pub async fn run(client: &Client, p: &ConsumeParams) -> Result<Outcome, String> 
         value: p.messages as f64 / secs,
         unit: "msgs/s".into(),
         details: json!({"messages": p.messages, "seconds": secs, "consumers": p.consumers, "batch": p.batch,
-                        "partitions": p.partitions, "duplicates": duplicates, "missing": missing}),
+                        "partitions": p.partitions, "duplicates": duplicates, "missing": missing,
+                        "server_cpu_s": server_cpu}),
     })
 }

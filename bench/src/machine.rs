@@ -41,6 +41,20 @@ fn parse(stat: &str) -> Option<CpuTimes> {
     })
 }
 
+/// CPU time (user + system) process `pid` has used so far, in seconds.
+pub fn process_cpu(pid: u32) -> Option<f64> {
+    parse_process(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+fn parse_process(stat: &str) -> Option<f64> {
+    // The command name (field 2) is in parentheses and may hold spaces: count after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the name.
+    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
 /// Seconds to two decimals: `/proc/stat` counts hundredths.
 fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
@@ -57,6 +71,12 @@ mod tests {
         // user + nice + system + irq + softirq = 840 hundredths; steal 120.
         assert_eq!(round2(t.busy), 8.4);
         assert_eq!(round2(t.steal), 1.2);
+    }
+
+    #[test]
+    fn a_process_cpu_time_is_its_user_and_system_ticks() {
+        let stat = "1234 (queen server) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 8 0";
+        assert_eq!(parse_process(stat), Some(3.0));
     }
 
     #[test]

@@ -1,20 +1,26 @@
 //! `queen-bench`: bounded, reproducible workloads against a Queen-compatible broker on
-//! loopback, printed as a table and one JSON line per workload.
+//! loopback, printed as tables and one JSON line per workload and round.
 //!
-//! Without `--target` it starts a throwaway PostgreSQL cluster and our `queen-server`
-//! (built next to this binary) on it, so the database's own ceiling (multi-row INSERT
-//! and COPY of the same row shape) is measured on the same cluster in the same run.
+//! Without `--target` it starts a PostgreSQL cluster with PostgreSQL's durability
+//! defaults (every commit flushed; `--throwaway-db` turns that off for quick iteration,
+//! and every report says which) and our `queen-server` (built next to this binary) on
+//! it, so the database's own limits (multi-row and single-row INSERT, COPY, the flush
+//! rate) are measured on the same cluster in the same run. The workloads run
+//! `--repeat` times, the ceiling first in every round, and each figure is reported as
+//! the median with its range and as a ratio to those limits; the targets a release is
+//! held to get a verdict each.
 //!
 //! ```text
 //! cargo build --release -p queen-server -p queen-bench
-//! target/release/queen-bench                      # every workload, default sizes
-//! target/release/queen-bench --workloads push-batch,pg-ceiling --duration-secs 10
+//! target/release/queen-bench                      # every workload, 3 rounds, durable
+//! target/release/queen-bench --workloads push-batch,pg-ceiling --repeat 1 --throwaway-db
 //! target/release/queen-bench --target http://127.0.0.1:6632 --workloads consume
 //! ```
 
 mod ceiling;
 mod client;
 mod consume;
+mod drain;
 mod machine;
 mod management;
 mod parked;
@@ -22,6 +28,7 @@ mod push;
 mod report;
 mod scaling;
 mod stats;
+mod summary;
 mod target;
 mod wake;
 
@@ -40,12 +47,19 @@ struct Args {
     /// The target's database, for the raw ceiling and connection counts (with --target).
     #[arg(long)]
     database_url: Option<String>,
-    /// Comma-separated: push-batch, push-batch-spread, push-single, consume, wake-latency, parked-polls, pg-ceiling, request-scaling, management-scale.
+    /// Comma-separated: pg-ceiling, push-batch, push-batch-spread, push-single, consume, drain, wake-latency, parked-polls, request-scaling, management-scale.
     #[arg(
         long,
-        default_value = "pg-ceiling,push-batch,push-batch-spread,push-single,consume,wake-latency,parked-polls"
+        default_value = "pg-ceiling,push-batch,push-batch-spread,push-single,consume,drain,wake-latency,parked-polls"
     )]
     workloads: String,
+    /// Rounds of the whole workload list; figures are medians over them.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Start our server on a cluster with fsync, synchronous commit and full-page writes
+    /// off (fast, and not what any deployment runs); the default keeps them on.
+    #[arg(long)]
+    throwaway_db: bool,
     /// Concurrent connections for the push workloads and the ceiling.
     #[arg(long, default_value_t = 16)]
     connections: usize,
@@ -67,6 +81,9 @@ struct Args {
     /// Pop batch in consume.
     #[arg(long, default_value_t = 100)]
     consume_batch: usize,
+    /// Messages in drain (one per partition, then all in one partition).
+    #[arg(long, default_value_t = 5_000)]
+    drain_messages: usize,
     /// Rounds per parking time in wake-latency.
     #[arg(long, default_value_t = 30)]
     rounds: usize,
@@ -97,12 +114,35 @@ async fn main() {
 }
 
 async fn run(a: Args) -> Result<(), String> {
+    let durability = if a.throwaway_db {
+        queen_pg::Durability::Off
+    } else {
+        queen_pg::Durability::On
+    };
     let target = match &a.target {
         Some(url) => target::Target::external(url, a.database_url.clone())?,
-        None => target::Target::ours(a.pool_size).await?,
+        None => target::Target::ours(a.pool_size, durability).await?,
     };
+    let database = target.database().await;
+    eprintln!("database: {database}");
+    let mut rounds = Vec::new();
+    for round in 0..a.repeat.max(1) {
+        rounds.push(run_round(&a, &target, round).await?);
+    }
+    let (figures, verdicts) = summary::summarize(&rounds);
+    report::print(&database, &figures, &verdicts);
+    Ok(())
+}
+
+/// One round of every workload asked for, in order.
+async fn run_round(
+    a: &Args,
+    target: &target::Target,
+    round: usize,
+) -> Result<Vec<report::Outcome>, String> {
     let client = client::Client::new(&target.url, a.connections.max(a.consumers));
-    let run_id = std::process::id();
+    // Every round works on queues of its own.
+    let run_id = format!("{}-{round}", std::process::id());
     let duration = Duration::from_secs(a.duration_secs);
     let mut outcomes = Vec::new();
     for w in a
@@ -111,8 +151,9 @@ async fn run(a: Args) -> Result<(), String> {
         .map(str::trim)
         .filter(|w| !w.is_empty())
     {
-        eprintln!("running {w} ...");
+        eprintln!("round {round}: running {w} ...");
         let cpu_before = machine::cpu_times();
+        let server_before = target.pid.and_then(machine::process_cpu);
         let first = outcomes.len();
         match w {
             "pg-ceiling" => match &target.database_url {
@@ -138,8 +179,20 @@ async fn run(a: Args) -> Result<(), String> {
                     consumers: a.consumers,
                     batch: a.consume_batch,
                     queue: format!("bench-consume-{run_id}"),
+                    server_pid: target.pid,
                 };
                 outcomes.push(consume::run(&client, &p).await?);
+            }
+            "drain" => {
+                for spread in [true, false] {
+                    let p = drain::DrainParams {
+                        messages: a.drain_messages,
+                        spread,
+                        queue: format!("bench-drain-{spread}-{run_id}"),
+                        server_pid: target.pid,
+                    };
+                    outcomes.push(drain::run(&client, &p).await?);
+                }
             }
             "wake-latency" => {
                 let floor_db = target.database_url.as_deref();
@@ -162,10 +215,10 @@ async fn run(a: Args) -> Result<(), String> {
             "parked-polls" => {
                 let c = client::Client::new(&target.url, a.polls);
                 outcomes.push(
-                    parked::run(&c, &target, &format!("bench-parked-{run_id}"), a.polls).await?,
+                    parked::run(&c, target, &format!("bench-parked-{run_id}"), a.polls).await?,
                 );
             }
-            "request-scaling" => outcomes.extend(scaling::run(&client, run_id).await?),
+            "request-scaling" => outcomes.extend(scaling::run(&client, &run_id).await?),
             "management-scale" => {
                 let p = management::ScaleParams {
                     messages: a.scale_messages,
@@ -179,12 +232,27 @@ async fn run(a: Args) -> Result<(), String> {
         }
         // The whole workload's, unless it measured its own (wake-latency, per parking time).
         let cpu = machine::since(cpu_before);
+        let server_cpu = match (server_before, target.pid.and_then(machine::process_cpu)) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
         for o in &mut outcomes[first..] {
             if let Some(d) = o.details.as_object_mut() {
                 d.entry("machine_cpu").or_insert_with(|| cpu.clone());
+                if let Some(s) = server_cpu {
+                    d.entry("server_cpu_s").or_insert(s.into());
+                }
+                // The broker's own CPU per 1,000 messages moved (throughput workloads).
+                let per = |k: &str| d.get(k).and_then(|m| m.as_f64());
+                if let (Some(s), Some(n)) = (per("server_cpu_s"), per("messages")) {
+                    d.insert("server_cpu_ms_per_1000".into(), (s * 1e6 / n).into());
+                }
+                d.insert("round".into(), round.into());
             }
         }
+        // As each workload ends, so a long run shows its progress and a killed one
+        // keeps what it measured.
+        report::lines(&outcomes[first..]);
     }
-    report::print(&outcomes);
-    Ok(())
+    Ok(outcomes)
 }

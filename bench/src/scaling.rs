@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 pub const SIZES: [usize; 4] = [10, 100, 1000, 10_000];
 
-pub async fn run(client: &Client, run_id: u32) -> Result<Vec<Outcome>, String> {
+pub async fn run(client: &Client, run_id: &str) -> Result<Vec<Outcome>, String> {
     let mut out = Vec::new();
     for kind in ["push", "txn-push", "txn-ack"] {
         let mut per_item = serde_json::Map::new();
@@ -119,7 +119,7 @@ async fn timed_with_probes(
     client: &Client,
     (path, body): &(String, Value),
     kind: &str,
-    run_id: u32,
+    run_id: &str,
 ) -> Result<(Duration, Latencies), String> {
     let stop = Arc::new(AtomicBool::new(false));
     let lat = Arc::new(Mutex::new(Latencies::default()));

@@ -1,6 +1,6 @@
 //! What the benchmark drives: a broker URL on loopback, or our own server started here
-//! as a child process on a throwaway PostgreSQL cluster (so its RSS can be read and the
-//! database's own ceiling measured on the same cluster).
+//! as a child process on a PostgreSQL cluster of its own (so its RSS can be read and the
+//! database's own ceiling measured on the same cluster), durable unless asked otherwise.
 
 use std::net::{IpAddr, ToSocketAddrs};
 use std::process::{Child, Command, Stdio};
@@ -65,9 +65,10 @@ impl Target {
         })
     }
 
-    /// Starts a throwaway cluster and `queen-server` (the binary next to this one) on it.
-    pub async fn ours(pool_size: u32) -> Result<Target, String> {
-        let cluster = queen_pg::LocalCluster::start()
+    /// Starts a cluster of the given durability and `queen-server` (the binary next to
+    /// this one) on it; both are removed when the target is dropped.
+    pub async fn ours(pool_size: u32, durability: queen_pg::Durability) -> Result<Target, String> {
+        let cluster = queen_pg::LocalCluster::start_with(durability)
             .await
             .map_err(|e| e.to_string())?;
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -121,6 +122,41 @@ impl Target {
         Ok(target)
     }
 
+    /// What the database promises about a commit, read from it (when its URL is known):
+    /// every report carries it, so no figure is mistaken for a durable one.
+    pub async fn database(&self) -> Database {
+        let Some(url) = &self.database_url else {
+            return Database::default();
+        };
+        let read = async {
+            let pool = sqlx::PgPool::connect(url).await?;
+            let mut settings = serde_json::Map::new();
+            for name in SETTINGS {
+                let v: String = sqlx::query_scalar("SELECT current_setting($1)")
+                    .bind(name)
+                    .fetch_one(&pool)
+                    .await?;
+                settings.insert((*name).into(), v.into());
+            }
+            pool.close().await;
+            Ok::<_, sqlx::Error>(settings)
+        };
+        match read.await {
+            Ok(settings) => {
+                let on = |k: &str| settings.get(k).and_then(|v| v.as_str()) != Some("off");
+                let durable = on("fsync") && on("synchronous_commit") && on("full_page_writes");
+                Database {
+                    durability: if durable { "durable" } else { "throwaway" }.into(),
+                    settings: settings.into(),
+                }
+            }
+            Err(e) => Database {
+                durability: format!("unknown ({e})"),
+                settings: serde_json::Value::Null,
+            },
+        }
+    }
+
     /// Resident memory of the broker process in MiB, when we know its pid.
     pub fn rss_mib(&self) -> Option<f64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid?)).ok()?;
@@ -132,6 +168,49 @@ impl Target {
             .parse()
             .ok()?;
         Some(kb / 1024.0)
+    }
+}
+
+/// The settings that decide what a commit costs and promises.
+const SETTINGS: &[&str] = &[
+    "server_version",
+    "fsync",
+    "synchronous_commit",
+    "full_page_writes",
+    "wal_sync_method",
+    "commit_delay",
+    "shared_buffers",
+];
+
+/// The database a run measured, as reports print it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Database {
+    /// `durable` (fsync, synchronous commit and full-page writes on), `throwaway`, or
+    /// `unknown` when the bench does not know the broker's database.
+    pub durability: String,
+    pub settings: serde_json::Value,
+}
+
+impl Default for Database {
+    fn default() -> Self {
+        Database {
+            durability: "unknown (no --database-url)".into(),
+            settings: serde_json::Value::Null,
+        }
+    }
+}
+
+impl std::fmt::Display for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.durability)?;
+        if let Some(m) = self.settings.as_object() {
+            let parts: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect();
+            write!(f, " ({})", parts.join(", "))?;
+        }
+        Ok(())
     }
 }
 

@@ -33,6 +33,16 @@ pub(crate) const THROWAWAY: &[(&str, &str)] = &[
     ("max_connections", "300"),
 ];
 
+/// Settings for a throwaway cluster that still keeps what it commits: PostgreSQL's own
+/// durability defaults (every commit flushed to disk), with the same connection room as
+/// [`THROWAWAY`], so a benchmark measures what a production database pays.
+pub(crate) const DURABLE: &[(&str, &str)] = &[
+    ("fsync", "on"),
+    ("synchronous_commit", "on"),
+    ("full_page_writes", "on"),
+    ("max_connections", "300"),
+];
+
 /// How long `postgres` may take to accept connections.
 const START_LIMIT: Duration = Duration::from_secs(60);
 /// Attempts with a fresh port when another process takes ours first.

@@ -65,7 +65,7 @@ mod user;
 #[cfg(feature = "test-sources")]
 pub use docker::{engine_answers as docker_engine_answers, image as docker_image, DEFAULT_IMAGE};
 pub use error::{Error, Result};
-pub use local::LocalCluster;
+pub use local::{Durability, LocalCluster};
 pub use persistent::PersistentCluster;
 #[cfg(feature = "test-sources")]
 pub use source::{database_url, forced_source, local_binaries, server, shared, Server, Source};

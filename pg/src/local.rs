@@ -21,6 +21,27 @@ use crate::user::run_as;
 const PREFIX: &str = "queen-pg-";
 const OWNER_FILE: &str = "owner.pid";
 
+/// What a throwaway cluster promises about a commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// fsync, synchronous commit and full-page writes off: fast, and a crash of the
+    /// machine may lose committed data. For tests.
+    Off,
+    /// PostgreSQL's defaults: a commit is on disk before it is answered. For benchmarks
+    /// whose figures must hold for a real deployment.
+    On,
+}
+
+impl Durability {
+    /// The name reports print: `throwaway` or `durable`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Durability::Off => "throwaway",
+            Durability::On => "durable",
+        }
+    }
+}
+
 /// A throwaway PostgreSQL cluster, stopped and deleted on drop.
 #[derive(Debug)]
 pub struct LocalCluster {
@@ -33,6 +54,12 @@ impl LocalCluster {
     /// `initdb` into a new temp directory and start `postgres` on a free loopback port.
     /// Durability is off (fsync, full-page writes): this is for tests.
     pub async fn start() -> Result<LocalCluster> {
+        Self::start_with(Durability::Off).await
+    }
+
+    /// [`LocalCluster::start`] with the durability given: [`Durability::On`] keeps
+    /// PostgreSQL's defaults (and `initdb` syncs its files), for benchmarks.
+    pub async fn start_with(durability: Durability) -> Result<LocalCluster> {
         let bins = Bins::find()?;
         let who = run_as()?;
         sweep_stale();
@@ -56,14 +83,19 @@ impl LocalCluster {
             who.own(&dir).map_err(fail)?;
         }
         let data = dir.join("data");
-        cluster::initdb(&bins, who.as_ref(), &data, false).await?;
+        let durable = durability == Durability::On;
+        cluster::initdb(&bins, who.as_ref(), &data, durable).await?;
         let pm = Postmaster::start(
             &bins,
             who.as_ref(),
             &data,
             &dir.join("postgres.log"),
             0,
-            cluster::THROWAWAY,
+            if durable {
+                cluster::DURABLE
+            } else {
+                cluster::THROWAWAY
+            },
         )
         .await?;
         cluster.url = urls::loopback(pm.port());
