@@ -7,7 +7,9 @@
 //! pops. Alone it behaves: what it clears has no live lease. Under concurrent pops the
 //! check goes stale between the two statements, so it wipes a lease another pop has just
 //! taken and leases the same span again: two live leases on one cursor, the bug of an
-//! engine that checks "no live lease" and claims without the pair's lock.
+//! engine that checks "no live lease" and claims without the pair's lock. Its pops take
+//! the first free partitions in creation order (the engine's round robin is reset before
+//! each), so concurrent pops meet on the same partitions.
 //!
 //! `QUEEN_TEST_BURST_EVERY=0` runs the scenario without its bursts, to measure what
 //! they add to the detection rate (the test prints it).
@@ -81,6 +83,10 @@ impl Broker for RacyClaims {
         if let PopRoute::Queue(queue) = route {
             self.forget_free_leases(queue, &query.consumer_group).await;
         }
+        // A fixed claim order (the first free partition in creation order), so
+        // concurrent pops meet on the same partitions, as an engine that claims this way
+        // would; our engine's round robin would spread them apart.
+        self.inner.reset_rotation();
         self.inner.pop(route, query).await
     }
 

@@ -1,31 +1,39 @@
--- The head of every pop, as one round trip: the maintenance switch, "now", the queue,
--- whether the group is subscribed there, and `ready` (nothing to set up first), then the
--- queue's open candidates; and, when exactly one candidate is open, its claim under the
--- pair's lock (POP-2), so that a parked pop woken by a push answers in one round trip.
+-- Every pop, as one round trip: the maintenance switch, "now", the queue (or the queues
+-- of a discovery pop), whether the group is subscribed there, and `ready` (nothing to
+-- set up first); then, when ready, the walk that claims.
+--
+-- POP-4 (our choice): the walk takes a queue's partitions in creation order (`seq`),
+-- starting after `p_after` (the last partition this broker claimed for the group
+-- there, a hint the server keeps) and wrapping around to the first: round robin. Each
+-- open candidate is claimed under its pair's lock, tried without waiting (POP-2), until
+-- the batch is spent or `p_cap` partitions are claimed, so a pop reads the partitions
+-- it passes over, not the whole queue. A discovery pop walks its queues the same way,
+-- by queue id after `p_after`, each queue's partitions from its first. All claims of
+-- one pop commit together, with the statement.
 --
 -- It is a function, not one statement, because each small statement here keeps its own
 -- cached plan; one large statement was re-planned whenever the tables' statistics
 -- changed, and that cost landed on woken pops (docs/decisions/0003-sql-functions.md).
 --
--- Rows, read by column name (`server/src/pg/pop.rs`):
--- * a claim was tried (`tried` is the candidate): one row per claimed message
---   (`m_*` columns) in offset order, or one row with NULL `m_*` when the claim got
---   nothing (the lock was held, or the cursor moved, leased or waits out a retryDelay);
--- * no claim was tried (not ready, paused, no open candidate, or several): one row per
---   open candidate, or one row with NULL candidate columns when there is none.
--- A discovery pop passes no queue: it is never `ready` and gets the switch and "now".
+-- Rows, read by column name (`server/src/pg/pop.rs`): one per claimed message (`m_*`
+-- set), partition by partition in claim order and each in offset order; one per
+-- candidate passed over because its lock was held (`skipped`), for the server's second
+-- pass; and, when there is neither, one row with NULL candidate columns.
 CREATE OR REPLACE FUNCTION queen_pop_head(
     p_queue text,       -- the queue's name, or NULL for a discovery pop
+    p_namespace text,   -- a discovery pop's namespace, or NULL
+    p_task text,        -- a discovery pop's task, or NULL
     p_group text,       -- the consumer group
     p_only text,        -- only this partition (the partition route), or NULL
     p_queue_mode text,  -- the queue-mode group's name: it needs no subscription
     p_batch bigint,     -- the most messages to claim
+    p_cap bigint,       -- the most partitions to claim
     p_lease uuid,       -- the lease id, or NULL for autoAck
-    p_lease_secs bigint -- the pop's leaseSeconds, or NULL for the queue's leaseTime
+    p_lease_secs bigint,-- the pop's leaseSeconds, or NULL for the queue's leaseTime
+    p_after bigint      -- the walk starts after this partition seq (a queue) or queue id
 ) RETURNS TABLE (
     paused boolean, now timestamptz, queue_id bigint, subscribed boolean, ready boolean,
-    id uuid, name text, options jsonb, seq bigint, oldest timestamptz,
-    tried uuid,
+    id uuid, name text, options jsonb, seq bigint, skipped boolean,
     m_offset bigint, m_id uuid, m_transaction_id text, m_trace_id uuid, m_data json,
     m_created_at timestamptz, m_producer_sub text, m_sealed boolean
 ) LANGUAGE plpgsql VOLATILE
@@ -43,65 +51,94 @@ DECLARE
     v_options jsonb;
     v_subscribed boolean := false;
     v_ready boolean;
+    v_budget bigint := p_batch;
+    v_taken bigint := 0;
+    v_rows bigint := 0;
+    v_n bigint;
+    v_lap int;
+    v_lo bigint;
+    v_hi bigint;
+    v_q record;
     v_cand record;
-    -- Open candidates read (the pass stops at the second), and the last of them.
-    v_open int := 0;
-    v_one record;
 BEGIN
     SELECT s.enabled INTO v_paused FROM queen_switches s WHERE s.name = 'pop_maintenance';
-    SELECT q.id, q.options INTO v_qid, v_options FROM queen_queues q WHERE q.name = p_queue;
-    IF v_qid IS NOT NULL THEN
-        v_subscribed := EXISTS (SELECT 1 FROM queen_subscriptions s
-                                WHERE s.queue_id = v_qid AND s.consumer_group = p_group);
+    v_paused := coalesce(v_paused, false);
+    IF p_queue IS NOT NULL THEN
+        SELECT q.id, q.options INTO v_qid, v_options FROM queen_queues q WHERE q.name = p_queue;
+        IF v_qid IS NOT NULL THEN
+            v_subscribed := EXISTS (SELECT 1 FROM queen_subscriptions s
+                                    WHERE s.queue_id = v_qid AND s.consumer_group = p_group);
+        END IF;
+        v_ready := v_qid IS NOT NULL AND (p_group = p_queue_mode OR v_subscribed);
+    ELSE
+        -- Discovery: ready when every queue in scope is subscribed (POP-13).
+        v_ready := p_group = p_queue_mode OR NOT EXISTS (
+            SELECT 1 FROM queen_queues q
+            WHERE (p_namespace IS NULL OR q.namespace = p_namespace)
+              AND (p_task IS NULL OR q.task = p_task)
+              AND NOT EXISTS (SELECT 1 FROM queen_subscriptions s
+                              WHERE s.queue_id = q.id AND s.consumer_group = p_group));
     END IF;
-    v_ready := v_qid IS NOT NULL AND (p_group = p_queue_mode OR v_subscribed);
 
-    IF v_ready AND NOT coalesce(v_paused, false) THEN
-        FOR v_cand IN SELECT c.* FROM queen_pop_candidates(v_qid, p_group, p_only, v_now, v_options) c
-                      WHERE c.window_open LOOP
-            v_open := v_open + 1;
-            v_one := v_cand;
-            EXIT WHEN v_open > 1;
+    IF v_ready AND NOT v_paused THEN
+        -- Two laps: after `p_after` to the end, then from the start up to it.
+        FOR v_lap IN 0..1 LOOP
+            IF v_lap = 0 THEN
+                v_lo := p_after; v_hi := 9223372036854775807;
+            ELSE
+                v_lo := -1; v_hi := p_after;
+            END IF;
+            FOR v_q IN
+                SELECT v_qid AS id, v_options AS options, v_lo AS lo, v_hi AS hi
+                WHERE p_queue IS NOT NULL
+                UNION ALL
+                (SELECT q.id, q.options, -1, 9223372036854775807 FROM queen_queues q
+                 WHERE p_queue IS NULL
+                   AND (p_namespace IS NULL OR q.namespace = p_namespace)
+                   AND (p_task IS NULL OR q.task = p_task)
+                   AND q.id > v_lo AND q.id <= v_hi
+                 ORDER BY q.id)
+            LOOP
+                FOR v_cand IN
+                    SELECT c.* FROM queen_pop_candidates(v_q.id, p_group, p_only, v_now, v_q.options) c
+                    WHERE c.window_open AND c.seq > v_q.lo AND c.seq <= v_q.hi
+                    ORDER BY c.seq
+                LOOP
+                    IF pg_try_advisory_xact_lock(queen_pair_key(v_cand.id, p_group)) THEN
+                        RETURN QUERY SELECT v_paused, v_now, v_q.id, v_subscribed, v_ready,
+                            v_cand.id, v_cand.name, v_cand.options, v_cand.seq, false,
+                            m."offset", m.id, m.transaction_id, m.trace_id, m.data, m.created_at,
+                            m.producer_sub, m.sealed
+                        FROM queen_claim(v_cand.id, p_group, v_q.options, v_now, v_budget,
+                                         p_lease, p_lease_secs) AS m;
+                        GET DIAGNOSTICS v_n = ROW_COUNT;
+                        IF v_n > 0 THEN
+                            v_budget := v_budget - v_n;
+                            v_taken := v_taken + 1;
+                            v_rows := v_rows + v_n;
+                        END IF;
+                    ELSE
+                        -- POP-2: held by another pop or an ack right now; the server
+                        -- asks again, waiting, if this pop claims nothing else.
+                        RETURN QUERY SELECT v_paused, v_now, v_q.id, v_subscribed, v_ready,
+                            v_cand.id, v_cand.name, v_cand.options, v_cand.seq, true,
+                            NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json,
+                            NULL::timestamptz, NULL::text, NULL::boolean;
+                        v_rows := v_rows + 1;
+                    END IF;
+                    EXIT WHEN v_budget <= 0 OR v_taken >= p_cap;
+                END LOOP;
+                EXIT WHEN v_budget <= 0 OR v_taken >= p_cap;
+            END LOOP;
+            EXIT WHEN v_budget <= 0 OR v_taken >= p_cap;
         END LOOP;
     END IF;
 
-    IF v_open <> 1 THEN
-        -- No claim here: the open candidates go to the server, which claims them in a
-        -- transaction (they are hints, each checked again under its lock). A second
-        -- read, rather than rows kept from the first, so that the first can stop early.
-        IF v_open > 1 THEN
-            RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
-                c.id, c.name, c.options, c.seq, c.oldest,
-                NULL::uuid, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz,
-                NULL::text, NULL::boolean
-            FROM queen_pop_candidates(v_qid, p_group, p_only, v_now, v_options) AS c
-            WHERE c.window_open;
-            IF FOUND THEN
-                RETURN;
-            END IF;
-        END IF;
+    IF v_rows = 0 THEN
         RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
-            NULL::uuid, NULL::text, NULL::jsonb, NULL::bigint, NULL::timestamptz,
-            NULL::uuid, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz,
+            NULL::uuid, NULL::text, NULL::jsonb, NULL::bigint, NULL::boolean,
+            NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz,
             NULL::text, NULL::boolean;
-        RETURN;
     END IF;
-
-    -- Exactly one open candidate: claim it. POP-2: a pair whose lock is held is skipped.
-    IF pg_try_advisory_xact_lock(queen_pair_key(v_one.id, p_group)) THEN
-        RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
-            v_one.id, v_one.name, v_one.options, v_one.seq, v_one.oldest,
-            v_one.id, m."offset", m.id, m.transaction_id, m.trace_id, m.data, m.created_at,
-            m.producer_sub, m.sealed
-        FROM queen_claim(v_one.id, p_group, v_options, v_now, p_batch, p_lease, p_lease_secs) AS m;
-        IF FOUND THEN
-            RETURN;
-        END IF;
-    END IF;
-    -- The claim got nothing.
-    RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
-        v_one.id, v_one.name, v_one.options, v_one.seq, v_one.oldest,
-        v_one.id, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz,
-        NULL::text, NULL::boolean;
 END
 $fn$;

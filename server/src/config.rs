@@ -43,7 +43,7 @@ pub struct Config {
     /// The engine behind the routes.
     #[arg(long, value_enum, env = "QUEEN_ENGINE", default_value = "pg")]
     pub engine: EngineKind,
-    /// Database connections in the pool.
+    /// Database connections the broker opens: its pool and its one LISTEN connection.
     #[arg(long, env = "DB_POOL_SIZE", default_value_t = 10)]
     pub pool_size: u32,
     /// Group-commit writers for pushes (each holds a pool connection while writing);

@@ -1,6 +1,7 @@
-//! Acknowledgment (PROTOCOL.md section 4): resolve the items to offsets (ACK-8), then
-//! per `(partition, group)`, under its advisory lock, read the cursor, let the reference
-//! model decide (step 1's [`step_one`], steps 2–6's [`decide`]), and write the decision.
+//! Acknowledgment (PROTOCOL.md section 4): lock every `(partition, group)` the call
+//! names (advisory locks) and resolve the items to offsets (ACK-8), read the pairs'
+//! cursors, let the reference model decide (step 1's [`step_one`], steps 2–6's
+//! [`decide`]), and write the decisions: three statements whatever the call's size.
 //! No rule is decided here: only rows are read and written.
 
 use super::rows::db_now;
@@ -11,7 +12,7 @@ use queen_reference::model::ack::{
 };
 use queen_reference::wire::{AckItem, AckResult, Answer, QueueOptions, WireId, ERR_UNRESOLVABLE};
 use serde_json::Value;
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool, Row};
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
@@ -45,37 +46,41 @@ struct CursorRow {
 /// What resolution found: each partition's queue and options, and the items grouped by
 /// pair in first-appearance order, each with its offset.
 struct Resolved {
+    now: DateTime<Utc>,
     parts: HashMap<Uuid, (String, QueueOptions)>,
     pairs: Vec<(Pair, Vec<(usize, u32)>)>,
 }
 
-/// What the writes of one call leave to do after the loop over pairs.
+/// What one call writes, pair by pair, in the one statement of [`write`].
 #[derive(Default)]
-struct Effects {
+struct Writes {
+    pairs: Vec<(Uuid, String)>,
+    committed: Vec<i64>,
+    retries: Vec<String>,
+    not_before: Vec<Option<DateTime<Utc>>>,
+    release: Vec<bool>,
     /// Queues where something became claimable again (parked pops are woken).
     touched: Vec<String>,
     /// Dead letters, by the position of their pair in the call (DLQ-2's filing order).
     dead: Vec<(usize, Uuid, String, u32, Option<String>, u32)>,
 }
 
-/// Evaluates and applies one ack call in the caller's transaction: resolve, then per
-/// pair lock and read, decide (the model's [`step_one`] and [`decide`]), write. Returns
-/// the answers and the queues where something became claimable again.
+/// Evaluates and applies one ack call in the caller's transaction, in three statements:
+/// lock every pair and resolve every item, read the pairs' cursors, then (after the
+/// model has decided, [`step_one`] and [`decide`]) write every pair's decision, file the
+/// dead letters and notify other processes. Returns the answers and the queues where
+/// something became claimable again.
 pub(crate) async fn ack(
     conn: &mut PgConnection,
     items: &[AckItem],
 ) -> Result<(Vec<AckResult>, Vec<String>), sqlx::Error> {
-    let now = db_now(conn).await?;
     let mut out: Vec<Option<AckResult>> = vec![None; items.len()];
-    let resolved = resolve(conn, items, &mut out).await?;
-    // Lock pairs in a canonical order so two calls never wait on each other in a cycle.
-    let mut order: Vec<usize> = (0..resolved.pairs.len()).collect();
-    order.sort_by(|a, b| resolved.pairs[*a].0.cmp(&resolved.pairs[*b].0));
-    let mut effects = Effects::default();
-    for pi in order {
-        let ((pid, group), list) = &resolved.pairs[pi];
-        super::pair::lock(conn, *pid, group).await?;
-        let cursor = read_cursor(conn, *pid, group).await?;
+    let resolved = lock_and_resolve(conn, items, &mut out).await?;
+    let mut cursors = read_cursors(conn, &resolved.pairs).await?;
+    let now = resolved.now;
+    let mut w = Writes::default();
+    for (pi, ((pid, group), list)) in resolved.pairs.iter().enumerate() {
+        let cursor = cursors.remove(&(*pid, group.clone()));
         let valid = judge(items, list, cursor.as_ref(), now, &mut out);
         let Some(c) = cursor.filter(|_| !valid.is_empty()) else {
             continue;
@@ -99,14 +104,12 @@ pub(crate) async fn ack(
             retry_limit: opts.retry_limit,
         };
         let d = decide(&view, &acks);
-        write(conn, (*pid, group), &c, &d, opts, now).await?;
+        w.add((*pid, group), &c, &d, opts, now);
         if d.release {
-            effects.touched.push(queue.clone());
-            notify(conn, queue).await?;
+            w.touched.push(queue.clone());
         }
         for (off, error, retry_count) in &d.dead {
-            effects
-                .dead
+            w.dead
                 .push((pi, *pid, group.clone(), *off, error.clone(), *retry_count));
         }
         for &(i, dlq, _blocked) in &d.items {
@@ -117,52 +120,68 @@ pub(crate) async fn ack(
             out[i] = Some(r);
         }
     }
-    file_dead_letters(conn, effects.dead, now).await?;
+    write(conn, &mut w, now).await?;
     let results = out
         .into_iter()
         .map(|o| o.expect("every item answered"))
         .collect();
-    Ok((results, effects.touched))
+    Ok((results, w.touched))
 }
 
-/// Step 1's resolution (ACK-8: the newest message of the partition with that
-/// transactionId); items that do not resolve are answered in `out`.
-async fn resolve(
+/// One statement: "now", every named pair's lock (waited for, in a canonical order, so
+/// two calls never wait on each other in a cycle), and step 1's resolution of every item
+/// (ACK-8: the newest message of the partition with that transactionId). Items that do
+/// not resolve are answered in `out`; the others come back grouped by pair in the order
+/// the call first names each pair.
+async fn lock_and_resolve(
     conn: &mut PgConnection,
     items: &[AckItem],
     out: &mut [Option<AckResult>],
 ) -> Result<Resolved, sqlx::Error> {
-    let pids: Vec<Uuid> = items.iter().map(|i| i.partition_id.uuid()).collect();
-    let parts: HashMap<Uuid, (String, QueueOptions)> = sqlx::query_as(
-        "SELECT p.id, q.name, q.options FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id WHERE p.id = ANY($1)",
-    )
-    .bind(&pids)
-    .fetch_all(&mut *conn)
-    .await?
-    .into_iter()
-    .map(|(id, name, options): (Uuid, String, Value)| (id, (name, super::rows::options_of(options))))
-    .collect();
+    let mut locks: Vec<Pair> = items
+        .iter()
+        .map(|i| (i.partition_id.uuid(), i.consumer_group.clone()))
+        .collect();
+    locks.sort();
+    locks.dedup();
+    let (lp, lg): (Vec<Uuid>, Vec<String>) = locks.into_iter().unzip();
     let (kp, kt): (Vec<Uuid>, Vec<&str>) = items
         .iter()
         .map(|i| (i.partition_id.uuid(), i.transaction_id.as_str()))
         .unzip();
-    let offsets: HashMap<(Uuid, String), i64> = sqlx::query_as(
-        "SELECT DISTINCT ON (m.partition_id, m.transaction_id) m.partition_id, m.transaction_id, m.\"offset\"
-         FROM queen_messages m JOIN unnest($1::uuid[], $2::text[]) AS k(p, t) ON m.partition_id = k.p AND m.transaction_id = k.t
-         ORDER BY m.partition_id, m.transaction_id, m.\"offset\" DESC",
+    let rows = sqlx::query(
+        "WITH locks AS MATERIALIZED (
+            SELECT count(pg_advisory_xact_lock(queen_pair_key(l.p, l.g))) AS n
+            FROM (SELECT * FROM unnest($3::uuid[], $4::text[]) WITH ORDINALITY AS l(p, g, o) ORDER BY l.o) l)
+         SELECT now() AS now, (SELECT n FROM locks) AS locked, k.i, q.name AS queue, q.options,
+                (SELECT m.\"offset\" FROM queen_messages m
+                 WHERE m.partition_id = p.id AND m.transaction_id = k.t
+                 ORDER BY m.\"offset\" DESC LIMIT 1) AS \"offset\"
+         FROM unnest($1::uuid[], $2::text[]) WITH ORDINALITY AS k(p, t, i)
+         LEFT JOIN queen_partitions p ON p.id = k.p
+         LEFT JOIN queen_queues q ON q.id = p.queue_id
+         ORDER BY k.i",
     )
     .bind(&kp)
     .bind(&kt)
+    .bind(&lp)
+    .bind(&lg)
     .fetch_all(&mut *conn)
-    .await?
-    .into_iter()
-    .map(|(p, t, o): (Uuid, String, i64)| ((p, t), o))
-    .collect();
+    .await?;
+    let mut now = None;
+    let mut parts: HashMap<Uuid, (String, QueueOptions)> = HashMap::new();
+    // In the order the call first names each pair: the filing order of its dead letters.
     let mut pairs: Vec<(Pair, Vec<(usize, u32)>)> = Vec::new();
-    for (i, it) in items.iter().enumerate() {
-        let pid = Some(it.partition_id.uuid()).filter(|p| parts.contains_key(p));
-        let off = pid.and_then(|p| offsets.get(&(p, it.transaction_id.clone())).copied());
-        let (Some(p), Some(o)) = (pid, off) else {
+    let mut at: HashMap<Pair, usize> = HashMap::new();
+    for r in rows {
+        now.get_or_insert(r.try_get::<DateTime<Utc>, _>("now")?);
+        let i = r.try_get::<i64, _>("i")? as usize - 1;
+        let it = &items[i];
+        let pid = it.partition_id.uuid();
+        let (Some(queue), Some(o)) = (
+            r.try_get::<Option<String>, _>("queue")?,
+            r.try_get::<Option<i64>, _>("offset")?,
+        ) else {
             out[i] = Some(AckResult::new(
                 i,
                 &it.transaction_id,
@@ -172,14 +191,25 @@ async fn resolve(
             ));
             continue;
         };
-        let key = (p, it.consumer_group.clone());
-        let o = offset(o)?;
-        match pairs.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, v)) => v.push((i, o)),
-            None => pairs.push((key, vec![(i, o)])),
+        if !parts.contains_key(&pid) {
+            let options: Value = r.try_get("options")?;
+            parts.insert(pid, (queue, super::rows::options_of(options)));
         }
+        let key = (pid, it.consumer_group.clone());
+        let slot = *at.entry(key.clone()).or_insert_with(|| {
+            pairs.push((key, Vec::new()));
+            pairs.len() - 1
+        });
+        pairs[slot].1.push((i, offset(o)?));
     }
-    Ok(Resolved { parts, pairs })
+    Ok(Resolved {
+        now: match now {
+            Some(n) => n,
+            None => db_now(conn).await?,
+        },
+        parts,
+        pairs,
+    })
 }
 
 /// The rest of step 1 for one pair's items, as the model decides it ([`step_one`]):
@@ -241,76 +271,92 @@ impl StepOneFacts for RowFacts<'_> {
     }
 }
 
-/// Writes one pair's decision: the cursor, the retries, the retry delay, the lease.
-async fn write(
-    conn: &mut PgConnection,
-    (pid, group): (Uuid, &str),
-    c: &CursorRow,
-    d: &Decision,
-    opts: &QueueOptions,
-    now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
-    let retries = Value::Object(
-        d.retries_after(&c.retries)
+impl Writes {
+    /// One pair's decision: the cursor, the retries, the retry delay, the lease.
+    fn add(
+        &mut self,
+        (pid, group): (Uuid, &str),
+        c: &CursorRow,
+        d: &Decision,
+        opts: &QueueOptions,
+        now: DateTime<Utc>,
+    ) {
+        let retries: serde_json::Map<String, Value> = d
+            .retries_after(&c.retries)
             .iter()
             .map(|(k, v)| (k.to_string(), Value::from(*v)))
-            .collect(),
-    );
-    let not_before = d
-        .failed_back
-        .then(|| now + Duration::milliseconds(opts.retry_delay as i64));
+            .collect();
+        self.pairs.push((pid, group.to_string()));
+        self.committed.push(i64::from(d.new_cursor));
+        self.retries.push(Value::Object(retries).to_string());
+        self.not_before.push(
+            d.failed_back
+                .then(|| now + Duration::milliseconds(opts.retry_delay as i64)),
+        );
+        self.release.push(d.release);
+    }
+}
+
+/// One statement: every pair's decision, the call's dead letters in the order the call
+/// first names each pair (DLQ-2), not in the locking order, and a notification for other
+/// processes' parked pops on every queue where something became claimable again.
+async fn write(
+    conn: &mut PgConnection,
+    w: &mut Writes,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    if w.pairs.is_empty() {
+        return Ok(());
+    }
+    w.dead.sort_by_key(|d| d.0);
+    w.touched.sort();
+    w.touched.dedup();
+    let (pp, pg): (Vec<Uuid>, Vec<&str>) = w.pairs.iter().map(|(p, g)| (*p, g.as_str())).unzip();
+    let mut dead = (vec![], vec![], vec![], vec![], vec![]);
+    for (_, pid, group, off, error, retry_count) in &w.dead {
+        dead.0.push(*pid);
+        dead.1.push(i64::from(*off));
+        dead.2.push(group.as_str());
+        dead.3.push(error.as_deref());
+        dead.4.push(*retry_count as i32);
+    }
     sqlx::query(
-        "UPDATE queen_cursors SET committed = $3, retries = $4,
-            not_before = CASE WHEN $5::timestamptz IS NULL THEN not_before ELSE $5 END,
-            lease_id = CASE WHEN $6 THEN NULL ELSE lease_id END,
-            lease_end = CASE WHEN $6 THEN NULL ELSE lease_end END,
-            lease_deadline = CASE WHEN $6 THEN NULL ELSE lease_deadline END,
-            lease_duration_ms = CASE WHEN $6 THEN NULL ELSE lease_duration_ms END
-         WHERE partition_id = $1 AND consumer_group = $2",
+        "WITH upd AS (
+            UPDATE queen_cursors c SET committed = x.committed, retries = x.retries::jsonb,
+                not_before = COALESCE(x.not_before, c.not_before),
+                lease_id = CASE WHEN x.release THEN NULL ELSE c.lease_id END,
+                lease_end = CASE WHEN x.release THEN NULL ELSE c.lease_end END,
+                lease_deadline = CASE WHEN x.release THEN NULL ELSE c.lease_deadline END,
+                lease_duration_ms = CASE WHEN x.release THEN NULL ELSE c.lease_duration_ms END
+            FROM unnest($1::uuid[], $2::text[], $3::bigint[], $4::text[], $5::timestamptz[], $6::boolean[])
+                 AS x(p, g, committed, retries, not_before, release)
+            WHERE c.partition_id = x.p AND c.consumer_group = x.g
+            RETURNING 1),
+         dead AS (
+            INSERT INTO queen_dead_letters (partition_id, \"offset\", consumer_group, error_message, retry_count, failed_at)
+            SELECT d.p, d.o, d.g, d.e, d.r, $12
+            FROM unnest($7::uuid[], $8::bigint[], $9::text[], $10::text[], $11::integer[]) WITH ORDINALITY AS d(p, o, g, e, r, n)
+            ORDER BY d.n
+            ON CONFLICT DO NOTHING RETURNING 1)
+         SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM dead),
+                (SELECT count(pg_notify('queen_push', q)) FROM unnest($13::text[]) AS q)",
     )
-    .bind(pid)
-    .bind(group)
-    .bind(i64::from(d.new_cursor))
-    .bind(retries)
-    .bind(not_before)
-    .bind(d.release)
+    .bind(&pp)
+    .bind(&pg)
+    .bind(&w.committed)
+    .bind(&w.retries)
+    .bind(&w.not_before)
+    .bind(&w.release)
+    .bind(&dead.0)
+    .bind(&dead.1)
+    .bind(&dead.2)
+    .bind(&dead.3)
+    .bind(&dead.4)
+    .bind(now)
+    .bind(&w.touched)
     .execute(conn)
     .await
     .map(|_| ())
-}
-
-/// Tells other processes' parked pops that `queue` has something claimable again.
-async fn notify(conn: &mut PgConnection, queue: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("SELECT pg_notify('queen_push', $1)")
-        .bind(queue)
-        .execute(conn)
-        .await
-        .map(|_| ())
-}
-
-/// Files the call's dead letters in the order the call first names each pair (DLQ-2),
-/// not in the locking order.
-async fn file_dead_letters(
-    conn: &mut PgConnection,
-    mut dead: Vec<(usize, Uuid, String, u32, Option<String>, u32)>,
-    now: DateTime<Utc>,
-) -> Result<(), sqlx::Error> {
-    dead.sort_by_key(|d| d.0);
-    for (_, pid, group, off, error, retry_count) in dead {
-        sqlx::query(
-            "INSERT INTO queen_dead_letters (partition_id, \"offset\", consumer_group, error_message, retry_count, failed_at)
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
-        )
-        .bind(pid)
-        .bind(i64::from(off))
-        .bind(group)
-        .bind(error)
-        .bind(retry_count as i32)
-        .bind(now)
-        .execute(&mut *conn)
-        .await?;
-    }
-    Ok(())
 }
 
 /// An offset as the model counts them; one past its range is an error, never a wrap.
@@ -321,6 +367,8 @@ fn offset(o: i64) -> Result<u32, sqlx::Error> {
 
 #[derive(sqlx::FromRow)]
 struct CursorSql {
+    partition_id: Uuid,
+    consumer_group: String,
     committed: i64,
     lease_id: Option<Uuid>,
     lease_end: Option<i64>,
@@ -328,35 +376,46 @@ struct CursorSql {
     retries: Value,
 }
 
-async fn read_cursor(
+/// The cursors of `pairs`, read after their locks were taken (a statement of its own,
+/// so that it sees every commit made under them).
+async fn read_cursors(
     conn: &mut PgConnection,
-    pid: Uuid,
-    group: &str,
-) -> Result<Option<CursorRow>, sqlx::Error> {
-    let row: Option<CursorSql> = sqlx::query_as(
-        "SELECT committed, lease_id, lease_end, lease_deadline, retries FROM queen_cursors WHERE partition_id = $1 AND consumer_group = $2",
+    pairs: &[(Pair, Vec<(usize, u32)>)],
+) -> Result<HashMap<Pair, CursorRow>, sqlx::Error> {
+    if pairs.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let (kp, kg): (Vec<Uuid>, Vec<&str>) = pairs.iter().map(|((p, g), _)| (*p, g.as_str())).unzip();
+    let rows: Vec<CursorSql> = sqlx::query_as(
+        "SELECT c.partition_id, c.consumer_group, c.committed, c.lease_id, c.lease_end, c.lease_deadline, c.retries
+         FROM unnest($1::uuid[], $2::text[]) AS k(p, g)
+         JOIN queen_cursors c ON c.partition_id = k.p AND c.consumer_group = k.g",
     )
-    .bind(pid)
-    .bind(group)
-    .fetch_optional(&mut *conn)
+    .bind(&kp)
+    .bind(&kg)
+    .fetch_all(&mut *conn)
     .await?;
-    let Some(r) = row else {
-        return Ok(None);
-    };
-    let retries = r
-        .retries
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.parse().ok()?, u32::try_from(v.as_u64()?).ok()?)))
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(Some(CursorRow {
-        committed: offset(r.committed)?,
-        lease_id: r.lease_id,
-        lease_end: r.lease_end.map(offset).transpose()?,
-        lease_deadline: r.lease_deadline,
-        retries,
-    }))
+    let mut out = HashMap::with_capacity(rows.len());
+    for r in rows {
+        let retries = r
+            .retries
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.parse().ok()?, u32::try_from(v.as_u64()?).ok()?)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.insert(
+            (r.partition_id, r.consumer_group),
+            CursorRow {
+                committed: offset(r.committed)?,
+                lease_id: r.lease_id,
+                lease_end: r.lease_end.map(offset).transpose()?,
+                lease_deadline: r.lease_deadline,
+                retries,
+            },
+        );
+    }
+    Ok(out)
 }

@@ -90,6 +90,8 @@ struct Inner {
     /// Until when (ms since the epoch) pushes go straight to the spool, because the
     /// database was just found unreachable; saves every push an acquire timeout.
     down_until: std::sync::atomic::AtomicI64,
+    /// Where each group's next pop starts walking a queue's partitions (POP-4).
+    rotation: pop::Rotation,
     /// ENC-2: the broker's key (`QUEEN_ENCRYPTION_KEY`), sealing and opening the payloads
     /// of queues with `encryptionEnabled`; `None` refuses such queues.
     seal: Option<Arc<crate::seal::Sealer>>,
@@ -145,7 +147,9 @@ impl PgBroker {
     /// replays any spool left behind.
     pub async fn connect(url: &str, config: &Config) -> Result<PgBroker, StartError> {
         let pool = PgPoolOptions::new()
-            .max_connections(config.pool_size.max(2))
+            // DB_POOL_SIZE counts every connection the broker opens: the pool, and the
+            // one `LISTEN` connection beside it.
+            .max_connections(config.pool_size.saturating_sub(1).max(2))
             .acquire_timeout(Duration::from_secs(3))
             // sqlx pings every connection it hands out by default: a round trip before
             // each push, pop and ack, as long as the one statement of a push. Only a
@@ -202,6 +206,7 @@ impl PgBroker {
                 },
                 recoveries,
                 seal,
+                rotation: Default::default(),
                 down_until: Default::default(),
                 tasks: Default::default(),
             }),
@@ -232,6 +237,14 @@ impl PgBroker {
     #[doc(hidden)]
     pub fn abort_push_writer(&self, lane: usize) {
         self.inner.group.abort_writer(lane);
+    }
+
+    /// Forgets where every group's walk over a queue's partitions stands, so the next
+    /// pops start at the first partition (tests: a double that concentrates its pops on
+    /// the same partitions, as an engine with a fixed claim order does).
+    #[doc(hidden)]
+    pub fn reset_rotation(&self) {
+        self.inner.rotation.reset();
     }
 
     /// Push writers that died and were started again.
@@ -354,16 +367,22 @@ impl PgBroker {
     /// 503 instead: the pop may have claimed before the connection broke, and a 204 would
     /// tell the client that nothing was there.
     async fn pop_here(&self, route: &PopRoute, query: &PopQuery) -> Popped {
-        pop::pop(&self.inner.pool, route, query, self.seal())
-            .await
-            .unwrap_or_else(|e| {
-                if unreachable(&e) {
-                    self.mark_down();
-                    return Popped::Other(Answer::error(503, "the database cannot be reached"));
-                }
-                tracing::warn!("pop failed, answering 204: {e}");
-                Popped::Empty
-            })
+        pop::pop(
+            &self.inner.pool,
+            &self.inner.rotation,
+            route,
+            query,
+            self.seal(),
+        )
+        .await
+        .unwrap_or_else(|e| {
+            if unreachable(&e) {
+                self.mark_down();
+                return Popped::Other(Answer::error(503, "the database cannot be reached"));
+            }
+            tracing::warn!("pop failed, answering 204: {e}");
+            Popped::Empty
+        })
     }
 
     /// Answers one request in the current task: cancelling it (dropping the future)

@@ -1,8 +1,9 @@
 //! The `(partition, group)` advisory lock, through which pops, acks and extends of one
 //! cursor take turns.
 //!
-//! Pops *try* it and skip the pair when it is held (POP-2: leased partitions are skipped,
-//! not waited on); acks, extends and a pop's second pass wait for it. The key is the SQL
+//! Pops *try* it (in the head's walk) and skip the pair when it is held (POP-2: leased
+//! partitions are skipped, not waited on); acks, extends and a pop's second pass wait
+//! for it. The key is the SQL
 //! function `queen_pair_key` (`server/sql/01_rules.sql`), the one definition both the
 //! server's statements and the pop head's function use: two definitions that drifted
 //! apart would let a pop and an ack of one cursor run at once (ACK-4).
@@ -22,17 +23,4 @@ pub(crate) async fn lock(
         .execute(conn)
         .await
         .map(|_| ())
-}
-
-/// Takes the pair's lock if no one holds it; false when someone does.
-pub(crate) async fn try_lock(
-    conn: &mut PgConnection,
-    partition: Uuid,
-    group: &str,
-) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT pg_try_advisory_xact_lock(queen_pair_key($1, $2))")
-        .bind(partition)
-        .bind(group)
-        .fetch_one(conn)
-        .await
 }

@@ -1,14 +1,14 @@
-//! Pop (PROTOCOL.md section 3), one attempt, in three steps:
+//! Pop (PROTOCOL.md section 3), one attempt:
 //!
 //! 1. **head**: one round trip (`queen_pop_head`, `server/sql/04_pop_head.sql`) reads the
-//!    maintenance switch, "now", the queue, the group's subscription and the open
-//!    candidates, and claims a lone candidate itself, so a parked pop woken by a push
-//!    answers in one round trip;
+//!    maintenance switch, "now", the queue, the group's subscription, and, when nothing
+//!    needs setting up, walks the candidates and claims them (POP-4, our choice: round
+//!    robin from where this broker's last claim for the group left off, kept in
+//!    [`Rotation`]);
 //! 2. **set-up**: a pop that must create its queue (POP-8) or subscription (POP-13) does
-//!    so in a transaction and reads the candidates there;
-//! 3. **claim**: the candidates, oldest first (POP-4), each under the pair's lock, until
-//!    the batch or the partition cap is reached; a pop that found every lock held asks
-//!    again, waiting (POP-2 skips only a lease).
+//!    so in a transaction of its own, then runs the head again;
+//! 3. **second pass**: a pop that claimed nothing because every candidate's lock was
+//!    held asks those candidates again, waiting (POP-2 skips only a lease).
 //!
 //! Every rule about what may be claimed lives in SQL, once: `queen_pop_candidates`
 //! (what is claimable), `queen_claim` (the lease or autoAck commit, with its guard) and
@@ -27,22 +27,52 @@ use queen_reference::wire::{
 use serde_json::Value;
 use sqlx::pool::PoolConnection;
 use sqlx::{FromRow, PgConnection, PgPool, Postgres, Transaction};
+use std::collections::HashMap;
+use std::sync::Mutex;
 use uuid::Uuid;
 
 /// The head of every pop; see the module documentation and the function's file.
-const HEAD: &str = "SELECT * FROM queen_pop_head($1, $2, $3, $4, $5, $6, $7)";
-
-/// The open candidates of queues $1 for group $2 at $4 ("now"), optionally only
-/// partition $3, read after setting up.
-const CANDIDATES: &str = "SELECT c.id, c.name, c.options, c.seq, c.oldest
-     FROM queen_queues q, LATERAL queen_pop_candidates(q.id, $2, $3, $4, q.options) AS c
-     WHERE q.id = ANY($1) AND c.window_open";
+const HEAD: &str = "SELECT * FROM queen_pop_head($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
 
 /// The claim of one partition, under the pair's lock the caller holds.
 const CLAIM: &str = "SELECT * FROM queen_claim($1, $2, $3, $4, $5, $6, $7)";
 
-/// One row of [`HEAD`]: the head's own columns, a candidate's, the candidate whose claim
-/// was tried, and a claimed message's (`m_*`).
+/// Where each pop's walk starts (POP-4): for every (queue, group) the `seq` of the
+/// partition this broker last claimed for the group there, and for every discovery
+/// scope the id of the queue. It is a hint: a walk from anywhere finds every candidate,
+/// so a restart or another broker's claims only change the order, never the outcome;
+/// it makes a pop's cost the partitions it passes over rather than the queue's size.
+#[derive(Default)]
+pub(crate) struct Rotation {
+    last: Mutex<HashMap<(String, String), i64>>,
+}
+
+/// Entries kept before the hints start over (each is a few dozen bytes).
+const ROTATION_ENTRIES: usize = 100_000;
+
+impl Rotation {
+    fn after(&self, scope: &str, group: &str) -> i64 {
+        let last = self.last.lock().expect("rotation lock");
+        last.get(&(scope.to_string(), group.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    pub(crate) fn reset(&self) {
+        self.last.lock().expect("rotation lock").clear();
+    }
+
+    fn claimed(&self, scope: String, group: &str, at: i64) {
+        let mut last = self.last.lock().expect("rotation lock");
+        if last.len() >= ROTATION_ENTRIES {
+            last.clear();
+        }
+        last.insert((scope, group.to_string()), at);
+    }
+}
+
+/// One row of [`HEAD`]: the head's own columns, a candidate's, whether the candidate was
+/// passed over for a held lock, and a claimed message's (`m_*`).
 #[derive(FromRow)]
 struct HeadRow {
     paused: Option<bool>,
@@ -54,8 +84,7 @@ struct HeadRow {
     name: Option<String>,
     options: Option<Value>,
     seq: Option<i64>,
-    oldest: Option<DateTime<Utc>>,
-    tried: Option<Uuid>,
+    skipped: Option<bool>,
     m_offset: Option<i64>,
     m_id: Option<Uuid>,
     m_transaction_id: Option<String>,
@@ -73,8 +102,9 @@ struct Candidate {
     name: String,
     /// The queue's stored options, handed back to `queen_claim` as they are.
     options: Value,
+    /// The queue, for the discovery walk's hint.
+    queue_id: i64,
     seq: i64,
-    oldest: Option<DateTime<Utc>>,
 }
 
 /// A message a claim took, as `queen_claim` returns it.
@@ -99,10 +129,10 @@ struct Head {
     queue_id: Option<i64>,
     subscribed: bool,
     ready: bool,
-    /// The open candidates, when the head tried no claim.
-    candidates: Vec<Candidate>,
-    /// The lone candidate the head tried to claim, and what it claimed.
-    tried: Option<(Candidate, Vec<Claimed>)>,
+    /// The partitions claimed, in claim order.
+    claims: Vec<Claim>,
+    /// The candidates passed over because their lock was held.
+    skipped: Vec<Candidate>,
 }
 
 /// A partition claimed by this pop, with its messages in offset order.
@@ -121,6 +151,8 @@ struct Pop<'a> {
     lease_id: Option<Uuid>,
     /// At most this many partitions.
     cap: u32,
+    /// The key of the walk's hint in [`Rotation`]: the queue, or the discovery scope.
+    scope: String,
 }
 
 impl<'a> Pop<'a> {
@@ -130,6 +162,14 @@ impl<'a> Pop<'a> {
             PopRoute::Partition(name, p) => (Some(name.as_str()), Some(p.as_str()), 1),
             PopRoute::Discovery { .. } => (None, None, q.partitions.unwrap_or(u32::MAX)),
         };
+        let scope = match route {
+            PopRoute::Discovery { namespace, task } => format!(
+                "\0{}\0{}",
+                namespace.as_deref().unwrap_or_default(),
+                task.as_deref().unwrap_or_default()
+            ),
+            _ => scoped.unwrap_or_default().to_string(),
+        };
         Pop {
             route,
             q,
@@ -138,6 +178,7 @@ impl<'a> Pop<'a> {
             only,
             lease_id: (!q.auto_ack).then(Uuid::now_v7),
             cap,
+            scope,
         }
     }
 
@@ -210,56 +251,79 @@ async fn deliver(
 
 pub(crate) async fn pop(
     pool: &PgPool,
+    rotation: &Rotation,
     route: &PopRoute,
     q: &PopQuery,
     seal: Option<&Sealer>,
 ) -> Result<Popped, sqlx::Error> {
     let pop = Pop::new(route, q);
     let mut conn = pool.acquire().await?;
-    let head = head(&mut conn, &pop).await?;
+    let mut head = head(&mut conn, &pop, rotation).await?;
     // MAINT-2 / POP-6: a bare 204 while pop maintenance is on.
     if head.paused {
         return Ok(Popped::Paused);
     }
-    if let Some((lone, rows)) = head.tried {
-        if !rows.is_empty() {
-            return deliver(pool, &pop, vec![(lone, rows)], seal).await;
+    if !head.ready {
+        set_up(conn, &pop, &head).await?;
+        head = head_again(pool, &pop, rotation).await?;
+        if head.paused {
+            return Ok(Popped::Paused);
         }
-        // Nothing claimed: the lock may have been held by a pop that was only looking.
-        drop(conn);
-        return deliver(pool, &pop, second_pass(pool, &pop, vec![lone]).await?, seal).await;
-    }
-    // Nothing to set up and no candidate (most often a parked pop's re-check): answered
-    // from the head alone, in one round trip.
-    if head.ready && head.candidates.is_empty() {
-        return Ok(Popped::Empty);
-    }
-    let now = head.now;
-    let (mut cands, mut tx) = if head.ready {
-        (head.candidates, Transaction::begin(conn, None).await?)
     } else {
-        set_up(conn, &pop, &head).await?
+        drop(conn);
+    }
+    let claims = if head.claims.is_empty() && !head.skipped.is_empty() {
+        second_pass(pool, &pop, head.skipped).await?
+    } else {
+        head.claims
     };
-    // POP-4 (our choice): the oldest unconsumed message first, then creation order.
-    cands.sort_by_key(|c| (c.oldest, c.seq));
-    let (claims, skipped) = claim_in_order(&mut tx, &pop, cands, now).await?;
-    tx.commit().await?;
-    if claims.is_empty() && !skipped.is_empty() {
-        return deliver(pool, &pop, second_pass(pool, &pop, skipped).await?, seal).await;
+    if let Some((c, _)) = claims.last() {
+        let at = if pop.scoped.is_some() {
+            c.seq
+        } else {
+            c.queue_id
+        };
+        rotation.claimed(pop.scope.clone(), pop.group, at);
     }
     deliver(pool, &pop, claims, seal).await
 }
 
+/// The head once more, after set-up, on a connection of its own.
+async fn head_again(
+    pool: &PgPool,
+    pop: &Pop<'_>,
+    rotation: &Rotation,
+) -> Result<Head, sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    head(&mut conn, pop, rotation).await
+}
+
 /// Step 1: the head's rows, read into what they say.
-async fn head(conn: &mut PgConnection, pop: &Pop<'_>) -> Result<Head, sqlx::Error> {
+async fn head(
+    conn: &mut PgConnection,
+    pop: &Pop<'_>,
+    rotation: &Rotation,
+) -> Result<Head, sqlx::Error> {
+    let (namespace, task) = match pop.route {
+        PopRoute::Discovery { namespace, task } => (namespace.as_deref(), task.as_deref()),
+        _ => (None, None),
+    };
+    let after = match pop.only {
+        Some(_) => 0,
+        None => rotation.after(&pop.scope, pop.group),
+    };
     let rows: Vec<HeadRow> = sqlx::query_as(HEAD)
         .bind(pop.scoped)
+        .bind(namespace)
+        .bind(task)
         .bind(pop.group)
         .bind(pop.only)
         .bind(QUEUE_MODE)
         .bind(pop.q.batch as i64)
+        .bind(i64::from(pop.cap))
         .bind(pop.lease_id)
         .bind(pop.q.lease_seconds.map(i64::from))
+        .bind(after)
         .fetch_all(conn)
         .await?;
     let first = rows.first().ok_or(sqlx::Error::RowNotFound)?;
@@ -269,17 +333,20 @@ async fn head(conn: &mut PgConnection, pop: &Pop<'_>) -> Result<Head, sqlx::Erro
         queue_id: first.queue_id,
         subscribed: first.subscribed,
         ready: first.ready,
-        candidates: Vec::new(),
-        tried: None,
+        claims: Vec::new(),
+        skipped: Vec::new(),
     };
-    if first.tried.is_some() {
-        let lone = first.candidate().ok_or(sqlx::Error::RowNotFound)?;
-        head.tried = Some((
-            lone,
-            rows.into_iter().filter_map(HeadRow::claimed).collect(),
-        ));
-    } else {
-        head.candidates = rows.iter().filter_map(HeadRow::candidate).collect();
+    for row in rows {
+        let Some(c) = row.candidate() else { continue };
+        if row.skipped == Some(true) {
+            head.skipped.push(c);
+            continue;
+        }
+        let Some(m) = row.claimed() else { continue };
+        match head.claims.last_mut() {
+            Some((last, rows)) if last.id == c.id => rows.push(m),
+            _ => head.claims.push((c, vec![m])),
+        }
     }
     Ok(head)
 }
@@ -291,12 +358,12 @@ impl HeadRow {
             id: self.id?,
             name: self.name.clone()?,
             options: self.options.clone()?,
+            queue_id: self.queue_id?,
             seq: self.seq?,
-            oldest: self.oldest,
         })
     }
 
-    /// The row's claimed message; none on the row of a claim that got nothing.
+    /// The row's claimed message; none on a row that claimed nothing.
     fn claimed(self) -> Option<Claimed> {
         Some(Claimed {
             offset: self.m_offset?,
@@ -312,24 +379,36 @@ impl HeadRow {
 }
 
 /// Step 2: creates the queue of a queue-scoped pop (POP-8) and the group's
-/// subscriptions (POP-13) in a transaction, and reads the candidates there.
+/// subscriptions (POP-13), in a transaction that commits before the head runs again.
 async fn set_up(
     conn: PoolConnection<Postgres>,
     pop: &Pop<'_>,
     head: &Head,
-) -> Result<(Vec<Candidate>, Transaction<'static, Postgres>), sqlx::Error> {
+) -> Result<(), sqlx::Error> {
     let mut tx = Transaction::begin(conn, None).await?;
     let queues: Vec<i64> = match (pop.route, head.queue_id) {
         (PopRoute::Queue(_) | PopRoute::Partition(..), Some(id)) => vec![id],
         (PopRoute::Queue(name) | PopRoute::Partition(name, _), None) => {
-            vec![ensure_queue(&mut tx, name, QueueOptions::implicit()).await?.0]
+            vec![
+                ensure_queue(&mut tx, name, QueueOptions::implicit())
+                    .await?
+                    .0,
+            ]
         }
         (PopRoute::Discovery { namespace, task }, _) => {
-            sqlx::query_scalar("SELECT id FROM queen_queues WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR task = $2) ORDER BY id")
-                .bind(namespace)
-                .bind(task)
-                .fetch_all(&mut *tx)
-                .await?
+            // Only the queues the group is not subscribed to yet.
+            sqlx::query_scalar(
+                "SELECT q.id FROM queen_queues q
+                 WHERE ($1::text IS NULL OR q.namespace = $1) AND ($2::text IS NULL OR q.task = $2)
+                   AND NOT EXISTS (SELECT 1 FROM queen_subscriptions s
+                                   WHERE s.queue_id = q.id AND s.consumer_group = $3)
+                 ORDER BY q.id",
+            )
+            .bind(namespace)
+            .bind(task)
+            .bind(pop.group)
+            .fetch_all(&mut *tx)
+            .await?
         }
     };
     if pop.group != QUEUE_MODE && !(pop.scoped.is_some() && head.subscribed) {
@@ -337,46 +416,14 @@ async fn set_up(
             subscribe(&mut tx, *qid, pop.q, head.now).await?;
         }
     }
-    let cands = sqlx::query_as(CANDIDATES)
-        .bind(&queues)
-        .bind(pop.group)
-        .bind(pop.only)
-        .bind(head.now)
-        .fetch_all(&mut *tx)
-        .await?;
-    Ok((cands, tx))
-}
-
-/// Step 3: claims `cands` in order in `tx`, each after trying its pair's lock, so that
-/// claims of several partitions commit together and a candidate whose lock is taken
-/// costs only that small statement. Answers the claims and the candidates skipped for a
-/// held lock.
-async fn claim_in_order(
-    tx: &mut PgConnection,
-    pop: &Pop<'_>,
-    cands: Vec<Candidate>,
-    now: DateTime<Utc>,
-) -> Result<(Vec<Claim>, Vec<Candidate>), sqlx::Error> {
-    let (mut taken, mut skipped) = (Taken::new(pop), Vec::new());
-    for c in cands {
-        if taken.full(pop) {
-            break;
-        }
-        if !pair::try_lock(tx, c.id, pop.group).await? {
-            skipped.push(c); // another pop or ack holds this pair right now
-            continue;
-        }
-        let rows = claim(tx, &c, pop, now, taken.budget).await?;
-        taken.add(c, rows);
-    }
-    Ok((taken.claims, skipped))
+    tx.commit().await
 }
 
 /// POP-2: a pop that claimed nothing because other transactions held the locks of
 /// `skipped` asks each again, waiting for its lock this time: the holder may have been
-/// a pop that only looked at the partition and leased another, and a partition is
-/// skipped only for a live lease. Each ask is a transaction of its own holding no other
-/// lock, so no two pops can wait on each other; its "now" is its own.
+/// an ack or another pop that will claim something else. Each ask is a transaction of
+/// its own holding no other lock, so no two pops can wait on each other; its "now" is
+/// its own.
 async fn second_pass(
     pool: &PgPool,
     pop: &Pop<'_>,
@@ -576,8 +623,7 @@ mod tests {
 
     #[test]
     fn the_statements_use_exactly_the_parameters_pop_binds() {
-        assert_eq!(params(HEAD), vec![1, 2, 3, 4, 5, 6, 7]);
-        assert_eq!(params(CANDIDATES), vec![1, 2, 3, 4]);
+        assert_eq!(params(HEAD), (1..=11).collect::<Vec<_>>());
         assert_eq!(params(CLAIM), vec![1, 2, 3, 4, 5, 6, 7]);
     }
 }
