@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the time goes in push and consume: runs one queen-bench workload against our
-# server on a throwaway PostgreSQL cluster and records CPU profiles of the server and
+# server on a durable PostgreSQL cluster of its own and records CPU profiles of the server and
 # of every PostgreSQL backend with `perf`, as flamegraphs (inferno) and top-N tables.
 #
 #   scripts/profile.sh push-batch [seconds]      # default 5 s of recording
@@ -32,9 +32,12 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-# The same settings as the bench's own throwaway cluster (queen-pg's THROWAWAY).
+# Durable, as the bench's own cluster (queen-pg's DURABLE); QUEEN_PROFILE_THROWAWAY=1 for
+# its throwaway settings (fsync, synchronous commit and full-page writes off).
+durability=""
+[ "${QUEEN_PROFILE_THROWAWAY:-0}" = 1 ] && durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 su postgres -c "$bin/initdb -D $tmp/data -A trust -U postgres" >/dev/null
-su postgres -c "$bin/pg_ctl -D $tmp/data -l $tmp/pg.log -w start -o '-p $pg_port -k $tmp -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300'" >/dev/null
+su postgres -c "$bin/pg_ctl -D $tmp/data -l $tmp/pg.log -w start -o '-p $pg_port -k $tmp -c listen_addresses=127.0.0.1 $durability -c max_connections=300'" >/dev/null
 url="postgres://postgres@127.0.0.1:$pg_port/postgres"
 PORT=$http_port HOST=127.0.0.1 DATABASE_URL=$url DB_POOL_SIZE=10 SPOOL_DIR=$tmp/spool RUST_LOG=warn \
     target/release/queen-server >"$tmp/server.log" 2>&1 &
@@ -46,7 +49,7 @@ case $workload in
     *) args=(--duration-secs $((secs + 4))) ;;
 esac
 target/release/queen-bench --target "http://127.0.0.1:$http_port" --database-url "$url" \
-    --workloads "$workload" "${args[@]}" >"$tmp/bench.out" 2>"$tmp/bench.err" &
+    --repeat 1 --workloads "$workload" "${args[@]}" >"$tmp/bench.out" 2>"$tmp/bench.err" &
 bench_pid=$!
 if [ "$workload" = consume ]; then
     # Record the drain only, not the pre-fill.

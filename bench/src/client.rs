@@ -1,24 +1,48 @@
-//! A thin HTTP client for the benchmark: JSON in, status and JSON out.
+//! A thin HTTP client for the benchmark: JSON in, status and JSON out. It knows every
+//! broker of the target; [`Client::on`] picks the one a worker talks to, so the workers
+//! of a workload spread over the brokers of a cluster as a load balancer would.
 
 use serde_json::Value;
+use std::sync::Arc;
 
 #[derive(Clone)]
 pub struct Client {
     http: reqwest::Client,
+    bases: Arc<Vec<String>>,
+    /// The broker this handle sends to.
     base: String,
 }
 
 impl Client {
-    pub fn new(base: &str, connections: usize) -> Client {
+    pub fn new(bases: &[String], connections: usize) -> Client {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(connections.max(1))
             .tcp_nodelay(true)
             .build()
             .expect("client");
+        let bases: Vec<String> = bases
+            .iter()
+            .map(|b| b.trim_end_matches('/').to_string())
+            .collect();
         Client {
             http,
-            base: base.trim_end_matches('/').to_string(),
+            base: bases[0].clone(),
+            bases: Arc::new(bases),
         }
+    }
+
+    /// A handle on broker `i` (modulo their number), sharing the connection pool.
+    pub fn on(&self, i: usize) -> Client {
+        Client {
+            http: self.http.clone(),
+            base: self.bases[i % self.bases.len()].clone(),
+            bases: self.bases.clone(),
+        }
+    }
+
+    /// How many brokers the target has.
+    pub fn brokers(&self) -> usize {
+        self.bases.len()
     }
 
     pub async fn post(
@@ -46,6 +70,13 @@ impl Client {
             .body(body)
             .send()
             .await?;
+        let s = r.status().as_u16();
+        Ok((s, r.bytes().await?))
+    }
+
+    /// A GET answering the raw bytes (see [`Client::post_raw`]).
+    pub async fn get_raw(&self, path: &str) -> Result<(u16, bytes::Bytes), reqwest::Error> {
+        let r = self.http.get(format!("{}{path}", self.base)).send().await?;
         let s = r.status().as_u16();
         Ok((s, r.bytes().await?))
     }

@@ -9,17 +9,17 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub struct ConsumeParams {
+pub struct ConsumeParams<'a> {
     pub messages: usize,
     pub partitions: usize,
     pub consumers: usize,
     pub batch: usize,
     pub queue: String,
-    /// The broker's process, when known: its CPU time is read around the drain alone.
-    pub server_pid: Option<u32>,
+    /// The brokers, whose CPU time is read around the drain alone.
+    pub brokers: &'a crate::target::Target,
 }
 
-pub async fn run(client: &Client, p: &ConsumeParams) -> Result<Outcome, String> {
+pub async fn run(client: &Client, p: &ConsumeParams<'_>) -> Result<Outcome, String> {
     // Pre-fill with batches of 100 (not timed).
     let mut pushed = 0;
     while pushed < p.messages {
@@ -40,12 +40,12 @@ pub async fn run(client: &Client, p: &ConsumeParams) -> Result<Outcome, String> 
     eprintln!("consume: pre-filled {pushed} messages, draining");
     let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
     let dups = Arc::new(Mutex::new(0u64));
-    let server_before = p.server_pid.and_then(crate::machine::process_cpu);
+    let server_before = p.brokers.cpu_s();
     let started = Instant::now();
     let deadline = started + Duration::from_secs(120);
     let mut tasks = Vec::new();
-    for _ in 0..p.consumers {
-        let (client, seen, dups) = (client.clone(), seen.clone(), dups.clone());
+    for i in 0..p.consumers {
+        let (client, seen, dups) = (client.on(i), seen.clone(), dups.clone());
         let path = format!(
             "/api/v1/pop/queue/{}?batch={}&partitions=1",
             p.queue, p.batch
@@ -56,25 +56,13 @@ pub async fn run(client: &Client, p: &ConsumeParams) -> Result<Outcome, String> 
                 if seen.lock().unwrap().len() >= total || Instant::now() > deadline {
                     return Ok::<_, String>(());
                 }
-                let (s, body) = client.get(&path).await.map_err(|e| e.to_string())?;
-                if s == 204 {
+                let Some(cycle) = crate::cycle::pop_and_ack(&client, &path, None).await? else {
                     tokio::time::sleep(Duration::from_millis(2)).await;
                     continue;
-                }
-                let body = body.ok_or("200 without body")?;
-                let msgs = body["messages"].as_array().cloned().unwrap_or_default();
-                let acks: Vec<Value> = msgs
-                    .iter()
-                    .map(|m| json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"], "status": "completed"}))
-                    .collect();
-                let (s, r) = client.post("/api/v1/ack/batch", &json!({ "acknowledgments": acks })).await.map_err(|e| e.to_string())?;
-                let ok = r.as_ref().and_then(Value::as_array).is_some_and(|a| a.iter().all(|x| x["success"] == true));
-                if s != 200 || !ok {
-                    return Err(format!("batch ack answered {s}: {r:?}"));
-                }
+                };
                 let mut seen = seen.lock().unwrap();
-                for m in &msgs {
-                    if !seen.insert(m["transactionId"].as_str().unwrap_or("").to_string()) {
+                for t in cycle.delivered {
+                    if !seen.insert(t) {
                         *dups.lock().unwrap() += 1;
                     }
                 }
@@ -85,9 +73,7 @@ pub async fn run(client: &Client, p: &ConsumeParams) -> Result<Outcome, String> 
         t.await.map_err(|e| e.to_string())??;
     }
     let secs = started.elapsed().as_secs_f64();
-    let server_cpu = server_before
-        .zip(p.server_pid.and_then(crate::machine::process_cpu))
-        .map(|(a, b)| b - a);
+    let server_cpu = server_before.zip(p.brokers.cpu_s()).map(|(a, b)| b - a);
     let delivered = seen.lock().unwrap().len();
     let duplicates = *dups.lock().unwrap();
     let missing = p.messages - delivered;

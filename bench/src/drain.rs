@@ -13,13 +13,13 @@ use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-pub struct DrainParams {
+pub struct DrainParams<'a> {
     pub messages: usize,
     /// One partition per message (`drain-many-partitions`), or all in one.
     pub spread: bool,
     pub queue: String,
-    /// The broker's process, when known: its CPU time is read around the drain alone.
-    pub server_pid: Option<u32>,
+    /// The brokers, whose CPU time is read around the drain alone.
+    pub brokers: &'a crate::target::Target,
 }
 
 /// The group that drains.
@@ -28,7 +28,7 @@ const GROUP: &str = "bench-drain";
 /// Items per pre-fill request.
 const FILL: usize = 1000;
 
-pub async fn run(client: &Client, p: &DrainParams) -> Result<Outcome, String> {
+pub async fn run(client: &Client, p: &DrainParams<'_>) -> Result<Outcome, String> {
     fill(client, p).await?;
     let path = format!(
         "/api/v1/pop/queue/{}?batch=1&partitions=1&consumerGroup={GROUP}",
@@ -36,50 +36,25 @@ pub async fn run(client: &Client, p: &DrainParams) -> Result<Outcome, String> {
     );
     let mut seen = HashSet::with_capacity(p.messages);
     let mut duplicates = 0u64;
-    let server_before = p.server_pid.and_then(crate::machine::process_cpu);
+    let server_before = p.brokers.cpu_s();
     let started = Instant::now();
     let give_up = started + Duration::from_secs(600);
     while seen.len() < p.messages && Instant::now() < give_up {
-        let (s, body) = client.get(&path).await.map_err(|e| e.to_string())?;
-        if s == 204 {
+        let Some(cycle) = crate::cycle::pop_and_ack(client, &path, Some(GROUP)).await? else {
             return Err(format!(
                 "a pop found nothing with {} of {} messages left",
                 p.messages - seen.len(),
                 p.messages
             ));
-        }
-        let body = body
-            .filter(|_| s == 200)
-            .ok_or(format!("pop answered {s}"))?;
-        let msgs = body["messages"].as_array().cloned().unwrap_or_default();
-        let acks: Vec<Value> = msgs
-            .iter()
-            .map(|m| json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"], "leaseId": m["leaseId"], "status": "completed"}))
-            .collect();
-        let (s, r) = client
-            .post(
-                "/api/v1/ack/batch",
-                &json!({"consumerGroup": GROUP, "acknowledgments": acks}),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        let ok = r
-            .as_ref()
-            .and_then(Value::as_array)
-            .is_some_and(|a| a.iter().all(|x| x["success"] == true));
-        if s != 200 || !ok {
-            return Err(format!("batch ack answered {s}: {r:?}"));
-        }
-        for m in &msgs {
-            if !seen.insert(m["transactionId"].as_str().unwrap_or("").to_string()) {
+        };
+        for t in cycle.delivered {
+            if !seen.insert(t) {
                 duplicates += 1;
             }
         }
     }
     let secs = started.elapsed().as_secs_f64();
-    let server_cpu = server_before
-        .zip(p.server_pid.and_then(crate::machine::process_cpu))
-        .map(|(a, b)| b - a);
+    let server_cpu = server_before.zip(p.brokers.cpu_s()).map(|(a, b)| b - a);
     let missing = p.messages - seen.len();
     if missing > 0 || duplicates > 0 {
         return Err(format!(
@@ -101,7 +76,7 @@ pub async fn run(client: &Client, p: &DrainParams) -> Result<Outcome, String> {
 }
 
 /// Pushes the messages (not timed): message `i` to partition `p{i}`, or all to `p0`.
-async fn fill(client: &Client, p: &DrainParams) -> Result<(), String> {
+async fn fill(client: &Client, p: &DrainParams<'_>) -> Result<(), String> {
     for start in (0..p.messages).step_by(FILL) {
         let items: Vec<Value> = (start..(start + FILL).min(p.messages))
             .map(|i| {

@@ -20,12 +20,16 @@
 mod ceiling;
 mod client;
 mod consume;
+mod cycle;
+mod discovery;
 mod drain;
 mod machine;
 mod management;
 mod parked;
+mod plot;
 mod push;
 mod report;
+mod scale;
 mod scaling;
 mod stats;
 mod summary;
@@ -41,13 +45,14 @@ use std::time::Duration;
     about = "Benchmark a Queen-compatible broker on loopback"
 )]
 struct Args {
-    /// The broker to drive (loopback only); default: our server on a throwaway cluster.
+    /// The broker to drive (loopback only; several brokers of one deployment as a
+    /// comma-separated list); default: our server on a cluster of its own.
     #[arg(long)]
     target: Option<String>,
     /// The target's database, for the raw ceiling and connection counts (with --target).
     #[arg(long)]
     database_url: Option<String>,
-    /// Comma-separated: pg-ceiling, push-batch, push-batch-spread, push-single, consume, drain, wake-latency, parked-polls, request-scaling, management-scale.
+    /// Comma-separated: pg-ceiling, push-batch, push-batch-spread, push-single, consume, drain, wake-latency, parked-polls, request-scaling, management-scale, scale, discovery.
     #[arg(
         long,
         default_value = "pg-ceiling,push-batch,push-batch-spread,push-single,consume,drain,wake-latency,parked-polls"
@@ -97,9 +102,19 @@ struct Args {
     #[arg(long, default_value_t = 10_000)]
     scale_partitions: usize,
     /// Consumer groups reading it (each has a cursor on every partition).
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 100)]
     scale_groups: usize,
-    /// Database connections of the server we start.
+    /// Where scale writes its plot (SVG).
+    #[arg(long, default_value = "queen-bench-scale.svg")]
+    plot: std::path::PathBuf,
+    /// Queues of the namespace a discovery pop scans.
+    #[arg(long, default_value_t = 1000)]
+    discovery_queues: usize,
+    /// How many of our servers to start on the one database; the workloads' clients
+    /// spread over them (a push on one broker wakes a pop parked on another).
+    #[arg(long, default_value_t = 1)]
+    brokers: usize,
+    /// Database connections of each server we start.
     #[arg(long, default_value_t = 10)]
     pool_size: u32,
 }
@@ -121,7 +136,7 @@ async fn run(a: Args) -> Result<(), String> {
     };
     let target = match &a.target {
         Some(url) => target::Target::external(url, a.database_url.clone())?,
-        None => target::Target::ours(a.pool_size, durability).await?,
+        None => target::Target::ours(a.pool_size, durability, a.brokers).await?,
     };
     let database = target.database().await;
     eprintln!("database: {database}");
@@ -130,7 +145,7 @@ async fn run(a: Args) -> Result<(), String> {
         rounds.push(run_round(&a, &target, round).await?);
     }
     let (figures, verdicts) = summary::summarize(&rounds);
-    report::print(&database, &figures, &verdicts);
+    report::print(&database, target.urls.len(), &figures, &verdicts);
     Ok(())
 }
 
@@ -140,7 +155,7 @@ async fn run_round(
     target: &target::Target,
     round: usize,
 ) -> Result<Vec<report::Outcome>, String> {
-    let client = client::Client::new(&target.url, a.connections.max(a.consumers));
+    let client = client::Client::new(&target.urls, a.connections.max(a.consumers));
     // Every round works on queues of its own.
     let run_id = format!("{}-{round}", std::process::id());
     let duration = Duration::from_secs(a.duration_secs);
@@ -153,7 +168,7 @@ async fn run_round(
     {
         eprintln!("round {round}: running {w} ...");
         let cpu_before = machine::cpu_times();
-        let server_before = target.pid.and_then(machine::process_cpu);
+        let server_before = target.cpu_s();
         let first = outcomes.len();
         match w {
             "pg-ceiling" => match &target.database_url {
@@ -179,7 +194,7 @@ async fn run_round(
                     consumers: a.consumers,
                     batch: a.consume_batch,
                     queue: format!("bench-consume-{run_id}"),
-                    server_pid: target.pid,
+                    brokers: target,
                 };
                 outcomes.push(consume::run(&client, &p).await?);
             }
@@ -189,7 +204,7 @@ async fn run_round(
                         messages: a.drain_messages,
                         spread,
                         queue: format!("bench-drain-{spread}-{run_id}"),
-                        server_pid: target.pid,
+                        brokers: target,
                     };
                     outcomes.push(drain::run(&client, &p).await?);
                 }
@@ -213,7 +228,7 @@ async fn run_round(
                 }
             }
             "parked-polls" => {
-                let c = client::Client::new(&target.url, a.polls);
+                let c = client::Client::new(&target.urls, a.polls);
                 outcomes.push(
                     parked::run(&c, target, &format!("bench-parked-{run_id}"), a.polls).await?,
                 );
@@ -228,11 +243,38 @@ async fn run_round(
                 };
                 outcomes.extend(management::run(&client, &p).await?);
             }
+            "scale" => {
+                let p = scale::ScaleParams {
+                    messages: a.scale_messages,
+                    partitions: a.scale_partitions.max(1),
+                    groups: a.scale_groups,
+                    connections: a.connections,
+                    consumers: a.consumers,
+                    queue: format!("bench-scale-{run_id}"),
+                };
+                let (figures, steps) = scale::run(&client, &p).await?;
+                report::scale_table(&steps);
+                let title = format!(
+                    "one queue, {} partitions, {} groups: cost per message (round {round})",
+                    p.partitions, p.groups
+                );
+                plot::scale_svg(&a.plot, &steps, &title)?;
+                eprintln!("scale: plot written to {}", a.plot.display());
+                outcomes.extend(figures);
+            }
+            "discovery" => {
+                let p = discovery::DiscoveryParams {
+                    queues: a.discovery_queues.max(1),
+                    per_queue: 5,
+                    namespace: format!("benchdisc{}", run_id.replace('-', "x")),
+                };
+                outcomes.push(discovery::run(&client, &p).await?);
+            }
             other => return Err(format!("unknown workload {other}")),
         }
         // The whole workload's, unless it measured its own (wake-latency, per parking time).
         let cpu = machine::since(cpu_before);
-        let server_cpu = match (server_before, target.pid.and_then(machine::process_cpu)) {
+        let server_cpu = match (server_before, target.cpu_s()) {
             (Some(a), Some(b)) => Some(b - a),
             _ => None,
         };

@@ -16,7 +16,7 @@ pub async fn run(
 ) -> Result<Outcome, String> {
     let mut tasks = Vec::with_capacity(polls);
     for i in 0..polls {
-        let c = client.clone();
+        let c = client.on(i);
         let path = format!("/api/v1/pop/queue/{queue}?wait=true&timeout=60000&consumerGroup=g{i}");
         tasks.push(tokio::spawn(async move { c.get(&path).await.map(|r| r.0) }));
     }

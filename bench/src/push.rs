@@ -39,7 +39,7 @@ pub async fn run(client: &Client, p: &PushParams, name: &str) -> Result<Outcome,
     let started = Instant::now();
     let mut tasks = Vec::new();
     for worker in 0..p.connections {
-        let client = client.clone();
+        let client = client.on(worker);
         let (queue, batch, partitions, spread) = (p.queue.clone(), p.batch, p.partitions, p.spread);
         tasks.push(tokio::spawn(async move {
             let mut lat = Latencies::default();

@@ -27,8 +27,8 @@ pub fn lines(outcomes: &[Outcome]) {
 }
 
 /// The figures' and the targets' tables, then the summary as one JSON line.
-pub fn print(database: &Database, figures: &[Figure], verdicts: &[Verdict]) {
-    println!("\ndatabase: {database}");
+pub fn print(database: &Database, brokers: usize, figures: &[Figure], verdicts: &[Verdict]) {
+    println!("\ndatabase: {database}; brokers: {brokers}");
     let mut t = Table::new();
     t.load_style(ASCII_MARKDOWN).set_header([
         "workload",
@@ -74,7 +74,8 @@ pub fn print(database: &Database, figures: &[Figure], verdicts: &[Verdict]) {
     println!("{t}");
     println!(
         "{}",
-        json!({"summary": {"database": database, "figures": figures, "targets": verdicts}})
+        json!({"summary": {"database": database, "brokers": brokers, "figures": figures,
+                           "targets": verdicts}})
     );
 }
 
@@ -93,4 +94,30 @@ fn range(s: &Spread) -> String {
 
 fn ratio(s: &Spread) -> String {
     format!("{} ({}–{})", num(s.median), num(s.min), num(s.max))
+}
+
+/// The scale workload's steps, as a table.
+pub fn scale_table(steps: &[crate::scale::Step]) {
+    let mut t = Table::new();
+    t.load_style(ASCII_MARKDOWN).set_header([
+        "retained messages",
+        "push µs/msg",
+        "pop µs/msg",
+        "ack µs/msg",
+        "pop µs/msg, 16 partitions written",
+        "push msgs/s",
+        "drain msgs/s",
+    ]);
+    for s in steps {
+        t.add_row([
+            s.retained.to_string(),
+            num(s.push_us),
+            num(s.pop_us),
+            num(s.ack_us),
+            num(s.sparse_pop_us),
+            num(s.push_rate),
+            num(s.drain_rate),
+        ]);
+    }
+    println!("{t}");
 }

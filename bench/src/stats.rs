@@ -25,6 +25,14 @@ impl Latencies {
         self.micros.len()
     }
 
+    /// The mean in milliseconds.
+    pub fn mean_ms(&self) -> f64 {
+        if self.micros.is_empty() {
+            return f64::NAN;
+        }
+        self.micros.iter().sum::<u64>() as f64 / self.micros.len() as f64 / 1000.0
+    }
+
     /// The `p`-th percentile (0..=100) in milliseconds, nearest-rank.
     pub fn percentile_ms(&self, p: f64) -> f64 {
         if self.micros.is_empty() {

@@ -6,26 +6,28 @@ use std::net::{IpAddr, ToSocketAddrs};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A broker under test.
+/// A broker under test: one process, or several on one database (a cluster of
+/// stateless brokers, which the client spreads its requests over).
 pub struct Target {
-    pub url: String,
-    /// The broker's database, when known (our server): ceiling and connection counts.
+    /// Every broker's URL; the client's workers spread over them.
+    pub urls: Vec<String>,
+    /// The brokers' database, when known (ours): ceiling and connection counts.
     pub database_url: Option<String>,
-    /// The broker process, when we started it: its RSS.
-    pub pid: Option<u32>,
-    child: Option<Child>,
-    /// The spool directory we gave the server we started: removed with it.
-    spool: Option<std::path::PathBuf>,
+    /// The broker processes, when we started them: their RSS and CPU time.
+    pub pids: Vec<u32>,
+    children: Vec<Child>,
+    /// The spool directories we gave the servers we started: removed with them.
+    spools: Vec<std::path::PathBuf>,
     _cluster: Option<queen_pg::LocalCluster>,
 }
 
 impl Drop for Target {
     fn drop(&mut self) {
-        if let Some(c) = &mut self.child {
+        for c in &mut self.children {
             let _ = c.kill();
             let _ = c.wait();
         }
-        if let Some(dir) = &self.spool {
+        for dir in &self.spools {
             let _ = std::fs::remove_dir_all(dir);
         }
     }
@@ -53,21 +55,39 @@ pub fn check_loopback(url: &str) -> Result<(), String> {
 }
 
 impl Target {
-    pub fn external(url: &str, database_url: Option<String>) -> Result<Target, String> {
-        check_loopback(url)?;
+    /// Brokers already running: `urls` is comma-separated (several brokers of one
+    /// deployment, spread over as ours are).
+    pub fn external(urls: &str, database_url: Option<String>) -> Result<Target, String> {
+        let urls: Vec<String> = urls
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_string)
+            .collect();
+        if urls.is_empty() {
+            return Err("--target names no URL".into());
+        }
+        for u in &urls {
+            check_loopback(u)?;
+        }
         Ok(Target {
-            url: url.to_string(),
+            urls,
             database_url,
-            pid: None,
-            child: None,
-            spool: None,
+            pids: vec![],
+            children: vec![],
+            spools: vec![],
             _cluster: None,
         })
     }
 
-    /// Starts a cluster of the given durability and `queen-server` (the binary next to
-    /// this one) on it; both are removed when the target is dropped.
-    pub async fn ours(pool_size: u32, durability: queen_pg::Durability) -> Result<Target, String> {
+    /// Starts a cluster of the given durability and `brokers` `queen-server` processes
+    /// (the binary next to this one) on it, each with `pool_size` connections; all are
+    /// removed when the target is dropped.
+    pub async fn ours(
+        pool_size: u32,
+        durability: queen_pg::Durability,
+        brokers: usize,
+    ) -> Result<Target, String> {
         let cluster = queen_pg::LocalCluster::start_with(durability)
             .await
             .map_err(|e| e.to_string())?;
@@ -79,45 +99,56 @@ impl Target {
                 server.display()
             ));
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?
-            .port();
-        let spool = std::env::temp_dir().join(format!("queen-bench-spool-{}", std::process::id()));
-        let child = Command::new(&server)
-            .env("PORT", port.to_string())
-            .env("HOST", "127.0.0.1")
-            .env("DATABASE_URL", cluster.url())
-            .env("DB_POOL_SIZE", pool_size.to_string())
-            .env("SPOOL_DIR", &spool)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", server.display()))?;
-        let url = format!("http://127.0.0.1:{port}");
-        // Built before the health wait, so that a server that never becomes healthy is
-        // still killed and its spool removed when this returns an error.
-        let target = Target {
-            url: url.clone(),
+        // Built before the servers start, so that one that never becomes healthy is still
+        // killed and its spool removed when this returns an error.
+        let mut target = Target {
+            urls: vec![],
             database_url: Some(cluster.url().to_string()),
-            pid: Some(child.id()),
-            child: Some(child),
-            spool: Some(spool),
-            _cluster: Some(cluster),
+            pids: vec![],
+            children: vec![],
+            spools: vec![],
+            _cluster: None,
         };
+        for b in 0..brokers.max(1) {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map_err(|e| e.to_string())?
+                .port();
+            let spool =
+                std::env::temp_dir().join(format!("queen-bench-spool-{}-{b}", std::process::id()));
+            target.spools.push(spool.clone());
+            let child = Command::new(&server)
+                .env("PORT", port.to_string())
+                .env("HOST", "127.0.0.1")
+                .env("DATABASE_URL", cluster.url())
+                .env("DB_POOL_SIZE", pool_size.to_string())
+                .env("SPOOL_DIR", &spool)
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(|e| format!("cannot start {}: {e}", server.display()))?;
+            target.pids.push(child.id());
+            target.children.push(child);
+            target.urls.push(format!("http://127.0.0.1:{port}"));
+        }
+        target._cluster = Some(cluster);
         let client = reqwest::Client::new();
         let until = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(r) = client.get(format!("{url}/health")).send().await {
-                if r.status().is_success() {
-                    break;
+        for url in &target.urls {
+            loop {
+                if let Ok(r) = client.get(format!("{url}/health")).send().await {
+                    if r.status().is_success() {
+                        break;
+                    }
                 }
+                if Instant::now() > until {
+                    return Err(format!(
+                        "queen-server at {url} did not become healthy within 60 s"
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            if Instant::now() > until {
-                return Err("queen-server did not become healthy within 60 s".into());
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
         Ok(target)
     }
@@ -157,18 +188,37 @@ impl Target {
         }
     }
 
-    /// Resident memory of the broker process in MiB, when we know its pid.
-    pub fn rss_mib(&self) -> Option<f64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid?)).ok()?;
-        let kb: f64 = status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()?;
-        Some(kb / 1024.0)
+    /// CPU time the broker processes have used so far (seconds), when we know them.
+    pub fn cpu_s(&self) -> Option<f64> {
+        if self.pids.is_empty() {
+            return None;
+        }
+        self.pids
+            .iter()
+            .map(|p| crate::machine::process_cpu(*p))
+            .sum()
     }
+
+    /// Resident memory of the broker processes in MiB (summed), when we know them.
+    pub fn rss_mib(&self) -> Option<f64> {
+        if self.pids.is_empty() {
+            return None;
+        }
+        self.pids.iter().map(|p| rss_of(*p)).sum()
+    }
+}
+
+/// Resident memory of process `pid` in MiB.
+fn rss_of(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
 }
 
 /// The settings that decide what a commit costs and promises.

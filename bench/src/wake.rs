@@ -63,8 +63,11 @@ pub async fn run(
     // From the push's answer to the pop's: the wake-up itself, without the push.
     let mut after_push = Latencies::default();
     let mut worst = (Duration::ZERO, 0usize);
+    // With several brokers the push goes to another broker than the parked pop's, so
+    // the wake-up crosses processes (LISTEN/NOTIFY).
+    let pusher = client.on(1);
     for round in 0..rounds {
-        let c = client.clone();
+        let c = client.on(0);
         let path = pop_path.clone();
         let parked = tokio::spawn(async move {
             let r = pop(&c, &path).await;
@@ -72,7 +75,7 @@ pub async fn run(
         });
         tokio::time::sleep(park).await;
         let pushed = Instant::now();
-        push(client, &queue, round as i64).await?;
+        push(&pusher, &queue, round as i64).await?;
         let answered = Instant::now();
         push_lat.record(answered - pushed);
         let (r, at) = parked.await.map_err(|e| e.to_string())?;
@@ -104,7 +107,8 @@ pub async fn run(
                         "push_p99_ms": push_lat.percentile_ms(99.0),
                         "after_push_p50_ms": after_push.percentile_ms(50.0),
                         "after_push_p99_ms": after_push.percentile_ms(99.0),
-                        "worst_round": worst.1, "machine_cpu": cpu.clone()}),
+                        "worst_round": worst.1, "brokers": client.brokers(),
+                        "machine_cpu": cpu.clone()}),
     }];
     if floor.is_some() {
         out.push(Outcome {

@@ -3,18 +3,18 @@
 --
 -- The partitions of queue `p_qid` with something past group `p_group`'s cursor whose
 -- cursor is free at `p_now` (checked again under the pair's lock before a claim),
--- optionally only partition `p_only`; `p_options` is the queue's options row. `seq` is
--- the creation order the head walks in (POP-4); `backlog` is how many messages lie past
+-- optionally only partition `p_only`; `p_options` is the queue's options row. The head
+-- walks them in name order (POP-4); `backlog` is how many messages lie past
 -- the cursor, which never lies below what retention removed (RET-4); `window_open` is
 -- POP-14's windowBuffer. A SQL function, so PostgreSQL inlines it into the statements
--- that read it, and a walk ordered by `seq` reads the partitions index in order and
+-- that read it, and a walk ordered by name reads the (queue_id, name) key in order and
 -- stops where its reader stops.
 CREATE OR REPLACE FUNCTION queen_pop_candidates(
     p_qid bigint, p_group text, p_only text, p_now timestamptz, p_options jsonb
 ) RETURNS TABLE (
-    id uuid, name text, options jsonb, seq bigint, backlog bigint, window_open boolean
+    id uuid, name text, options jsonb, backlog bigint, window_open boolean
 ) LANGUAGE sql STABLE AS $fn$
-    SELECT p.id, p.name, p_options, p.seq,
+    SELECT p.id, p.name, p_options,
            p.last_offset - GREATEST(COALESCE(c.committed, 0), p.removed_through),
            queen_window_open(p_options, p.last_write_at, p_now)
     FROM queen_partitions p

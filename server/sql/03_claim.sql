@@ -19,6 +19,9 @@ CREATE OR REPLACE FUNCTION queen_claim(
     "offset" bigint, id uuid, transaction_id text, trace_id uuid, data json,
     created_at timestamptz, producer_sub text, sealed boolean
 ) LANGUAGE plpgsql VOLATILE
+-- Sorts and bitmap scans allowed, also when the pop head (which turns them off for its
+-- walk) calls it: a claim's statements are planned for a claim, not for a walk.
+SET enable_sort = on SET enable_bitmapscan = on
 AS $fn$
 #variable_conflict use_column
 DECLARE

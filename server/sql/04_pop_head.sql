@@ -2,13 +2,14 @@
 -- of a discovery pop), whether the group is subscribed there, and `ready` (nothing to
 -- set up first); then, when ready, the walk that claims.
 --
--- POP-4 (our choice): the walk takes a queue's partitions in creation order (`seq`),
--- starting after `p_after` (the last partition this broker claimed for the group
--- there, a hint the server keeps) and wrapping around to the first: round robin. Each
+-- POP-4 (our choice): the walk takes a queue's partitions in name order, starting after
+-- `p_after_name` (the last partition this broker claimed for the group there, a hint
+-- the server keeps; '' before every name) and wrapping around to the first: round
+-- robin, through the (queue_id, name) key. Each
 -- open candidate is claimed under its pair's lock, tried without waiting (POP-2), until
 -- the batch is spent or `p_cap` partitions are claimed, so a pop reads the partitions
 -- it passes over, not the whole queue. A discovery pop walks its queues the same way,
--- by queue id after `p_after`, each queue's partitions from its first. All claims of
+-- by queue id after `p_after_queue`, each queue's partitions from its first. All claims of
 -- one pop commit together, with the statement.
 --
 -- It is a function, not one statement, because each small statement here keeps its own
@@ -30,18 +31,21 @@ CREATE OR REPLACE FUNCTION queen_pop_head(
     p_cap bigint,       -- the most partitions to claim
     p_lease uuid,       -- the lease id, or NULL for autoAck
     p_lease_secs bigint,-- the pop's leaseSeconds, or NULL for the queue's leaseTime
-    p_after bigint      -- the walk starts after this partition seq (a queue) or queue id
+    p_after_name text,  -- a queue pop's walk starts after this partition name
+    p_after_queue bigint -- a discovery pop's walk starts after this queue id
 ) RETURNS TABLE (
     paused boolean, now timestamptz, queue_id bigint, subscribed boolean, ready boolean,
-    id uuid, name text, options jsonb, seq bigint, skipped boolean,
+    id uuid, name text, options jsonb, skipped boolean,
     m_offset bigint, m_id uuid, m_transaction_id text, m_trace_id uuid, m_data json,
     m_created_at timestamptz, m_producer_sub text, m_sealed boolean
 ) LANGUAGE plpgsql VOLATILE
 -- Every statement here finds its rows by key, and the server plans generically: a
 -- generic plan guesses a queue's partition count from the table's average, and with one
 -- queue of many partitions beside a small one it scanned every partition for the small
--- one. These settings leave the planner the index paths only.
+-- one, and a walk sorted its candidates instead of reading them in key order and
+-- stopping early. These settings leave the planner the ordered index paths only.
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
+SET enable_bitmapscan = off SET enable_sort = off
 AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -56,8 +60,6 @@ DECLARE
     v_rows bigint := 0;
     v_n bigint;
     v_lap int;
-    v_lo bigint;
-    v_hi bigint;
     v_q record;
     v_cand record;
 BEGIN
@@ -81,32 +83,35 @@ BEGIN
     END IF;
 
     IF v_ready AND NOT v_paused THEN
-        -- Two laps: after `p_after` to the end, then from the start up to it.
+        -- Two laps: after the hint to the end, then from the start up to it.
         FOR v_lap IN 0..1 LOOP
-            IF v_lap = 0 THEN
-                v_lo := p_after; v_hi := 9223372036854775807;
-            ELSE
-                v_lo := -1; v_hi := p_after;
-            END IF;
             FOR v_q IN
-                SELECT v_qid AS id, v_options AS options, v_lo AS lo, v_hi AS hi
-                WHERE p_queue IS NOT NULL
+                SELECT v_qid AS id, v_options AS options WHERE p_queue IS NOT NULL
                 UNION ALL
-                (SELECT q.id, q.options, -1, 9223372036854775807 FROM queen_queues q
+                (SELECT q.id, q.options FROM queen_queues q
                  WHERE p_queue IS NULL
                    AND (p_namespace IS NULL OR q.namespace = p_namespace)
                    AND (p_task IS NULL OR q.task = p_task)
-                   AND q.id > v_lo AND q.id <= v_hi
+                   AND ((v_lap = 0 AND q.id > p_after_queue) OR (v_lap = 1 AND q.id <= p_after_queue))
                  ORDER BY q.id)
             LOOP
+                -- A queue pop's laps split its partitions at the hint; a discovery pop
+                -- walks each queue whole.
                 FOR v_cand IN
                     SELECT c.* FROM queen_pop_candidates(v_q.id, p_group, p_only, v_now, v_q.options) c
-                    WHERE c.window_open AND c.seq > v_q.lo AND c.seq <= v_q.hi
-                    ORDER BY c.seq
+                    WHERE c.window_open AND p_queue IS NULL
+                    UNION ALL
+                    (SELECT c.* FROM queen_pop_candidates(v_q.id, p_group, p_only, v_now, v_q.options) c
+                     WHERE c.window_open AND p_queue IS NOT NULL AND v_lap = 0 AND c.name > p_after_name
+                     ORDER BY c.name)
+                    UNION ALL
+                    (SELECT c.* FROM queen_pop_candidates(v_q.id, p_group, p_only, v_now, v_q.options) c
+                     WHERE c.window_open AND p_queue IS NOT NULL AND v_lap = 1 AND c.name <= p_after_name
+                     ORDER BY c.name)
                 LOOP
                     IF pg_try_advisory_xact_lock(queen_pair_key(v_cand.id, p_group)) THEN
                         RETURN QUERY SELECT v_paused, v_now, v_q.id, v_subscribed, v_ready,
-                            v_cand.id, v_cand.name, v_cand.options, v_cand.seq, false,
+                            v_cand.id, v_cand.name, v_cand.options, false,
                             m."offset", m.id, m.transaction_id, m.trace_id, m.data, m.created_at,
                             m.producer_sub, m.sealed
                         FROM queen_claim(v_cand.id, p_group, v_q.options, v_now, v_budget,
@@ -121,7 +126,7 @@ BEGIN
                         -- POP-2: held by another pop or an ack right now; the server
                         -- asks again, waiting, if this pop claims nothing else.
                         RETURN QUERY SELECT v_paused, v_now, v_q.id, v_subscribed, v_ready,
-                            v_cand.id, v_cand.name, v_cand.options, v_cand.seq, true,
+                            v_cand.id, v_cand.name, v_cand.options, true,
                             NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json,
                             NULL::timestamptz, NULL::text, NULL::boolean;
                         v_rows := v_rows + 1;
@@ -136,7 +141,7 @@ BEGIN
 
     IF v_rows = 0 THEN
         RETURN QUERY SELECT v_paused, v_now, v_qid, v_subscribed, v_ready,
-            NULL::uuid, NULL::text, NULL::jsonb, NULL::bigint, NULL::boolean,
+            NULL::uuid, NULL::text, NULL::jsonb, NULL::boolean,
             NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::json, NULL::timestamptz,
             NULL::text, NULL::boolean;
     END IF;

@@ -19,7 +19,12 @@ CREATE OR REPLACE FUNCTION queen_push_minted(
     p_ki int[], p_rank bigint[], p_id uuid[], p_txn text[], p_trace uuid[], p_data text[],
     p_sub text[], p_queues text[]
 ) RETURNS TABLE (go boolean, maintenance boolean)
-LANGUAGE plpgsql VOLATILE AS $fn$
+LANGUAGE plpgsql VOLATILE
+-- A statement's plan is made once per connection, maybe while the tables are still
+-- small, and kept until their statistics change: index paths only, as in the pop head,
+-- so that no plan made for a small table scans a large one.
+SET enable_seqscan = off SET enable_bitmapscan = off
+AS $fn$
 DECLARE
     v_ids uuid[];
     v_last bigint[];
@@ -30,18 +35,23 @@ BEGIN
         RETURN;
     END IF;
     -- Lock the partitions in canonical order (queue id, partition name), as the general
-    -- path does, so the two never wait on each other in a cycle; FOR UPDATE returns the
-    -- newest committed last_offset after any wait. Indexed by key position + 1.
+    -- path does, so the two never wait on each other in a cycle; the lock returns the
+    -- newest committed last_offset after any wait. Indexed by key position + 1. The keys
+    -- are resolved to queue ids first (materialized) so each partition is found by its
+    -- whole key (`queues.rs` says why), and FOR NO KEY UPDATE does not wait for cursor
+    -- inserts under the partitions.
+    WITH k AS MATERIALIZED (
+        SELECT q.id AS qid, k.pn, k.n,
+               coalesce((q.options->>'encryptionEnabled')::boolean, false)
+               OR coalesce((q.options->>'maxSize')::bigint, 0) > 0 AS general
+        FROM unnest(p_qn, p_pn) WITH ORDINALITY AS k(qn, pn, n)
+        JOIN queen_queues q ON q.name = k.qn)
     SELECT array_agg(lk.id ORDER BY lk.n), array_agg(lk.last_offset ORDER BY lk.n),
            bool_or(lk.general)
     INTO v_ids, v_last, v_general
-    FROM (SELECT p.id, p.last_offset, k.n,
-                 coalesce((q.options->>'encryptionEnabled')::boolean, false)
-                 OR coalesce((q.options->>'maxSize')::bigint, 0) > 0 AS general
-          FROM queen_partitions p
-          JOIN queen_queues q ON q.id = p.queue_id
-          JOIN unnest(p_qn, p_pn) WITH ORDINALITY AS k(qn, pn, n) ON q.name = k.qn AND p.name = k.pn
-          ORDER BY p.queue_id, p.name FOR UPDATE OF p) lk;
+    FROM (SELECT p.id, p.last_offset, k.n, k.general
+          FROM k JOIN queen_partitions p ON p.queue_id = k.qid AND p.name = k.pn
+          ORDER BY p.queue_id, p.name FOR NO KEY UPDATE OF p) lk;
     IF coalesce(cardinality(v_ids), 0) <> cardinality(p_qn) OR v_general THEN
         RETURN QUERY SELECT false, false;
         RETURN;

@@ -191,9 +191,9 @@ async fn lock_and_resolve(
             ));
             continue;
         };
-        if !parts.contains_key(&pid) {
+        if let std::collections::hash_map::Entry::Vacant(e) = parts.entry(pid) {
             let options: Value = r.try_get("options")?;
-            parts.insert(pid, (queue, super::rows::options_of(options)));
+            e.insert((queue, super::rows::options_of(options)));
         }
         let key = (pid, it.consumer_group.clone());
         let slot = *at.entry(key.clone()).or_insert_with(|| {

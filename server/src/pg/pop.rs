@@ -2,9 +2,9 @@
 //!
 //! 1. **head**: one round trip (`queen_pop_head`, `server/sql/04_pop_head.sql`) reads the
 //!    maintenance switch, "now", the queue, the group's subscription, and, when nothing
-//!    needs setting up, walks the candidates and claims them (POP-4, our choice: round
-//!    robin from where this broker's last claim for the group left off, kept in
-//!    [`Rotation`]);
+//!    needs setting up, walks the candidates in name order and claims them (POP-4, our
+//!    choice: round robin from where this broker's last claim for the group left off,
+//!    kept in [`Rotation`]);
 //! 2. **set-up**: a pop that must create its queue (POP-8) or subscription (POP-13) does
 //!    so in a transaction of its own, then runs the head again;
 //! 3. **second pass**: a pop that claimed nothing because every candidate's lock was
@@ -32,42 +32,45 @@ use std::sync::Mutex;
 use uuid::Uuid;
 
 /// The head of every pop; see the module documentation and the function's file.
-const HEAD: &str = "SELECT * FROM queen_pop_head($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+const HEAD: &str =
+    "SELECT * FROM queen_pop_head($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)";
 
 /// The claim of one partition, under the pair's lock the caller holds.
 const CLAIM: &str = "SELECT * FROM queen_claim($1, $2, $3, $4, $5, $6, $7)";
 
-/// Where each pop's walk starts (POP-4): for every (queue, group) the `seq` of the
-/// partition this broker last claimed for the group there, and for every discovery
-/// scope the id of the queue. It is a hint: a walk from anywhere finds every candidate,
-/// so a restart or another broker's claims only change the order, never the outcome;
-/// it makes a pop's cost the partitions it passes over rather than the queue's size.
+/// Where each pop's walk starts (POP-4): for every (queue, group), and every
+/// (discovery scope, group), the partition this broker last claimed for the group there
+/// (its name, and its queue's id). It is a hint: a walk from anywhere finds every
+/// candidate, so a restart or another broker's claims only change the order, never the
+/// outcome; it makes a pop's cost the partitions it passes over rather than the queue's
+/// size.
 #[derive(Default)]
 pub(crate) struct Rotation {
-    last: Mutex<HashMap<(String, String), i64>>,
+    last: Mutex<HashMap<(String, String), (String, i64)>>,
 }
 
 /// Entries kept before the hints start over (each is a few dozen bytes).
 const ROTATION_ENTRIES: usize = 100_000;
 
 impl Rotation {
-    fn after(&self, scope: &str, group: &str) -> i64 {
+    /// The last claim's partition name and queue id; before every name and queue if none.
+    fn after(&self, scope: &str, group: &str) -> (String, i64) {
         let last = self.last.lock().expect("rotation lock");
         last.get(&(scope.to_string(), group.to_string()))
-            .copied()
-            .unwrap_or(0)
+            .cloned()
+            .unwrap_or_default()
     }
 
     pub(crate) fn reset(&self) {
         self.last.lock().expect("rotation lock").clear();
     }
 
-    fn claimed(&self, scope: String, group: &str, at: i64) {
+    fn claimed(&self, scope: String, group: &str, c: &Candidate) {
         let mut last = self.last.lock().expect("rotation lock");
         if last.len() >= ROTATION_ENTRIES {
             last.clear();
         }
-        last.insert((scope, group.to_string()), at);
+        last.insert((scope, group.to_string()), (c.name.clone(), c.queue_id));
     }
 }
 
@@ -83,7 +86,6 @@ struct HeadRow {
     id: Option<Uuid>,
     name: Option<String>,
     options: Option<Value>,
-    seq: Option<i64>,
     skipped: Option<bool>,
     m_offset: Option<i64>,
     m_id: Option<Uuid>,
@@ -104,7 +106,6 @@ struct Candidate {
     options: Value,
     /// The queue, for the discovery walk's hint.
     queue_id: i64,
-    seq: i64,
 }
 
 /// A message a claim took, as `queen_claim` returns it.
@@ -278,12 +279,7 @@ pub(crate) async fn pop(
         head.claims
     };
     if let Some((c, _)) = claims.last() {
-        let at = if pop.scoped.is_some() {
-            c.seq
-        } else {
-            c.queue_id
-        };
-        rotation.claimed(pop.scope.clone(), pop.group, at);
+        rotation.claimed(pop.scope.clone(), pop.group, c);
     }
     deliver(pool, &pop, claims, seal).await
 }
@@ -308,8 +304,8 @@ async fn head(
         PopRoute::Discovery { namespace, task } => (namespace.as_deref(), task.as_deref()),
         _ => (None, None),
     };
-    let after = match pop.only {
-        Some(_) => 0,
+    let (after_name, after_queue) = match pop.only {
+        Some(_) => Default::default(),
         None => rotation.after(&pop.scope, pop.group),
     };
     let rows: Vec<HeadRow> = sqlx::query_as(HEAD)
@@ -323,7 +319,8 @@ async fn head(
         .bind(i64::from(pop.cap))
         .bind(pop.lease_id)
         .bind(pop.q.lease_seconds.map(i64::from))
-        .bind(after)
+        .bind(after_name)
+        .bind(after_queue)
         .fetch_all(conn)
         .await?;
     let first = rows.first().ok_or(sqlx::Error::RowNotFound)?;
@@ -359,7 +356,6 @@ impl HeadRow {
             name: self.name.clone()?,
             options: self.options.clone()?,
             queue_id: self.queue_id?,
-            seq: self.seq?,
         })
     }
 
@@ -623,7 +619,7 @@ mod tests {
 
     #[test]
     fn the_statements_use_exactly_the_parameters_pop_binds() {
-        assert_eq!(params(HEAD), (1..=11).collect::<Vec<_>>());
+        assert_eq!(params(HEAD), (1..=12).collect::<Vec<_>>());
         assert_eq!(params(CLAIM), vec![1, 2, 3, 4, 5, 6, 7]);
     }
 }

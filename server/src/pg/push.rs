@@ -129,9 +129,12 @@ async fn already_stored(
         i.push(it.message_id);
     }
     sqlx::query_scalar(
-        "SELECT m.id FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[]) AS k(q, p, t, i)
-         JOIN queen_queues q ON q.name = k.q
-         JOIN queen_partitions p ON p.queue_id = q.id AND p.name = k.p
+        "WITH k AS MATERIALIZED (
+            SELECT q.id AS qid, k.p, k.t, k.i
+            FROM unnest($1::text[], $2::text[], $3::text[], $4::uuid[]) AS k(q, p, t, i)
+            JOIN queen_queues q ON q.name = k.q)
+         SELECT m.id FROM k
+         JOIN queen_partitions p ON p.queue_id = k.qid AND p.name = k.p
          JOIN queen_messages m ON m.partition_id = p.id AND m.transaction_id = k.t AND m.id = k.i",
     )
     .bind(&q)

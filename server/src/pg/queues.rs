@@ -26,12 +26,19 @@ pub(crate) async fn lock_partitions(
     keys.sort();
     keys.dedup();
     let (kq, kp): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
+    // The keys are resolved to queue ids first (materialized), so that each partition is
+    // found by its whole key: a plan made while the tables were small once found the
+    // queue's partitions by queue id alone and filtered them by name, every key reading
+    // every partition of the queue. FOR NO KEY UPDATE, as the push's own update needs:
+    // it does not wait for transactions that insert cursors under a partition.
     let rows = sqlx::query(
-        "SELECT q.name AS queue_name, q.id AS queue_id, q.options,
+        "WITH k AS MATERIALIZED (
+            SELECT q.id AS qid, q.name AS qn, q.options, k.pn
+            FROM unnest($1::text[], $2::text[]) AS k(qn, pn) JOIN queen_queues q ON q.name = k.qn)
+         SELECT k.qn AS queue_name, k.qid AS queue_id, k.options,
                 p.name AS partition_name, p.id AS partition_id, p.last_offset
-         FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
-         JOIN unnest($1::text[], $2::text[]) AS k(qn, pn) ON q.name = k.qn AND p.name = k.pn
-         ORDER BY p.queue_id, p.name FOR UPDATE OF p",
+         FROM k JOIN queen_partitions p ON p.queue_id = k.qid AND p.name = k.pn
+         ORDER BY p.queue_id, p.name FOR NO KEY UPDATE OF p",
     )
     .bind(&kq)
     .bind(&kp)
@@ -94,7 +101,7 @@ async fn create_and_lock(
     let (kq, kn): (Vec<i64>, Vec<String>) = keys.iter().cloned().unzip();
     const LOCK: &str = "SELECT p.queue_id, p.name, p.id, p.last_offset FROM queen_partitions p
         JOIN unnest($1::bigint[], $2::text[]) AS k(q, n) ON p.queue_id = k.q AND p.name = k.n
-        ORDER BY p.queue_id, p.name FOR UPDATE OF p";
+        ORDER BY p.queue_id, p.name FOR NO KEY UPDATE OF p";
     let mut rows = sqlx::query(LOCK)
         .bind(&kq)
         .bind(&kn)
