@@ -37,7 +37,7 @@ fn item(i: u64, partition: &str) -> PushItem {
     PushItem {
         queue: "bench".into(),
         partition: partition.to_string(),
-        payload: Payload::Given(json!({"n": i}).into()),
+        payload: Payload::Given(queen_reference::wire::RawJson::from_value(&json!({"n": i}))),
         transaction_id: Some(format!("t{i}")),
         trace_id: None,
         producer_sub: None,

@@ -70,7 +70,7 @@ impl Renderer<'_> {
                                     == PlainPushTrace::Keep)
                                     .then(|| t.clone()),
                             },
-                            data: self.data(&m.data),
+                            data: crate::wire::RawJson::from_value(&self.data(&m.data)),
                             producer_sub: m.producer_sub.as_deref().map(str::to_string),
                             created_at: (self.time)(self.state.created(m)),
                             partition_id: self

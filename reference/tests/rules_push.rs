@@ -170,7 +170,7 @@ fn push_9_absent_payload_is_null_and_plain_push_trace_follows_the_seed() {
     let trace = "0198f2c1-9a7b-7d20-8e31-4c5d6e7f8a90";
     b.push(json!([{"queue": "q", "traceId": trace}]));
     let p = b.pop("q", &[]).unwrap();
-    assert_eq!(p.messages[0].data, serde_json::Value::Null);
+    assert_eq!(p.messages[0].data.value(), serde_json::Value::Null);
     assert_eq!(
         p.messages[0].trace_id, None,
         "seed: null unless written by a transaction"

@@ -176,7 +176,7 @@ fn seed_producer_consumer_answers() {
     );
     let p = b.pop("orders", &[]).unwrap();
     let m = &p.messages[0];
-    assert_eq!(m.data, json!({"message": "Hello, world!"}));
+    assert_eq!(m.data.value(), json!({"message": "Hello, world!"}));
     assert_eq!((m.trace_id.clone(), m.producer_sub.clone()), (None, None));
     assert_eq!(
         (m.partition.as_str(), m.consumer_group.as_str()),

@@ -5,7 +5,7 @@
 //! they are, and a replay hands them back to the engine unchanged (the same message id,
 //! so a replayed chunk can tell which of its items are already stored).
 
-use queen_reference::wire::Payload;
+use queen_reference::wire::{Payload, RawJson};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -14,7 +14,9 @@ use uuid::Uuid;
 pub struct Prepared {
     pub queue: String,
     pub partition: String,
-    pub data: Value,
+    /// The payload's text, written as it is (a spool written when this was a tree reads
+    /// back the same).
+    pub data: RawJson,
     pub transaction_id: String,
     /// The broker minted `transaction_id`: it cannot be a duplicate.
     pub minted: bool,
@@ -39,8 +41,8 @@ impl Prepared {
             partition: item.partition,
             // PUSH-9 [OPEN]: an absent payload is stored as null.
             data: match item.payload {
-                Payload::Absent => Value::Null,
-                Payload::Given(v) => std::sync::Arc::unwrap_or_clone(v),
+                Payload::Absent => RawJson::from_value(&Value::Null),
+                Payload::Given(v) => v,
             },
             transaction_id,
             minted,

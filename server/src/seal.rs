@@ -66,6 +66,24 @@ impl Sealer {
     }
 }
 
+/// [`open_row`] for a payload read as text (the pop path): an unsealed row's text is
+/// passed on as it is, a sealed one's is opened into the payload's text.
+pub fn open_raw(
+    sealer: Option<&Sealer>,
+    sealed: bool,
+    data: Box<serde_json::value::RawValue>,
+) -> Result<queen_reference::wire::RawJson, &'static str> {
+    use queen_reference::wire::RawJson;
+    match (sealed, sealer) {
+        (false, _) => Ok(RawJson::from(data)),
+        (true, Some(s)) => {
+            let stored: Value = serde_json::from_str(data.get()).map_err(|_| UNSEALABLE)?;
+            s.open(&stored).map(|v| RawJson::from_value(&v))
+        }
+        (true, None) => Err(UNSEALABLE),
+    }
+}
+
 /// Opens `data` when the row is `sealed`, with `sealer` if the broker has a key.
 pub fn open_row(sealer: Option<&Sealer>, sealed: bool, data: Value) -> Result<Value, &'static str> {
     match (sealed, sealer) {

@@ -365,7 +365,7 @@ mod tests {
         Prepared {
             queue: "q".into(),
             partition: "Default".into(),
-            data: serde_json::json!({ "n": n }),
+            data: queen_reference::wire::RawJson::from_value(&serde_json::json!({ "n": n })),
             transaction_id: format!("t{n}"),
             minted: false,
             trace_id: None,

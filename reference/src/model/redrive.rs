@@ -51,7 +51,7 @@ pub fn retry(
         queue: p.queue.clone(),
         partition: p.name.clone(),
         payload: match &m.data {
-            Data::Value(v) => Payload::Given(v.clone()),
+            Data::Value(v) => Payload::Given(crate::wire::RawJson::from_value(v)),
             Data::Absent => Payload::Absent,
         },
         transaction_id: None,

@@ -24,6 +24,7 @@ mod manage;
 pub mod openapi;
 mod pop;
 mod push;
+mod raw;
 mod route;
 mod txn;
 
@@ -38,6 +39,7 @@ pub use lease::*;
 pub use manage::*;
 pub use pop::*;
 pub use push::*;
+pub use raw::RawJson;
 pub use route::*;
 pub use txn::*;
 

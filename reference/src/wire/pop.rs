@@ -230,7 +230,8 @@ pub struct PopMessage {
     pub id: String,
     pub transaction_id: String,
     pub trace_id: Option<String>,
-    pub data: Value,
+    // The payload as pushed, carried as its text (`RawJson`); described as any value.
+    pub data: super::RawJson,
     pub producer_sub: Option<String>,
     pub created_at: String,
     pub partition_id: String,

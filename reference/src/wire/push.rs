@@ -1,16 +1,17 @@
 //! `POST /api/v1/push` (PROTOCOL.md section 2): request parsing and the 201 answer.
 
-use super::{check_name, check_uuid, WireError, DEFAULT_PARTITION};
+use super::{check_name, check_uuid, parse_json, RawJson, WireError, DEFAULT_PARTITION};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use std::sync::Arc;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::collections::HashMap;
 
 /// A payload as sent: absent is not the same as `null` (PUSH-9 leaves absent open).
-/// Shared, so the model stores it without copying the document.
+/// Kept as the text it came in (shared, so the model stores it without copying).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Payload {
     Absent,
-    Given(Arc<Value>),
+    Given(RawJson),
 }
 
 /// One validated push item.
@@ -70,8 +71,60 @@ pub fn queue_full(queue: &str, max_size: u64, unconsumed: u64, added: u64) -> Wi
     }
 }
 
+/// Parses a push body (PUSH-8) from its bytes, keeping every payload as the text it was
+/// sent as: a push is the hottest request, and its payloads are only ever written out
+/// again. The answer is exactly [`parse_push`]'s of the parsed body: anything this path
+/// does not take as it is (a malformed body, a field of the wrong type, a NUL escape
+/// anywhere) is handed to that parse, which says what is wrong.
+pub fn parse_push_bytes(body: &[u8]) -> Result<PushRequest, WireError> {
+    match fast_push(body) {
+        Some(r) => Ok(r),
+        None => parse_push(parse_json(body)?),
+    }
+}
+
+/// The push body's items with their payloads as text, or `None` for anything but a
+/// well-formed, valid body.
+fn fast_push(body: &[u8]) -> Option<PushRequest> {
+    if may_hold_nul(body) {
+        return None;
+    }
+    let top: HashMap<String, &RawValue> = serde_json::from_slice(body).ok()?;
+    let list: Vec<&RawValue> = serde_json::from_str(top.get("items")?.get()).ok()?;
+    let items = list
+        .into_iter()
+        .map(|raw| {
+            let mut fields: HashMap<String, &RawValue> = serde_json::from_str(raw.get()).ok()?;
+            let payload = fields.remove("payload").map(|p| {
+                RawJson::from(RawValue::from_string(p.get().to_string()).expect("checked JSON"))
+            });
+            // The other fields are few and short: validated by the one item parser.
+            let small: Map<String, Value> = fields
+                .into_iter()
+                .filter(|(k, _)| ITEM_FIELDS.contains(&k.as_str()))
+                .map(|(k, v)| Some((k, serde_json::from_str(v.get()).ok()?)))
+                .collect::<Option<_>>()?;
+            let mut item = item_fields(small).ok()?;
+            item.payload = payload.map_or(Payload::Absent, Payload::Given);
+            Some(item)
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(PushRequest { items })
+}
+
+/// The item keys [`item_fields`] reads besides `payload`; the rest are ignored.
+const ITEM_FIELDS: [&str; 4] = ["queue", "partition", "transactionId", "traceId"];
+
+/// Whether `body` has a `\u0000` escape (a backslash run of odd length before `u0000`):
+/// such a body is left to the full parse, which refuses a NUL anywhere.
+fn may_hold_nul(body: &[u8]) -> bool {
+    body.windows(5).enumerate().any(|(i, w)| {
+        w == b"u0000" && body[..i].iter().rev().take_while(|&&b| b == b'\\').count() % 2 == 1
+    })
+}
+
 /// Parses a push body (PUSH-8): `{"items":[...]}`. Takes the body by value, so that
-/// payloads are moved into the items, not copied (a push is the hottest request).
+/// payloads are moved into the items, not copied.
 pub fn parse_push(body: Value) -> Result<PushRequest, WireError> {
     let Value::Object(mut obj) = body else {
         return Err(WireError::bad("push body must be a JSON object"));
@@ -102,7 +155,7 @@ pub fn parse_push_item(v: Value, ctx: impl Fn() -> String) -> Result<PushItem, W
 }
 
 /// [`parse_push_item`]'s fields, moved out of the item; messages start at the field.
-fn item_fields(mut obj: serde_json::Map<String, Value>) -> Result<PushItem, WireError> {
+fn item_fields(mut obj: Map<String, Value>) -> Result<PushItem, WireError> {
     let mut take_str = |key: &str| match obj.remove(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -130,7 +183,7 @@ fn item_fields(mut obj: serde_json::Map<String, Value>) -> Result<PushItem, Wire
     }
     let payload = match obj.remove("payload") {
         None => Payload::Absent,
-        Some(v) => Payload::Given(Arc::new(v)),
+        Some(v) => Payload::Given(RawJson::from_value(&v)),
     };
     Ok(PushItem {
         queue,
@@ -240,7 +293,47 @@ mod tests {
         .unwrap();
         assert_eq!(r.items[0].partition, "Default");
         assert_eq!(r.items[0].payload, Payload::Absent);
-        assert_eq!(r.items[1].payload, Payload::Given(Arc::new(Value::Null)));
+        assert_eq!(
+            r.items[1].payload,
+            Payload::Given(RawJson::from_value(&Value::Null))
+        );
         assert!(parse_push(json!({"items": []})).unwrap().items.is_empty());
+    }
+
+    /// The bytes path answers what the parse of the parsed body answers, for good and
+    /// bad bodies alike, and keeps each payload's text.
+    #[test]
+    fn push_8_the_bytes_path_answers_as_the_value_path() {
+        let bodies = [
+            r#"{"items": [{"queue": "q", "payload": {"b": 1, "a": 18446744073709551616, "c": 0.10}}]}"#,
+            r#"{"items": [{"queue": "q", "partition": null, "transactionId": "t", "extra": [1]}, {"queue": "q", "payload": null}]}"#,
+            r#"{"items": [], "other": 1}"#,
+            r#"{"items": [{"queue": "q", "queue": "r", "payload": "s"}]}"#,
+            r#"{"items": [{"queue": "q", "payload": "a\u0000b"}]}"#,
+            r#"{"items": [{"queue": "q", "payload": "a\\u0000b"}]}"#,
+            r#"{"items": [{"queue": "q\u0000"}]}"#,
+            r#"{"items": [1]}"#,
+            r#"{"items": {}}"#,
+            r#"[1, 2"#,
+            r#"{"items": [{"queue": ""}]}"#,
+            r#"{"items": [{"queue": "q", "traceId": "abc"}]}"#,
+            r#"{"items": [{"queue": 5}]}"#,
+            r#"{"items": [{"queue": "ok"}, {"queue": null}]}"#,
+            r#"not json"#,
+        ];
+        for b in bodies {
+            let slow = parse_json(b.as_bytes()).and_then(parse_push);
+            let fast = parse_push_bytes(b.as_bytes());
+            assert_eq!(fast, slow, "{b}");
+        }
+        let r = parse_push_bytes(bodies[0].as_bytes()).unwrap();
+        match &r.items[0].payload {
+            Payload::Given(p) => {
+                assert_eq!(p.get(), r#"{"b": 1, "a": 18446744073709551616, "c": 0.10}"#)
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(may_hold_nul(br#""\u0000""#) && !may_hold_nul(br#""\\u0000""#));
+        assert!(may_hold_nul(br#""\\\u0000""#));
     }
 }

@@ -197,7 +197,7 @@ pub fn parse_request(
     let body = || parse_json(&req.body);
     let m = req.method.as_str();
     let r = match (m, raw.as_slice()) {
-        ("POST", ["api", "v1", "push"]) => Request::Push(parse_push(body()?)?),
+        ("POST", ["api", "v1", "push"]) => Request::Push(parse_push_bytes(&req.body)?),
         ("GET", ["api", "v1", "pop"]) => {
             let route = discovery_scope(&req.query).map_err(|_| Rejection::DiscoveryScope)?;
             Request::Pop {

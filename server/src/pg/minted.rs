@@ -58,7 +58,7 @@ pub(crate) async fn write(pool: &PgPool, items: &[&Prepared]) -> Result<Minted, 
     let mut ids = Vec::with_capacity(items.len());
     let mut txns = Vec::with_capacity(items.len());
     let mut traces: Vec<Option<Uuid>> = Vec::with_capacity(items.len());
-    let mut data = Vec::with_capacity(items.len());
+    let mut data: Vec<&str> = Vec::with_capacity(items.len());
     let mut subs: Vec<Option<&str>> = Vec::with_capacity(items.len());
     for i in items {
         let k = keys[&(i.queue.as_str(), i.partition.as_str())].0;
@@ -68,7 +68,7 @@ pub(crate) async fn write(pool: &PgPool, items: &[&Prepared]) -> Result<Minted, 
         ids.push(i.message_id);
         txns.push(i.transaction_id.as_str());
         traces.push(i.trace_id);
-        data.push(i.data.to_string());
+        data.push(i.data.get());
         subs.push(i.producer_sub.as_deref());
     }
     // Locks the partitions in canonical order, then writes; `go` is false when a key is

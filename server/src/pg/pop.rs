@@ -18,14 +18,16 @@ use super::pair;
 use super::queues::ensure_queue;
 use super::rows::iso;
 use crate::broker::Popped;
-use crate::seal::{open_row, Sealer};
+use crate::seal::{open_raw, Sealer};
 use chrono::{DateTime, Utc};
 use queen_reference::time::parse_iso;
 use queen_reference::wire::{
     Answer, PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, QUEUE_MODE,
 };
+use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::pool::PoolConnection;
+use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, PgPool, Postgres, Transaction};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -91,7 +93,8 @@ struct HeadRow {
     m_id: Option<Uuid>,
     m_transaction_id: Option<String>,
     m_trace_id: Option<Uuid>,
-    m_data: Option<Value>,
+    /// The payload as stored text, never built into a tree on the way out.
+    m_data: Option<Json<Box<RawValue>>>,
     m_created_at: Option<DateTime<Utc>>,
     m_producer_sub: Option<String>,
     m_sealed: Option<bool>,
@@ -115,7 +118,7 @@ struct Claimed {
     id: Uuid,
     transaction_id: String,
     trace_id: Option<Uuid>,
-    data: Value,
+    data: Json<Box<RawValue>>,
     created_at: DateTime<Utc>,
     /// AUTH-2: the `sub` of the token that pushed it.
     producer_sub: Option<String>,
@@ -501,7 +504,7 @@ fn message(
         id: m.id.to_string(),
         transaction_id: m.transaction_id,
         trace_id: m.trace_id.map(|t| t.to_string()),
-        data: open_row(seal, m.sealed, m.data)?,
+        data: open_raw(seal, m.sealed, m.data.0)?,
         producer_sub: m.producer_sub,
         created_at: iso(m.created_at),
         partition_id: c.id.to_string(),

@@ -342,10 +342,10 @@ impl NewRows {
         self.id.push(it.message_id);
         self.txn.push(it.transaction_id.clone());
         self.trace.push(it.trace_id);
-        let text = it.data.to_string();
+        let text = it.data.get();
         self.data.push(match seal {
-            Some(s) => s.seal(&text),
-            None => text,
+            Some(s) => s.seal(text),
+            None => text.to_string(),
         });
         self.sealed.push(seal.is_some());
         self.sub.push(it.producer_sub.clone());

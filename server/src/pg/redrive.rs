@@ -9,7 +9,6 @@ use crate::seal::open_row;
 use queen_reference::model::redrive::RETRY_UNDER_MAINTENANCE;
 use queen_reference::wire::*;
 use serde_json::Value;
-use std::sync::Arc;
 use uuid::Uuid;
 
 #[derive(sqlx::FromRow)]
@@ -58,7 +57,7 @@ pub(crate) async fn retry(
     let item = PushItem {
         queue: r.queue,
         partition: r.partition,
-        payload: Payload::Given(Arc::new(data)),
+        payload: Payload::Given(queen_reference::wire::RawJson::from_value(&data)),
         transaction_id: None,
         trace_id: r.trace_id.map(|t| t.to_string()),
         producer_sub: r.producer_sub,
