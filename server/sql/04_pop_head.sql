@@ -110,8 +110,9 @@ BEGIN
                      ORDER BY c.name)
                 LOOP
                     IF pg_try_advisory_xact_lock(queen_pair_key(v_cand.id, p_group)) THEN
+                        -- A claimed row needs no options: the claim is done.
                         RETURN QUERY SELECT v_paused, v_now, v_q.id, v_subscribed, v_ready,
-                            v_cand.id, v_cand.name, v_cand.options, false,
+                            v_cand.id, v_cand.name, NULL::jsonb, false,
                             m."offset", m.id, m.transaction_id, m.trace_id, m.data, m.created_at,
                             m.producer_sub, m.sealed
                         FROM queen_claim(v_cand.id, p_group, v_q.options, v_now, v_budget,

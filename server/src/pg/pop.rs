@@ -105,8 +105,9 @@ struct HeadRow {
 struct Candidate {
     id: Uuid,
     name: String,
-    /// The queue's stored options, handed back to `queen_claim` as they are.
-    options: Value,
+    /// The queue's stored options, handed back to `queen_claim` as they are: only a
+    /// candidate passed over for its lock carries them (the second pass claims it).
+    options: Option<Value>,
     /// The queue, for the discovery walk's hint.
     queue_id: i64,
 }
@@ -196,18 +197,22 @@ impl<'a> Pop<'a> {
         let lease = self.lease_id.map(|l| l.to_string()).unwrap_or_default();
         let (partition, partition_id) = (first.name.clone(), first.id.to_string());
         let partitions_claimed = claims.len() as u32;
-        let messages = claims
-            .into_iter()
-            .flat_map(|(c, rows)| {
-                let (group, lease) = (self.group, lease.clone());
-                rows.into_iter()
-                    .map(move |m| message(&c, m, &lease, group, seal))
-            })
-            .collect::<Result<Vec<_>, _>>();
-        let messages = match messages {
-            Ok(m) => m,
-            Err(why) => return Popped::Other(Answer::error(500, why)),
-        };
+        let mut messages = Vec::with_capacity(claims.iter().map(|(_, rows)| rows.len()).sum());
+        let mut stamp = Stamp::default();
+        for (c, rows) in claims {
+            let shared = Shared {
+                partition_id: c.id.to_string(),
+                partition: &c.name,
+                lease_id: &lease,
+                group: self.group,
+            };
+            for m in rows {
+                match message(&shared, &mut stamp, m, seal) {
+                    Ok(msg) => messages.push(msg),
+                    Err(why) => return Popped::Other(Answer::error(500, why)),
+                }
+            }
+        }
         Popped::Messages(PopResponse {
             success: true,
             queue: self.scoped.unwrap_or_default().to_string(),
@@ -337,15 +342,18 @@ async fn head(
         skipped: Vec::new(),
     };
     for row in rows {
-        let Some(c) = row.candidate() else { continue };
         if row.skipped == Some(true) {
-            head.skipped.push(c);
+            head.skipped.extend(row.candidate());
             continue;
         }
+        // Rows of one claimed partition come together: its candidate is read once.
+        let same = matches!((head.claims.last(), row.id), (Some((last, _)), Some(id)) if last.id == id);
+        let c = if same { None } else { row.candidate() };
         let Some(m) = row.claimed() else { continue };
-        match head.claims.last_mut() {
-            Some((last, rows)) if last.id == c.id => rows.push(m),
-            _ => head.claims.push((c, vec![m])),
+        if let Some(c) = c {
+            head.claims.push((c, vec![m]));
+        } else if let Some((_, rows)) = head.claims.last_mut() {
+            rows.push(m);
         }
     }
     Ok(head)
@@ -357,7 +365,7 @@ impl HeadRow {
         Some(Candidate {
             id: self.id?,
             name: self.name.clone()?,
-            options: self.options.clone()?,
+            options: self.options.clone(),
             queue_id: self.queue_id?,
         })
     }
@@ -494,10 +502,9 @@ async fn claim(
 
 /// A claimed message on the wire.
 fn message(
-    c: &Candidate,
+    shared: &Shared,
+    stamp: &mut Stamp,
     m: Claimed,
-    lease_id: &str,
-    group: &str,
     seal: Option<&Sealer>,
 ) -> Result<PopMessage, &'static str> {
     Ok(PopMessage {
@@ -506,12 +513,34 @@ fn message(
         trace_id: m.trace_id.map(|t| t.to_string()),
         data: open_raw(seal, m.sealed, m.data.0)?,
         producer_sub: m.producer_sub,
-        created_at: iso(m.created_at),
-        partition_id: c.id.to_string(),
-        partition: c.name.clone(),
-        lease_id: lease_id.to_string(),
-        consumer_group: group.to_string(),
+        created_at: stamp.of(m.created_at).to_string(),
+        partition_id: shared.partition_id.clone(),
+        partition: shared.partition.to_string(),
+        lease_id: shared.lease_id.to_string(),
+        consumer_group: shared.group.to_string(),
     })
+}
+
+/// What every message of one claimed partition says alike, formatted once.
+struct Shared<'a> {
+    partition_id: String,
+    partition: &'a str,
+    lease_id: &'a str,
+    group: &'a str,
+}
+
+/// The last `createdAt` formatted: the messages of one push share it (POP-12), so a
+/// batch formats each write's time once.
+#[derive(Default)]
+struct Stamp(Option<(DateTime<Utc>, String)>);
+
+impl Stamp {
+    fn of(&mut self, at: DateTime<Utc>) -> &str {
+        if self.0.as_ref().is_none_or(|(t, _)| *t != at) {
+            self.0 = Some((at, iso(at)));
+        }
+        &self.0.as_ref().expect("set above").1
+    }
 }
 
 /// How many messages a queue-route pop could take now (POP-15's "under-full" test): the
