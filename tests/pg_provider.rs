@@ -197,3 +197,40 @@ async fn persistent_cluster_survives_restart() {
     drop(second);
     std::fs::remove_dir_all(&parent).unwrap();
 }
+
+/// A synchronous standby holds every commit the primary reported, and takes over when
+/// promoted (the failover fault scenarios stand on this).
+#[tokio::test]
+async fn synchronous_standby_holds_the_primarys_commits_after_promotion() {
+    if queen_pg::local_binaries().is_err() && !forced(Source::Local) {
+        eprintln!("[standby] SKIPPED: no local PostgreSQL binaries");
+        return;
+    }
+    let parent = std::env::temp_dir().join(format!("queen-standby-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&parent);
+    let primary = PersistentCluster::start(parent.join("primary"), 0)
+        .await
+        .expect("primary");
+    let standby = primary
+        .start_standby(parent.join("standby"), 0, queen_pg::Replication::Synchronous)
+        .await
+        .expect("standby");
+    assert!(standby.in_recovery().await.unwrap(), "a standby is in recovery");
+    round_trip(primary.url(), "replicated").await;
+    drop(primary);
+    standby.promote().await.expect("promotion");
+    assert!(!standby.in_recovery().await.unwrap());
+    let mut conn = PgConnection::connect(standby.url()).await.unwrap();
+    let body: (String,) = sqlx::query_as("SELECT body FROM notes")
+        .fetch_one(&mut conn)
+        .await
+        .expect("the committed row is on the promoted standby");
+    assert_eq!(body.0, "replicated");
+    sqlx::query("INSERT INTO notes (body) VALUES ('after')")
+        .execute(&mut conn)
+        .await
+        .expect("the promoted standby takes writes");
+    conn.close().await.unwrap();
+    drop(standby);
+    std::fs::remove_dir_all(&parent).unwrap();
+}

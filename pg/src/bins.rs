@@ -33,6 +33,10 @@ impl Bins {
         self.dir.join("postgres")
     }
 
+    pub(crate) fn pg_basebackup(&self) -> PathBuf {
+        self.dir.join("pg_basebackup")
+    }
+
     #[cfg(feature = "test-sources")]
     pub(crate) fn dir(&self) -> &Path {
         &self.dir

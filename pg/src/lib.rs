@@ -56,6 +56,7 @@ mod persistent;
 #[cfg(feature = "test-sources")]
 mod source;
 mod sql;
+mod standby;
 #[cfg(feature = "test-sources")]
 mod testdb;
 mod tied;
@@ -67,6 +68,7 @@ pub use docker::{engine_answers as docker_engine_answers, image as docker_image,
 pub use error::{Error, Result};
 pub use local::{Durability, LocalCluster};
 pub use persistent::PersistentCluster;
+pub use standby::Replication;
 #[cfg(feature = "test-sources")]
 pub use source::{database_url, forced_source, local_binaries, server, shared, Server, Source};
 #[cfg(feature = "test-sources")]
