@@ -16,12 +16,15 @@
 //! Each process owns one file, held with an exclusive `flock`. At start a process takes
 //! over the files of processes that died (their lock is free): the largest becomes its
 //! own, so a restart after a long outage copies nothing; the others are appended to it.
+//! A running process keeps looking, so the spool of a broker that never comes back is
+//! replayed by any other broker that shares the directory.
 //! The spool refuses a push that would take it past its capacity (PUSH-10).
 
 use crate::prepared::Prepared;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use uuid::Uuid;
@@ -192,12 +195,30 @@ fn dead_files(dir: &Path) -> std::io::Result<Vec<(PathBuf, File)>> {
         let Ok(f) = OpenOptions::new().read(true).append(true).open(&p) else {
             continue;
         };
-        if try_lock(&f) {
+        // A file another process adopted and removed while we waited is not a spool.
+        if try_lock(&f) && f.metadata()?.nlink() > 0 {
             out.push((p, f));
         }
     }
     out.sort_by_key(|(_, f)| std::cmp::Reverse(f.metadata().map(|m| m.len()).unwrap_or(0)));
     Ok(out)
+}
+
+/// Appends the unreplayed lines of a dead process's spool `other` to `file` (synced),
+/// then removes `other`.
+fn take_over(file: &mut File, other: &Path, f: File) -> std::io::Result<()> {
+    let from = read_done(other, f.metadata()?.len());
+    let mut copy = Ok(());
+    scan(&f, from, |line, _| {
+        copy = file.write_all(line);
+        copy.is_ok()
+    })?;
+    copy?;
+    file.sync_data()?;
+    std::fs::remove_file(other)?;
+    let _ = std::fs::remove_file(done_path(other));
+    tracing::info!("adopted the spool {} of a stopped process", other.display());
+    Ok(())
 }
 
 impl Spool {
@@ -209,15 +230,19 @@ impl Spool {
         let (path, mut file) = match dead.next() {
             Some(taken) => taken,
             None => {
-                let path = dir.join(format!("spool-{}.jsonl", Uuid::new_v4()));
+                // Locked before it gets a spool's name, so no live process adopts it.
+                let id = Uuid::new_v4();
+                let fresh = dir.join(format!(".spool-{id}.new"));
                 let f = OpenOptions::new()
                     .read(true)
                     .append(true)
-                    .create(true)
-                    .open(&path)?;
+                    .create_new(true)
+                    .open(&fresh)?;
                 if !try_lock(&f) {
                     return Err(std::io::Error::other("cannot lock a fresh spool file"));
                 }
+                let path = dir.join(format!("spool-{id}.jsonl"));
+                std::fs::rename(&fresh, &path)?;
                 (path, f)
             }
         };
@@ -232,17 +257,7 @@ impl Spool {
             file.set_len(whole)?;
         }
         for (other, f) in dead {
-            let from = read_done(&other, f.metadata()?.len());
-            let mut copy = Ok(());
-            scan(&f, from, |line, _| {
-                copy = file.write_all(line);
-                copy.is_ok()
-            })?;
-            copy?;
-            file.sync_data()?;
-            std::fs::remove_file(&other)?;
-            let _ = std::fs::remove_file(done_path(&other));
-            tracing::info!("adopted the spool {} of a stopped process", other.display());
+            take_over(&mut file, &other, f)?;
         }
         let len = file.metadata()?.len();
         let pending = count_items(&file, replayed)?;
@@ -260,6 +275,28 @@ impl Spool {
             pending: AtomicUsize::new(pending),
             capacity,
         })
+    }
+
+    /// Takes over the spools of processes that died since this one started (their lock
+    /// is free), so a broker that never comes back leaves nothing behind while another
+    /// shares its spool directory: the number of items adopted.
+    pub async fn adopt_orphans(&self) -> std::io::Result<usize> {
+        let Some(dir) = self.path.parent() else {
+            return Ok(0);
+        };
+        let dead = dead_files(dir)?;
+        if dead.is_empty() {
+            return Ok(0);
+        }
+        let mut f = self.file.lock().await;
+        let before = self.len.load(Ordering::SeqCst);
+        for (other, d) in dead {
+            take_over(&mut f, &other, d)?;
+        }
+        let adopted = count_items(&f, before)?;
+        self.len.store(f.metadata()?.len(), Ordering::SeqCst);
+        self.pending.fetch_add(adopted, Ordering::SeqCst);
+        Ok(adopted)
     }
 
     /// Appends one request's items and fsyncs before returning; refuses when the spool
@@ -417,6 +454,26 @@ mod tests {
 
     /// PUSH-10: replay goes in chunks bounded by items and bytes, in order, each line
     /// whole; a line over the bound still goes, alone.
+    #[tokio::test]
+    async fn push_7_a_running_process_adopts_the_spool_of_one_that_died_after_it_started() {
+        let dir = temp_dir();
+        let live = Spool::open(&dir, u64::MAX).unwrap();
+        live.append(&[item(9)]).await.unwrap();
+        let dead = Spool::open(&dir, u64::MAX).unwrap();
+        dead.append(&[item(1), item(2)]).await.unwrap();
+        dead.append(&[item(3)]).await.unwrap();
+        let first = dead.next_chunk(ChunkLimits { bytes: 1, items: 1 }).await.unwrap();
+        dead.commit(first.unwrap()).await.unwrap();
+        assert_eq!(live.adopt_orphans().await.unwrap(), 0, "its owner still runs");
+        drop(dead);
+        assert_eq!(live.adopt_orphans().await.unwrap(), 1, "the unreplayed line only");
+        assert_eq!(live.pending(), 2);
+        assert_eq!(drain(&live, ALL).await, [["t9", "t3"]]);
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(left.len(), 1, "the dead spool is gone: {left:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[tokio::test]
     async fn push_10_replay_goes_in_bounded_chunks_in_order() {
         let dir = temp_dir();

@@ -3,13 +3,14 @@
 
 use super::{Inner, PgBroker};
 use crate::wakes::Wakes;
-use sqlx::postgres::PgListener;
+use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-/// Runs until the broker is dropped; reconnects after errors.
+/// Runs until the broker is dropped; reconnects after errors, to wherever the pool
+/// connects now (after a failover, the new primary).
 pub(crate) fn spawn(
-    url: String,
+    pool: PgPool,
     broker: Weak<Inner>,
     wakes: Arc<Wakes>,
 ) -> tokio::task::JoinHandle<()> {
@@ -18,7 +19,7 @@ pub(crate) fn spawn(
             if broker.upgrade().is_none() {
                 return;
             }
-            match listen(&url, &broker, &wakes).await {
+            match listen(&pool, &broker, &wakes).await {
                 Ok(()) => return,
                 Err(e) => {
                     tracing::warn!("LISTEN connection lost, reconnecting: {e}");
@@ -31,11 +32,21 @@ pub(crate) fn spawn(
     })
 }
 
-async fn listen(url: &str, broker: &Weak<Inner>, wakes: &Wakes) -> Result<(), sqlx::Error> {
-    let mut l = PgListener::connect(url).await?;
+async fn listen(pool: &PgPool, broker: &Weak<Inner>, wakes: &Wakes) -> Result<(), sqlx::Error> {
+    // A connection of its own, beside the pool's, opened as the pool opens them now.
+    let own = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_lazy_with((*pool.connect_options()).clone());
+    let mut l = PgListener::connect_with(&own).await?;
     l.listen_all(["queen_push", "queen_switch"]).await?;
     loop {
-        let n = l.recv().await?;
+        // A lost connection: start over from the pool's current options.
+        let Some(n) = l.try_recv().await? else {
+            return Err(sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                "the connection closed",
+            )));
+        };
         match n.channel() {
             "queen_push" => wakes.ring(n.payload()),
             _ => {

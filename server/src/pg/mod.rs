@@ -22,6 +22,7 @@
 mod ack;
 mod admin;
 mod group;
+mod hosts;
 mod groups;
 mod lease;
 mod listen;
@@ -123,7 +124,7 @@ impl Drop for Inner {
 /// A pooled connection idle this long is pinged before it is used again.
 const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 
-/// The pool's connection options: `url`, with every statement planned generically.
+/// The pool's connection options: a host's, with every statement planned generically.
 ///
 /// PostgreSQL plans a prepared statement afresh for its first five runs on a connection,
 /// then keeps a generic plan only if that costs no more than the custom ones did. Once
@@ -136,16 +137,17 @@ const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 /// functions included: PostgreSQL caches their plans the same way), rebuilt only when
 /// the tables' statistics change (measured in the issue 7 note: wake-up p50 at 2 s
 /// parking 2.5 ms instead of 4.0 after an ANALYZE).
-fn connect_options(url: &str) -> Result<PgConnectOptions, sqlx::Error> {
-    Ok(url
-        .parse::<PgConnectOptions>()?
-        .options([("plan_cache_mode", "force_generic_plan")]))
+fn tune(options: PgConnectOptions) -> PgConnectOptions {
+    options.options([("plan_cache_mode", "force_generic_plan")])
 }
 
 impl PgBroker {
     /// Connects, applies the migrations, starts listening for other processes' pushes and
     /// replays any spool left behind.
     pub async fn connect(url: &str, config: &Config) -> Result<PgBroker, StartError> {
+        let hosts = hosts::Hosts::parse(url).map_err(StartError::Connect)?;
+        let primary = hosts.find().await.map_err(StartError::Connect)?;
+        let writable = hosts.writable();
         let pool = PgPoolOptions::new()
             // DB_POOL_SIZE counts every connection the broker opens: the pool, and the
             // one `LISTEN` connection beside it.
@@ -164,7 +166,19 @@ impl PgBroker {
                     Ok(true)
                 })
             })
-            .connect_with(connect_options(url).map_err(StartError::Connect)?)
+            // Among several hosts, a connection that lands on a standby is refused, so
+            // the pool only ever holds the primary's.
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if writable && !hosts::accepts_writes(conn).await? {
+                        return Err(sqlx::Error::Configuration(
+                            "the host does not accept writes (a standby)".into(),
+                        ));
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(tune(primary))
             .await
             .map_err(StartError::Connect)?;
         let seal = match &config.encryption_key {
@@ -211,8 +225,9 @@ impl PgBroker {
                 tasks: Default::default(),
             }),
         };
+        let follower = tokio::spawn(hosts::follow(broker.inner.pool.clone(), hosts, tune));
         let listener = listen::spawn(
-            url.to_string(),
+            broker.inner.pool.clone(),
             broker.clone_weak(),
             broker.inner.wakes.clone(),
         );
@@ -226,7 +241,7 @@ impl PgBroker {
         ));
         {
             let mut tasks = broker.inner.tasks.lock().expect("tasks lock");
-            tasks.extend([listener, replayer, retention]);
+            tasks.extend([listener, replayer, retention, follower]);
             tasks.extend(writers);
         }
         // A spool left behind is replayed by the replay loop: start-up does not wait.
@@ -355,6 +370,11 @@ async fn replay_loop(weak: std::sync::Weak<Inner>) {
         let Some(b) = PgBroker::from_weak(&weak) else {
             return;
         };
+        match b.inner.spool.adopt_orphans().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("{n} spooled pushes of a stopped broker adopted"),
+            Err(e) => tracing::warn!("cannot adopt a stopped broker's spool: {e}"),
+        }
         if b.inner.spool.pending() > 0 {
             b.replay_spool().await;
         }
