@@ -145,3 +145,49 @@ async fn stress_scenarios_hold_their_operational_rules() {
         );
     }
 }
+
+/// Two servers on a primary with a synchronous standby (a multi-host `DATABASE_URL`):
+/// the standby falls behind, the primary dies, the standby is promoted, and nothing the
+/// servers acknowledged is missing from it (PUSH-7 over a failover).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_to_a_synchronous_standby_loses_nothing() {
+    let r = scenario(Fault::Failover, &options(606)).await;
+    assert_eq!(r.starts, vec![1, 1], "the servers followed, not restarted");
+    assert!(
+        r.events.iter().any(|e| e.contains("healthy on the new primary")),
+        "{}",
+        r.summary()
+    );
+}
+
+/// The same failover with an asynchronous standby loses pushes the primary
+/// acknowledged, and the checker must say so: this is the scenario's proof that it can
+/// see a loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_to_an_asynchronous_standby_is_caught_losing_acknowledged_pushes() {
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let r = run(Fault::FailoverAsync, &options(606)).await;
+    eprintln!("{}", r.summary());
+    assert!(!r.passed(), "{}", r.summary());
+    let lost = r.invariants.counts()["lost"].bad;
+    assert!(lost > 0, "acknowledged pushes reported lost: {}", r.summary());
+}
+
+/// One of two servers loses the database while the other keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_cut_off_its_database_loses_nothing() {
+    let r = scenario(Fault::BrokerPartition, &options(707)).await;
+    assert!(r.events.iter().any(|e| e.contains("cut off")), "{}", r.summary());
+}
+
+/// A server dies for good holding spooled pushes; the other adopts and replays them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_spool_of_a_server_that_never_returns_is_replayed_by_another() {
+    let r = scenario(Fault::SpoolOrphan, &options(808)).await;
+    assert!(r.adopted_logs > 0, "{}", r.summary());
+    assert!(
+        r.events.iter().any(|e| e.contains("adopted the orphaned spool")),
+        "{}",
+        r.summary()
+    );
+}

@@ -48,14 +48,27 @@ impl PersistentCluster {
         port: u16,
         replication: Replication,
     ) -> Result<PersistentCluster> {
+        self.start_standby_through(dir, port, replication, self.port())
+            .await
+    }
+
+    /// [`PersistentCluster::start_standby`] streaming through loopback port `through`
+    /// (a forwarder to this cluster, which the fault tooling cuts to make the standby
+    /// fall behind).
+    pub async fn start_standby_through(
+        &self,
+        dir: impl AsRef<Path>,
+        port: u16,
+        replication: Replication,
+        through: u16,
+    ) -> Result<PersistentCluster> {
         let bins = Bins::find()?;
         let who = run_as()?;
         let data = std::path::absolute(dir.as_ref())
             .map_err(|e| Error::local(dir.as_ref().display(), e))?;
         prepare_dir(&data, who.as_ref())?;
         let conninfo = format!(
-            "host=127.0.0.1 port={} user=postgres application_name={STANDBY_NAME}",
-            self.port()
+            "host=127.0.0.1 port={through} user=postgres application_name={STANDBY_NAME}"
         );
         let mut cmd = Command::new(bins.pg_basebackup());
         cmd.arg("-D")
@@ -80,6 +93,15 @@ impl PersistentCluster {
                 ),
             ));
         }
+        // A standby whose primary is gone retries the stream every 5 s by default, and
+        // a promotion waits for that sleep to end; the tooling wants it at once.
+        let mut conf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.auto.conf"))
+            .map_err(|e| Error::local(data.display(), e))?;
+        std::io::Write::write_all(&mut conf, b"wal_retrieve_retry_interval = '100ms'\n")
+            .map_err(|e| Error::local(data.display(), e))?;
+        drop(conf);
         let standby = PersistentCluster::start(&data, port).await?;
         if replication == Replication::Synchronous {
             self.execute(&format!(

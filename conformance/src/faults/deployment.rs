@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::proxy::Proxy;
+
 /// How to start one server process: a program and its leading arguments.
 #[derive(Clone, Debug)]
 pub struct ServerProgram {
@@ -64,11 +66,49 @@ struct Server {
     starts: u32,
 }
 
+/// What a deployment holds besides its servers' program.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub servers: usize,
+    /// `DB_POOL_SIZE` of each server.
+    pub pool_size: u32,
+    /// Extra environment of every server process (a scenario's limits).
+    pub env: Vec<(String, String)>,
+    /// A streaming standby beside the primary, and whether commits wait for it; the
+    /// servers then get both hosts in one `DATABASE_URL` (`target_session_attrs=
+    /// read-write`) and must follow a promotion.
+    pub standby: Option<queen_pg::Replication>,
+    /// Each server reaches PostgreSQL through a [`Proxy`] of its own, which
+    /// [`Deployment::cut`] cuts.
+    pub proxies: bool,
+}
+
+impl Layout {
+    /// `servers` servers on one plain cluster.
+    pub fn plain(servers: usize, pool_size: u32) -> Layout {
+        Layout {
+            servers,
+            pool_size,
+            env: vec![],
+            standby: None,
+            proxies: false,
+        }
+    }
+}
+
 /// The cluster, the server processes, and their directory (removed on drop).
 pub struct Deployment {
     dir: PathBuf,
     pg_port: u16,
     cluster: Option<queen_pg::PersistentCluster>,
+    /// The streaming standby, until it is promoted (it then becomes `cluster`).
+    standby: Option<queen_pg::PersistentCluster>,
+    /// The standby's stream from the primary, through a proxy that can be cut.
+    replication: Option<Proxy>,
+    /// The ports the servers' `DATABASE_URL` names, in order (primary, standby).
+    db_ports: Vec<u16>,
+    /// One per server when the layout asks for proxies.
+    proxies: Vec<Proxy>,
     servers: Vec<Server>,
     program: ServerProgram,
     pool_size: u32,
@@ -108,6 +148,33 @@ fn children_of(pid: i32) -> Vec<i32> {
         .collect()
 }
 
+/// The postmaster's pid, from its data directory.
+fn postmaster_pid(dir: &Path) -> Result<i32, String> {
+    let text = std::fs::read_to_string(dir.join("postmaster.pid"))
+        .map_err(|e| format!("postmaster.pid: {e}"))?;
+    text.lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or_else(|| "postmaster.pid has no pid".to_string())
+}
+
+/// SIGSTOPs postmaster `pm`, then every process it started; returns them all.
+fn pause_tree(pm: i32) -> Result<Vec<i32>, String> {
+    signal(pm, libc::SIGSTOP);
+    let mut all = vec![pm];
+    // Stopped, the postmaster forks nothing more; a second pass catches a fork that
+    // was under way.
+    for _ in 0..2 {
+        for c in children_of(pm) {
+            if !all.contains(&c) {
+                signal(c, libc::SIGSTOP);
+                all.push(c);
+            }
+        }
+    }
+    Ok(all)
+}
+
 /// Whether `pid` is gone or a zombie.
 fn dead(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -137,6 +204,20 @@ impl Deployment {
         pool_size: u32,
         env: Vec<(String, String)>,
     ) -> Result<Deployment, String> {
+        let mut layout = Layout::plain(servers, pool_size);
+        layout.env = env;
+        Deployment::start_layout(program, layout).await
+    }
+
+    /// Starts the cluster (and its standby, and the proxies) that `layout` asks for,
+    /// then its servers; returns once every server answers `/health` with 200.
+    pub async fn start_layout(program: ServerProgram, layout: Layout) -> Result<Deployment, String> {
+        let Layout {
+            servers,
+            pool_size,
+            env,
+            ..
+        } = layout.clone();
         let dir = std::env::temp_dir().join(format!(
             "queen-faults-{}-{}",
             std::process::id(),
@@ -147,10 +228,33 @@ impl Deployment {
         let cluster = queen_pg::PersistentCluster::start(dir.join("pg"), 0)
             .await
             .map_err(|e| format!("cannot start PostgreSQL: {e}"))?;
+        let (standby, replication) = match layout.standby {
+            Some(r) => {
+                let link = Proxy::start(cluster.port()).await?;
+                let s = cluster
+                    .start_standby_through(dir.join("standby"), 0, r, link.port())
+                    .await
+                    .map_err(|e| format!("cannot start the standby: {e}"))?;
+                (Some(s), Some(link))
+            }
+            None => (None, None),
+        };
+        let mut db_ports = vec![cluster.port()];
+        db_ports.extend(standby.as_ref().map(|s| s.port()));
+        let mut proxies = Vec::new();
+        if layout.proxies {
+            for _ in 0..servers.max(1) {
+                proxies.push(Proxy::start(cluster.port()).await?);
+            }
+        }
         let mut d = Deployment {
             dir,
             pg_port: cluster.port(),
             cluster: Some(cluster),
+            standby,
+            replication,
+            db_ports,
+            proxies,
             servers: Vec::new(),
             program,
             pool_size,
@@ -235,10 +339,7 @@ impl Deployment {
             .current_dir(&self.dir)
             .env("HOST", "127.0.0.1")
             .env("PORT", port.to_string())
-            .env(
-                "DATABASE_URL",
-                format!("postgres://postgres@127.0.0.1:{}/postgres", self.pg_port),
-            )
+            .env("DATABASE_URL", self.database_url(i))
             .env("SPOOL_DIR", self.dir.join("spool"))
             .env("DB_POOL_SIZE", self.pool_size.to_string())
             .env(
@@ -264,6 +365,61 @@ impl Deployment {
         self.servers[i].child = Some(child);
         self.servers[i].starts += 1;
         Ok(())
+    }
+
+    /// The `DATABASE_URL` of server `i`: its proxy, or every host of the cluster.
+    fn database_url(&self, i: usize) -> String {
+        if let Some(p) = self.proxies.get(i) {
+            return format!("postgres://postgres@127.0.0.1:{}/postgres", p.port());
+        }
+        let hosts: Vec<String> = self
+            .db_ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        let attrs = if hosts.len() > 1 {
+            "?target_session_attrs=read-write"
+        } else {
+            ""
+        };
+        format!("postgres://postgres@{}/postgres{attrs}", hosts.join(","))
+    }
+
+    /// Cuts server `i` off the database (its proxy resets and refuses connections):
+    /// the connections reset.
+    pub fn cut(&self, i: usize) -> Result<usize, String> {
+        let p = self.proxies.get(i).ok_or("this deployment has no proxies")?;
+        Ok(p.cut())
+    }
+
+    /// Lets server `i` reach the database again.
+    pub fn heal(&self, i: usize) {
+        if let Some(p) = self.proxies.get(i) {
+            p.heal();
+        }
+    }
+
+    /// Cuts the standby's stream from the primary, so it falls behind: the
+    /// connections reset.
+    pub fn cut_replication(&self) -> Result<usize, String> {
+        let link = self.replication.as_ref().ok_or("this deployment has no standby")?;
+        Ok(link.cut())
+    }
+
+    /// Promotes the standby; it becomes the deployment's cluster.
+    pub async fn promote_standby(&mut self) -> Result<(), String> {
+        let s = self.standby.take().ok_or("this deployment has no standby")?;
+        s.promote()
+            .await
+            .map_err(|e| format!("promotion failed: {e}"))?;
+        self.pg_port = s.port();
+        self.cluster = Some(s);
+        Ok(())
+    }
+
+    /// Whether server `i` runs (a server killed for good does not).
+    pub fn running(&self, i: usize) -> bool {
+        self.servers[i].child.is_some()
     }
 
     /// Waits until server `i` answers `/health` with 200 (its database reachable).
@@ -303,10 +459,26 @@ impl Deployment {
         v["bufferedMessages"].as_u64()
     }
 
+    /// Items in server `i`'s spool as its `/health` reports them (HEALTH-2), which it
+    /// answers with its database gone too.
+    pub async fn spooled(&self, i: usize) -> Option<u64> {
+        let r = self
+            .http
+            .get(format!("{}/health", self.url(i)))
+            .send()
+            .await
+            .ok()?;
+        let v: serde_json::Value = r.json().await.ok()?;
+        v["spool"]["items"].as_u64()
+    }
+
     /// Waits until every server is healthy and has replayed its spool.
     pub async fn settle(&mut self, within: Duration) -> Result<(), String> {
         let until = Instant::now() + within;
         for i in 0..self.servers.len() {
+            if !self.running(i) {
+                continue;
+            }
             self.wait_healthy(i, until.saturating_duration_since(Instant::now()))
                 .await?;
             loop {
@@ -326,36 +498,10 @@ impl Deployment {
         Ok(())
     }
 
-    fn postmaster_pid(&self) -> Result<i32, String> {
-        let dir = self
-            .cluster
-            .as_ref()
-            .ok_or("PostgreSQL is not running")?
-            .data_dir();
-        let text = std::fs::read_to_string(dir.join("postmaster.pid"))
-            .map_err(|e| format!("postmaster.pid: {e}"))?;
-        text.lines()
-            .next()
-            .and_then(|l| l.trim().parse().ok())
-            .ok_or_else(|| "postmaster.pid has no pid".to_string())
-    }
-
     /// SIGSTOPs the postmaster, then every process it started; returns them all.
     pub fn pause_pg(&self) -> Result<Vec<i32>, String> {
-        let pm = self.postmaster_pid()?;
-        signal(pm, libc::SIGSTOP);
-        let mut all = vec![pm];
-        // Stopped, the postmaster forks nothing more; a second pass catches a fork
-        // that was under way.
-        for _ in 0..2 {
-            for c in children_of(pm) {
-                if !all.contains(&c) {
-                    signal(c, libc::SIGSTOP);
-                    all.push(c);
-                }
-            }
-        }
-        Ok(all)
+        let c = self.cluster.as_ref().ok_or("PostgreSQL is not running")?;
+        pause_tree(postmaster_pid(c.data_dir())?)
     }
 
     /// SIGCONTs what [`Deployment::pause_pg`] stopped (children first).
@@ -492,6 +638,7 @@ impl Deployment {
             }
         }
         drop(self.cluster.take());
+        drop(self.standby.take());
     }
 }
 
@@ -504,6 +651,7 @@ impl Drop for Deployment {
             }
         }
         drop(self.cluster.take());
+        drop(self.standby.take());
         if std::env::var_os("QUEEN_FAULTS_KEEP").is_none() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }

@@ -11,7 +11,18 @@
 //!   replays them, PUSH-7);
 //! * `two-servers` — two processes on one database, clients spread, no fault;
 //! * `client-timeouts` — client timeouts shorter than the server's work, so many
-//!   answers are unknown (the server still finishes, or cancels, the work).
+//!   answers are unknown (the server still finishes, or cancels, the work);
+//! * `failover` — two servers on a primary with a synchronous streaming standby and a
+//!   multi-host `DATABASE_URL`; the standby's stream (through a proxy) is cut so it
+//!   falls behind, the primary SIGKILLed, the standby promoted; the servers find the new
+//!   primary and replay what they spooled. `failover-async` is the same with an
+//!   asynchronous standby: acknowledged pushes are lost, and the scenario must report
+//!   it (it is not in the default list);
+//! * `broker-partition` — two servers, each reaching PostgreSQL through a proxy of its
+//!   own; server 0's proxy is cut for a while (its connections reset), server 1 keeps
+//!   the database;
+//! * `spool-orphan` — server 0 is cut off until it spools pushes, then SIGKILLed for
+//!   good; server 1 must adopt its spool and replay it.
 //!
 //! The workload runs in rounds (each on queues of its own, 1 s leases) until the fault
 //! phase is over, then one more round on the recovered deployment. Afterwards every
@@ -28,6 +39,7 @@
 
 pub mod audit;
 pub mod deployment;
+pub mod proxy;
 mod scenario;
 pub mod serve;
 pub mod stress;
@@ -46,6 +58,19 @@ pub enum Fault {
     ServerKill,
     TwoServers,
     ClientTimeouts,
+    /// Two servers on a primary with a synchronous standby; the standby falls behind,
+    /// the primary is killed, the standby promoted: the servers follow it.
+    Failover,
+    /// `failover` with an asynchronous standby: pushes the primary acknowledged and
+    /// the standby never received are lost, and the scenario must say so (it fails;
+    /// run it by name, it is not in the default list).
+    FailoverAsync,
+    /// Two servers, each through a proxy: one loses the database for a while, the
+    /// other keeps it.
+    BrokerPartition,
+    /// Two servers: one loses the database, spools pushes, and dies for good; the
+    /// other adopts its spool and replays it.
+    SpoolOrphan,
     /// Stress (see [`stress`]): a full spool, a killed replay.
     SpoolCapacity,
     /// Stress: stalled connections past the cap.
@@ -55,12 +80,16 @@ pub enum Fault {
 }
 
 impl Fault {
-    pub const ALL: [Fault; 8] = [
+    /// Every scenario a broker should pass (`failover-async` shows a loss instead).
+    pub const ALL: [Fault; 11] = [
         Fault::PgPause,
         Fault::PgKill,
         Fault::ServerKill,
         Fault::TwoServers,
         Fault::ClientTimeouts,
+        Fault::Failover,
+        Fault::BrokerPartition,
+        Fault::SpoolOrphan,
         Fault::SpoolCapacity,
         Fault::SlowClient,
         Fault::ShutdownUnderLoad,
@@ -73,6 +102,10 @@ impl Fault {
             Fault::ServerKill => "server-kill",
             Fault::TwoServers => "two-servers",
             Fault::ClientTimeouts => "client-timeouts",
+            Fault::Failover => "failover",
+            Fault::FailoverAsync => "failover-async",
+            Fault::BrokerPartition => "broker-partition",
+            Fault::SpoolOrphan => "spool-orphan",
             Fault::SpoolCapacity => "spool-capacity",
             Fault::SlowClient => "slow-client",
             Fault::ShutdownUnderLoad => "shutdown-under-load",
@@ -87,11 +120,33 @@ impl Fault {
         )
     }
 
-    fn servers(self) -> usize {
-        match self {
-            Fault::ServerKill | Fault::TwoServers => 2,
+    /// The deployment the scenario runs on.
+    fn layout(self) -> deployment::Layout {
+        let servers = match self {
+            Fault::ServerKill
+            | Fault::TwoServers
+            | Fault::Failover
+            | Fault::FailoverAsync
+            | Fault::BrokerPartition
+            | Fault::SpoolOrphan => 2,
             _ => 1,
-        }
+        };
+        let mut layout = deployment::Layout::plain(servers, 6);
+        layout.standby = match self {
+            Fault::Failover => Some(queen_pg::Replication::Synchronous),
+            Fault::FailoverAsync => Some(queen_pg::Replication::Asynchronous),
+            _ => None,
+        };
+        layout.proxies = matches!(self, Fault::BrokerPartition | Fault::SpoolOrphan);
+        layout
+    }
+
+    /// Injected once per run (a failover uses up the standby, an orphan its server).
+    fn once(self) -> bool {
+        matches!(
+            self,
+            Fault::Failover | Fault::FailoverAsync | Fault::SpoolOrphan
+        )
     }
 }
 

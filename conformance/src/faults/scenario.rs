@@ -18,7 +18,7 @@ pub async fn run(fault: Fault, opts: &Options) -> Report {
     }
     let t0 = Instant::now();
     let mut report = Report::empty(fault);
-    let d = match Deployment::start(opts.program.clone(), fault.servers(), 6).await {
+    let d = match Deployment::start_layout(opts.program.clone(), fault.layout()).await {
         Ok(d) => d,
         Err(e) => {
             report
@@ -29,7 +29,8 @@ pub async fn run(fault: Fault, opts: &Options) -> Report {
     };
     let settings = CheckSettings::default();
     let targets = client_targets(&d, fault, opts, &settings);
-    let drain_target = Target::new(&d.url(0), settings.clone());
+    // The last server: `spool-orphan` kills the first for good.
+    let drain_target = Target::new(&d.url(d.servers() - 1), settings.clone());
     let injector = tokio::spawn(inject(d, fault, opts.clone(), Instant::now()));
     let histories = rounds(&injector, &targets, fault, opts, t0).await;
     let (mut d, events, injected) = injector.await.expect("the injector does not panic");
@@ -106,6 +107,10 @@ async fn inject(
         loop {
             inject_once(&mut d, fault, cycle, &opts, t0, &mut log).await?;
             cycle += 1;
+            if fault.once() {
+                tokio::time::sleep(opts.duration.saturating_sub(t0.elapsed())).await;
+                return Ok(());
+            }
             // server-kill runs both of its forms at least once.
             let min_cycles = if fault == Fault::ServerKill { 2 } else { 1 };
             if cycle >= min_cycles && t0.elapsed() >= opts.duration {
@@ -162,6 +167,18 @@ async fn inject_once(
             log.push(format!("{} ms: server 0 restarted and healthy", ms(t0)));
         }
         Fault::ServerKill => kill_server_holding_spool(d, opts, t0, log).await?,
+        Fault::Failover | Fault::FailoverAsync => failover(d, opts, t0, log).await?,
+        Fault::BrokerPartition => {
+            let n = d.cut(0)?;
+            log.push(format!(
+                "{} ms: server 0 cut off the database ({n} connections reset)",
+                ms(t0)
+            ));
+            tokio::time::sleep(opts.outage).await;
+            d.heal(0);
+            log.push(format!("{} ms: server 0 reaches the database again", ms(t0)));
+        }
+        Fault::SpoolOrphan => orphan_spool(d, t0, log).await?,
         Fault::TwoServers | Fault::ClientTimeouts => {
             tokio::time::sleep(opts.duration).await;
         }
@@ -195,6 +212,83 @@ async fn kill_server_holding_spool(
     log.push(format!("{} ms: PostgreSQL restarted", ms(t0)));
     d.restart_server(0).await?;
     log.push(format!("{} ms: server 0 restarted and healthy", ms(t0)));
+    Ok(())
+}
+
+/// `failover`: the standby falls behind (its stream cut), the primary is SIGKILLed,
+/// the standby is promoted; logs how long the servers took to answer again.
+async fn failover(
+    d: &mut Deployment,
+    opts: &Options,
+    t0: Instant,
+    log: &mut Vec<String>,
+) -> Result<(), String> {
+    let ms = |t0: Instant| t0.elapsed().as_millis();
+    let links = d.cut_replication()?;
+    log.push(format!(
+        "{} ms: replication cut ({links} connections reset): the standby falls behind",
+        ms(t0)
+    ));
+    // Long enough for the workload to push and ack through the lagging primary.
+    tokio::time::sleep(opts.outage.max(Duration::from_secs(2))).await;
+    let n = d.kill_pg().await?;
+    let killed = Instant::now();
+    log.push(format!("{} ms: primary killed ({n} processes)", ms(t0)));
+    d.promote_standby().await?;
+    log.push(format!(
+        "{} ms: standby promoted ({} ms after the kill)",
+        ms(t0),
+        killed.elapsed().as_millis()
+    ));
+    for i in 0..d.servers() {
+        d.wait_healthy(i, Duration::from_secs(30)).await?;
+    }
+    log.push(format!(
+        "{} ms: every server healthy on the new primary ({} ms after the kill)",
+        ms(t0),
+        killed.elapsed().as_millis()
+    ));
+    Ok(())
+}
+
+/// `spool-orphan`: server 0 is cut off until its spool holds pushes, then SIGKILLed
+/// for good; server 1 must adopt the spool.
+async fn orphan_spool(d: &mut Deployment, t0: Instant, log: &mut Vec<String>) -> Result<(), String> {
+    let ms = |t0: Instant| t0.elapsed().as_millis();
+    let n = d.cut(0)?;
+    log.push(format!(
+        "{} ms: server 0 cut off the database ({n} connections reset)",
+        ms(t0)
+    ));
+    let until = Instant::now() + Duration::from_secs(15);
+    let held = loop {
+        match d.spooled(0).await {
+            Some(k) if k > 0 => break k,
+            _ if Instant::now() >= until => {
+                d.heal(0);
+                return Err("server 0 spooled nothing in 15 s: the fault did not happen".into());
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    d.kill_server(0)?;
+    d.heal(0);
+    let killed = Instant::now();
+    log.push(format!(
+        "{} ms: server 0 SIGKILLed for good, its spool holding at least {held} items",
+        ms(t0)
+    ));
+    while d.server_log_count("of a stopped broker adopted") == 0 {
+        if killed.elapsed() > Duration::from_secs(15) {
+            return Err("no server adopted the dead server's spool within 15 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    log.push(format!(
+        "{} ms: server 1 adopted the orphaned spool ({} ms after the kill)",
+        ms(t0),
+        killed.elapsed().as_millis()
+    ));
     Ok(())
 }
 

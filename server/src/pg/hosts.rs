@@ -111,7 +111,7 @@ pub async fn follow(pool: PgPool, hosts: Hosts, tune: fn(PgConnectOptions) -> Pg
             let mut conn = pool.acquire().await?;
             accepts_writes(&mut conn).await
         };
-        if let Ok(Ok(true)) = tokio::time::timeout(PROBE_LIMIT, probe).await {
+        if let Ok(Ok(true)) = tokio::time::timeout(FOLLOW_EVERY * 2, probe).await {
             continue;
         }
         let Ok(found) = hosts.find().await else {
