@@ -212,10 +212,17 @@ async fn synchronous_standby_holds_the_primarys_commits_after_promotion() {
         .await
         .expect("primary");
     let standby = primary
-        .start_standby(parent.join("standby"), 0, queen_pg::Replication::Synchronous)
+        .start_standby(
+            parent.join("standby"),
+            0,
+            queen_pg::Replication::Synchronous,
+        )
         .await
         .expect("standby");
-    assert!(standby.in_recovery().await.unwrap(), "a standby is in recovery");
+    assert!(
+        standby.in_recovery().await.unwrap(),
+        "a standby is in recovery"
+    );
     round_trip(primary.url(), "replicated").await;
     drop(primary);
     standby.promote().await.expect("promotion");

@@ -277,6 +277,9 @@ pub struct Case {
     pub needs: &'static [Capability],
     /// Touches global state (maintenance switches): runs alone, after the others.
     pub exclusive: bool,
+    /// Reads a broker's own figures (its spool): with several brokers, every request
+    /// goes to the first (CLUSTER-1).
+    pub one_broker: bool,
     pub run: CaseFn,
 }
 
@@ -295,6 +298,7 @@ impl Case {
             capability,
             needs: &[],
             exclusive: false,
+            one_broker: false,
             run,
         }
     }

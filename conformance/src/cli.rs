@@ -58,6 +58,11 @@ pub enum Command {
     /// killed, a server process is killed, ... (see `conformance/README.md`).
     #[cfg(feature = "embedded")]
     Faults(Box<FaultsArgs>),
+    /// Starts a deployment like the fault scenarios' and keeps it until Ctrl-C: a
+    /// PostgreSQL primary (and a streaming standby), and several queen-server
+    /// processes on it; prints their URLs, for `run --target URL1,URL2`.
+    #[cfg(feature = "embedded")]
+    Cluster(ClusterArgs),
     /// Runs our server in this process, as `queen-server` would (the fault scenarios
     /// start it this way; arguments and environment are queen-server's).
     #[cfg(feature = "embedded")]
@@ -117,9 +122,25 @@ pub struct FaultsArgs {
     pub verbose: bool,
 }
 
+#[cfg(feature = "embedded")]
+#[derive(Debug, Args, Clone)]
+pub struct ClusterArgs {
+    /// queen-server processes on the one database.
+    #[arg(long, default_value_t = 2)]
+    pub servers: usize,
+    /// A streaming standby beside the primary: `sync` (commits wait for it) or `async`.
+    #[arg(long, value_parser = ["sync", "async"])]
+    pub standby: Option<String>,
+    /// DB_POOL_SIZE of each server.
+    #[arg(long, default_value_t = 10)]
+    pub pool_size: u32,
+}
+
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
-    /// The broker's base URL (http only). Without it, our server runs in-process.
+    /// The broker's base URL (http only); several, comma-separated, for brokers that
+    /// form one system (requests go round robin over them, the concurrent clients
+    /// spread). Without it, our server runs in-process.
     #[arg(long)]
     pub target: Option<String>,
     /// Engine of the in-process server (without --target).
@@ -617,6 +638,25 @@ fn write_reports(args: &RunArgs, report: &Report) -> Result<(), String> {
     }
 }
 
+/// `queen-conformance cluster`: a deployment kept until Ctrl-C.
+#[cfg(feature = "embedded")]
+async fn cluster(args: &ClusterArgs) -> Result<(), String> {
+    use crate::faults::deployment::{Deployment, Layout, ServerProgram};
+    let mut layout = Layout::plain(args.servers.max(1), args.pool_size);
+    layout.standby = match args.standby.as_deref() {
+        Some("sync") => Some(queen_pg::Replication::Synchronous),
+        Some(_) => Some(queen_pg::Replication::Asynchronous),
+        None => None,
+    };
+    let d = Deployment::start_layout(ServerProgram::for_this_executable()?, layout).await?;
+    println!("servers: {}", d.urls().join(","));
+    println!("database: {}", d.database_urls().join(" "));
+    println!("directory: {} (Ctrl-C stops everything)", d.dir().display());
+    let _ = tokio::signal::ctrl_c().await;
+    d.stop().await;
+    Ok(())
+}
+
 /// `queen-conformance faults`: runs each scenario; returns the summaries and whether
 /// all passed.
 #[cfg(feature = "embedded")]
@@ -751,6 +791,14 @@ pub async fn main_with(cli: Cli) -> i32 {
                 print!("{text}");
                 i32::from(!passed)
             }
+            Err(e) => {
+                eprintln!("queen-conformance: {e}");
+                2
+            }
+        },
+        #[cfg(feature = "embedded")]
+        Command::Cluster(args) => match cluster(&args).await {
+            Ok(()) => 0,
             Err(e) => {
                 eprintln!("queen-conformance: {e}");
                 2

@@ -74,14 +74,23 @@ impl Health {
         if let Some(why) = self.down() {
             return Some(why);
         }
+        // Of several brokers, every one must answer: one that died ends the run.
+        let mut silent = "";
         for _ in 0..3 {
-            let ping = target
-                .client
-                .get(format!("{}/health", target.url))
-                .timeout(Duration::from_secs(2))
-                .send()
-                .await;
-            if ping.is_ok() {
+            silent = "";
+            for url in target.urls() {
+                let ping = target
+                    .client
+                    .get(format!("{url}/health"))
+                    .timeout(Duration::from_secs(2))
+                    .send()
+                    .await;
+                if ping.is_err() {
+                    silent = url;
+                    break;
+                }
+            }
+            if silent.is_empty() {
                 return None;
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -98,13 +107,18 @@ impl Health {
             open
         };
         let (first, _) = &open[0];
+        let who = if target.more.is_empty() {
+            String::new()
+        } else {
+            format!(" ({silent} does not answer)")
+        };
         let mut why = if open.len() == 1 {
             format!(
-                "the broker stopped answering during {first}; the last request it received was:\n"
+                "the broker stopped answering during {first}{who}; the last request it received was:\n"
             )
         } else {
             format!(
-                "the broker stopped answering during {first}; the last request it received is one of the {} it left unanswered:\n",
+                "the broker stopped answering during {first}{who}; the last request it received is one of the {} it left unanswered:\n",
                 open.len()
             )
         };
@@ -130,6 +144,13 @@ pub async fn serves_management(target: &Target) -> bool {
 /// JSON object with a `messages` array. Deviations the suite reports later (another 2xx
 /// status, missing fields) pass; a 404, an HTML page or no answer does not.
 pub async fn probe(target: &Target, queue: &str) -> Result<(), String> {
+    for one in target.each() {
+        probe_one(&one, queue).await?;
+    }
+    Ok(())
+}
+
+async fn probe_one(target: &Target, queue: &str) -> Result<(), String> {
     let not_queen = |what: String| format!("this does not look like a Queen broker: {what}");
     let push = HttpRequest::post(
         "/api/v1/push",

@@ -88,7 +88,10 @@ pub async fn reachable(target: &Target) -> Result<(), String> {
         .map_err(|e| format!("cannot reach {}: {e}", target.url))
 }
 
-async fn run_case(target: Target, case: Case, prefix: String, timeout_s: u64) -> CaseOutcome {
+async fn run_case(mut target: Target, case: Case, prefix: String, timeout_s: u64) -> CaseOutcome {
+    if case.one_broker {
+        target.pin = Some(0);
+    }
     let t0 = Instant::now();
     let mut s = Session::new(&target, prefix.clone()).labelled(case.id);
     let result = tokio::time::timeout(Duration::from_secs(timeout_s), (case.run)(&mut s)).await;

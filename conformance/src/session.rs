@@ -61,6 +61,13 @@ impl Default for CheckSettings {
 #[derive(Clone, Debug)]
 pub struct Target {
     pub url: String,
+    /// Further brokers of the same system (`--target A,B,...`): requests go round robin
+    /// over `url` and these, so one session's calls reach different brokers.
+    pub more: Vec<String>,
+    /// The round robin's position, shared by the clones of this target.
+    turn: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Every request to this one broker (its index, modulo the count) instead.
+    pub pin: Option<usize>,
     pub client: reqwest::Client,
     pub settings: CheckSettings,
     /// The broker's database, when the suite may stop and start it (`database-control`).
@@ -78,14 +85,58 @@ impl Target {
             .pool_max_idle_per_host(64)
             .build()
             .expect("an HTTP client without TLS builds");
+        let mut urls = url
+            .split(',')
+            .map(|u| u.trim().trim_end_matches('/').to_string())
+            .filter(|u| !u.is_empty());
         Target {
-            url: url.trim_end_matches('/').to_string(),
+            url: urls.next().unwrap_or_default(),
+            more: urls.collect(),
+            turn: Default::default(),
+            pin: None,
             client,
             settings,
             database: None,
             health: Default::default(),
             tokens: None,
         }
+    }
+
+    /// Every broker's base URL.
+    pub fn urls(&self) -> Vec<&str> {
+        std::iter::once(self.url.as_str())
+            .chain(self.more.iter().map(String::as_str))
+            .collect()
+    }
+
+    /// The broker the next request goes to.
+    pub fn base(&self) -> &str {
+        if self.more.is_empty() {
+            return &self.url;
+        }
+        let i = match self.pin {
+            Some(k) => k,
+            None => self.turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        };
+        match i % (self.more.len() + 1) {
+            0 => &self.url,
+            k => &self.more[k - 1],
+        }
+    }
+
+    /// One target per broker, sharing everything else (clients of the concurrent
+    /// workload each keep to one broker, spread over them).
+    pub fn each(&self) -> Vec<Target> {
+        self.urls()
+            .into_iter()
+            .map(|u| Target {
+                url: u.to_string(),
+                more: vec![],
+                turn: Default::default(),
+                pin: None,
+                ..self.clone()
+            })
+            .collect()
     }
 
     /// `req` with the suite's default token (admin) when it names none and the broker
@@ -154,8 +205,9 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 pub async fn transmit(target: &Target, req: &HttpRequest) -> Result<HttpResponse, String> {
-    let mut url = reqwest::Url::parse(&format!("{}{}", target.url, req.path))
-        .map_err(|e| format!("bad URL {}{}: {e}", target.url, req.path))?;
+    let base = target.base();
+    let mut url = reqwest::Url::parse(&format!("{base}{}", req.path))
+        .map_err(|e| format!("bad URL {base}{}: {e}", req.path))?;
     if !req.query.is_empty() {
         let mut q = url.query_pairs_mut();
         for (k, v) in &req.query {
@@ -282,6 +334,17 @@ impl Session {
 
     pub fn target(&self) -> &Target {
         &self.target
+    }
+
+    /// How many brokers the target names (CLUSTER-1).
+    pub fn brokers(&self) -> usize {
+        1 + self.target.more.len()
+    }
+
+    /// Sends this session's next requests to broker `k` (modulo the count), or round
+    /// robin again with `None`.
+    pub fn pin_broker(&mut self, k: Option<usize>) {
+        self.target.pin = k;
     }
 
     pub fn settings(&self) -> &CheckSettings {

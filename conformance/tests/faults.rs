@@ -1,7 +1,8 @@
 //! The fault scenarios in their bounded form (a few seconds of faults each): the
 //! concurrent workload against a PostgreSQL cluster and `queen-server` processes the
-//! harness owns, while PostgreSQL is paused or killed, a server process is killed, two
-//! processes share the database, or clients give up early. Each must end with zero bad
+//! harness owns, while PostgreSQL is paused or killed, a server process is killed or
+//! cut off its database, a primary fails over to its standby, or clients give up early;
+//! and the whole suite against two servers on a replicated database as one system. Each must end with zero bad
 //! anomalies: no round refuted as non-linearizable (PUSH-7 `buffered` answers as
 //! maybe-applied; at most a quarter of the rounds left undecided by the search's time
 //! limit), and after the final drain of every queue with every group, none of the
@@ -105,13 +106,6 @@ async fn server_kill_and_restart_adopt_the_spool() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_servers_on_one_database_are_linearizable() {
-    let r = scenario(Fault::TwoServers, &options(404)).await;
-    assert_eq!(r.starts, vec![1, 1]);
-    assert_eq!(r.unknown, 0, "{}", r.summary());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_timeouts_shorter_than_the_work_stay_linearizable() {
     let mut o = options(505);
     // Three clients, the last one impatient: enough unknown answers to matter, few
@@ -154,7 +148,9 @@ async fn failover_to_a_synchronous_standby_loses_nothing() {
     let r = scenario(Fault::Failover, &options(606)).await;
     assert_eq!(r.starts, vec![1, 1], "the servers followed, not restarted");
     assert!(
-        r.events.iter().any(|e| e.contains("healthy on the new primary")),
+        r.events
+            .iter()
+            .any(|e| e.contains("healthy on the new primary")),
         "{}",
         r.summary()
     );
@@ -170,14 +166,22 @@ async fn failover_to_an_asynchronous_standby_is_caught_losing_acknowledged_pushe
     eprintln!("{}", r.summary());
     assert!(!r.passed(), "{}", r.summary());
     let lost = r.invariants.counts()["lost"].bad;
-    assert!(lost > 0, "acknowledged pushes reported lost: {}", r.summary());
+    assert!(
+        lost > 0,
+        "acknowledged pushes reported lost: {}",
+        r.summary()
+    );
 }
 
 /// One of two servers loses the database while the other keeps it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_cut_off_its_database_loses_nothing() {
     let r = scenario(Fault::BrokerPartition, &options(707)).await;
-    assert!(r.events.iter().any(|e| e.contains("cut off")), "{}", r.summary());
+    assert!(
+        r.events.iter().any(|e| e.contains("cut off")),
+        "{}",
+        r.summary()
+    );
 }
 
 /// A server dies for good holding spooled pushes; the other adopts and replays them.
@@ -186,8 +190,39 @@ async fn the_spool_of_a_server_that_never_returns_is_replayed_by_another() {
     let r = scenario(Fault::SpoolOrphan, &options(808)).await;
     assert!(r.adopted_logs > 0, "{}", r.summary());
     assert!(
-        r.events.iter().any(|e| e.contains("adopted the orphaned spool")),
+        r.events
+            .iter()
+            .any(|e| e.contains("adopted the orphaned spool")),
         "{}",
         r.summary()
     );
+}
+
+/// CLUSTER-1: two servers on a primary with a synchronous standby, named together with
+/// `--target A,B`, pass the whole suite and the concurrent scenario as one system
+/// (requests round robin, clients spread, a broker's own figures read from one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suite_checks_two_servers_on_a_replicated_database_as_one_system() {
+    use queen_conformance::faults::deployment::{Deployment, Layout};
+    let _turn = ONE_AT_A_TIME.lock().await;
+    let mut layout = Layout::plain(2, 10);
+    layout.standby = Some(queen_pg::Replication::Synchronous);
+    let program = options(1).program;
+    let d = Deployment::start_layout(program, layout)
+        .await
+        .expect("the deployment starts");
+    let mut a = queen_conformance::cli::RunArgs::defaults();
+    a.target = Some(d.urls().join(","));
+    a.no_progress = true;
+    a.failures_dir = std::env::temp_dir().join("queen-cluster-failures");
+    a.seed = Some(20_261_203);
+    a.strict = true;
+    a.concurrency = 8;
+    let report = queen_conformance::cli::run(&a)
+        .await
+        .expect("the suite runs");
+    let text = queen_conformance::report::terminal::render(&report, true);
+    d.stop().await;
+    assert!(report.passed(), "{text}");
+    assert!(text.contains("linearizable"), "{text}");
 }

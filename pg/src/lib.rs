@@ -68,8 +68,8 @@ pub use docker::{engine_answers as docker_engine_answers, image as docker_image,
 pub use error::{Error, Result};
 pub use local::{Durability, LocalCluster};
 pub use persistent::PersistentCluster;
-pub use standby::Replication;
 #[cfg(feature = "test-sources")]
 pub use source::{database_url, forced_source, local_binaries, server, shared, Server, Source};
+pub use standby::Replication;
 #[cfg(feature = "test-sources")]
 pub use testdb::TestDb;

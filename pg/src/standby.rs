@@ -67,9 +67,8 @@ impl PersistentCluster {
         let data = std::path::absolute(dir.as_ref())
             .map_err(|e| Error::local(dir.as_ref().display(), e))?;
         prepare_dir(&data, who.as_ref())?;
-        let conninfo = format!(
-            "host=127.0.0.1 port={through} user=postgres application_name={STANDBY_NAME}"
-        );
+        let conninfo =
+            format!("host=127.0.0.1 port={through} user=postgres application_name={STANDBY_NAME}");
         let mut cmd = Command::new(bins.pg_basebackup());
         cmd.arg("-D")
             .arg(&data)
@@ -120,7 +119,10 @@ impl PersistentCluster {
         let deadline = Instant::now() + CATCH_UP_LIMIT;
         while self.in_recovery().await? {
             if Instant::now() >= deadline {
-                return Err(Error::local(self.data_dir().display(), "promotion timed out"));
+                return Err(Error::local(
+                    self.data_dir().display(),
+                    "promotion timed out",
+                ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -195,7 +197,10 @@ fn prepare_dir(data: &Path, who: Option<&crate::user::RunAs>) -> Result<()> {
     let fail = |e: std::io::Error| Error::local(data.display(), e);
     std::fs::create_dir_all(data).map_err(fail)?;
     if std::fs::read_dir(data).map_err(fail)?.next().is_some() {
-        return Err(Error::local(data.display(), "a standby needs an empty directory"));
+        return Err(Error::local(
+            data.display(),
+            "a standby needs an empty directory",
+        ));
     }
     std::fs::set_permissions(data, std::fs::Permissions::from_mode(0o700)).map_err(fail)?;
     if let Some(who) = who {

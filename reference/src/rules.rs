@@ -275,6 +275,14 @@ pub mod ids {
     pub const MGMT_12: RuleId = RuleId("MGMT-12");
     /// health carries the broker's version and uptime
     pub const HEALTH_4: RuleId = RuleId("HEALTH-4");
+    /// brokers on one database are one system; a broker's own figures are per broker
+    pub const CLUSTER_1: RuleId = RuleId("CLUSTER-1");
+    /// a push on one broker wakes a pop parked on another
+    pub const CLUSTER_2: RuleId = RuleId("CLUSTER-2");
+    /// a stopped broker's spool is adopted and replayed by another
+    pub const CLUSTER_3: RuleId = RuleId("CLUSTER-3");
+    /// several database hosts: writes go to the primary, a promotion is followed
+    pub const CLUSTER_4: RuleId = RuleId("CLUSTER-4");
 }
 
 pub use ids::*;
@@ -284,7 +292,8 @@ pub use ids::*;
 /// them without knowing the broker's configuration or killing it, so they are checked
 /// by the server's own tests and the fault scenarios, not by conformance cases.
 pub const OPERATIONAL: &[RuleId] = &[
-    PUSH_10, HEALTH_2, HEALTH_3, LIMIT_1, ERR_1, CONN_1, STOP_1, AUTH_5, ENC_3,
+    PUSH_10, HEALTH_2, HEALTH_3, LIMIT_1, ERR_1, CONN_1, STOP_1, AUTH_5, ENC_3, CLUSTER_3,
+    CLUSTER_4,
 ];
 use Level::{Open, Project, Seed};
 
@@ -720,6 +729,26 @@ pub const RULES: &[Rule] = &[
         id: HEALTH_4,
         level: Project,
         title: "health carries the broker's version and uptime",
+    },
+    Rule {
+        id: CLUSTER_1,
+        level: Project,
+        title: "brokers on one database are one system; a broker's own figures are per broker",
+    },
+    Rule {
+        id: CLUSTER_2,
+        level: Project,
+        title: "a push on one broker wakes a pop parked on another",
+    },
+    Rule {
+        id: CLUSTER_3,
+        level: Project,
+        title: "a stopped broker's spool is adopted and replayed by another",
+    },
+    Rule {
+        id: CLUSTER_4,
+        level: Project,
+        title: "several database hosts: writes go to the primary, a promotion is followed",
     },
 ];
 

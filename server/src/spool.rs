@@ -462,11 +462,22 @@ mod tests {
         let dead = Spool::open(&dir, u64::MAX).unwrap();
         dead.append(&[item(1), item(2)]).await.unwrap();
         dead.append(&[item(3)]).await.unwrap();
-        let first = dead.next_chunk(ChunkLimits { bytes: 1, items: 1 }).await.unwrap();
+        let first = dead
+            .next_chunk(ChunkLimits { bytes: 1, items: 1 })
+            .await
+            .unwrap();
         dead.commit(first.unwrap()).await.unwrap();
-        assert_eq!(live.adopt_orphans().await.unwrap(), 0, "its owner still runs");
+        assert_eq!(
+            live.adopt_orphans().await.unwrap(),
+            0,
+            "its owner still runs"
+        );
         drop(dead);
-        assert_eq!(live.adopt_orphans().await.unwrap(), 1, "the unreplayed line only");
+        assert_eq!(
+            live.adopt_orphans().await.unwrap(),
+            1,
+            "the unreplayed line only"
+        );
         assert_eq!(live.pending(), 2);
         assert_eq!(drain(&live, ALL).await, [["t9", "t3"]]);
         let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();

@@ -14,7 +14,7 @@ pub fn cases() -> Vec<Case> {
         delete_all: "del-1/delete-removes-everything", [DEL_1], Project, Delete, needs [DeadLetter];
         delete_unknown: "del-1/delete-of-an-unknown-queue", [DEL_1], Project, Delete;
         health: "health-1/healthy-and-connected", [HEALTH_1], Project, Core;
-        push_maintenance: "maint-1/push-maintenance-buffers-and-replays-in-order", [MAINT_1, PUSH_7, PUSH_5], Seed, Maintenance, alone = true;
+        push_maintenance: "maint-1/push-maintenance-buffers-and-replays-in-order", [MAINT_1, PUSH_7, PUSH_5, CLUSTER_1], Seed, Maintenance, alone = true, one_broker = true;
         pop_maintenance: "maint-2/pop-maintenance-answers-a-bare-204", [MAINT_2, POP_6], Seed, Maintenance, alone = true;
         maintenance_body: "maint-1/bad-switch-body-is-400", [MAINT_1, MAINT_2], Project, Maintenance, needs [BadInput], alone = true;
         txn_under_maintenance: "txn-4/a-transaction-push-is-refused-under-maintenance", [TXN_4], Project, Maintenance, alone = true;

@@ -27,7 +27,8 @@ use crate::case::Case;
 /// case touches broker-wide state and runs by itself).
 macro_rules! cases {
     ($( $f:ident : $id:literal, [$($r:ident),*], $lvl:ident, $cap:ident
-        $(, needs [$($n:ident),*])? $(, alone = $alone:literal)? ;)*) => {
+        $(, needs [$($n:ident),*])? $(, alone = $alone:literal)?
+        $(, one_broker = $one:literal)? ;)*) => {
         vec![$({
             #[allow(unused_mut)]
             let mut c = $crate::case::Case::new(
@@ -39,6 +40,7 @@ macro_rules! cases {
             );
             $( c = c.needs(&[$($crate::case::Capability::$n),*]); )?
             $( if $alone { c = c.exclusive(); } )?
+            $( c.one_broker = $one; )?
             c
         }),*]
     };

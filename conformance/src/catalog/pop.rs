@@ -27,6 +27,7 @@ pub fn cases() -> Vec<Case> {
         wakes: "pop-11/push-wakes-a-parked-pop", [POP_11], Seed, LongPoll;
         wait_timeout: "pop-11/wait-answers-204-at-the-timeout", [POP_11, POP_6], Seed, LongPoll;
         wakes_discovery: "pop-11/push-in-scope-wakes-a-parked-discovery-pop", [POP_11], Seed, LongPoll, needs [Discovery];
+        wakes_across: "cluster-2/a-push-on-one-broker-wakes-a-pop-parked-on-another", [CLUSTER_2, POP_11], Project, LongPoll;
         created_at: "pop-12/created-at-is-the-write-time-of-the-push-call", [POP_12], Seed, Core;
         sub_new: "pop-13/mode-new-skips-the-backlog", [POP_13], Seed, Subscription;
         sub_from: "pop-13/subscription-from-a-time", [POP_13], Seed, Subscription;
@@ -434,6 +435,43 @@ async fn wakes(s: &mut Session) -> CaseResult {
                 at - pushed
             ),
             vec![POP_11],
+        )
+    })
+}
+
+/// CLUSTER-2: the pop parks on the first broker, the push goes to the second (with one
+/// broker, both go to it).
+async fn wakes_across(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.pin_broker(Some(0));
+    s.pop_q(&q, &[]).await?; // the queue exists; nothing to deliver
+    let parked = s.start(HttpRequest::get(
+        PopRoute::Queue(q.clone()).path(),
+        &[("wait", "true"), ("timeout", "10000")],
+    ));
+    sleep_ms(300).await;
+    s.pin_broker(Some(1));
+    s.push1(&q, "p", "m").await?;
+    let pushed = now_ms();
+    let (r, at) = s.finish(parked).await?;
+    let across = if s.brokers() > 1 {
+        "another broker's"
+    } else {
+        "the"
+    };
+    ensure(r.status == 200, || {
+        (
+            format!("the parked pop delivered {across} push"),
+            vec![CLUSTER_2],
+        )
+    })?;
+    ensure(at - pushed < 500, || {
+        (
+            format!(
+                "the parked pop answered {} ms after {across} push (at most 500)",
+                at - pushed
+            ),
+            vec![CLUSTER_2],
         )
     })
 }

@@ -52,7 +52,8 @@ pub async fn run_and_check(
     workload: &Workload,
     budget: u64,
 ) -> (History, Outcome) {
-    let history = run_workload(target, workload).await;
+    // Each client keeps to one broker, the clients spread over every broker named.
+    let history = workload::run_workload_spread(&target.each(), workload).await;
     let (settings, h) = (target.settings.clone(), history.clone());
     let outcome = tokio::task::spawn_blocking(move || check_deep(&h, &settings, budget))
         .await

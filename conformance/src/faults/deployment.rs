@@ -211,7 +211,10 @@ impl Deployment {
 
     /// Starts the cluster (and its standby, and the proxies) that `layout` asks for,
     /// then its servers; returns once every server answers `/health` with 200.
-    pub async fn start_layout(program: ServerProgram, layout: Layout) -> Result<Deployment, String> {
+    pub async fn start_layout(
+        program: ServerProgram,
+        layout: Layout,
+    ) -> Result<Deployment, String> {
         let Layout {
             servers,
             pool_size,
@@ -385,10 +388,22 @@ impl Deployment {
         format!("postgres://postgres@{}/postgres{attrs}", hosts.join(","))
     }
 
+    /// Every server's `DATABASE_URL`, deduplicated.
+    pub fn database_urls(&self) -> Vec<String> {
+        let mut urls: Vec<String> = (0..self.servers.len())
+            .map(|i| self.database_url(i))
+            .collect();
+        urls.dedup();
+        urls
+    }
+
     /// Cuts server `i` off the database (its proxy resets and refuses connections):
     /// the connections reset.
     pub fn cut(&self, i: usize) -> Result<usize, String> {
-        let p = self.proxies.get(i).ok_or("this deployment has no proxies")?;
+        let p = self
+            .proxies
+            .get(i)
+            .ok_or("this deployment has no proxies")?;
         Ok(p.cut())
     }
 
@@ -402,13 +417,19 @@ impl Deployment {
     /// Cuts the standby's stream from the primary, so it falls behind: the
     /// connections reset.
     pub fn cut_replication(&self) -> Result<usize, String> {
-        let link = self.replication.as_ref().ok_or("this deployment has no standby")?;
+        let link = self
+            .replication
+            .as_ref()
+            .ok_or("this deployment has no standby")?;
         Ok(link.cut())
     }
 
     /// Promotes the standby; it becomes the deployment's cluster.
     pub async fn promote_standby(&mut self) -> Result<(), String> {
-        let s = self.standby.take().ok_or("this deployment has no standby")?;
+        let s = self
+            .standby
+            .take()
+            .ok_or("this deployment has no standby")?;
         s.promote()
             .await
             .map_err(|e| format!("promotion failed: {e}"))?;

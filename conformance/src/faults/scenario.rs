@@ -176,7 +176,10 @@ async fn inject_once(
             ));
             tokio::time::sleep(opts.outage).await;
             d.heal(0);
-            log.push(format!("{} ms: server 0 reaches the database again", ms(t0)));
+            log.push(format!(
+                "{} ms: server 0 reaches the database again",
+                ms(t0)
+            ));
         }
         Fault::SpoolOrphan => orphan_spool(d, t0, log).await?,
         Fault::TwoServers | Fault::ClientTimeouts => {
@@ -253,7 +256,11 @@ async fn failover(
 
 /// `spool-orphan`: server 0 is cut off until its spool holds pushes, then SIGKILLed
 /// for good; server 1 must adopt the spool.
-async fn orphan_spool(d: &mut Deployment, t0: Instant, log: &mut Vec<String>) -> Result<(), String> {
+async fn orphan_spool(
+    d: &mut Deployment,
+    t0: Instant,
+    log: &mut Vec<String>,
+) -> Result<(), String> {
     let ms = |t0: Instant| t0.elapsed().as_millis();
     let n = d.cut(0)?;
     log.push(format!(

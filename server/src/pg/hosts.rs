@@ -186,7 +186,10 @@ fn split_key_values(s: &str) -> Result<(Vec<PgConnectOptions>, Option<String>), 
             (k, v) if k == "port" => {
                 ports = v
                     .split(',')
-                    .map(|p| p.parse::<u16>().map_err(|_| config_error(format!("bad port {p}"))))
+                    .map(|p| {
+                        p.parse::<u16>()
+                            .map_err(|_| config_error(format!("bad port {p}")))
+                    })
                     .collect::<Result<_, _>>()?
             }
             (k, v) if k == "user" => base = base.username(&v),
@@ -194,7 +197,10 @@ fn split_key_values(s: &str) -> Result<(Vec<PgConnectOptions>, Option<String>), 
             (k, v) if k == "dbname" => base = base.database(&v),
             (k, v) if k == "application_name" => base = base.application_name(&v),
             (k, v) if k == "sslmode" => {
-                base = base.ssl_mode(v.parse().map_err(|_| config_error(format!("bad sslmode {v}")))?)
+                base = base.ssl_mode(
+                    v.parse()
+                        .map_err(|_| config_error(format!("bad sslmode {v}")))?,
+                )
             }
             (k, v) if k == "target_session_attrs" => attrs = Some(v),
             (k, _) => return Err(config_error(format!("unsupported connection key {k}"))),
@@ -248,7 +254,9 @@ fn key_values(s: &str) -> Result<Vec<(String, String)>, sqlx::Error> {
             value = chars.by_ref().take_while(|c| !c.is_whitespace()).collect();
         }
         if key.is_empty() {
-            return Err(config_error(format!("bad connection string near {value:?}")));
+            return Err(config_error(format!(
+                "bad connection string near {value:?}"
+            )));
         }
         out.push((key, value));
     }

@@ -22,8 +22,8 @@
 mod ack;
 mod admin;
 mod group;
-mod hosts;
 mod groups;
+mod hosts;
 mod lease;
 mod listen;
 mod minted;

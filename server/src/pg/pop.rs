@@ -347,7 +347,8 @@ async fn head(
             continue;
         }
         // Rows of one claimed partition come together: its candidate is read once.
-        let same = matches!((head.claims.last(), row.id), (Some((last, _)), Some(id)) if last.id == id);
+        let same =
+            matches!((head.claims.last(), row.id), (Some((last, _)), Some(id)) if last.id == id);
         let c = if same { None } else { row.candidate() };
         let Some(m) = row.claimed() else { continue };
         if let Some(c) = c {
