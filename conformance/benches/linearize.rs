@@ -56,9 +56,16 @@ async fn main() {
             let history = run_workload(&target, &w).await;
             let record_s = t0.elapsed().as_secs_f64();
             let (h, s) = (history.clone(), settings.clone());
-            let out = tokio::task::spawn_blocking(move || check_deep(&h, &s, DEFAULT_BUDGET))
-                .await
-                .expect("checker");
+            let out = tokio::task::spawn_blocking(move || {
+                check_deep(
+                    &h,
+                    &s,
+                    DEFAULT_BUDGET,
+                    queen_conformance::concurrent::DEFAULT_SEARCH_LIMIT,
+                )
+            })
+            .await
+            .expect("checker");
             let verdict = out.verdict_name();
             println!(
                 "{:>7} {:>6} {:>6.1}s {:>9} {:>10.1} {:>10.0}  {verdict}",

@@ -196,6 +196,10 @@ pub struct RunArgs {
     /// before its verdict is "unknown" (which fails the run).
     #[arg(long, default_value_t = crate::concurrent::linearize::DEFAULT_BUDGET)]
     pub budget: u64,
+    /// Concurrent scenario: seconds the linearizability search may take before its
+    /// verdict is "unknown" (which fails the run): a run never hangs in the search.
+    #[arg(long, default_value_t = crate::concurrent::DEFAULT_SEARCH_LIMIT.as_secs())]
+    pub search_limit_s: u64,
     /// Concurrent scenario: where its timeline (HTML) is written. Without it, the
     /// timeline of a scenario that does not pass goes to
     /// `conformance-failures/concurrent-timeline.html`; with it, it is always written.
@@ -506,6 +510,7 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
                 ..crate::concurrent::Workload::new(args.concurrency, args.ops, args.queues, seed)
             },
             budget: args.budget,
+            search_limit: std::time::Duration::from_secs(args.search_limit_s.max(1)),
         }),
         progress: !args.no_progress,
     };

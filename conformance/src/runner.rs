@@ -303,7 +303,13 @@ pub async fn run(opts: &RunOptions) -> RunResults {
     let concurrent = match &opts.concurrent {
         Some(c) if down.is_none() && opts.selection.covers(&Entry::named(CONCURRENT_ID)) => {
             progress.update("concurrent scenario", 0, 1);
-            let s = concurrent::run_scenario(&opts.target, &c.workload, c.budget).await;
+            let s = concurrent::run_scenario_within(
+                &opts.target,
+                &c.workload,
+                c.budget,
+                c.search_limit,
+            )
+            .await;
             progress.update("concurrent scenario", 1, 1);
             Some(s)
         }

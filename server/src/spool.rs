@@ -435,11 +435,7 @@ mod tests {
     #[tokio::test]
     async fn push_7_a_dead_process_spool_is_adopted_in_order() {
         let dir = temp_dir();
-        let live = Spool::open(&dir, u64::MAX).unwrap();
-        live.append(&[item(9)]).await.unwrap();
-        let dead = Spool::open(&dir, u64::MAX).unwrap();
-        dead.append(&[item(1), item(2)]).await.unwrap();
-        dead.append(&[item(3)]).await.unwrap();
+        let (live, dead) = live_and_dying(&dir).await;
         drop(dead); // its lock goes with its file handle, as on SIGKILL
         let next = Spool::open(&dir, u64::MAX).unwrap();
         assert_eq!(
@@ -452,16 +448,12 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// PUSH-10: replay goes in chunks bounded by items and bytes, in order, each line
-    /// whole; a line over the bound still goes, alone.
+    /// CLUSTER-3: a running process takes over the spool of one that died after it
+    /// started (from its last committed chunk), and leaves a live one's alone.
     #[tokio::test]
     async fn push_7_a_running_process_adopts_the_spool_of_one_that_died_after_it_started() {
         let dir = temp_dir();
-        let live = Spool::open(&dir, u64::MAX).unwrap();
-        live.append(&[item(9)]).await.unwrap();
-        let dead = Spool::open(&dir, u64::MAX).unwrap();
-        dead.append(&[item(1), item(2)]).await.unwrap();
-        dead.append(&[item(3)]).await.unwrap();
+        let (live, dead) = live_and_dying(&dir).await;
         let first = dead
             .next_chunk(ChunkLimits { bytes: 1, items: 1 })
             .await
@@ -485,6 +477,19 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Two processes' spools in `dir`: one holding `t9`, one (to die) `t1`, `t2`, `t3`
+    /// in two requests.
+    async fn live_and_dying(dir: &Path) -> (Spool, Spool) {
+        let live = Spool::open(dir, u64::MAX).unwrap();
+        live.append(&[item(9)]).await.unwrap();
+        let dying = Spool::open(dir, u64::MAX).unwrap();
+        dying.append(&[item(1), item(2)]).await.unwrap();
+        dying.append(&[item(3)]).await.unwrap();
+        (live, dying)
+    }
+
+    /// PUSH-10: replay goes in chunks bounded by items and bytes, in order, each line
+    /// whole; a line over the bound still goes, alone.
     #[tokio::test]
     async fn push_10_replay_goes_in_bounded_chunks_in_order() {
         let dir = temp_dir();

@@ -27,19 +27,30 @@ pub use linearize::{check, Outcome, Verdict, UNANSWERED_MAX_SHARE};
 pub use workload::{run_workload, Workload};
 
 use crate::session::{CheckSettings, Target};
+use std::time::Duration;
 
 /// Stack of the search thread (reserved, committed only as used): room for histories
 /// of hundreds of thousands of calls per queue.
 const SEARCH_STACK: usize = 512 << 20;
 
+/// How long the search of `run --concurrency` may take before its verdict is
+/// "unknown": a step budget alone does not bound the time (`--search-limit-s`).
+pub const DEFAULT_SEARCH_LIMIT: Duration = Duration::from_secs(120);
+
 /// [`check`] on a thread of its own with a deep stack: the search recurses once per
-/// placed call. Blocks until the verdict.
-pub fn check_deep(history: &History, settings: &CheckSettings, budget: u64) -> Outcome {
+/// placed call. Blocks until the verdict, or until `limit` has passed (unknown).
+pub fn check_deep(
+    history: &History,
+    settings: &CheckSettings,
+    budget: u64,
+    limit: Duration,
+) -> Outcome {
     let (h, settings) = (history.clone(), settings.clone());
+    let deadline = Some(std::time::Instant::now() + limit);
     std::thread::Builder::new()
         .name("linearize".into())
         .stack_size(SEARCH_STACK)
-        .spawn(move || check(&h, &settings, budget))
+        .spawn(move || linearize::check_until(&h, &settings, budget, deadline))
         .expect("a search thread starts")
         .join()
         .expect("the checker does not panic")
@@ -51,11 +62,12 @@ pub async fn run_and_check(
     target: &Target,
     workload: &Workload,
     budget: u64,
+    limit: Duration,
 ) -> (History, Outcome) {
     // Each client keeps to one broker, the clients spread over every broker named.
     let history = workload::run_workload_spread(&target.each(), workload).await;
     let (settings, h) = (target.settings.clone(), history.clone());
-    let outcome = tokio::task::spawn_blocking(move || check_deep(&h, &settings, budget))
+    let outcome = tokio::task::spawn_blocking(move || check_deep(&h, &settings, budget, limit))
         .await
         .expect("the checker does not panic");
     let outcome = outcome.judge_unanswered(&history);
@@ -68,6 +80,8 @@ pub struct ScenarioOptions {
     pub workload: Workload,
     /// Model steps of the linearizability search per queue.
     pub budget: u64,
+    /// Wall-clock limit of the search (past it: unknown).
+    pub search_limit: Duration,
 }
 
 /// A whole concurrent run: the workload's history, its linearizability outcome, the
@@ -161,8 +175,18 @@ impl Scenario {
 /// Runs `workload` against `target`, checks linearizability with `budget` model steps
 /// per queue, drains every queue and checks the invariants (`skew_ms` from the target).
 pub async fn run_scenario(target: &Target, workload: &Workload, budget: u64) -> Scenario {
+    run_scenario_within(target, workload, budget, DEFAULT_SEARCH_LIMIT).await
+}
+
+/// [`run_scenario`] whose search gives up (unknown) after `limit`.
+pub async fn run_scenario_within(
+    target: &Target,
+    workload: &Workload,
+    budget: u64,
+    limit: Duration,
+) -> Scenario {
     let t0 = std::time::Instant::now();
-    let (history, outcome) = run_and_check(target, workload, budget).await;
+    let (history, outcome) = run_and_check(target, workload, budget, limit).await;
     let mut opts = DrainOptions::after_leases(workload.lease_ms());
     opts.op_timeout_ms = workload.op_timeout_ms;
     let drain = drain::drain(target, &history, &opts).await;

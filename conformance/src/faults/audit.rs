@@ -93,3 +93,27 @@ impl PushTally {
         )
     }
 }
+
+/// The longest time, in ms of the clients' clock, between two pushes answered 201 with
+/// every item `queued`: how long the clients saw no push stored directly (a failover, a
+/// cut), whatever the spool accepted meanwhile.
+pub fn longest_store_gap(history: &History) -> f64 {
+    let mut stored: Vec<f64> = history
+        .ops
+        .iter()
+        .filter(|o| o.request.method == "POST" && o.request.path == "/api/v1/push")
+        .filter_map(|o| match &o.answer {
+            Answer::Known(a) if a.status == 201 && all_queued(a.body.as_ref()) => {
+                Some(o.complete_ms as f64)
+            }
+            _ => None,
+        })
+        .collect();
+    stored.sort_by(f64::total_cmp);
+    stored.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max)
+}
+
+fn all_queued(body: Option<&Value>) -> bool {
+    body.and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty() && a.iter().all(|r| r["status"] == "queued"))
+}

@@ -222,6 +222,8 @@ pub struct Report {
     pub failures: Vec<String>,
     /// Pushed items by answer.
     pub pushes: audit::PushTally,
+    /// The longest time the clients saw no push stored directly (ms).
+    pub store_gap_ms: f64,
     /// The invariants over every round and the final drain.
     pub invariants: InvariantReport,
     /// The drain's calls and how long it took.
@@ -253,6 +255,7 @@ impl Report {
             verdicts: vec![],
             failures: vec![],
             pushes: audit::PushTally::default(),
+            store_gap_ms: 0.0,
             invariants: InvariantReport::default(),
             drain_calls: 0,
             drain_ms: 0.0,
@@ -282,7 +285,7 @@ impl Report {
             return self.stress_summary();
         }
         let mut s = format!(
-            "fault scenario {}: {} in {:.1} s\n  {} rounds, {} calls ({} unknown), verdicts {:?}; server starts {:?}, spool adoptions logged {}\n  {}\n  drain: {} calls in {:.1} s\n  {}",
+            "fault scenario {}: {} in {:.1} s\n  {} rounds, {} calls ({} unknown), verdicts {:?}; server starts {:?}, spool adoptions logged {}\n  {}; longest time without a push answered queued: {:.0} ms\n  drain: {} calls in {:.1} s\n  {}",
             self.fault.name(),
             if self.passed() { "passed" } else { "FAILED" },
             self.elapsed.as_secs_f64(),
@@ -293,6 +296,7 @@ impl Report {
             self.starts,
             self.adopted_logs,
             self.pushes.summary(),
+            self.store_gap_ms,
             self.drain_calls,
             self.drain_ms / 1000.0,
             self.invariant_lines()
@@ -360,6 +364,7 @@ impl Report {
                 "buffered": self.pushes.buffered,
                 "duplicate": self.pushes.duplicate,
                 "unknown": self.pushes.unknown,
+                "longestGapWithoutQueuedMs": self.store_gap_ms,
             },
             "drain": {"calls": self.drain_calls, "ms": self.drain_ms},
             "invariants": self.invariants.to_json(),

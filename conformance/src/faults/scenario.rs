@@ -456,6 +456,7 @@ async fn drain_and_check(
     let all = audit::reached(&History::new(
         histories.into_iter().flat_map(|h| h.ops).collect(),
     ));
+    report.store_gap_ms = audit::longest_store_gap(&all);
     let mut dopts = drain::DrainOptions::after_leases(i64::from(opts.lease_seconds) * 1000);
     dopts.fresh_group = Some(format!(
         "audit{}",
