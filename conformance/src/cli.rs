@@ -182,8 +182,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 30)]
     pub ops: usize,
     /// Concurrent scenario: queues the calls spread over (each checked on its own).
-    #[arg(long, default_value_t = 2)]
-    pub queues: usize,
+    /// Default: one per two clients, at least two (the search's cost grows steeply
+    /// with the clients sharing a queue).
+    #[arg(long)]
+    pub queues: Option<usize>,
     /// Concurrent scenario: client-side timeout of one call in ms (past it the answer is
     /// unknown: maybe applied).
     #[arg(long, default_value_t = 10_000)]
@@ -507,7 +509,12 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
             workload: crate::concurrent::Workload {
                 op_timeout_ms: args.op_timeout_ms,
                 lease_seconds: Some(args.lease_seconds.max(1)),
-                ..crate::concurrent::Workload::new(args.concurrency, args.ops, args.queues, seed)
+                ..crate::concurrent::Workload::new(
+                    args.concurrency,
+                    args.ops,
+                    args.queues.unwrap_or(args.concurrency.div_ceil(2).max(2)),
+                    seed,
+                )
             },
             budget: args.budget,
             search_limit: std::time::Duration::from_secs(args.search_limit_s.max(1)),

@@ -218,9 +218,6 @@ async fn the_suite_checks_two_servers_on_a_replicated_database_as_one_system() {
     a.seed = Some(20_261_203);
     a.strict = true;
     a.concurrency = 8;
-    // Two clients per queue: eight on two queues can leave a search undecided within
-    // its time limit (on one broker as on two).
-    a.queues = 4;
     let report = queen_conformance::cli::run(&a)
         .await
         .expect("the suite runs");

@@ -34,8 +34,10 @@ impl Hosts {
         } else {
             split_key_values(url)?
         };
+        // Several hosts default to read-write: the broker only writes.
         let writable = match attrs.as_deref() {
-            None | Some("any") => hosts.len() > 1,
+            None => hosts.len() > 1,
+            Some("any") => false,
             Some("read-write") | Some("primary") => true,
             Some(other) => {
                 return Err(config_error(format!(
@@ -43,7 +45,6 @@ impl Hosts {
                 )))
             }
         };
-        let writable = writable && attrs.as_deref() != Some("any");
         Ok(Hosts {
             candidates: hosts,
             writable,
