@@ -63,6 +63,10 @@ pub enum Command {
     /// processes on it; prints their URLs, for `run --target URL1,URL2`.
     #[cfg(feature = "embedded")]
     Cluster(ClusterArgs),
+    /// Checks a recorded concurrent history again: the `.json` a failing round of
+    /// `run --concurrency` or `faults` wrote. Prints each queue's verdict with the model
+    /// steps and time its search took; exit status 0 when every queue is linearizable.
+    Recheck(RecheckArgs),
     /// Runs our server in this process, as `queen-server` would (the fault scenarios
     /// start it this way; arguments and environment are queen-server's).
     #[cfg(feature = "embedded")]
@@ -134,6 +138,18 @@ pub struct ClusterArgs {
     /// DB_POOL_SIZE of each server.
     #[arg(long, default_value_t = 10)]
     pub pool_size: u32,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RecheckArgs {
+    /// The history file (a JSON array of calls).
+    pub file: PathBuf,
+    /// Model steps the search may take per queue before "unknown".
+    #[arg(long, default_value_t = crate::concurrent::linearize::DEFAULT_BUDGET)]
+    pub budget: u64,
+    /// Seconds the whole search may take before "unknown".
+    #[arg(long, default_value_t = crate::concurrent::DEFAULT_SEARCH_LIMIT.as_secs())]
+    pub search_limit_s: u64,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -816,6 +832,16 @@ pub async fn main_with(cli: Cli) -> i32 {
                 2
             }
         },
+        Command::Recheck(args) => match recheck(&args) {
+            Ok((text, passed)) => {
+                print!("{text}");
+                i32::from(!passed)
+            }
+            Err(e) => {
+                eprintln!("queen-conformance: {e}");
+                2
+            }
+        },
         #[cfg(feature = "embedded")]
         Command::Serve { args } => crate::faults::serve::main(&args).await,
         Command::Run(args) => match run(&args).await {
@@ -835,10 +861,61 @@ pub async fn main_with(cli: Cli) -> i32 {
     }
 }
 
+/// `recheck`: the recorded history searched as the run searched it (pushes answered
+/// `buffered` taken as unknown, calls that never reached the broker left out). The
+/// share of unanswered calls is not judged: a fault scenario's rounds have many.
+fn recheck(args: &RecheckArgs) -> Result<(String, bool), String> {
+    use crate::concurrent::history::History;
+    let text = std::fs::read_to_string(&args.file)
+        .map_err(|e| format!("cannot read {}: {e}", args.file.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not JSON: {e}", args.file.display()))?;
+    let h = History::from_json(&v).map_err(|e| format!("{}: {e}", args.file.display()))?;
+    #[cfg(feature = "embedded")]
+    let h = crate::faults::audit::for_search(&h);
+    let limit = std::time::Duration::from_secs(args.search_limit_s.max(1));
+    let outcome = crate::concurrent::check_deep(&h, &CheckSettings::default(), args.budget, limit);
+    Ok((crate::concurrent::summary(&h, &outcome), outcome.passed()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// A recorded fault round whose unanswered pops kept a whole-history search busy past
+    /// its time limit: leaving them out first decides it in a few steps.
+    #[test]
+    fn recheck_decides_a_recorded_round_with_unanswered_pops() {
+        let file = PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fixtures/histories/broker-partition-unanswered-pops.json"
+        ));
+        let args = RecheckArgs {
+            file,
+            budget: 2_000,
+            search_limit_s: 600,
+        };
+        let (text, passed) = recheck(&args).unwrap();
+        assert!(passed, "{text}");
+        assert!(text.contains("61 calls"), "{text}");
+        assert!(text.contains("cq2: 22 calls"), "{text}");
+    }
+
+    #[test]
+    fn recheck_refuses_what_is_not_a_history() {
+        let file = std::env::temp_dir().join(format!("queen-recheck-{}.json", std::process::id()));
+        let call = r#"[{"id": 0, "request": {"method": "GET", "path": "/health", "query": []}}]"#;
+        std::fs::write(&file, call).unwrap();
+        let args = RecheckArgs {
+            file,
+            budget: 10,
+            search_limit_s: 1,
+        };
+        let e = recheck(&args).unwrap_err();
+        let _ = std::fs::remove_file(&args.file);
+        assert!(e.contains("call 0: call without a numeric `client`"), "{e}");
+    }
 
     /// `rules --json` lists every rule once, with its level and the cases citing it.
     #[test]

@@ -74,6 +74,63 @@ impl Op {
             "answer": answer,
         })
     }
+
+    /// The call [`Op::to_json`] wrote (a failing round's history file), or why `v` is
+    /// not one. Bearer tokens are not recorded, so a replayed call carries none.
+    pub fn from_json(v: &Value) -> Result<Op, String> {
+        let num = |k: &str| {
+            v[k].as_u64()
+                .ok_or_else(|| format!("call without a numeric `{k}`"))
+        };
+        let ms = |k: &str| {
+            v[k].as_i64()
+                .ok_or_else(|| format!("call without a time `{k}`"))
+        };
+        let r = &v["request"];
+        let text = |x: &Value, k: &str| {
+            x[k].as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("call without a `{k}` string"))
+        };
+        let (id, client, key) = (
+            num("id")? as usize,
+            num("client")? as usize,
+            text(v, "key")?,
+        );
+        let (invoke_ms, complete_ms) = (ms("invokeMs")?, ms("completeMs")?);
+        let query = serde_json::from_value(r["query"].clone())
+            .map_err(|e| format!("a call's query is not a list of pairs: {e}"))?;
+        let body = match &r["body"] {
+            Value::Null => Vec::new(),
+            b => serde_json::to_vec(b).expect("a value serializes"),
+        };
+        let a = &v["answer"];
+        let answer = match a.get("unknown") {
+            Some(why) => Answer::Unknown(why.as_str().unwrap_or_default().to_string()),
+            None => Answer::Known(HttpResponse {
+                status: a["status"]
+                    .as_u64()
+                    .and_then(|s| u16::try_from(s).ok())
+                    .ok_or("an answer without a status or `unknown`")?,
+                body: Some(a["body"].clone()).filter(|b| !b.is_null()),
+            }),
+        };
+        Ok(Op {
+            id,
+            client,
+            key,
+            request: HttpRequest {
+                method: text(r, "method")?,
+                path: text(r, "path")?,
+                query,
+                body,
+                bearer: None,
+            },
+            invoke_ms,
+            complete_ms,
+            answer,
+        })
+    }
 }
 
 /// A whole concurrent history.
@@ -107,5 +164,16 @@ impl History {
 
     pub fn to_json(&self) -> Value {
         Value::Array(self.ops.iter().map(Op::to_json).collect())
+    }
+
+    /// The history [`History::to_json`] wrote, in its recorded order.
+    pub fn from_json(v: &Value) -> Result<History, String> {
+        let calls = v.as_array().ok_or("a history is a JSON array of calls")?;
+        let ops = calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| Op::from_json(c).map_err(|e| format!("call {i}: {e}")))
+            .collect::<Result<_, _>>()?;
+        Ok(History { ops })
     }
 }

@@ -194,3 +194,21 @@ mod against_our_server {
         assert_eq!(s.invariants.counts()["still-leased"], Default::default());
     }
 }
+
+/// A history written for a failing round reads back as the same calls.
+#[test]
+fn a_written_history_reads_back() {
+    let mut h = pushes(2, 3, 1, 2);
+    h.ops[0].request.query = vec![("consumerGroup".into(), "g".into())];
+    let back = History::from_json(&h.to_json()).unwrap();
+    assert_eq!(back.ops.len(), h.ops.len());
+    for (a, b) in h.ops.iter().zip(&back.ops) {
+        assert_eq!((a.id, a.client, &a.key), (b.id, b.client, &b.key));
+        assert_eq!((a.invoke_ms, a.complete_ms), (b.invoke_ms, b.complete_ms));
+        assert_eq!(a.answer, b.answer);
+        assert_eq!(a.request.query, b.request.query);
+        let body = |r: &HttpRequest| serde_json::from_slice::<serde_json::Value>(&r.body).unwrap();
+        assert_eq!(body(&a.request), body(&b.request));
+    }
+    assert!(History::from_json(&json!({"calls": []})).is_err());
+}

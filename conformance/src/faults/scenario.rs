@@ -6,7 +6,6 @@
 use super::deployment::Deployment;
 use super::{audit, stress, Fault, Options, Report};
 use crate::concurrent::invariants::{self, facts::Facts};
-use crate::concurrent::linearize::check_until;
 use crate::concurrent::{drain, History, Outcome, Workload};
 use crate::session::{CheckSettings, Target};
 use std::time::{Duration, Instant};
@@ -419,7 +418,7 @@ fn round_failed(
     }
 }
 
-/// The linearizability search on a thread with a deep stack (it recurses per call).
+/// The linearizability search, off the async runtime.
 async fn search(
     history: &History,
     settings: &CheckSettings,
@@ -427,18 +426,9 @@ async fn search(
     limit: Duration,
 ) -> Outcome {
     let (h, s) = (history.clone(), settings.clone());
-    let deadline = Some(Instant::now() + limit);
-    tokio::task::spawn_blocking(move || {
-        std::thread::Builder::new()
-            .name("linearize".into())
-            .stack_size(512 << 20)
-            .spawn(move || check_until(&h, &s, budget, deadline))
-            .expect("a search thread starts")
-            .join()
-            .expect("the checker does not panic")
-    })
-    .await
-    .expect("the checker does not panic")
+    tokio::task::spawn_blocking(move || crate::concurrent::check_deep(&h, &s, budget, limit))
+        .await
+        .expect("the checker does not panic")
 }
 
 /// Drains every queue of every round and checks the invariants over the rounds and the
