@@ -814,16 +814,7 @@ pub async fn main_with(cli: Cli) -> i32 {
             0
         }
         #[cfg(feature = "embedded")]
-        Command::Faults(args) => match faults(&args).await {
-            Ok((text, passed)) => {
-                print!("{text}");
-                i32::from(!passed)
-            }
-            Err(e) => {
-                eprintln!("queen-conformance: {e}");
-                2
-            }
-        },
+        Command::Faults(args) => verdict_printed(faults(&args).await),
         #[cfg(feature = "embedded")]
         Command::Cluster(args) => match cluster(&args).await {
             Ok(()) => 0,
@@ -832,16 +823,7 @@ pub async fn main_with(cli: Cli) -> i32 {
                 2
             }
         },
-        Command::Recheck(args) => match recheck(&args) {
-            Ok((text, passed)) => {
-                print!("{text}");
-                i32::from(!passed)
-            }
-            Err(e) => {
-                eprintln!("queen-conformance: {e}");
-                2
-            }
-        },
+        Command::Recheck(args) => verdict_printed(recheck(&args)),
         #[cfg(feature = "embedded")]
         Command::Serve { args } => crate::faults::serve::main(&args).await,
         Command::Run(args) => match run(&args).await {
@@ -858,6 +840,20 @@ pub async fn main_with(cli: Cli) -> i32 {
                 2
             }
         },
+    }
+}
+
+/// Prints a command's text and gives its exit status: 0 passed, 1 failed, 2 could not run.
+fn verdict_printed(result: Result<(String, bool), String>) -> i32 {
+    match result {
+        Ok((text, passed)) => {
+            print!("{text}");
+            i32::from(!passed)
+        }
+        Err(e) => {
+            eprintln!("queen-conformance: {e}");
+            2
+        }
     }
 }
 
