@@ -61,8 +61,8 @@ pub trait Broker: Send + Sync + 'static {
         None
     }
 
-    /// The database pool's (open, idle) connections, for an engine that has one.
-    fn pool_stats(&self) -> Option<(u32, u32)> {
+    /// The database pool's connections and its queue, for an engine that has one.
+    fn pool_stats(&self) -> Option<PoolStats> {
         None
     }
 
@@ -110,4 +110,15 @@ impl Popped {
             Popped::Other(answer) => answer,
         }
     }
+}
+
+/// A database pool as an operator watches it (MGMT-10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Connections open, busy or idle.
+    pub open: u32,
+    /// Open connections no request holds.
+    pub idle: u32,
+    /// Requests queued for a connection: above zero, the pool is what they wait on.
+    pub waiting: u32,
 }

@@ -6,6 +6,7 @@
 //! event happens: a connection refused at the cap (CONN-1), a request over the item
 //! limit (LIMIT-1), an internal error answered 500 (ERR-1).
 
+use crate::broker::PoolStats;
 use crate::spool::SpoolState;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -70,6 +71,7 @@ pub struct Metrics {
     pub parked: Gauge,
     pool_size: Gauge,
     pool_idle: Gauge,
+    pool_waiting: Gauge,
     /// Totals for the JSON `/metrics` (MGMT-10), by operation.
     totals: Totals,
     spool_items: Gauge,
@@ -182,6 +184,11 @@ impl Metrics {
                 "Database connections open in the pool",
             ),
             pool_idle: gauge(r, "db_pool_idle", "Database connections idle in the pool"),
+            pool_waiting: gauge(
+                r,
+                "db_pool_waiting",
+                "Requests waiting for a database connection",
+            ),
             totals: Totals::default(),
             spool_items: gauge(
                 r,
@@ -345,10 +352,11 @@ impl Metrics {
         }
     }
 
-    /// The database pool's connections (open, idle), for an engine that has a pool.
-    pub fn set_pool(&self, open: u32, idle: u32) {
-        self.pool_size.set(i64::from(open));
-        self.pool_idle.set(i64::from(idle));
+    /// The database pool's figures, for an engine that has a pool.
+    pub fn set_pool(&self, pool: PoolStats) {
+        self.pool_size.set(i64::from(pool.open));
+        self.pool_idle.set(i64::from(pool.idle));
+        self.pool_waiting.set(i64::from(pool.waiting));
     }
 
     /// The text exposition, with the spool's gauges as they are now (absent without a

@@ -205,8 +205,8 @@ const METRICS_JSON_PATH: &str = "/metrics";
 /// The metrics, in the OpenMetrics text format Prometheus scrapes, with the deepest
 /// queues and the most lagging groups read from the broker's own management views.
 async fn metrics_answer(app: &AppState) -> Response {
-    if let Some((open, idle)) = app.broker.pool_stats() {
-        app.metrics.set_pool(open, idle);
+    if let Some(pool) = app.broker.pool_stats() {
+        app.metrics.set_pool(pool);
     }
     let first = queen_reference::wire::Page {
         limit: queen_reference::wire::MAX_PAGE_LIMIT,

@@ -215,3 +215,57 @@ async fn mgmt_10_a_prometheus_scrape_parses_and_counts_what_happened() {
     );
     assert!(json["uptimeSeconds"].is_u64(), "{json}");
 }
+
+/// MGMT-10: requests queued for a database connection show as `db_pool_waiting`, and
+/// leave it when they get one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_10_requests_waiting_for_a_connection_are_counted() {
+    use queen_server::broker::Broker;
+    use sqlx::Connection;
+    // Two pooled connections: DB_POOL_SIZE counts the listener's too.
+    let app = pg_app_with("mgmt-pool-waiting", |c| c.pool_size = 3).await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    post(
+        &c,
+        &format!("{base}/api/v1/push"),
+        &json!({"items": [{"queue": "q", "payload": 1}]}),
+    )
+    .await;
+    // Every queue listing blocks on this lock, holding its connection; the rest queue.
+    let mut blocker = sqlx::PgConnection::connect(app._db.url()).await.unwrap();
+    let mut lock = blocker.begin().await.unwrap();
+    sqlx::query("LOCK TABLE queen_queues IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let listings: Vec<_> = (0..5)
+        .map(|_| {
+            let (c, url) = (c.clone(), format!("{base}/api/v1/resources/queues"));
+            tokio::spawn(async move { get(&c, &url).await.0 })
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let queued = loop {
+        let stats = app.broker.pool_stats().expect("the engine has a pool");
+        if stats.waiting >= 3 || std::time::Instant::now() > deadline {
+            break stats;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    // The retention sweep may queue beside the three listings.
+    assert!(
+        queued.open == 2 && queued.idle == 0 && queued.waiting >= 3,
+        "two listings hold the connections, three wait: {queued:?}"
+    );
+    lock.commit().await.unwrap();
+    for l in listings {
+        assert_eq!(l.await.unwrap(), 200);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while app.broker.pool_stats().unwrap().waiting > 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(app.broker.pool_stats().unwrap().waiting, 0);
+    let waiting = metric(&base, "queen_db_pool_waiting").await;
+    assert_eq!(waiting, 0.0, "the gauge is exposed");
+}

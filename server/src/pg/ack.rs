@@ -4,6 +4,7 @@
 //! [`decide`]), and write the decisions: three statements whatever the call's size.
 //! No rule is decided here: only rows are read and written.
 
+use super::db::Db;
 use super::rows::db_now;
 use crate::wakes::Wakes;
 use chrono::{DateTime, Duration, Utc};
@@ -12,13 +13,13 @@ use queen_reference::model::ack::{
 };
 use queen_reference::wire::{AckItem, AckResult, Answer, QueueOptions, WireId, ERR_UNRESOLVABLE};
 use serde_json::Value;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, Row};
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 /// The ack routes: one transaction for the whole call.
 pub(crate) async fn ack_route(
-    pool: &PgPool,
+    pool: &Db,
     wakes: &Wakes,
     items: Vec<AckItem>,
 ) -> Result<Answer, sqlx::Error> {

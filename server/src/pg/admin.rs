@@ -1,6 +1,7 @@
 //! Configure (section 8), queue delete (9), health (10), maintenance switches (11) and
 //! the dead-letter listing (DLQ-2).
 
+use super::db::Db;
 use super::rows::iso;
 use super::PgBroker;
 use crate::seal::{open_row, Sealer};
@@ -9,13 +10,12 @@ use queen_reference::wire::{
     EchoedOptions, HealthResponse, MaintenanceResponse, PopMaintenanceResponse,
     ENCRYPTION_UNAVAILABLE, HEALTHY,
 };
-use sqlx::PgPool;
 use uuid::Uuid;
 
 /// CFG-1: full replace of the options, namespace and task; creates the queue if needed.
 /// ENC-2: a broker without a key refuses `encryptionEnabled`, changing nothing.
 pub(crate) async fn configure(
-    pool: &PgPool,
+    pool: &Db,
     req: &ConfigureRequest,
     seal: Option<&Sealer>,
 ) -> Result<Answer, sqlx::Error> {
@@ -36,7 +36,7 @@ pub(crate) async fn configure(
     .bind(&req.namespace)
     .bind(&req.task)
     .bind(serde_json::to_value(&options).expect("serializes"))
-    .execute(pool)
+    .execute(&mut *pool.acquire().await?)
     .await?;
     Ok(Answer::Configured(ConfigureResponse {
         configured: true,
@@ -61,7 +61,7 @@ pub(crate) async fn configure(
 ///    committed, and the queue row.
 ///
 /// No message outlives its queue.
-pub(crate) async fn delete_queue(pool: &PgPool, name: &str) -> Result<Answer, sqlx::Error> {
+pub(crate) async fn delete_queue(pool: &Db, name: &str) -> Result<Answer, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let queue: Option<i64> =
         sqlx::query_scalar("SELECT id FROM queen_queues WHERE name = $1 FOR UPDATE")
@@ -112,7 +112,7 @@ struct DeadLetterRow {
 /// naming the cause when one cannot be (ENC-3). A message retention removed is listed
 /// from the dead letter's own copy (RET-4).
 pub(crate) async fn list_dlq(
-    pool: &PgPool,
+    pool: &Db,
     q: &DlqQuery,
     seal: Option<&Sealer>,
 ) -> Result<Answer, sqlx::Error> {
@@ -125,7 +125,7 @@ pub(crate) async fn list_dlq(
         .bind(&q.queue)
         .bind(&q.consumer_group)
         .bind(&q.partition)
-        .fetch_one(pool)
+        .fetch_one(&mut *pool.acquire().await?)
         .await?;
     let rows: Vec<DeadLetterRow> = sqlx::query_as(&format!(
         "SELECT COALESCE(m.id, d.message_id) AS id,
@@ -141,7 +141,7 @@ pub(crate) async fn list_dlq(
     .bind(&q.partition)
     .bind(q.limit as i64)
     .bind(q.offset as i64)
-    .fetch_all(pool)
+    .fetch_all(&mut *pool.acquire().await?)
     .await?;
     let messages = rows
         .into_iter()
@@ -174,14 +174,14 @@ pub(crate) async fn list_dlq(
 }
 
 /// A maintenance switch's state.
-pub(crate) async fn switch(pool: &PgPool, name: &str) -> Result<bool, sqlx::Error> {
+pub(crate) async fn switch(pool: &Db, name: &str) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar("SELECT enabled FROM queen_switches WHERE name = $1")
         .bind(name)
-        .fetch_one(pool)
+        .fetch_one(&mut *pool.acquire().await?)
         .await
 }
 
-async fn set_switch(pool: &PgPool, name: &str, on: bool) -> Result<(), sqlx::Error> {
+async fn set_switch(pool: &Db, name: &str, on: bool) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::query("UPDATE queen_switches SET enabled = $2 WHERE name = $1")
         .bind(name)
@@ -215,14 +215,14 @@ pub(crate) async fn set_push_maintenance(b: &PgBroker, on: bool) -> Result<Answe
 }
 
 /// MAINT-2.
-pub(crate) async fn pop_maintenance(pool: &PgPool) -> Result<Answer, sqlx::Error> {
+pub(crate) async fn pop_maintenance(pool: &Db) -> Result<Answer, sqlx::Error> {
     let on = switch(pool, "pop_maintenance").await?;
     Ok(Answer::PopMaintenance(PopMaintenanceResponse {
         pop_maintenance_mode: on,
     }))
 }
 
-pub(crate) async fn set_pop_maintenance(pool: &PgPool, on: bool) -> Result<Answer, sqlx::Error> {
+pub(crate) async fn set_pop_maintenance(pool: &Db, on: bool) -> Result<Answer, sqlx::Error> {
     set_switch(pool, "pop_maintenance", on).await?;
     pop_maintenance(pool).await
 }
@@ -232,7 +232,11 @@ pub(crate) async fn set_pop_maintenance(pool: &PgPool, on: bool) -> Result<Answe
 pub(crate) async fn health(b: &PgBroker) -> Answer {
     let state = b.spool_state();
     let spool = Some(state.to_json());
-    let health = match sqlx::query("SELECT 1").execute(&b.inner.pool).await {
+    let answered = async {
+        let mut conn = b.inner.pool.acquire().await?;
+        sqlx::query("SELECT 1").execute(&mut *conn).await
+    };
+    let health = match answered.await {
         Ok(_) if !state.stuck => HealthResponse {
             spool,
             push_writer_restarts: Some(b.writer_restarts()),

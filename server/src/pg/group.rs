@@ -15,6 +15,7 @@
 //! transaction fails for a reason other than the database being away, each request is
 //! retried on its own, so one bad request cannot fail its neighbours.
 
+use super::db::Db;
 use super::minted::{self, Minted};
 use super::push::{answers, write_at, Capacity, Prepared};
 use super::rows::unreachable;
@@ -23,7 +24,6 @@ use crate::seal::Sealer;
 use crate::wakes::Wakes;
 use chrono::{DateTime, Utc};
 use queen_reference::wire::{PushResult, PushStatus};
-use sqlx::PgPool;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
@@ -80,7 +80,7 @@ pub(crate) struct Group {
     /// Writers that died and were started again (component `push-writer`).
     recoveries: Arc<Recoveries>,
     /// For requests large enough to be written on their own.
-    pool: PgPool,
+    pool: Db,
     wakes: Arc<Wakes>,
     /// ENC-2: seals the payloads of queues with `encryptionEnabled`.
     seal: Option<Arc<Sealer>>,
@@ -98,7 +98,7 @@ const ALONE_ITEMS: usize = 1000;
 impl Group {
     /// Starts `workers` writers on `pool`.
     pub fn spawn(
-        pool: PgPool,
+        pool: Db,
         wakes: Arc<Wakes>,
         workers: usize,
         max_items: usize,
@@ -238,7 +238,7 @@ where
 }
 
 async fn worker(
-    pool: PgPool,
+    pool: Db,
     wakes: Arc<Wakes>,
     rx: Arc<tokio::sync::Mutex<mpsc::Receiver<Job>>>,
     max_items: usize,
@@ -282,7 +282,7 @@ async fn worker(
 /// One transaction: the maintenance switch and "now" in one round trip, then the write;
 /// or, when the broker minted every transactionId, one function call (see `minted.rs`).
 async fn write_all(
-    pool: &PgPool,
+    pool: &Db,
     items: &[&Prepared],
     seal: Option<&Sealer>,
 ) -> Result<Option<Vec<PushResult>>, WriteError> {

@@ -2,17 +2,17 @@
 //! MGMT-9). Each takes the `(partition, group)` locks acks take, in the same order
 //! (by partition id), so it never runs beside a pop or an ack of the same cursor.
 
+use super::db::Db;
 use super::pair;
 use crate::wakes::Wakes;
 use queen_reference::wire::*;
-use sqlx::PgPool;
 use uuid::Uuid;
 
 /// MGMT-8: every partition's cursor (or the named one's) to its end or to the last
 /// message created before the time, its lease released, its retries and retry wait
 /// forgotten.
 pub(crate) async fn seek(
-    pool: &PgPool,
+    pool: &Db,
     wakes: &Wakes,
     group: &str,
     queue: &str,
@@ -56,7 +56,7 @@ pub(crate) async fn seek(
 /// MGMT-8: the seek to `at` on every queue the group reads or subscribed to, whose
 /// subscriptions then start at `at`; one transaction, every pair locked first.
 pub(crate) async fn subscription(
-    pool: &PgPool,
+    pool: &Db,
     wakes: &Wakes,
     group: &str,
     at: i64,
@@ -144,7 +144,7 @@ fn refusal(e: WireError) -> Answer {
 /// MGMT-9: the group's cursors on the queue (or every queue), and with `metadata` its
 /// subscriptions there.
 pub(crate) async fn delete_group(
-    pool: &PgPool,
+    pool: &Db,
     wakes: &Wakes,
     group: &str,
     queue: Option<&str>,

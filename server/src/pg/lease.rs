@@ -2,13 +2,14 @@
 //! shortens one, never revives one (LEASE-1), under each pair's advisory lock so an
 //! extend and a pop or ack on the same cursor serialize.
 
+use super::db::Db;
 use super::rows::{db_now, iso};
 use chrono::{DateTime, Utc};
 use queen_reference::wire::{Answer, ExtendRequest, ExtendResponse, ERR_LEASE_NOT_FOUND};
-use sqlx::{PgPool, Row};
+use sqlx::Row;
 use uuid::Uuid;
 
-pub(crate) async fn extend(pool: &PgPool, req: &ExtendRequest) -> Result<Answer, sqlx::Error> {
+pub(crate) async fn extend(pool: &Db, req: &ExtendRequest) -> Result<Answer, sqlx::Error> {
     let lease = req.lease_id.uuid();
     let mut tx = pool.begin().await?;
     let now = db_now(&mut tx).await?;

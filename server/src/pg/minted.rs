@@ -14,8 +14,9 @@
 //! maintenance is on, the function writes nothing and says so; the caller takes the
 //! general path.
 
+use super::db::Db;
 use super::push::Prepared;
-use sqlx::{PgPool, Row};
+use sqlx::Row;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
@@ -35,7 +36,7 @@ pub(crate) fn applies<'a>(mut items: impl Iterator<Item = &'a Prepared>) -> bool
 }
 
 /// Locks, writes and notifies in one round trip. `items` must satisfy [`applies`].
-pub(crate) async fn write(pool: &PgPool, items: &[&Prepared]) -> Result<Minted, sqlx::Error> {
+pub(crate) async fn write(pool: &Db, items: &[&Prepared]) -> Result<Minted, sqlx::Error> {
     // The distinct (queue, partition) keys with how many items each gets; each item
     // points at its key by position and knows its rank among the key's items (1, 2, ...),
     // so the function numbers the messages `last_offset + rank` without sorting them.
@@ -87,7 +88,7 @@ pub(crate) async fn write(pool: &PgPool, items: &[&Prepared]) -> Result<Minted, 
     .bind(&data)
     .bind(&subs)
     .bind(&queues)
-    .fetch_one(pool)
+    .fetch_one(&mut *pool.acquire().await?)
     .await?;
     let (go, maintenance): (bool, bool) = (row.get("go"), row.get("maintenance"));
     Ok(if go {

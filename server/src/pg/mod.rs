@@ -21,6 +21,7 @@
 
 mod ack;
 mod admin;
+mod db;
 mod group;
 mod groups;
 mod hosts;
@@ -43,7 +44,7 @@ pub use push::Prepared;
 use rows::logged;
 pub use rows::unreachable;
 
-use crate::broker::{Broker, Popped};
+use crate::broker::{Broker, PoolStats, Popped};
 use crate::config::Config;
 use crate::spool::{ChunkLimits, Spool, SpoolState};
 use crate::wakes::Wakes;
@@ -76,8 +77,8 @@ pub struct PgBroker {
 }
 
 struct Inner {
-    /// Connections; a parked pop holds none (POP-11).
-    pool: PgPool,
+    /// Connections, counting who waits for one; a parked pop holds none (POP-11).
+    pool: db::Db,
     /// Bells for parked pops, rung by local pushes and by `LISTEN` for remote ones.
     wakes: Arc<Wakes>,
     /// The group-commit writers pushes are written through.
@@ -188,6 +189,7 @@ impl PgBroker {
             None => None,
         };
         schema::apply(&pool).await?;
+        let pool = db::Db::new(pool);
         let spool =
             Spool::open(&config.spool_dir, config.spool_max_bytes).map_err(StartError::Spool)?;
         let wakes = Arc::new(Wakes::new());
@@ -225,9 +227,9 @@ impl PgBroker {
                 tasks: Default::default(),
             }),
         };
-        let follower = tokio::spawn(hosts::follow(broker.inner.pool.clone(), hosts, tune));
+        let follower = tokio::spawn(hosts::follow(broker.inner.pool.pool().clone(), hosts, tune));
         let listener = listen::spawn(
-            broker.inner.pool.clone(),
+            broker.inner.pool.pool().clone(),
             broker.clone_weak(),
             broker.inner.wakes.clone(),
         );
@@ -276,7 +278,7 @@ impl PgBroker {
 
     /// The pool (tests inspect the tables through it).
     pub fn pool(&self) -> &PgPool {
-        &self.inner.pool
+        self.inner.pool.pool()
     }
 
     /// The broker's key, when it has one (ENC-2).
@@ -514,14 +516,19 @@ impl Broker for PgBroker {
     }
 
     async fn min_pop_wait(&self, queue: &str) -> Duration {
-        let ms: Option<i64> = sqlx::query_scalar(
-            "SELECT (options->>'minPopWaitTime')::bigint FROM queen_queues WHERE name = $1",
-        )
-        .bind(queue)
-        .fetch_optional(&self.inner.pool)
-        .await
-        .unwrap_or_else(|e| logged(e, "reading minPopWaitTime", None))
-        .flatten();
+        let read = async {
+            let mut conn = self.inner.pool.acquire().await?;
+            sqlx::query_scalar(
+                "SELECT (options->>'minPopWaitTime')::bigint FROM queen_queues WHERE name = $1",
+            )
+            .bind(queue)
+            .fetch_optional(&mut *conn)
+            .await
+        };
+        let ms: Option<i64> = read
+            .await
+            .unwrap_or_else(|e| logged(e, "reading minPopWaitTime", None))
+            .flatten();
         Duration::from_millis(ms.unwrap_or(0).max(0) as u64)
     }
 
@@ -543,9 +550,13 @@ impl Broker for PgBroker {
         Some(self.spool_state())
     }
 
-    fn pool_stats(&self) -> Option<(u32, u32)> {
-        let pool = &self.inner.pool;
-        Some((pool.size(), pool.num_idle() as u32))
+    fn pool_stats(&self) -> Option<PoolStats> {
+        let db = &self.inner.pool;
+        Some(PoolStats {
+            open: db.pool().size(),
+            idle: db.pool().num_idle() as u32,
+            waiting: db.waiting(),
+        })
     }
 
     async fn shutdown(&self) {

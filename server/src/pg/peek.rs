@@ -8,12 +8,12 @@
 //! partitions by their counts, and only the rows shown are read, by primary key. Both
 //! statements run in one read-only snapshot, so the page and its total agree.
 
+use super::db::Db;
 use super::rows::iso;
 use crate::seal::{open_row, Sealer};
 use chrono::{DateTime, Utc};
 use queen_reference::wire::*;
 use serde_json::Value;
-use sqlx::PgPool;
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -122,7 +122,7 @@ struct Row {
 /// MGMT-6: one page of retained messages by queue, partition and offset, with their
 /// state for the group; a sealed payload that cannot be opened names the cause.
 pub(crate) async fn messages(
-    pool: &PgPool,
+    pool: &Db,
     q: &MessageQuery,
     seal: Option<&Sealer>,
 ) -> Result<Result<MessagesPage, &'static str>, sqlx::Error> {

@@ -14,6 +14,7 @@
 //! (what is claimable), `queen_claim` (the lease or autoAck commit, with its guard) and
 //! the small rules of `server/sql/01_rules.sql`. Rows are read by column name.
 
+use super::db::Db;
 use super::pair;
 use super::queues::ensure_queue;
 use super::rows::iso;
@@ -28,7 +29,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::pool::PoolConnection;
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, PgPool, Postgres, Transaction};
+use sqlx::{FromRow, PgConnection, Postgres, Transaction};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use uuid::Uuid;
@@ -230,7 +231,7 @@ impl<'a> Pop<'a> {
 /// (ENC-3), the cursors it committed go back, so the 500 loses nothing: the messages stay
 /// to be popped with the right key (a leased pop's lease simply expires).
 async fn deliver(
-    pool: &PgPool,
+    pool: &Db,
     pop: &Pop<'_>,
     claims: Vec<Claim>,
     seal: Option<&Sealer>,
@@ -251,7 +252,7 @@ async fn deliver(
             .bind(pop.group)
             .bind(first)
             .bind(last)
-            .execute(pool)
+            .execute(&mut *pool.acquire().await?)
             .await?;
         }
     }
@@ -259,7 +260,7 @@ async fn deliver(
 }
 
 pub(crate) async fn pop(
-    pool: &PgPool,
+    pool: &Db,
     rotation: &Rotation,
     route: &PopRoute,
     q: &PopQuery,
@@ -293,11 +294,7 @@ pub(crate) async fn pop(
 }
 
 /// The head once more, after set-up, on a connection of its own.
-async fn head_again(
-    pool: &PgPool,
-    pop: &Pop<'_>,
-    rotation: &Rotation,
-) -> Result<Head, sqlx::Error> {
+async fn head_again(pool: &Db, pop: &Pop<'_>, rotation: &Rotation) -> Result<Head, sqlx::Error> {
     let mut conn = pool.acquire().await?;
     head(&mut conn, pop, rotation).await
 }
@@ -433,7 +430,7 @@ async fn set_up(
 /// its own holding no other lock, so no two pops can wait on each other; its "now" is
 /// its own.
 async fn second_pass(
-    pool: &PgPool,
+    pool: &Db,
     pop: &Pop<'_>,
     skipped: Vec<Candidate>,
 ) -> Result<Vec<Claim>, sqlx::Error> {
@@ -550,7 +547,7 @@ impl Stamp {
 /// are not counted, so the estimate can only be high, which makes a pop stop waiting
 /// early, never late.
 pub(crate) async fn claimable(
-    pool: &PgPool,
+    pool: &Db,
     route: &PopRoute,
     q: &PopQuery,
 ) -> Result<u32, sqlx::Error> {
@@ -568,7 +565,7 @@ pub(crate) async fn claimable(
     .bind(&q.consumer_group)
     .bind(q.batch as i64)
     .bind(q.partitions.map_or(i64::MAX, |p| p as i64))
-    .fetch_one(pool)
+    .fetch_one(&mut *pool.acquire().await?)
     .await?;
     Ok(n.min(q.batch as i64) as u32)
 }

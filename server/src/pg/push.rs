@@ -2,6 +2,7 @@
 //! (PUSH-2, PUSH-3), dedup (PUSH-5), offsets in commit order (PUSH-6), and the spool
 //! when maintenance is on or the database cannot be reached (PUSH-7).
 
+use super::db::Db;
 use super::group::WriteError;
 use super::queues::{lock_partitions, Parts};
 use super::rows::db_now;
@@ -14,7 +15,7 @@ use queen_reference::model::push::duplicate_of;
 use queen_reference::wire::{
     queue_full, Answer, PushRequest, PushResult, PushStatus, QueueOptions, WireError,
 };
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 use std::collections::HashMap;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -92,7 +93,7 @@ pub(crate) fn answers<'a>(
 /// already stored (a chunk replayed again after a crash: PUSH-10). Returns the queues
 /// written to.
 pub(crate) async fn replay(
-    pool: &PgPool,
+    pool: &Db,
     items: &[Prepared],
     seal: Option<&Sealer>,
 ) -> Result<Vec<String>, sqlx::Error> {

@@ -41,7 +41,7 @@ pub(crate) async fn retry(
     )
     .bind(pid)
     .bind(txn)
-    .fetch_optional(pool)
+    .fetch_optional(&mut *pool.acquire().await?)
     .await?;
     let Some(r) = found else {
         let e = no_dead_letter(partition_id, txn);
@@ -78,7 +78,7 @@ pub(crate) async fn retry(
         sqlx::query("DELETE FROM queen_dead_letters WHERE partition_id = $1 AND \"offset\" = $2")
             .bind(pid)
             .bind(r.offset)
-            .execute(pool)
+            .execute(&mut *pool.acquire().await?)
             .await?
             .rows_affected();
     Ok(Answer::View(

@@ -9,6 +9,7 @@
 //! job; two rounds at once simply find less to do (a partition row's update serialises
 //! them).
 
+use super::db::Db;
 use super::Inner;
 use std::sync::Weak;
 use std::time::Duration;
@@ -38,9 +39,9 @@ pub(crate) async fn run(broker: Weak<Inner>, schedule: Schedule) {
 }
 
 /// One round: the number of messages removed.
-pub(crate) async fn sweep(pool: &sqlx::PgPool, batch: i64) -> Result<i64, sqlx::Error> {
+pub(crate) async fn sweep(pool: &Db, batch: i64) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("SELECT queen_retention_sweep($1)")
         .bind(batch)
-        .fetch_one(pool)
+        .fetch_one(&mut *pool.acquire().await?)
         .await
 }

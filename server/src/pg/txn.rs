@@ -1,12 +1,13 @@
 //! Transactions (PROTOCOL.md section 7): pushes and acks in one database transaction,
 //! rolled back as a whole when any ack would answer `success:false` (TXN-2).
 
+use super::db::Db;
 use super::push;
 use crate::seal::Sealer;
 use crate::wakes::Wakes;
 use queen_reference::model::txn::TXN_MAINTENANCE_ERROR;
 use queen_reference::wire::{Answer, TxnOp, TxnRequest, TxnResponse, TxnResult};
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 /// TXN-4's answer while the database cannot be reached.
@@ -14,7 +15,7 @@ pub(crate) const AWAY_ERROR: &str =
     "the database cannot be reached: a transaction cannot be spooled; try again later";
 
 pub(crate) async fn transaction(
-    pool: &PgPool,
+    pool: &Db,
     wakes: &Wakes,
     req: &TxnRequest,
     spooling: bool,

@@ -7,20 +7,20 @@
 //! route read message rows, through the primary key. Orders are the model's: every name
 //! bytewise (`COLLATE "C"`), whatever the database's collation.
 
+use super::db::Db;
 use super::rows::iso;
 use crate::seal::{open_row, Sealer};
 use chrono::{DateTime, Utc};
 use queen_reference::wire::*;
 use serde_json::Value;
-use sqlx::PgPool;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
-type Db<T> = Result<Result<T, WireError>, sqlx::Error>;
+type Found<T> = Result<Result<T, WireError>, sqlx::Error>;
 
 /// Answers one management read.
 pub(crate) async fn read(
-    pool: &PgPool,
+    pool: &Db,
     req: &ManageRequest,
     seal: Option<&Sealer>,
 ) -> Result<Answer, sqlx::Error> {
@@ -113,7 +113,7 @@ const PARTITION_FIGURES: &str = "p.last_offset - p.removed_through AS messages,
     p.last_offset - GREATEST(p.removed_through, COALESCE(
         (SELECT min(c.committed) FROM queen_cursors c WHERE c.partition_id = p.id), p.removed_through)) AS unconsumed";
 
-async fn overview(pool: &PgPool) -> Result<Overview, sqlx::Error> {
+async fn overview(pool: &Db) -> Result<Overview, sqlx::Error> {
     let (queues, partitions, messages, unconsumed, groups, dead): (i64, i64, i64, i64, i64, i64) =
         sqlx::query_as(&format!(
             "SELECT (SELECT count(*) FROM queen_queues),
@@ -124,7 +124,7 @@ async fn overview(pool: &PgPool) -> Result<Overview, sqlx::Error> {
                     (SELECT count(*) FROM queen_dead_letters)
              FROM (SELECT {PARTITION_FIGURES} FROM queen_partitions p) f"
         ))
-        .fetch_one(pool)
+        .fetch_one(&mut *pool.acquire().await?)
         .await?;
     Ok(Overview {
         queues: n(queues),
@@ -136,10 +136,10 @@ async fn overview(pool: &PgPool) -> Result<Overview, sqlx::Error> {
     })
 }
 
-async fn status(pool: &PgPool) -> Result<StatusView, sqlx::Error> {
+async fn status(pool: &Db) -> Result<StatusView, sqlx::Error> {
     let switches: BTreeMap<String, bool> =
         sqlx::query_as("SELECT name, enabled FROM queen_switches")
-            .fetch_all(pool)
+            .fetch_all(&mut *pool.acquire().await?)
             .await?
             .into_iter()
             .collect();
@@ -195,7 +195,7 @@ impl QueueRow {
 }
 
 async fn queues(
-    pool: &PgPool,
+    pool: &Db,
     namespace: Option<&str>,
     task: Option<&str>,
     page: Page,
@@ -207,7 +207,7 @@ async fn queues(
     ))
     .bind(namespace)
     .bind(task)
-    .fetch_one(pool)
+    .fetch_one(&mut *pool.acquire().await?)
     .await?;
     let rows: Vec<QueueRow> =
         sqlx::query_as(&(queue_sql(FILTER) + " ORDER BY q.name COLLATE \"C\" LIMIT $3 OFFSET $4"))
@@ -215,7 +215,7 @@ async fn queues(
             .bind(task)
             .bind(i64::from(page.limit))
             .bind(i64::from(page.offset))
-            .fetch_all(pool)
+            .fetch_all(&mut *pool.acquire().await?)
             .await?;
     Ok(QueuesPage {
         queues: rows.iter().map(QueueRow::summary).collect(),
@@ -223,10 +223,10 @@ async fn queues(
     })
 }
 
-async fn detail(pool: &PgPool, name: &str) -> Db<QueueDetail> {
+async fn detail(pool: &Db, name: &str) -> Found<QueueDetail> {
     let row: Option<QueueRow> = sqlx::query_as(&queue_sql("q.name = $1"))
         .bind(name)
-        .fetch_optional(pool)
+        .fetch_optional(&mut *pool.acquire().await?)
         .await?;
     Ok(row
         .map(|r| QueueDetail {
@@ -250,7 +250,7 @@ struct PartitionSql {
 }
 
 async fn partitions(
-    pool: &PgPool,
+    pool: &Db,
     queue: Option<&str>,
     page: Page,
 ) -> Result<PartitionsPage, sqlx::Error> {
@@ -258,7 +258,7 @@ async fn partitions(
         WHERE ($1::text IS NULL OR q.name = $1)";
     let total: i64 = sqlx::query_scalar(&format!("SELECT count(*) {FROM}"))
         .bind(queue)
-        .fetch_one(pool)
+        .fetch_one(&mut *pool.acquire().await?)
         .await?;
     let rows: Vec<PartitionSql> = sqlx::query_as(&format!(
         "SELECT p.id, q.name AS queue, p.name, p.last_offset - p.removed_through AS messages, p.last_offset,
@@ -268,7 +268,7 @@ async fn partitions(
     .bind(queue)
     .bind(i64::from(page.limit))
     .bind(i64::from(page.offset))
-    .fetch_all(pool)
+    .fetch_all(&mut *pool.acquire().await?)
     .await?;
     Ok(PartitionsPage {
         partitions: rows
@@ -286,10 +286,10 @@ async fn partitions(
     })
 }
 
-async fn depth(pool: &PgPool, queue: &str, group: Option<&str>, page: Page) -> Db<Depth> {
+async fn depth(pool: &Db, queue: &str, group: Option<&str>, page: Page) -> Found<Depth> {
     let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM queen_queues WHERE name = $1")
         .bind(queue)
-        .fetch_optional(pool)
+        .fetch_optional(&mut *pool.acquire().await?)
         .await?;
     let Some(id) = exists else {
         return Ok(Err(no_such_queue(queue)));
@@ -304,7 +304,7 @@ async fn depth(pool: &PgPool, queue: &str, group: Option<&str>, page: Page) -> D
     )
     .bind(id)
     .bind(group)
-    .fetch_all(pool)
+    .fetch_all(&mut *pool.acquire().await?)
     .await?;
     let rows = rows.into_iter().filter_map(|(partition, pending)| {
         Some(PartitionDepth {
@@ -315,11 +315,11 @@ async fn depth(pool: &PgPool, queue: &str, group: Option<&str>, page: Page) -> D
     Ok(Ok(Depth::of(queue, group, rows, page)))
 }
 
-async fn counted(pool: &PgPool, column: &str) -> Result<Vec<(String, u64)>, sqlx::Error> {
+async fn counted(pool: &Db, column: &str) -> Result<Vec<(String, u64)>, sqlx::Error> {
     let rows: Vec<(String, i64)> = sqlx::query_as(&format!(
         "SELECT {column}, count(*) FROM queen_queues GROUP BY 1 ORDER BY {column} COLLATE \"C\""
     ))
-    .fetch_all(pool)
+    .fetch_all(&mut *pool.acquire().await?)
     .await?;
     Ok(rows.into_iter().map(|(k, c)| (k, n(c))).collect())
 }
@@ -335,16 +335,16 @@ const GROUP_NAMES: &str = "WITH RECURSIVE g(n) AS (
     SELECT n AS consumer_group FROM g WHERE n IS NOT NULL
     UNION SELECT consumer_group FROM queen_subscriptions";
 
-async fn groups_page(pool: &PgPool, page: Page) -> Result<GroupsPage, sqlx::Error> {
+async fn groups_page(pool: &Db, page: Page) -> Result<GroupsPage, sqlx::Error> {
     let total: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM ({GROUP_NAMES}) g"))
-        .fetch_one(pool)
+        .fetch_one(&mut *pool.acquire().await?)
         .await?;
     let names: Vec<String> = sqlx::query_scalar(&format!(
         "SELECT consumer_group FROM ({GROUP_NAMES}) g ORDER BY consumer_group COLLATE \"C\" LIMIT $1 OFFSET $2"
     ))
     .bind(i64::from(page.limit))
     .bind(i64::from(page.offset))
-    .fetch_all(pool)
+    .fetch_all(&mut *pool.acquire().await?)
     .await?;
     Ok(GroupsPage {
         consumer_groups: groups(pool, &names).await?,
@@ -364,7 +364,7 @@ struct GroupQueueSql {
 }
 
 /// The named groups (those listed, by name), each over its queues by name.
-async fn groups(pool: &PgPool, names: &[String]) -> Result<Vec<GroupView>, sqlx::Error> {
+async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Error> {
     let rows: Vec<GroupQueueSql> = sqlx::query_as(
         "SELECT c.consumer_group, q.name AS queue, count(*) AS partitions,
                 COALESCE(sum(p.last_offset - GREATEST(c.committed, p.removed_through)), 0)::bigint AS lag,
@@ -385,7 +385,7 @@ async fn groups(pool: &PgPool, names: &[String]) -> Result<Vec<GroupView>, sqlx:
              WHERE p.queue_id = q.id AND c.consumer_group = s.consumer_group)",
     )
     .bind(names)
-    .fetch_all(pool)
+    .fetch_all(&mut *pool.acquire().await?)
     .await?;
     let mut by: BTreeMap<&str, Vec<GroupQueue>> =
         names.iter().map(|g| (g.as_str(), vec![])).collect();
@@ -417,11 +417,11 @@ async fn groups(pool: &PgPool, names: &[String]) -> Result<Vec<GroupView>, sqlx:
         .collect())
 }
 
-async fn lagging(pool: &PgPool, min: u64) -> Result<Lagging, sqlx::Error> {
+async fn lagging(pool: &Db, min: u64) -> Result<Lagging, sqlx::Error> {
     let names: Vec<String> = sqlx::query_scalar(&format!(
         "SELECT consumer_group FROM ({GROUP_NAMES}) g ORDER BY consumer_group COLLATE \"C\""
     ))
-    .fetch_all(pool)
+    .fetch_all(&mut *pool.acquire().await?)
     .await?;
     let groups = groups(pool, &names)
         .await?
@@ -490,7 +490,7 @@ const MESSAGE_COLUMNS: &str = "m.id, m.transaction_id, m.trace_id, p.id AS parti
     d.error_message";
 
 async fn messages(
-    pool: &PgPool,
+    pool: &Db,
     q: &MessageQuery,
     seal: Option<&Sealer>,
 ) -> Result<Result<MessagesPage, &'static str>, sqlx::Error> {
@@ -498,7 +498,7 @@ async fn messages(
 }
 
 async fn message(
-    pool: &PgPool,
+    pool: &Db,
     partition_id: &str,
     txn: &str,
     seal: Option<&Sealer>,
@@ -511,7 +511,7 @@ async fn message(
     )
     .bind(pid)
     .bind(txn)
-    .fetch_optional(pool)
+    .fetch_optional(&mut *pool.acquire().await?)
     .await?;
     let Some(offset) = offset else {
         return Ok(Ok(Err(no_such_message(partition_id, txn))));
@@ -527,7 +527,7 @@ async fn message(
     ))
     .bind(pid)
     .bind(offset)
-    .fetch_all(pool)
+    .fetch_all(&mut *pool.acquire().await?)
     .await?
     .into_iter()
     .map(|r| (r.grp.unwrap_or_default(), r.row))
