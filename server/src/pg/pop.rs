@@ -417,9 +417,7 @@ async fn set_up(
         }
     };
     if pop.group != QUEUE_MODE && !(pop.scoped.is_some() && head.subscribed) {
-        for qid in &queues {
-            subscribe(&mut tx, *qid, pop.q, head.now).await?;
-        }
+        subscribe(&mut tx, &queues, pop.q, head.now).await?;
     }
     tx.commit().await
 }
@@ -571,35 +569,17 @@ pub(crate) async fn claimable(
 }
 
 /// POP-13: the first pop of a named group on a queue records its subscription and seeds
-/// a cursor on every partition that exists then. A concurrent first pop waits on the
-/// subscription row's insert, so seeding happens once and before any claim.
+/// a cursor on every partition that exists then, for all of `queues` in one statement
+/// (a discovery pop's first visit may subscribe thousands). A concurrent first pop waits
+/// on the subscription row's insert and then inserts nothing, so seeding happens once and
+/// before any claim; the ids come sorted, so two such pops lock in one order.
 async fn subscribe(
     conn: &mut PgConnection,
-    qid: i64,
+    queues: &[i64],
     q: &PopQuery,
     now: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
-    let known: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM queen_subscriptions WHERE queue_id = $1 AND consumer_group = $2)")
-        .bind(qid)
-        .bind(&q.consumer_group)
-        .fetch_one(&mut *conn)
-        .await?;
-    if known {
-        return Ok(());
-    }
-    let inserted = sqlx::query(
-        "INSERT INTO queen_subscriptions (queue_id, consumer_group, mode, from_value, created_at) VALUES ($1, $2, $3, $4, $5)
-         ON CONFLICT DO NOTHING",
-    )
-    .bind(qid)
-    .bind(&q.consumer_group)
-    .bind(&q.subscription_mode)
-    .bind(&q.subscription_from)
-    .bind(now)
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
-    if inserted == 0 {
+    if queues.is_empty() {
         return Ok(());
     }
     // [PROJECT] subscriptionFrom (`now` or a valid time) wins over subscriptionMode; an
@@ -609,18 +589,27 @@ async fn subscribe(
     let skip_backlog =
         q.subscription_from == "now" || (from_time.is_none() && q.subscription_mode == "new");
     sqlx::query(
-        "INSERT INTO queen_cursors (partition_id, consumer_group, committed)
+        "WITH ins AS (
+             INSERT INTO queen_subscriptions (queue_id, consumer_group, mode, from_value, created_at)
+             SELECT qid, $2, $3, $4, $5 FROM unnest($1::bigint[]) WITH ORDINALITY AS u(qid, n)
+             ORDER BY n
+             ON CONFLICT DO NOTHING
+             RETURNING queue_id)
+         INSERT INTO queen_cursors (partition_id, consumer_group, committed)
          SELECT p.id, $2,
-                CASE WHEN $3 THEN p.last_offset
-                     WHEN $4::timestamptz IS NOT NULL THEN COALESCE(
-                        (SELECT min(m.\"offset\") - 1 FROM queen_messages m WHERE m.partition_id = p.id AND m.created_at >= $4),
+                CASE WHEN $6 THEN p.last_offset
+                     WHEN $7::timestamptz IS NOT NULL THEN COALESCE(
+                        (SELECT min(m.\"offset\") - 1 FROM queen_messages m WHERE m.partition_id = p.id AND m.created_at >= $7),
                         p.last_offset)
                      ELSE p.removed_through END
-         FROM queen_partitions p WHERE p.queue_id = $1
+         FROM ins JOIN queen_partitions p ON p.queue_id = ins.queue_id
          ON CONFLICT DO NOTHING",
     )
-    .bind(qid)
+    .bind(queues)
     .bind(&q.consumer_group)
+    .bind(&q.subscription_mode)
+    .bind(&q.subscription_from)
+    .bind(now)
     .bind(skip_backlog)
     .bind(from_time)
     .execute(&mut *conn)
