@@ -111,18 +111,65 @@ async fn one_message(s: &mut Session) -> CaseResult {
     })
 }
 
-/// MGMT-3: one group over two queues: its lag, live leases and state, then behind.
+/// MGMT-3: one group over two queues: its lag, lag in seconds, live leases and state, then
+/// behind.
 async fn groups(s: &mut Session) -> CaseResult {
     let (q, r, g) = (s.name("q"), s.name("r"), s.name("g"));
+    let before_push = std::time::Instant::now();
     s.push_many(&q, "p", &["a", "b", "c"]).await?;
+    let pushed = std::time::Instant::now();
     s.push1(&r, "p", "x").await?;
     let held = s
         .pop_some(&q, &[("consumerGroup", &g), ("batch", "1")])
         .await?;
     s.pop_some(&r, &[("consumerGroup", &g), ("autoAck", "true")])
         .await?;
+    // Old enough that its lag in seconds cannot be 0.
+    sleep_ms(1100u64.saturating_sub(pushed.elapsed().as_millis() as u64)).await;
     let path = format!("/api/v1/consumer-groups/{g}");
+    let asked = std::time::Instant::now();
     let v: GroupView = decode(&s.get(&path, &[]).await?, 200, "group")?;
+    let (least, most) = (
+        asked.duration_since(pushed).as_secs(),
+        before_push.elapsed().as_secs(),
+    );
+    let seconds: Vec<u64> = v.queues.iter().map(|x| x.lag_seconds).collect();
+    ensure(
+        seconds.len() == 2
+            && (least..=most).contains(&seconds[0])
+            && seconds[1] == 0
+            && v.lag_seconds == seconds[0],
+        || {
+            (
+                format!(
+                    "the lag in seconds reads {seconds:?} (group {}): the oldest unread \
+                     message was {least}..={most} s old, the other queue has none",
+                    v.lag_seconds
+                ),
+                vec![MGMT_3],
+            )
+        },
+    )?;
+    // Every group on the broker is listed: read unchecked, held to this session's group.
+    let lagging = s
+        .send_unchecked(HttpRequest::get(
+            "/api/v1/consumer-groups/lagging",
+            &[("minLagSeconds", "1")],
+        ))
+        .await?;
+    let lagging: Lagging = decode(&lagging, 200, "lagging groups")?;
+    let mine: Vec<&str> = lagging
+        .consumer_groups
+        .iter()
+        .filter(|x| x.name == g)
+        .flat_map(|x| x.queues.iter().map(|y| y.queue.as_str()))
+        .collect();
+    ensure(mine == [q.as_str()], || {
+        (
+            format!("lagging by a second or more lists the group's queues as {mine:?}"),
+            vec![MGMT_3],
+        )
+    })?;
     let rows: Vec<(u64, u64, GroupState)> = v
         .queues
         .iter()
