@@ -127,19 +127,14 @@ const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// The pool's connection options: a host's, with every statement planned generically.
 ///
-/// PostgreSQL plans a prepared statement afresh for its first five runs on a connection,
-/// then keeps a generic plan only if that costs no more than the custom ones did. Once
-/// `queen_messages` holds many rows (after autovacuum's ANALYZE), our pop statements
-/// lose that comparison, and every pop and every parked pop's re-check paid 1.1–5.8 ms
-/// of planning (the PostgreSQL log's `bind` durations) on every run, for the rest of the
-/// connection's life. Every statement here finds its rows by key (a queue's name, a
-/// partition id, an offset range), so the generic plan is the right plan; forcing it
-/// leaves a connection one plan per statement (the statements inside our PL/pgSQL
-/// functions included: PostgreSQL caches their plans the same way), rebuilt only when
-/// the tables' statistics change (measured in the issue 7 note: wake-up p50 at 2 s
-/// parking 2.5 ms instead of 4.0 after an ANALYZE).
+/// Every statement here finds its rows by key (a queue's name, a partition id, an offset
+/// range), so the generic plan is the right one: forcing it saves the five custom plans
+/// PostgreSQL tries first and keeps it from re-planning every run once the tables grow,
+/// inside our PL/pgSQL functions too. JIT compilation is off because it only pays for
+/// long analytic queries, and the management reads' cost estimates over many cursors
+/// triggered it, spending more time compiling than executing.
 fn tune(options: PgConnectOptions) -> PgConnectOptions {
-    options.options([("plan_cache_mode", "force_generic_plan")])
+    options.options([("plan_cache_mode", "force_generic_plan"), ("jit", "off")])
 }
 
 impl PgBroker {

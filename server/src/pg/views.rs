@@ -167,8 +167,8 @@ struct QueueRow {
 const QUEUE_ROWS: &str = "SELECT q.name, q.namespace, q.task, q.options,
         (SELECT count(*) FROM queen_partitions p WHERE p.queue_id = q.id) AS partitions,
         COALESCE(f.messages, 0)::bigint AS messages, COALESCE(f.unconsumed, 0)::bigint AS unconsumed,
-        (SELECT count(DISTINCT c.consumer_group) FROM queen_cursors c
-           JOIN queen_partitions p ON p.id = c.partition_id WHERE p.queue_id = q.id) AS groups,
+        (SELECT count(*) FROM (SELECT DISTINCT c.consumer_group FROM queen_cursors c
+           JOIN queen_partitions p ON p.id = c.partition_id WHERE p.queue_id = q.id) g) AS groups,
         (SELECT count(*) FROM queen_dead_letters d
            JOIN queen_partitions p ON p.id = d.partition_id WHERE p.queue_id = q.id) AS dead
     FROM queen_queues q
@@ -298,8 +298,9 @@ async fn depth(pool: &Db, queue: &str, group: Option<&str>, page: Page) -> Found
         "SELECT p.name, CASE WHEN $2::text IS NOT NULL THEN
                 (SELECT p.last_offset - GREATEST(c.committed, p.removed_through) FROM queen_cursors c
                   WHERE c.partition_id = p.id AND c.consumer_group = $2)
-             ELSE COALESCE((SELECT max(p.last_offset - GREATEST(c.committed, p.removed_through))
-                  FROM queen_cursors c WHERE c.partition_id = p.id), p.last_offset - p.removed_through) END
+             ELSE p.last_offset - GREATEST(p.removed_through, COALESCE(
+                  (SELECT min(c.committed) FROM queen_cursors c WHERE c.partition_id = p.id),
+                  p.removed_through)) END
          FROM queen_partitions p WHERE p.queue_id = $1 ORDER BY p.name COLLATE \"C\"",
     )
     .bind(id)
