@@ -261,9 +261,11 @@ async fn partitions(
         .fetch_one(&mut *pool.acquire().await?)
         .await?;
     let rows: Vec<PartitionSql> = sqlx::query_as(&format!(
-        "SELECT p.id, q.name AS queue, p.name, p.last_offset - p.removed_through AS messages, p.last_offset,
-                (SELECT count(*) FROM queen_cursors c WHERE c.partition_id = p.id) AS groups
-         {FROM} ORDER BY q.name COLLATE \"C\", p.name COLLATE \"C\" LIMIT $2 OFFSET $3"
+        // The groups are counted for the page only, not for the rows the offset skips.
+        "SELECT x.*, (SELECT count(*) FROM queen_cursors c WHERE c.partition_id = x.id) AS groups
+         FROM (SELECT p.id, q.name AS queue, p.name, p.last_offset - p.removed_through AS messages, p.last_offset
+               {FROM} ORDER BY q.name COLLATE \"C\", p.name COLLATE \"C\" LIMIT $2 OFFSET $3) x
+         ORDER BY x.queue COLLATE \"C\", x.name COLLATE \"C\""
     ))
     .bind(queue)
     .bind(i64::from(page.limit))
