@@ -156,7 +156,8 @@ impl IdBook {
             Request::Manage(m) => Op::Manage {
                 part: match m {
                     crate::wire::ManageRequest::Message { partition_id, .. }
-                    | crate::wire::ManageRequest::Retry { partition_id, .. } => {
+                    | crate::wire::ManageRequest::Retry { partition_id, .. }
+                    | crate::wire::ManageRequest::DeleteMessage { partition_id, .. } => {
                         self.parts.handle(partition_id)
                     }
                     _ => None,

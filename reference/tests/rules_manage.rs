@@ -299,15 +299,79 @@ fn mgmt_8_one_partition_and_the_subscription_time() {
 }
 
 #[test]
-fn mgmt_11_one_message_is_not_deleted() {
+fn mgmt_11_a_deleted_message_is_passed_by_every_path() {
     let mut b = Broker::new();
+    b.push_many("q", "p", &["a", "b", "c", "d"]);
+    let held = b
+        .pop("q", &[("consumerGroup", "g"), ("batch", "3")])
+        .unwrap();
+    let pid = held.messages[0].partition_id.clone();
+    let path = |t: &str| format!("/api/v1/messages/{pid}/{t}");
+    for t in ["c", "b"] {
+        let r = b.send(HttpRequest::delete(path(t)));
+        assert_eq!(r.status, 200, "{r:?}");
+        let r: MessageDeleted = serde_json::from_value(r.body.unwrap()).unwrap();
+        assert_eq!(r.message_id, held.messages[if t == "b" { 1 } else { 2 }].id);
+    }
+    assert_eq!(b.send(HttpRequest::delete(path("c"))).status, 404);
+    assert_eq!(b.send(HttpRequest::get(path("c"), &[])).status, 404);
+    // The span ended at c: it now ends at a, so acking a releases the lease.
+    let acked = b.ack_batch(Some("g"), vec![ack_of(&held.messages[0], "completed")]);
+    assert!(acked[0].success && acked[0].lease_released, "{acked:?}");
+    let late = b.ack_batch(Some("g"), vec![ack_of(&held.messages[2], "completed")]);
+    assert_eq!(late[0].error.as_deref(), Some("unresolvable"));
+    // Figures leave the deleted messages out.
+    let depth: Depth = b.view("/api/v1/resources/queues/q/depth", &[("group", "g")]);
+    assert_eq!(depth.pending, 1);
+    let queue: QueueDetail = b.view("/api/v1/resources/queues/q", &[]);
+    assert_eq!(queue.summary.messages, 2);
+    let peek: MessagesPage = b.view("/api/v1/messages", &[("queue", "q")]);
+    let listed: Vec<&str> = peek
+        .messages
+        .iter()
+        .map(|m| m.message.transaction_id.as_str())
+        .collect();
+    assert_eq!(listed, ["a", "d"]);
+    // A new group is never handed them; the old transactionId deduplicates nothing.
+    let fresh = b.pop("q", &[("consumerGroup", "h"), ("batch", "10")]);
+    assert_eq!(Broker::txns(&fresh), ["a", "d"]);
+    assert_eq!(b.push1("q", "p", "c").status, PushStatus::Queued);
+    let rest = b.pop("q", &[("consumerGroup", "g"), ("batch", "10")]);
+    assert_eq!(Broker::txns(&rest), ["d", "c"]);
+}
+
+#[test]
+fn mgmt_11_a_deleted_messages_dead_letter_stays_and_can_be_retried() {
+    let mut b = Broker::new();
+    b.configure("q", json!({"retryLimit": 0}));
     b.push1("q", "p", "a");
-    let p = b.pop("q", &[("autoAck", "true")]).unwrap();
-    let pid = &p.messages[0].partition_id;
-    let r = b.send(HttpRequest::delete(format!("/api/v1/messages/{pid}/a")));
-    assert_eq!(r.status, 405);
-    let m: MessageDetail = b.view(&format!("/api/v1/messages/{pid}/a"), &[]);
-    assert_eq!(m.message.transaction_id, "a", "still there");
+    let g = b.pop("q", &[("consumerGroup", "g")]).unwrap();
+    b.ack_batch(Some("g"), vec![ack_of(&g.messages[0], "dlq")]);
+    let pid = g.messages[0].partition_id.clone();
+    assert_eq!(
+        b.send(HttpRequest::delete(format!("/api/v1/messages/{pid}/a")))
+            .status,
+        200
+    );
+    assert_eq!(
+        b.dlq(&[("queue", "q")]).total,
+        1,
+        "the dead letter keeps its copy"
+    );
+    let r = b.post(&format!("/api/v1/messages/{pid}/a/retry"), json!({}));
+    assert_eq!(r.status, 200, "{r:?}");
+    let again = b.pop("q", &[("consumerGroup", "g")]).unwrap();
+    assert_eq!(again.messages.len(), 1);
+    assert_eq!(again.messages[0].data, g.messages[0].data);
+}
+
+#[test]
+fn mgmt_11_a_bad_partition_id_is_400() {
+    let mut b = Broker::new();
+    let r = b.send(HttpRequest::delete(
+        "/api/v1/messages/not-a-uuid/a".to_string(),
+    ));
+    assert_eq!(r.status, 400);
 }
 
 #[test]

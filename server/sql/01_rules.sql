@@ -41,3 +41,12 @@ CREATE OR REPLACE FUNCTION queen_lease_seconds(p_pop_secs bigint, p_options json
 RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
     SELECT coalesce(p_pop_secs, (p_options->>'leaseTime')::bigint)
 $fn$;
+
+-- How many offsets above `p_from` of a partition hold a deleted message (MGMT-11). The
+-- figures are offsets minus these; callers ask only when the partition's `deleted`
+-- count says there are any, so a partition without deletes costs nothing.
+CREATE OR REPLACE FUNCTION queen_deleted_above(p_partition uuid, p_from bigint)
+RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+    SELECT count(*) FROM queen_deleted_offsets d
+    WHERE d.partition_id = p_partition AND d."offset" > p_from
+$fn$;

@@ -6,8 +6,8 @@
 -- or `retentionSeconds` under `retentionEnabled`), or older than
 -- `completedRetentionSeconds` (under `retentionEnabled`) and committed by every group with a
 -- cursor on its partition, of which there is at least one. Removal stops at the first
--- message that is not (RET-2: a prefix). A dead letter of a removed message takes its
--- own copy first; cursors below the new floor move up to it, forgetting the retries of
+-- message that is not (RET-2: a prefix); a deleted offset holds none (MGMT-11). A dead
+-- letter of a removed message takes its own copy first; cursors below the new floor move up to it, forgetting the retries of
 -- removed offsets, and a lease left with nothing is released (RET-4).
 --
 -- Cursors are changed under their pairs' advisory locks (`queen_pair_key`), as pops and
@@ -77,7 +77,12 @@ BEGIN
             lease_duration_ms = CASE WHEN c.lease_end <= v_floor THEN NULL ELSE c.lease_duration_ms END,
             lease_end = CASE WHEN c.lease_end <= v_floor THEN NULL ELSE c.lease_end END
         WHERE c.partition_id = r.id AND c.committed < v_floor;
-        UPDATE queen_partitions SET removed_through = v_floor WHERE id = r.id;
+        -- Deleted offsets below the floor are now counted as removed (MGMT-11).
+        WITH gone AS (DELETE FROM queen_deleted_offsets d
+                      WHERE d.partition_id = r.id AND d."offset" <= v_floor RETURNING 1)
+        UPDATE queen_partitions
+        SET removed_through = v_floor, deleted = deleted - (SELECT count(*) FROM gone)
+        WHERE id = r.id;
     END LOOP;
     RETURN v_total;
 END

@@ -156,6 +156,56 @@ async fn ret_2_completed_retention_and_the_gate() {
     );
 }
 
+/// MGMT-11 with RET-2: a deleted offset holds nothing to keep, so retention's prefix
+/// passes it, and once below the floor it is no longer counted as deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_11_retention_passes_a_deleted_offset() {
+    let app = manual("ret-deleted").await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    let opts = json!({"queue": "d", "options": {"retentionEnabled": true, "completedRetentionSeconds": 1}});
+    assert_eq!(
+        post(&c, &format!("{base}/api/v1/configure"), &opts).await.0,
+        200
+    );
+    let items = json!([{"queue": "d", "partition": "p", "transactionId": "a"},
+                       {"queue": "d", "partition": "p", "transactionId": "b"},
+                       {"queue": "d", "partition": "p", "transactionId": "c"}]);
+    assert_eq!(push(&c, &base, items).await.0, 201);
+    let first = pop(&c, &base, "d", "consumerGroup=g&batch=1&autoAck=true")
+        .await
+        .unwrap();
+    let pid = first["messages"][0]["partitionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let gone = delete(&c, &format!("{base}/api/v1/messages/{pid}/b")).await;
+    assert_eq!(gone.0, 200, "{gone:?}");
+    let figures = || async {
+        sqlx::query_as::<_, (i64, i64, i64)>(
+            "SELECT p.removed_through, p.deleted,
+                    (SELECT count(*) FROM queen_deleted_offsets d WHERE d.partition_id = p.id)
+             FROM queen_partitions p WHERE p.id = $1",
+        )
+        .bind(uuid::Uuid::parse_str(&pid).unwrap())
+        .fetch_one(app.broker.pool())
+        .await
+        .unwrap()
+    };
+    assert_eq!(figures().await, (0, 1, 1));
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    app.broker.retention_round(100).await.unwrap();
+    // a (committed and old) goes, b's offset is passed, c (pending) stays.
+    assert_eq!(figures().await, (2, 0, 0));
+    assert_eq!(rows(&app, "d").await, 1);
+    let depth = get(
+        &c,
+        &format!("{base}/api/v1/resources/queues/d/depth?group=g"),
+    )
+    .await;
+    assert_eq!(depth.1.unwrap()["pending"], 1);
+    assert_eq!(txns(&pop(&c, &base, "d", "consumerGroup=g").await), ["c"]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ret_3_the_job_removes_on_its_own() {
     let app = pg_app_with("ret-job", |c| c.retention_interval_ms = 100).await;

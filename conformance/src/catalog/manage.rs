@@ -21,7 +21,7 @@ pub fn cases() -> Vec<crate::case::Case> {
         seek: "mgmt-8/seek-to-the-end-and-back-to-a-time", [MGMT_8], Project, Management;
         one_partition: "mgmt-8/one-partition-and-the-subscription-time", [MGMT_8], Project, Management;
         delete_group: "mgmt-9/a-deleted-group-starts-again", [MGMT_9], Project, Management;
-        no_delete: "mgmt-11/one-message-is-not-deleted-by-its-address", [MGMT_11], Project, Management;
+        delete_message: "mgmt-11/a-deleted-message-is-never-delivered-counted-or-resolved", [MGMT_11], Project, Management;
         retry: "mgmt-12/a-retried-dead-letter-comes-back-for-every-group", [MGMT_12], Project, Management, needs [DeadLetter];
         pages: "mgmt-2/bad-pages-and-bodies-are-400", [MGMT_2], Project, Management, needs [BadInput];
         metrics: "mgmt-10/metrics-and-health-say-what-runs", [MGMT_10, HEALTH_4], Project, Management;
@@ -412,22 +412,107 @@ async fn one_partition(s: &mut Session) -> CaseResult {
     })
 }
 
-/// MGMT-11: a DELETE of one message is 405 and the message stays.
-async fn no_delete(s: &mut Session) -> CaseResult {
-    let q = s.name("q");
-    s.push1(&q, "p", "a").await?;
-    let p = s.pop_some(&q, &[("autoAck", "true")]).await?;
-    let path = format!("/api/v1/messages/{}/a", p.messages[0].partition_id);
-    let r = s.send(HttpRequest::delete(path.clone())).await?;
-    ensure(r.status == 405, || {
+/// MGMT-11: a deleted message is never delivered, listed, counted or resolved again and
+/// no longer deduplicates; a lease whose span ended at it ends at the message before.
+async fn delete_message(s: &mut Session) -> CaseResult {
+    let (q, g) = (s.name("q"), s.name("g"));
+    s.push_many(&q, "p", &["a", "b", "c", "d"]).await?;
+    let held = s
+        .pop_some(&q, &[("consumerGroup", &g), ("batch", "3")])
+        .await?;
+    let pid = held.messages[0].partition_id.clone();
+    let path = |t: &str| format!("/api/v1/messages/{pid}/{t}");
+    for t in ["c", "b"] {
+        let r = s.send(HttpRequest::delete(path(t))).await?;
+        let r: MessageDeleted = decode(&r, 200, "a message delete")?;
+        ensure(r.success && r.transaction_id == t, || {
+            (format!("the delete of {t} answered {r:?}"), vec![MGMT_11])
+        })?;
+    }
+    let again = s.send(HttpRequest::delete(path("c"))).await?;
+    let view = s.get(&path("c"), &[]).await?;
+    ensure(again.status == 404 && view.status == 404, || {
         (
-            format!("a message delete answered {}", r.status),
+            format!(
+                "after its delete, a second delete answered {} and the message view {}",
+                again.status, view.status
+            ),
             vec![MGMT_11],
         )
     })?;
-    let still = s.get(&path, &[]).await?;
-    ensure(still.status == 200, || {
-        ("the message is gone".into(), vec![MGMT_11])
+    // The span ended at c, which went: acking a releases the lease.
+    let first = held.messages.first().map(|m| m.transaction_id.clone());
+    let acks: Vec<_> = acks_for(&held, "completed")
+        .into_iter()
+        .filter(|a| a["transactionId"] == "a")
+        .collect();
+    let acked = s.ack_batch(Some(&g), acks).await?;
+    ensure(
+        first.as_deref() == Some("a") && acked.iter().all(|r| r.success && r.lease_released),
+        || {
+            (
+                format!("acking a, the lease's last remaining message, answered {acked:?}"),
+                vec![MGMT_11],
+            )
+        },
+    )?;
+    let late = s
+        .ack(json!({"transactionId": "c", "partitionId": pid, "consumerGroup": g}))
+        .await?;
+    ensure(late.error.as_deref() == Some("unresolvable"), || {
+        (
+            format!("an ack of the deleted c answered {late:?}"),
+            vec![MGMT_11],
+        )
+    })?;
+    let peek: MessagesPage = decode(
+        &s.get("/api/v1/messages", &[("queue", &q), ("consumerGroup", &g)])
+            .await?,
+        200,
+        "peek",
+    )?;
+    let listed: Vec<&str> = peek
+        .messages
+        .iter()
+        .map(|m| m.message.transaction_id.as_str())
+        .collect();
+    ensure(listed == ["a", "d"] && peek.page.total == 2, || {
+        (format!("the peek lists {listed:?}"), vec![MGMT_11])
+    })?;
+    let depth: Depth = decode(
+        &s.get(
+            &format!("/api/v1/resources/queues/{q}/depth"),
+            &[("group", &g)],
+        )
+        .await?,
+        200,
+        "depth",
+    )?;
+    ensure(depth.pending == 1, || {
+        (
+            format!("the group's depth is {}, with only d left", depth.pending),
+            vec![MGMT_11],
+        )
+    })?;
+    let rest = txns(
+        &s.pop_q(&q, &[("consumerGroup", &g), ("autoAck", "true")])
+            .await?,
+    );
+    ensure(rest == ["d"], || {
+        (
+            format!("the next pop delivered {rest:?}, not d alone"),
+            vec![MGMT_11],
+        )
+    })?;
+    let again = s.push1(&q, "p", "c").await?;
+    ensure(again.status == PushStatus::Queued, || {
+        (
+            format!(
+                "a push reusing the deleted c's transactionId was {:?}",
+                again.status
+            ),
+            vec![MGMT_11],
+        )
     })
 }
 

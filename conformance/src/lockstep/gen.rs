@@ -79,8 +79,8 @@ pub enum Step {
         pick: u8,
         status: u8,
     },
-    /// A management request on one of the sequence's queues (MGMT-1..9): `kind` picks
-    /// the route; `pick` a delivered message for the per-message read.
+    /// A management request on one of the sequence's queues (MGMT-1..11): `kind` picks
+    /// the route; `pick` a delivered message for the per-message read and delete.
     Manage {
         kind: u8,
         queue: u8,
@@ -91,7 +91,7 @@ pub enum Step {
 }
 
 /// How many management requests [`manage_request`] builds.
-const MANAGE_KINDS: u8 = 9;
+const MANAGE_KINDS: u8 = 10;
 
 /// The strategy for one step; capabilities the broker lacks are never generated.
 pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
@@ -461,6 +461,13 @@ fn manage_request(
                 &[],
             )
         }
+        8 => {
+            let d = d?;
+            HttpRequest::delete(format!(
+                "/api/v1/messages/{}/{}",
+                d.message.partition_id, d.message.transaction_id
+            ))
+        }
         _ => HttpRequest::post(
             format!("/api/v1/consumer-groups/{g}/queues/{q}/seek"),
             &json!({"toEnd": true}),
@@ -550,7 +557,8 @@ impl Step {
             Step::Configure { .. } => "configure",
             Step::Dlq { .. } => "dlq listing",
             Step::Txn { .. } => "transaction",
-            Step::Manage { kind: 8, .. } => "seek",
+            Step::Manage { kind: 8, .. } => "message delete",
+            Step::Manage { kind: 9, .. } => "seek",
             Step::Manage { .. } => "management read",
             Step::Sleep(_) => "sleep",
         }

@@ -840,6 +840,7 @@ fn manage_shape(req: &ManageRequest) -> &'static str {
         M::Retry { .. } => "/api/v1/messages/{partitionId}/{transactionId}/retry",
         M::DeleteGroup { queue: None, .. } => "/api/v1/consumer-groups/{group}",
         M::DeleteGroup { .. } => "/api/v1/consumer-groups/{group}/queues/{queue}",
+        M::DeleteMessage { .. } => "/api/v1/messages/{partitionId}/{transactionId}",
     }
 }
 

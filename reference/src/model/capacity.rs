@@ -39,8 +39,7 @@ pub fn unconsumed(st: &State, queue: &str) -> u64 {
 /// RET-5's unconsumed messages of one partition.
 pub fn partition_unconsumed(p: &Partition) -> u64 {
     let low = p.cursors.values().map(|c| c.committed).min();
-    let from = low.map_or(p.floor, |l| l.max(p.floor));
-    u64::from(p.end().saturating_sub(from))
+    u64::from(p.count_after(low.unwrap_or(p.floor)))
 }
 
 /// The refusal of the first capped queue that `after` (the state with the push written)

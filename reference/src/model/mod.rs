@@ -7,6 +7,7 @@
 pub mod ack;
 pub mod admin;
 pub mod capacity;
+pub mod deletion;
 pub mod groups;
 pub mod lease;
 pub mod outcome;
@@ -127,7 +128,7 @@ pub fn apply(st: &mut State, op: &Op, hints: &mut Hints, ctx: &mut Ctx) -> Outco
 }
 
 /// A management request: a read through [`views`] (which cannot change the state), or
-/// one of the two writes of [`groups`].
+/// one of the writes of [`groups`], [`redrive`] and [`deletion`].
 fn manage(
     st: &mut State,
     req: &ManageRequest,
@@ -158,6 +159,17 @@ fn manage(
                 })
             },
         ),
+        ManageRequest::DeleteMessage {
+            partition_id,
+            transaction_id,
+        } => deletion::delete_message(st, part, partition_id, transaction_id).map(|msg| {
+            to_json(&crate::wire::MessageDeleted {
+                success: true,
+                partition_id: partition_id.clone(),
+                transaction_id: transaction_id.clone(),
+                message_id: views::sym::msg(msg),
+            })
+        }),
         ManageRequest::DeleteGroup {
             group,
             queue,
@@ -194,6 +206,7 @@ pub fn manage_rule(req: &ManageRequest) -> crate::rules::RuleId {
         M::Seek { .. } | M::Subscription { .. } => MGMT_8,
         M::Retry { .. } => MGMT_12,
         M::DeleteGroup { .. } => MGMT_9,
+        M::DeleteMessage { .. } => MGMT_11,
     }
 }
 

@@ -104,8 +104,16 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
     for c in &chosen {
         let n = c.available.min(budget);
         budget -= n;
-        let end = c.committed + n;
-        messages.extend((c.committed + 1..=end).map(|o| (c.part, o)));
+        // The span ends at the last message delivered; deleted offsets inside it pass
+        // with it (MGMT-11).
+        let p = st.part(c.part).expect("claimable");
+        let start = messages.len();
+        messages.extend(
+            p.retained_after(c.committed)
+                .take(n as usize)
+                .map(|o| (c.part, o)),
+        );
+        let end = messages[start..].last().expect("a claim delivers").1;
         let lease_secs = match q.lease_seconds {
             Some(s) => s,
             None => {
@@ -187,9 +195,7 @@ fn claimable(
         Some(c) => (c.committed, c.lease.as_ref(), c.not_before),
         None => (p.floor, None, None),
     };
-    if committed >= p.end() {
-        return None;
-    }
+    let first = p.retained_after(committed).next()?;
     if let Some(l) = lease {
         if ctx.now_before(l.deadline) {
             return None; // leased partitions are skipped, not waited on
@@ -209,7 +215,7 @@ fn claimable(
     let delay_ms = opts.delayed_processing as i64 * 1000;
     let available = if delay_ms > 0 {
         let mut n = 0;
-        for off in committed + 1..=p.end() {
+        for off in p.retained_after(committed) {
             if ctx.now_before(st.created(p.at(off)).plus(delay_ms)) {
                 break;
             }
@@ -218,13 +224,13 @@ fn claimable(
         n
     } else {
         // Without a delay every message above the cursor is available.
-        p.end() - committed
+        p.count_after(committed)
     };
     (available > 0).then(|| Claimable {
         part: ph,
         committed,
         available,
-        oldest: st.created(p.at(committed + 1)),
+        oldest: st.created(p.at(first)),
     })
 }
 
@@ -387,11 +393,11 @@ fn seed_point(st: &State, ph: PartH, mode: &str, from: &str, ctx: &mut Ctx) -> u
     }
 }
 
-/// The offset of the last retained message of `p` created before `t` (its floor when
-/// none is): where a subscription from a time, or a seek to one (MGMT-8), puts a cursor.
+/// The offset before the first retained message of `p` created at or after `t` (its end
+/// when none is): where a subscription from a time, or a seek to one (MGMT-8), puts a cursor.
 pub fn last_before(st: &State, p: &Partition, t: Millis, ctx: &mut Ctx) -> u32 {
     let t = Stamp::exact(t);
-    for off in p.floor + 1..=p.end() {
+    for off in p.retained_after(p.floor) {
         // The first message written at or after `t`.
         match st.created(p.at(off)).before(&t) {
             Tri::Yes => continue,

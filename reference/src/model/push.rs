@@ -165,7 +165,12 @@ fn write_one(
     // the retained messages (RET-4 [PROJECT]: another broker may still deduplicate
     // against a removed one).
     let removed = probe.found.is_some_and(|off| off <= part.floor);
-    let newest = probe.found.filter(|_| {
+    let newest = match removed {
+        // MGMT-11: a deleted message is not retained either, and never deduplicates.
+        false => part.newest_retained(probe.found, &transaction_id),
+        true => probe.found,
+    };
+    let newest = newest.filter(|_| {
         !removed
             || ctx.project(
                 ChoicePoint::DedupRemoved,

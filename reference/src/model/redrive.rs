@@ -44,9 +44,9 @@ pub fn retry(
         });
     }
     let m = p.at(offset);
-    // A message retention removed is retried from its dead letter's copy, which keeps
-    // the payload only.
-    let removed = offset <= p.floor;
+    // A message retention removed, or an operator deleted, is retried from its dead
+    // letter's copy, which keeps the payload only.
+    let removed = offset <= p.floor || p.deleted.contains(&offset);
     let item = PushItem {
         queue: p.queue.clone(),
         partition: p.name.clone(),

@@ -91,6 +91,11 @@ fn new_floor(st: &State, h: PartH, (ours, ungated): (Ages, Ages), ctx: &mut Ctx)
     let mut floor = p.floor;
     while floor < p.end() {
         let off = floor + 1;
+        if p.deleted.contains(&off) {
+            // A deleted offset holds nothing to keep (MGMT-11).
+            floor = off;
+            continue;
+        }
         let created = st.created(p.at(off));
         let committed = low.is_some_and(|l| l >= off);
         let removed = match removable_from(created, committed, ours) {
@@ -148,6 +153,7 @@ fn earliest(a: Option<Stamp>, b: Option<Stamp>) -> Option<Stamp> {
 pub fn remove_through(st: &mut State, h: PartH, floor: u32) {
     let Some(p) = st.part_mut(h) else { return };
     p.floor = p.floor.max(floor);
+    p.deleted = p.deleted.split_off(&(p.floor + 1));
     for c in p.cursors.values_mut().filter(|c| c.committed < floor) {
         c.committed = floor;
         c.retries = c.retries.split_off(&(floor + 1));

@@ -17,7 +17,7 @@ use crate::shared::{same_arc, same_log, Log};
 use crate::time::Stamp;
 use crate::wire::QueueOptions;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// A message, by the model's own numbering (global, never reused).
@@ -159,6 +159,9 @@ pub struct Partition {
     pub last_write: Option<u32>,
     /// Offsets up to this one were removed by retention (RET-2: a prefix); 0 when none.
     pub floor: u32,
+    /// Offsets above the floor whose message an operator deleted (MGMT-11): they stay
+    /// used, and hold no retained message.
+    pub deleted: BTreeSet<u32>,
 }
 
 /// Equality by content, skipping the messages two copies share.
@@ -173,10 +176,12 @@ impl PartialEq for Partition {
             cursors,
             last_write,
             floor,
+            deleted,
         } = self;
         *handle == other.handle
             && *last_write == other.last_write
             && *floor == other.floor
+            && *deleted == other.deleted
             && *queue == other.queue
             && *name == other.name
             && *cursors == other.cursors
@@ -197,11 +202,41 @@ impl Partition {
     }
 
     /// The newest retained offset written with transactionId `txn` (PUSH-5, ACK-8;
-    /// RET-4: a removed message is neither a duplicate nor acknowledgeable).
+    /// RET-4, MGMT-11: a removed or deleted message is neither a duplicate nor
+    /// acknowledgeable).
     pub fn txn_offset(&self, txn: &str) -> Option<u32> {
-        self.txn_index
-            .get(txn, &self.messages)
-            .filter(|o| *o > self.floor)
+        self.newest_retained(self.txn_index.get(txn, &self.messages), txn)
+    }
+
+    /// The newest retained offset with `txn`, given `newest`, the newest offset ever
+    /// written with it: an older one counts only when a delete took the newer ones.
+    pub fn newest_retained(&self, newest: Option<u32>, txn: &str) -> Option<u32> {
+        let newest = newest.filter(|o| *o > self.floor)?;
+        if !self.deleted.contains(&newest) {
+            return Some(newest);
+        }
+        (self.floor + 1..newest)
+            .rev()
+            .find(|o| !self.deleted.contains(o) && self.at(*o).transaction_id == txn)
+    }
+
+    /// Whether offset `offset` holds a retained message: written, not removed, not
+    /// deleted.
+    pub fn is_retained(&self, offset: u32) -> bool {
+        offset > self.floor && offset <= self.end() && !self.deleted.contains(&offset)
+    }
+
+    /// The offsets of the retained messages above `from`, in order.
+    pub fn retained_after(&self, from: u32) -> impl Iterator<Item = u32> + '_ {
+        (from.max(self.floor) + 1..=self.end()).filter(|o| !self.deleted.contains(o))
+    }
+
+    /// How many retained messages lie above offset `from`: the figures of section 17
+    /// and RET-5 count these.
+    pub fn count_after(&self, from: u32) -> u32 {
+        let from = from.max(self.floor);
+        let gone = self.deleted.range(from + 1..).count() as u32;
+        self.end().saturating_sub(from) - gone
     }
 
     /// A cursor for a group new to the partition: at the oldest retained message (RET-4).
@@ -390,6 +425,7 @@ impl State {
             cursors: BTreeMap::new(),
             last_write: None,
             floor: 0,
+            deleted: BTreeSet::new(),
         })));
         self.queue_mut(queue)
             .expect("queue exists before its partitions")

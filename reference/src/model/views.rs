@@ -158,7 +158,8 @@ pub fn read(
         ManageRequest::Seek { .. }
         | ManageRequest::Subscription { .. }
         | ManageRequest::Retry { .. }
-        | ManageRequest::DeleteGroup { .. } => unreachable!("writes are not views"),
+        | ManageRequest::DeleteGroup { .. }
+        | ManageRequest::DeleteMessage { .. } => unreachable!("writes are not views"),
     };
     Ok(v)
 }
@@ -182,12 +183,12 @@ pub fn partitions_of<'s>(st: &'s State, queue: &str) -> impl Iterator<Item = &'s
 }
 
 fn retained(p: &Partition) -> u64 {
-    u64::from(p.end().saturating_sub(p.floor))
+    u64::from(p.count_after(p.floor))
 }
 
 /// A group's lag on a partition it reads: the retained messages after its cursor.
 fn lag(p: &Partition, committed: u32) -> u64 {
-    u64::from(p.end().saturating_sub(committed.max(p.floor)))
+    u64::from(p.count_after(committed))
 }
 
 fn overview(st: &State) -> Overview {
@@ -298,8 +299,8 @@ fn lease_live(p: &Partition, group: &str, ctx: &mut Ctx) -> bool {
 
 /// The createdAt of the oldest retained message after the cursor, if any.
 fn oldest_pending(st: &State, p: &Partition, committed: u32) -> Option<Stamp> {
-    let next = committed.max(p.floor) + 1;
-    (next <= p.end()).then(|| st.created(p.at(next)))
+    let next = p.retained_after(committed).next()?;
+    Some(st.created(p.at(next)))
 }
 
 /// Whole seconds from `created` to now, as an engine with exact times sees them.
@@ -448,7 +449,7 @@ fn messages(st: &State, q: &MessageQuery, ctx: &mut Ctx) -> MessagesPage {
             if q.partition.as_ref().is_some_and(|n| &p.name != n) {
                 continue;
             }
-            for offset in p.floor + 1..=p.end() {
+            for offset in p.retained_after(p.floor) {
                 let (status, retry_count, _) = status_of(st, p, offset, &q.group, ctx);
                 if q.status.is_none_or(|s| s == status) {
                     rows.push((p.handle, offset, status, retry_count));

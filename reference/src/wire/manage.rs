@@ -144,10 +144,15 @@ pub enum ManageRequest {
         queue: Option<String>,
         delete_metadata: bool,
     },
+    /// MGMT-11.
+    DeleteMessage {
+        partition_id: String,
+        transaction_id: String,
+    },
 }
 
 impl ManageRequest {
-    /// Whether the request only reads (MGMT-1): everything but a seek and a group delete.
+    /// Whether the request only reads (MGMT-1): everything but seeks, a retry and deletes.
     pub fn is_read(&self) -> bool {
         !matches!(
             self,
@@ -155,6 +160,7 @@ impl ManageRequest {
                 | ManageRequest::Subscription { .. }
                 | ManageRequest::Retry { .. }
                 | ManageRequest::DeleteGroup { .. }
+                | ManageRequest::DeleteMessage { .. }
         )
     }
 }
@@ -265,10 +271,14 @@ pub fn parse_manage(
                 transaction_id: seg(4)?,
             })
         })(),
-        ("DELETE", ["api", "v1", "messages", _, _]) => Err(WireError {
-            status: 405,
-            message: MESSAGE_DELETE_REFUSED.to_string(),
-        }),
+        ("DELETE", ["api", "v1", "messages", _, _]) => (|| {
+            let partition_id = seg(3)?;
+            check_uuid("partitionId", &partition_id)?;
+            Ok(ManageRequest::DeleteMessage {
+                partition_id,
+                transaction_id: seg(4)?,
+            })
+        })(),
         ("DELETE", ["api", "v1", "consumer-groups", _]) => (|| {
             Ok(ManageRequest::DeleteGroup {
                 group: named("consumer group", 3)?,
@@ -373,9 +383,6 @@ fn parse_message_query(query: &[(String, String)]) -> Result<MessageQuery, WireE
         page: parse_page(query)?,
     })
 }
-
-/// MGMT-11: why one message is not deleted by its address.
-pub const MESSAGE_DELETE_REFUSED: &str = "a message is not deleted by its address: only retention removes messages (RET-1); seek the consumer group past it, or ack it with status dlq";
 
 /// MGMT-8: `{"subscriptionTimestamp": ISO-8601}`.
 fn parse_subscription(body: &[u8]) -> Result<Millis, WireError> {
@@ -775,6 +782,18 @@ pub struct RetryResponse {
     pub message_id: String,
     /// How many dead letters went.
     pub retried: u64,
+}
+
+/// The answer of a delete of one message (MGMT-11).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct MessageDeleted {
+    pub success: bool,
+    pub partition_id: String,
+    pub transaction_id: String,
+    /// The id of the message that went.
+    pub message_id: String,
 }
 
 /// The 404 of a partition named in a seek that does not exist (MGMT-8).

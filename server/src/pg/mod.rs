@@ -22,6 +22,7 @@
 mod ack;
 mod admin;
 mod db;
+mod deletion;
 mod group;
 mod groups;
 mod hosts;
@@ -456,6 +457,13 @@ impl PgBroker {
                 partition_id,
                 transaction_id,
             }) => redrive::retry(self, &partition_id, &transaction_id).await,
+            Request::Manage(ManageRequest::DeleteMessage {
+                partition_id,
+                transaction_id,
+            }) => {
+                deletion::delete_message(pool, &self.inner.wakes, &partition_id, &transaction_id)
+                    .await
+            }
             Request::Manage(ManageRequest::DeleteGroup {
                 group,
                 queue,

@@ -3,7 +3,8 @@
 //!
 //! A group's view of a partition is a few ranges of offsets: `(floor, committed]`
 //! completed, `(committed, lease end]` leased while the lease is live, the rest pending,
-//! with the offsets it dead-lettered taken out of whichever range holds them. So the rows
+//! with the offsets it dead-lettered taken out of whichever range holds them, and the
+//! offsets an operator deleted (MGMT-11) taken out of every range. So the rows
 //! of each state in a partition are counted without reading them, a page skips whole
 //! partitions by their counts, and only the rows shown are read, by primary key. Both
 //! statements run in one read-only snapshot, so the page and its total agree.
@@ -32,9 +33,31 @@ struct Span {
     /// Retained offsets the group dead-lettered, ascending, with their retry counts.
     dead: Vec<i64>,
     dead_retries: Vec<i32>,
+    /// Offsets above the floor whose message was deleted, ascending.
+    deleted: Vec<i64>,
 }
 
 impl Span {
+    /// Whether offset `o` holds no message any more (MGMT-11).
+    fn gone(&self, o: i64) -> bool {
+        self.deleted.binary_search(&o).is_ok()
+    }
+
+    /// A deleted message's dead letters stay for the DLQ, but the peek lists retained
+    /// messages only.
+    fn drop_deleted_dead(&mut self) {
+        if self.deleted.is_empty() {
+            return;
+        }
+        let keep: Vec<bool> = self.dead.iter().map(|o| !self.gone(*o)).collect();
+        let mut k = keep.iter();
+        self.dead
+            .retain(|_| *k.next().expect("one flag per offset"));
+        let mut k = keep.iter();
+        self.dead_retries
+            .retain(|_| *k.next().expect("one flag per offset"));
+    }
+
     /// The state of offset `o` for the group (the model's order: dead letter, committed,
     /// live lease, pending).
     fn status(&self, o: i64) -> MessageStatus {
@@ -65,12 +88,12 @@ impl Span {
     /// How many retained offsets have `status` (all of them for `None`).
     fn count(&self, status: Option<MessageStatus>) -> i64 {
         match status {
-            None => self.last_offset - self.removed_through,
+            None => self.last_offset - self.removed_through - self.deleted.len() as i64,
             Some(MessageStatus::DeadLettered) => self.dead.len() as i64,
             Some(s) => {
                 let (lo, hi) = self.range(s);
-                let inside = self.dead.iter().filter(|o| **o > lo && **o <= hi).count();
-                (hi - lo) - inside as i64
+                let within = |v: &[i64]| v.iter().filter(|o| **o > lo && **o <= hi).count() as i64;
+                (hi - lo) - within(&self.dead) - within(&self.deleted)
             }
         }
     }
@@ -78,7 +101,14 @@ impl Span {
     /// The offsets with `status`, in order, after skipping `skip` of them, at most `take`.
     fn offsets(&self, status: Option<MessageStatus>, skip: i64, take: usize) -> Vec<i64> {
         let all: Box<dyn Iterator<Item = i64>> = match status {
-            None => Box::new(self.removed_through + 1 + skip..=self.last_offset),
+            None if self.deleted.is_empty() => {
+                Box::new(self.removed_through + 1 + skip..=self.last_offset)
+            }
+            None => Box::new(
+                (self.removed_through + 1..=self.last_offset)
+                    .filter(|o| !self.gone(*o))
+                    .skip(skip as usize),
+            ),
             Some(MessageStatus::DeadLettered) => {
                 Box::new(self.dead.iter().copied().skip(skip as usize))
             }
@@ -86,7 +116,7 @@ impl Span {
                 let (lo, hi) = self.range(s);
                 Box::new(
                     (lo + 1..=hi)
-                        .filter(|o| self.dead.binary_search(o).is_err())
+                        .filter(|o| self.dead.binary_search(o).is_err() && !self.gone(*o))
                         .skip(skip as usize),
                 )
             }
@@ -130,11 +160,15 @@ pub(crate) async fn messages(
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
         .await?;
-    let spans: Vec<Span> = sqlx::query_as(
+    let mut spans: Vec<Span> = sqlx::query_as(
         "SELECT p.id, q.name AS queue, p.name, p.last_offset, p.removed_through, c.committed,
                 CASE WHEN c.lease_id IS NOT NULL AND c.lease_deadline > now() THEN c.lease_end END AS lease_end,
                 c.retries,
-                COALESCE(d.offsets, '{}') AS dead, COALESCE(d.retry_counts, '{}') AS dead_retries
+                COALESCE(d.offsets, '{}') AS dead, COALESCE(d.retry_counts, '{}') AS dead_retries,
+                CASE WHEN p.deleted = 0 THEN '{}' ELSE ARRAY(
+                    SELECT z.\"offset\" FROM queen_deleted_offsets z
+                    WHERE z.partition_id = p.id AND z.\"offset\" > p.removed_through ORDER BY z.\"offset\")
+                END AS deleted
          FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
          LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = $3
          LEFT JOIN LATERAL (
@@ -151,6 +185,7 @@ pub(crate) async fn messages(
     .bind(&q.group)
     .fetch_all(&mut *tx)
     .await?;
+    spans.iter_mut().for_each(Span::drop_deleted_dead);
     let total: i64 = spans.iter().map(|s| s.count(q.status)).sum();
     let picked = pick(
         &spans,

@@ -1,9 +1,10 @@
 //! The management reads (PROTOCOL.md MGMT-1..7) from the tables, read-only.
 //!
 //! Every figure comes from the partition rows and the cursors, never from counting
-//! messages: offsets are contiguous and retention removes a prefix, so a partition holds
-//! `last_offset - removed_through` messages and a cursor lags by `last_offset -
-//! GREATEST(committed, removed_through)`. Only the peek listing and the per-message
+//! messages: retention removes a prefix, so a partition holds `last_offset -
+//! removed_through` offsets and a cursor lags by `last_offset - GREATEST(committed,
+//! removed_through)` of them, less the offsets an operator deleted (MGMT-11), which are
+//! counted only in a partition that has any ([`retained_above`]). Only the peek listing and the per-message
 //! route read message rows, through the primary key. Orders are the model's: every name
 //! bytewise (`COLLATE "C"`), whatever the database's collation.
 
@@ -99,7 +100,8 @@ pub(crate) async fn read(
         ManageRequest::Seek { .. }
         | ManageRequest::Subscription { .. }
         | ManageRequest::Retry { .. }
-        | ManageRequest::DeleteGroup { .. } => unreachable!("writes are not views"),
+        | ManageRequest::DeleteGroup { .. }
+        | ManageRequest::DeleteMessage { .. } => unreachable!("writes are not views"),
     };
     Ok(json(out))
 }
@@ -108,10 +110,26 @@ fn n(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-/// Retained messages and RET-5's unconsumed ones of a partition row `p`.
-const PARTITION_FIGURES: &str = "p.last_offset - p.removed_through AS messages,
-    p.last_offset - GREATEST(p.removed_through, COALESCE(
-        (SELECT min(c.committed) FROM queen_cursors c WHERE c.partition_id = p.id), p.removed_through)) AS unconsumed";
+/// SQL: how many retained messages partition row `p` holds above offset `from` (an
+/// expression at or above its floor): its offsets there, less the deleted ones
+/// (MGMT-11), which are counted only when the partition has any.
+pub(crate) fn retained_above(from: &str) -> String {
+    format!(
+        "(p.last_offset - {from} - CASE WHEN p.deleted = 0 THEN 0 ELSE queen_deleted_above(p.id, {from}) END)"
+    )
+}
+
+/// SQL: the retained messages and RET-5's unconsumed ones of a partition row `p`.
+fn partition_figures() -> String {
+    format!(
+        "{} AS messages, {} AS unconsumed",
+        retained_above("p.removed_through"),
+        retained_above(
+            "GREATEST(p.removed_through, COALESCE(
+            (SELECT min(c.committed) FROM queen_cursors c WHERE c.partition_id = p.id), p.removed_through))"
+        )
+    )
+}
 
 async fn overview(pool: &Db) -> Result<Overview, sqlx::Error> {
     let (queues, partitions, messages, unconsumed, groups, dead): (i64, i64, i64, i64, i64, i64) =
@@ -122,7 +140,8 @@ async fn overview(pool: &Db) -> Result<Overview, sqlx::Error> {
                     COALESCE(sum(unconsumed), 0)::bigint,
                     (SELECT count(*) FROM ({GROUP_NAMES}) g),
                     (SELECT count(*) FROM queen_dead_letters)
-             FROM (SELECT {PARTITION_FIGURES} FROM queen_partitions p) f"
+             FROM (SELECT {} FROM queen_partitions p) f",
+            partition_figures()
         ))
         .fetch_one(&mut *pool.acquire().await?)
         .await?;
@@ -176,7 +195,7 @@ const QUEUE_ROWS: &str = "SELECT q.name, q.namespace, q.task, q.options,
         FROM (SELECT PARTITION_FIGURES FROM queen_partitions p WHERE p.queue_id = q.id) x) f ON true";
 
 fn queue_sql(filter: &str) -> String {
-    QUEUE_ROWS.replace("PARTITION_FIGURES", PARTITION_FIGURES) + " WHERE " + filter
+    QUEUE_ROWS.replace("PARTITION_FIGURES", &partition_figures()) + " WHERE " + filter
 }
 
 impl QueueRow {
@@ -263,9 +282,10 @@ async fn partitions(
     let rows: Vec<PartitionSql> = sqlx::query_as(&format!(
         // The groups are counted for the page only, not for the rows the offset skips.
         "SELECT x.*, (SELECT count(*) FROM queen_cursors c WHERE c.partition_id = x.id) AS groups
-         FROM (SELECT p.id, q.name AS queue, p.name, p.last_offset - p.removed_through AS messages, p.last_offset
+         FROM (SELECT p.id, q.name AS queue, p.name, {} AS messages, p.last_offset
                {FROM} ORDER BY q.name COLLATE \"C\", p.name COLLATE \"C\" LIMIT $2 OFFSET $3) x
-         ORDER BY x.queue COLLATE \"C\", x.name COLLATE \"C\""
+         ORDER BY x.queue COLLATE \"C\", x.name COLLATE \"C\"",
+        retained_above("p.removed_through")
     ))
     .bind(queue)
     .bind(i64::from(page.limit))
@@ -296,15 +316,17 @@ async fn depth(pool: &Db, queue: &str, group: Option<&str>, page: Page) -> Found
     let Some(id) = exists else {
         return Ok(Err(no_such_queue(queue)));
     };
-    let rows: Vec<(String, Option<i64>)> = sqlx::query_as(
+    // Without a group the largest lag is the lowest cursor's, which is RET-5's count.
+    let rows: Vec<(String, Option<i64>)> = sqlx::query_as(&format!(
         "SELECT p.name, CASE WHEN $2::text IS NOT NULL THEN
-                (SELECT p.last_offset - GREATEST(c.committed, p.removed_through) FROM queen_cursors c
+                (SELECT {} FROM queen_cursors c
                   WHERE c.partition_id = p.id AND c.consumer_group = $2)
-             ELSE p.last_offset - GREATEST(p.removed_through, COALESCE(
-                  (SELECT min(c.committed) FROM queen_cursors c WHERE c.partition_id = p.id),
-                  p.removed_through)) END
-         FROM queen_partitions p WHERE p.queue_id = $1 ORDER BY p.name COLLATE \"C\"",
-    )
+             ELSE f.unconsumed END
+         FROM queen_partitions p CROSS JOIN LATERAL (SELECT {}) f
+         WHERE p.queue_id = $1 ORDER BY p.name COLLATE \"C\"",
+        retained_above("GREATEST(c.committed, p.removed_through)"),
+        partition_figures()
+    ))
     .bind(id)
     .bind(group)
     .fetch_all(&mut *pool.acquire().await?)
@@ -368,16 +390,18 @@ struct GroupQueueSql {
 
 /// The named groups (those listed, by name), each over its queues by name.
 async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Error> {
-    let rows: Vec<GroupQueueSql> = sqlx::query_as(
+    let rows: Vec<GroupQueueSql> = sqlx::query_as(&format!(
         "SELECT c.consumer_group, q.name AS queue, count(*) AS partitions,
-                COALESCE(sum(p.last_offset - GREATEST(c.committed, p.removed_through)), 0)::bigint AS lag,
+                COALESCE(sum({}), 0)::bigint AS lag,
                 count(*) FILTER (WHERE c.lease_id IS NOT NULL AND c.lease_deadline > now()) AS leased,
                 (extract(epoch FROM now() - min(m.created_at)) * 1000)::bigint AS oldest_age_ms
          FROM queen_cursors c
          JOIN queen_partitions p ON p.id = c.partition_id
          JOIN queen_queues q ON q.id = p.queue_id
          LEFT JOIN queen_messages m ON m.partition_id = p.id
-              AND m.\"offset\" = GREATEST(c.committed, p.removed_through) + 1
+              AND m.\"offset\" = CASE WHEN p.deleted = 0 THEN GREATEST(c.committed, p.removed_through) + 1
+                  ELSE (SELECT min(x.\"offset\") FROM queen_messages x WHERE x.partition_id = p.id
+                        AND x.\"offset\" > GREATEST(c.committed, p.removed_through)) END
          WHERE c.consumer_group = ANY($1)
          GROUP BY c.consumer_group, q.id, q.name
          UNION ALL
@@ -386,7 +410,8 @@ async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Err
          WHERE s.consumer_group = ANY($1) AND NOT EXISTS (
              SELECT 1 FROM queen_cursors c JOIN queen_partitions p ON p.id = c.partition_id
              WHERE p.queue_id = q.id AND c.consumer_group = s.consumer_group)",
-    )
+        retained_above("GREATEST(c.committed, p.removed_through)")
+    ))
     .bind(names)
     .fetch_all(&mut *pool.acquire().await?)
     .await?;

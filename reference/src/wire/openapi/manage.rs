@@ -353,10 +353,26 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
     ops.push(Op {
         method: "delete",
         path: "/api/v1/messages/{partitionId}/{transactionId}",
-        summary: "Not served: only retention removes messages (MGMT-11, RET-1).",
+        summary: "Delete the newest retained message with the transactionId (MGMT-11).",
         params: message(),
         body: None,
-        responses: vec![(405, "Refused; nothing changed.", Some(g_ref("ErrorBody")))],
+        responses: vec![
+            (
+                200,
+                "Deleted: never delivered, counted or resolved again; its offset stays used.",
+                of::<MessageDeleted>(g),
+            ),
+            (
+                400,
+                "A partitionId that is not a UUID.",
+                Some(g_ref("ErrorBody")),
+            ),
+            (
+                404,
+                "No retained message with that transactionId in that partition.",
+                Some(g_ref("ErrorBody")),
+            ),
+        ],
     });
     let delete_metadata = || {
         param(
