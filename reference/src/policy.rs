@@ -59,6 +59,9 @@ pub enum ChoicePoint {
     /// RET-4 [PROJECT]: 0 = a message retention removed deduplicates nothing, 1 = a push
     /// with its transactionId within the window is still a duplicate.
     DedupRemoved,
+    /// MGMT-11 [PROJECT]: 0 = one message is deleted by its address, 1 = the delete is
+    /// refused with 405 and changes nothing.
+    MessageDeleteRefused,
 }
 
 /// How an absent `payload` is stored (PUSH-9).
@@ -141,6 +144,8 @@ pub struct Policy {
     pub max_size_ignored: u32,
     /// Alternative index taken at [`ChoicePoint::DedupRemoved`] (PROJECT).
     pub dedup_removed: u32,
+    /// Alternative index taken at [`ChoicePoint::MessageDeleteRefused`] (PROJECT).
+    pub message_delete_refused: u32,
 }
 
 impl Policy {
@@ -176,6 +181,7 @@ impl Policy {
             retention_ungated: 1,
             max_size_ignored: 1,
             dedup_removed: 1,
+            message_delete_refused: 1,
             // Late inside the window too (an OPEN point), so that retention_ignored is
             // reached: a broker that keeps every message until the window ends.
             retention_late: 1,
@@ -202,6 +208,7 @@ impl Policy {
             ChoicePoint::RetentionUngated => self.retention_ungated,
             ChoicePoint::MaxSizeIgnored => self.max_size_ignored,
             ChoicePoint::DedupRemoved => self.dedup_removed,
+            ChoicePoint::MessageDeleteRefused => self.message_delete_refused,
         }
     }
 }
@@ -238,6 +245,7 @@ mod tests {
             ChoicePoint::RetentionUngated,
             ChoicePoint::MaxSizeIgnored,
             ChoicePoint::DedupRemoved,
+            ChoicePoint::MessageDeleteRefused,
         ] {
             assert_eq!((project.pick(point), ours.pick(point)), (1, 0), "{point:?}");
             assert_eq!(

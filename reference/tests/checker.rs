@@ -417,6 +417,40 @@ fn project_alternatives_diverge_strictly_and_are_recorded_laxly() {
     assert_eq!(diffs[0].kind, Kind::Alternative);
 }
 
+/// MGMT-11 [PROJECT]: a broker that refuses the delete of one message with 405 and
+/// keeps delivering it is followed by a lax checker, which records the difference; a
+/// strict one diverges.
+#[test]
+fn a_refused_message_delete_is_a_project_difference() {
+    for strict in [true, false] {
+        let mut l = Lockstep::new(Policy {
+            message_delete_refused: 1,
+            ..Policy::default()
+        });
+        l.c.strict_project = strict;
+        l.push("q", "a", Some("t1"));
+        let p = l.pop("q", &[("autoAck", "true")]);
+        let pid = p.body.as_ref().unwrap()["messages"][0]["partitionId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let del = HttpRequest::delete(format!("/api/v1/messages/{pid}/t1"));
+        let r = l.e.handle(&del, l.now);
+        assert_eq!(r.status, 405);
+        if strict {
+            assert!(l.diverged_rules(&del, &r).contains(&MGMT_11));
+            continue;
+        }
+        assert!(l.feed(&del, &r).is_ok());
+        // The message is still there for a new group: the checker followed the refusal.
+        let again = l.pop("q", &[("consumerGroup", "fresh")]);
+        assert_eq!(again.status, 200);
+        let rules: Vec<RuleId> = l.c.findings().iter().map(|d| d.rule).collect();
+        assert_eq!(rules, vec![MGMT_11]);
+        assert_eq!(l.c.findings()[0].kind, Kind::Alternative);
+    }
+}
+
 /// Answer-only PROJECT points: a duplicate with a fresh message_id (PUSH-5) and a 400
 /// without `{"error"}` (PUSH-8) diverge strictly; laxly they are recorded, and a SEED
 /// departure in the same answers (a wrong status) still diverges.

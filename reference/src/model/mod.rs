@@ -159,6 +159,18 @@ fn manage(
                 })
             },
         ),
+        ManageRequest::DeleteMessage { .. }
+            if ctx.project(
+                crate::policy::ChoicePoint::MessageDeleteRefused,
+                MGMT_11,
+                "refused the delete of one message by its address (ours: deleted)",
+            ) =>
+        {
+            Err(crate::wire::WireError {
+                status: 405,
+                message: crate::wire::MESSAGE_DELETE_REFUSED.into(),
+            })
+        }
         ManageRequest::DeleteMessage {
             partition_id,
             transaction_id,

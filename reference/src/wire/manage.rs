@@ -784,6 +784,11 @@ pub struct RetryResponse {
     pub retried: u64,
 }
 
+/// MGMT-11 [PROJECT alternative]: the refusal of a broker that does not delete one
+/// message by its address.
+pub const MESSAGE_DELETE_REFUSED: &str =
+    "this broker does not delete one message by its address; seek the consumer group past it, or ack it with status dlq";
+
 /// The answer of a delete of one message (MGMT-11).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
