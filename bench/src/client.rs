@@ -86,6 +86,16 @@ impl Client {
         let s = r.status().as_u16();
         Ok((s, json_of(&r.bytes().await?)))
     }
+
+    pub async fn delete(&self, path: &str) -> Result<(u16, Option<Value>), reqwest::Error> {
+        let r = self
+            .http
+            .delete(format!("{}{path}", self.base))
+            .send()
+            .await?;
+        let s = r.status().as_u16();
+        Ok((s, json_of(&r.bytes().await?)))
+    }
 }
 
 /// An answer's body as JSON: none when empty, `null` when not JSON.

@@ -3,6 +3,8 @@
 //! one queue, lets `--scale-groups` consumer groups read a little of it (so they have
 //! cursors on every partition), then times each listing and count. The median of three
 //! calls per route is the figure; the routes' cost should not follow the message count.
+//! Then it deletes one message in each of a hundred partitions (MGMT-11), timing each
+//! delete, and times the reads again.
 
 use crate::client::Client;
 use crate::report::Outcome;
@@ -81,26 +83,107 @@ pub async fn run(client: &Client, p: &ScaleParams) -> Result<Vec<Outcome>, Strin
         ),
         ("message", format!("/api/v1/messages/{pid}/t0")),
     ];
+    let details = json!({"messages": p.messages, "partitions": p.partitions,
+                         "groups": p.groups, "fill_secs": fill_secs});
+    let mut out = time_reads(client, &routes, "", &details).await?;
+    out.push(delete_spread(client, p, &details).await?);
+    // The same reads once some partitions hold deleted offsets (MGMT-11), which the
+    // figures count apart.
+    out.extend(time_reads(client, &routes, "-with-deletes", &details).await?);
+    Ok(out)
+}
+
+/// The median of three calls of each route.
+async fn time_reads(
+    client: &Client,
+    routes: &[(&str, String)],
+    suffix: &str,
+    details: &Value,
+) -> Result<Vec<Outcome>, String> {
     let mut out = Vec::new();
     for (name, path) in routes {
         let mut ms = Vec::new();
         for _ in 0..3 {
             let t = Instant::now();
-            let (status, _) = client.get(&path).await.map_err(|e| e.to_string())?;
+            let (status, _) = client.get(path).await.map_err(|e| e.to_string())?;
             ms.push(t.elapsed().as_secs_f64() * 1e3);
-            expect_ok(status, &path)?;
+            expect_ok(status, path)?;
         }
         ms.sort_by(f64::total_cmp);
+        let mut d = details.clone();
+        d["min_ms"] = json!(ms[0]);
+        d["max_ms"] = json!(ms[2]);
+        d["path"] = json!(path);
         out.push(Outcome {
-            workload: format!("mgmt-{name}"),
+            workload: format!("mgmt-{name}{suffix}"),
             value: ms[1],
             unit: "ms".into(),
-            details: json!({"min_ms": ms[0], "max_ms": ms[2], "messages": p.messages,
-                            "partitions": p.partitions, "groups": p.groups, "path": path,
-                            "fill_secs": fill_secs}),
+            details: d,
         });
     }
     Ok(out)
+}
+
+/// How many partitions get one message deleted.
+const DELETED_PARTITIONS: usize = 100;
+
+/// Deletes one message (the fifth written there) in each of the first partitions; the
+/// figure is the median delete.
+async fn delete_spread(
+    client: &Client,
+    p: &ScaleParams,
+    details: &Value,
+) -> Result<Outcome, String> {
+    let ids = partition_ids(client, &p.queue).await?;
+    let mut ms = Vec::new();
+    for k in 0..DELETED_PARTITIONS.min(p.partitions) {
+        let name = format!("p{k}");
+        let pid = ids
+            .get(&name)
+            .ok_or_else(|| format!("no partition {name} listed"))?;
+        let path = format!("/api/v1/messages/{pid}/t{}", k + 4 * p.partitions);
+        let t = Instant::now();
+        let (status, _) = client.delete(&path).await.map_err(|e| e.to_string())?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+        expect_ok(status, &path)?;
+    }
+    ms.sort_by(f64::total_cmp);
+    let mut d = details.clone();
+    d["min_ms"] = json!(ms[0]);
+    d["max_ms"] = json!(ms[ms.len() - 1]);
+    d["deleted"] = json!(ms.len());
+    Ok(Outcome {
+        workload: "mgmt-delete-message".into(),
+        value: ms[ms.len() / 2],
+        unit: "ms".into(),
+        details: d,
+    })
+}
+
+/// Partition name to id, for every partition of the queue.
+async fn partition_ids(
+    client: &Client,
+    queue: &str,
+) -> Result<std::collections::HashMap<String, String>, String> {
+    let mut ids = std::collections::HashMap::new();
+    let mut offset = 0;
+    loop {
+        let path = format!("/api/v1/resources/partitions?queue={queue}&limit=1000&offset={offset}");
+        let (_, body) = client.get(&path).await.map_err(|e| e.to_string())?;
+        let rows = body
+            .and_then(|b| b["partitions"].as_array().cloned())
+            .unwrap_or_default();
+        if rows.is_empty() {
+            break;
+        }
+        for r in &rows {
+            if let (Some(n), Some(i)) = (r["name"].as_str(), r["id"].as_str()) {
+                ids.insert(n.to_string(), i.to_string());
+            }
+        }
+        offset += rows.len();
+    }
+    Ok(ids)
 }
 
 /// Pushes the messages round-robin over the partitions, `t{i}` as transactionIds.
