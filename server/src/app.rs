@@ -240,13 +240,30 @@ impl Drop for Running {
     }
 }
 
+/// How many connections may wait to be accepted (the kernel caps it at
+/// `net.core.somaxconn`). Thousands of long polls connecting at once overflow the usual
+/// 1024, and a connect that overflows it waits for the client's SYN retries or times out.
+const ACCEPT_BACKLOG: u32 = 8192;
+
+/// A listening socket on `addr` with room for [`ACCEPT_BACKLOG`] pending connections.
+fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // As std's bind does on Unix: a restarted server rebinds a port in TIME_WAIT.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(ACCEPT_BACKLOG)
+}
+
 /// Serves `broker` on `addr` (port 0: any free port) in the background.
 pub async fn spawn(
     broker: Arc<dyn Broker>,
     config: &Config,
     addr: std::net::SocketAddr,
 ) -> std::io::Result<Running> {
-    let listener = TcpListener::bind(addr).await?;
+    let listener = listen(addr)?;
     let addr = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let config = config.clone();
@@ -296,7 +313,11 @@ pub async fn run(config: Config) -> Result<(), Box<dyn std::error::Error + Send 
             Arc::new(engine.broker)
         }
     };
-    let listener = TcpListener::bind((config.host.as_str(), config.port)).await?;
+    let addr = tokio::net::lookup_host((config.host.as_str(), config.port))
+        .await?
+        .next()
+        .ok_or_else(|| format!("{} resolves to no address", config.host))?;
+    let listener = listen(addr)?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
     serve(listener, broker, &config, stop).await?;
     Ok(())
