@@ -365,6 +365,25 @@ fn mgmt_11_a_deleted_messages_dead_letter_stays_and_can_be_retried() {
     assert_eq!(again.messages[0].data, g.messages[0].data);
 }
 
+/// MGMT-11, MGMT-2: a delete with a partitionId that is not a UUID, or naming no
+/// message, changes nothing: the message is still listed and delivered.
+#[test]
+fn mgmt_11_a_refused_delete_changes_nothing() {
+    let mut b = Broker::new();
+    b.push1("q", "p", "a");
+    let bad = b.send(HttpRequest::delete(
+        "/api/v1/messages/not-a-uuid/a".to_string(),
+    ));
+    assert_eq!(bad.status, 400);
+    let peek: MessagesPage = b.view("/api/v1/messages", &[("queue", "q")]);
+    let pid = peek.messages[0].message.partition_id.clone();
+    let none = b.send(HttpRequest::delete(format!("/api/v1/messages/{pid}/zz")));
+    assert_eq!(none.status, 404);
+    let after: MessagesPage = b.view("/api/v1/messages", &[("queue", "q")]);
+    assert_eq!(after, peek, "the listing is as it was");
+    assert_eq!(Broker::txns(&b.pop("q", &[])), ["a"]);
+}
+
 #[test]
 fn mgmt_11_a_bad_partition_id_is_400() {
     let mut b = Broker::new();

@@ -6,9 +6,9 @@
 -- optionally only partition `p_only`; `p_options` is the queue's options row. The head
 -- walks them in name order (POP-4); `backlog` is how many retained messages lie past
 -- the cursor, which never lies below what retention removed (RET-4), deleted ones left
--- out (MGMT-11); `window_open` is POP-14's windowBuffer. A SQL function, so PostgreSQL inlines it into the statements
--- that read it, and a walk ordered by name reads the (queue_id, name) key in order and
--- stops where its reader stops.
+-- out (MGMT-11); `window_open` is POP-14's windowBuffer. A SQL function, so PostgreSQL
+-- inlines it into the statements that read it, and a walk ordered by name reads the
+-- (queue_id, name) key in order and stops where its reader stops.
 CREATE OR REPLACE FUNCTION queen_pop_candidates(
     p_qid bigint, p_group text, p_only text, p_now timestamptz, p_options jsonb
 ) RETURNS TABLE (
@@ -23,7 +23,6 @@ CREATE OR REPLACE FUNCTION queen_pop_candidates(
                ELSE queen_deleted_above(p.id, GREATEST(COALESCE(c.committed, 0), p.removed_through)) END
         AS backlog) b
     WHERE p.queue_id = p_qid AND (p_only IS NULL OR p.name = p_only)
-      AND p.last_offset > GREATEST(COALESCE(c.committed, 0), p.removed_through)
       AND b.backlog > 0
       AND queen_cursor_free(c.lease_deadline, c.not_before, p_now)
 $fn$;

@@ -7,8 +7,9 @@
 -- `completedRetentionSeconds` (under `retentionEnabled`) and committed by every group with a
 -- cursor on its partition, of which there is at least one. Removal stops at the first
 -- message that is not (RET-2: a prefix); a deleted offset holds none (MGMT-11). A dead
--- letter of a removed message takes its own copy first; cursors below the new floor move up to it, forgetting the retries of
--- removed offsets, and a lease left with nothing is released (RET-4).
+-- letter of a removed message takes its own copy first; cursors below the new floor move
+-- up to it, forgetting the retries of removed offsets, and a lease left with nothing is
+-- released (RET-4).
 --
 -- Cursors are changed under their pairs' advisory locks (`queen_pair_key`), as pops and
 -- acks change them; a partition with a pair busy right now is left for the next round.

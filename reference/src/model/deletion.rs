@@ -23,14 +23,15 @@ pub fn delete_message(
     let msg = p.at(offset).msg;
     let p = st.part_mut(h).expect("exists");
     p.deleted.insert(offset);
-    let before = |end: u32, committed: u32, deleted: &std::collections::BTreeSet<u32>| {
-        (committed + 1..end).rev().find(|o| !deleted.contains(o))
-    };
+    let deleted = &p.deleted;
     for c in p.cursors.values_mut() {
         c.retries.remove(&offset);
         // A span that ended at the message ends at its last remaining one, or goes.
         if let Some(l) = c.lease.as_mut().filter(|l| l.end == offset) {
-            match before(offset, c.committed, &p.deleted) {
+            match (c.committed + 1..offset)
+                .rev()
+                .find(|o| !deleted.contains(o))
+            {
                 Some(end) => l.end = end,
                 None => c.lease = None,
             }

@@ -220,12 +220,6 @@ impl Partition {
             .find(|o| !self.deleted.contains(o) && self.at(*o).transaction_id == txn)
     }
 
-    /// Whether offset `offset` holds a retained message: written, not removed, not
-    /// deleted.
-    pub fn is_retained(&self, offset: u32) -> bool {
-        offset > self.floor && offset <= self.end() && !self.deleted.contains(&offset)
-    }
-
     /// The offsets of the retained messages above `from`, in order.
     pub fn retained_after(&self, from: u32) -> impl Iterator<Item = u32> + '_ {
         (from.max(self.floor) + 1..=self.end()).filter(|o| !self.deleted.contains(o))
