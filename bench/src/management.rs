@@ -4,7 +4,10 @@
 //! cursors on every partition), then times each listing and count. The median of three
 //! calls per route is the figure; the routes' cost should not follow the message count.
 //! Then it deletes one message in each of a hundred partitions (MGMT-11), timing each
-//! delete, and times the reads again.
+//! delete, and times the reads again. Last it seeks each group to its own moment of the
+//! fill (MGMT-8), so that no two groups read from the same offset of a partition, and
+//! times the group listings once more: the worst case for them, a lagging cursor whose
+//! first unread message no other cursor shares.
 
 use crate::client::Client;
 use crate::report::Outcome;
@@ -23,7 +26,9 @@ const FILL_BATCH: usize = 5000;
 
 pub async fn run(client: &Client, p: &ScaleParams) -> Result<Vec<Outcome>, String> {
     let filled = Instant::now();
+    let fill_start = std::time::SystemTime::now();
     fill(client, p).await?;
+    let fill_end = std::time::SystemTime::now();
     let fill_secs = filled.elapsed().as_secs_f64();
     for g in 0..p.groups {
         let path = format!(
@@ -90,7 +95,36 @@ pub async fn run(client: &Client, p: &ScaleParams) -> Result<Vec<Outcome>, Strin
     // The same reads once some partitions hold deleted offsets (MGMT-11), which the
     // figures count apart.
     out.extend(time_reads(client, &routes, "-with-deletes", &details).await?);
+    spread(client, p, fill_start, fill_end).await?;
+    let group_routes: Vec<(&str, String)> = routes
+        .into_iter()
+        .filter(|(name, _)| matches!(*name, "groups" | "group" | "lagging"))
+        .collect();
+    out.extend(time_reads(client, &group_routes, "-spread", &details).await?);
     Ok(out)
+}
+
+/// Seeks group `g{k}` to the moment (k+1)/(groups+1) of the fill on every partition, so
+/// the groups' cursors sit at different offsets, all with messages left to read.
+async fn spread(
+    client: &Client,
+    p: &ScaleParams,
+    start: std::time::SystemTime,
+    end: std::time::SystemTime,
+) -> Result<(), String> {
+    let span = end.duration_since(start).unwrap_or_default();
+    for k in 0..p.groups {
+        let at = start + span.mul_f64((k + 1) as f64 / (p.groups + 1) as f64);
+        let iso = chrono::DateTime::<chrono::Utc>::from(at)
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let path = format!("/api/v1/consumer-groups/g{k}/queues/{}/seek", p.queue);
+        let (status, _) = client
+            .post(&path, &json!({"timestamp": iso}))
+            .await
+            .map_err(|e| e.to_string())?;
+        expect_ok(status, &path)?;
+    }
+    Ok(())
 }
 
 /// The median of three calls of each route.

@@ -388,33 +388,76 @@ struct GroupQueueSql {
     oldest_age_ms: Option<i64>,
 }
 
+/// How a group listing finds each cursor's first unread message (for its lag in
+/// seconds): by an index probe per cursor, which costs about ten times what hashing one
+/// message row costs, or by hashing every message and joining. Probes win while the
+/// cursors are fewer than a tenth of the messages: a few groups, or one.
+fn first_unread_join(cursors: f32, messages: f32) -> &'static str {
+    if cursors * 10.0 < messages {
+        "LEFT JOIN LATERAL (SELECT m.created_at FROM queen_messages m
+             WHERE m.partition_id = c.id AND m.\"offset\" = c.pos + 1 AND c.pos < c.last_offset
+             OFFSET 0) m ON true"
+    } else {
+        "LEFT JOIN queen_messages m ON m.partition_id = c.id AND m.\"offset\" = c.pos + 1"
+    }
+}
+
 /// The named groups (those listed, by name), each over its queues by name.
+///
+/// One pass over the groups' cursors, each joined to its first unread message for the
+/// lag in seconds (see [`first_unread_join`]). Partitions without deleted offsets
+/// (nearly all) find that message at `pos + 1`; the few with deleted offsets search for
+/// it and subtract what was deleted above the cursor, as `retained_above` does.
 async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Error> {
+    let mut tx = pool.snapshot().await?;
+    // The planner's row counts (the groups read at most every partition), and, for this
+    // transaction, room for a hash of every message row, which outgrows the default
+    // work_mem at a million messages and spills to disk.
+    let (partitions, messages): (f32, f32) = sqlx::query_as(
+        "SELECT (SELECT reltuples FROM pg_class WHERE oid = 'queen_partitions'::regclass),
+                (SELECT reltuples FROM pg_class WHERE oid = 'queen_messages'::regclass)
+         FROM set_config('work_mem', '64MB', true)",
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let cursors = names.len() as f32 * partitions.max(1.0);
     let rows: Vec<GroupQueueSql> = sqlx::query_as(&format!(
-        "SELECT c.consumer_group, q.name AS queue, count(*) AS partitions,
-                COALESCE(sum({}), 0)::bigint AS lag,
-                count(*) FILTER (WHERE c.lease_id IS NOT NULL AND c.lease_deadline > now()) AS leased,
-                (extract(epoch FROM now() - min(m.created_at)) * 1000)::bigint AS oldest_age_ms
-         FROM queen_cursors c
-         JOIN queen_partitions p ON p.id = c.partition_id
-         JOIN queen_queues q ON q.id = p.queue_id
-         LEFT JOIN queen_messages m ON m.partition_id = p.id
-              AND m.\"offset\" = CASE WHEN p.deleted = 0 THEN GREATEST(c.committed, p.removed_through) + 1
-                  ELSE (SELECT min(x.\"offset\") FROM queen_messages x WHERE x.partition_id = p.id
-                        AND x.\"offset\" > GREATEST(c.committed, p.removed_through)) END
-         WHERE c.consumer_group = ANY($1)
-         GROUP BY c.consumer_group, q.id, q.name
+        "WITH c AS NOT MATERIALIZED (
+             SELECT c.consumer_group, p.id, p.queue_id, p.last_offset, p.deleted,
+                    GREATEST(c.committed, p.removed_through) AS pos,
+                    c.lease_id IS NOT NULL AND c.lease_deadline > now() AS leased
+             FROM queen_cursors c JOIN queen_partitions p ON p.id = c.partition_id
+             WHERE c.consumer_group = ANY($1)
+         ), seen AS (
+             SELECT c.consumer_group, c.queue_id, c.last_offset - c.pos AS lag, c.leased,
+                    m.created_at AS first_at
+             FROM c {}
+             WHERE c.deleted = 0
+             UNION ALL
+             SELECT c.consumer_group, c.queue_id,
+                    c.last_offset - c.pos - queen_deleted_above(c.id, c.pos), c.leased,
+                    (SELECT m.created_at FROM queen_messages m
+                     WHERE m.partition_id = c.id AND m.\"offset\" > c.pos
+                     ORDER BY m.\"offset\" LIMIT 1)
+             FROM c WHERE c.deleted > 0
+         )
+         SELECT s.consumer_group, q.name AS queue, s.partitions, s.lag, s.leased, s.oldest_age_ms
+         FROM (SELECT consumer_group, queue_id, count(*) AS partitions,
+                      COALESCE(sum(lag), 0)::bigint AS lag, count(*) FILTER (WHERE leased) AS leased,
+                      (extract(epoch FROM now() - min(first_at)) * 1000)::bigint AS oldest_age_ms
+               FROM seen GROUP BY consumer_group, queue_id) s
+         JOIN queen_queues q ON q.id = s.queue_id
          UNION ALL
+         -- Subscribed queues with no cursor yet; `partitions` 0 marks them (see below).
          SELECT s.consumer_group, q.name, 0, 0, 0, NULL
          FROM queen_subscriptions s JOIN queen_queues q ON q.id = s.queue_id
-         WHERE s.consumer_group = ANY($1) AND NOT EXISTS (
-             SELECT 1 FROM queen_cursors c JOIN queen_partitions p ON p.id = c.partition_id
-             WHERE p.queue_id = q.id AND c.consumer_group = s.consumer_group)",
-        retained_above("GREATEST(c.committed, p.removed_through)")
+         WHERE s.consumer_group = ANY($1)",
+        first_unread_join(cursors, messages)
     ))
     .bind(names)
-    .fetch_all(&mut *pool.acquire().await?)
+    .fetch_all(&mut *tx)
     .await?;
+    tx.commit().await?;
     let mut by: BTreeMap<&str, Vec<GroupQueue>> =
         names.iter().map(|g| (g.as_str(), vec![])).collect();
     for r in &rows {
@@ -439,7 +482,12 @@ async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Err
         .iter()
         .filter_map(|g| {
             let mut qs = by.remove(g.as_str())?;
-            qs.sort_by(|a, b| a.queue.as_bytes().cmp(b.queue.as_bytes()));
+            // A subscribed queue the group also reads appears twice: keep the reading.
+            qs.sort_by(|a, b| {
+                let by_name = a.queue.as_bytes().cmp(b.queue.as_bytes());
+                by_name.then(b.partitions.cmp(&a.partitions))
+            });
+            qs.dedup_by(|later, kept| later.queue == kept.queue);
             (!qs.is_empty()).then(|| GroupView::new(g.clone(), qs))
         })
         .collect())
