@@ -57,6 +57,16 @@ impl Db {
         self.pool.begin().await
     }
 
+    /// A read-only transaction on one snapshot, for reads made of several statements
+    /// that must agree with each other.
+    pub async fn snapshot(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+        let mut tx = self.begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+        Ok(tx)
+    }
+
     /// Callers waiting for a connection now.
     pub fn waiting(&self) -> u32 {
         self.waiting.load(Ordering::Relaxed)

@@ -156,10 +156,7 @@ pub(crate) async fn messages(
     q: &MessageQuery,
     seal: Option<&Sealer>,
 ) -> Result<Result<MessagesPage, &'static str>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut *tx)
-        .await?;
+    let mut tx = pool.snapshot().await?;
     let mut spans: Vec<Span> = sqlx::query_as(
         "SELECT p.id, q.name AS queue, p.name, p.last_offset, p.removed_through, c.committed,
                 CASE WHEN c.lease_id IS NOT NULL AND c.lease_deadline > now() THEN c.lease_end END AS lease_end,
