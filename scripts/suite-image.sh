@@ -17,13 +17,17 @@ base="${2:-${QUEEN_PG_IMAGE:-queen-postgres:15}}"
 docker image inspect "$base" >/dev/null 2>&1 || bash scripts/postgres-image.sh "$base"
 
 start=$(date +%s)
-echo "suite-image: cargo build --profile dist -p queen-conformance --no-default-features"
-cargo build --quiet --profile dist -p queen-conformance --no-default-features
+# QUEEN_SUITE_PROFILE=dev builds unoptimised, for CI, which only checks the image runs.
+profile="${QUEEN_SUITE_PROFILE:-dist}"
+echo "suite-image: cargo build --profile $profile -p queen-conformance --no-default-features"
+cargo build --quiet --profile "$profile" -p queen-conformance --no-default-features
 target_dir="${CARGO_TARGET_DIR:-target}"
+out_dir="$profile"
+[ "$profile" = dev ] && out_dir=debug
 
 ctx="$(mktemp -d /tmp/queen-suite-image.XXXXXX)"
 trap 'rm -rf "$ctx"' EXIT
-cp "$target_dir/dist/queen-conformance" "$ctx/"
+cp "$target_dir/$out_dir/queen-conformance" "$ctx/"
 cat >"$ctx/Dockerfile" <<DOCKERFILE
 FROM $base
 COPY queen-conformance /usr/local/bin/queen-conformance
