@@ -22,7 +22,14 @@ const ID_KEYS: &[&str] = &[
     "leaseId",
 ];
 /// Keys whose values are timestamps.
-const TIME_KEYS: &[&str] = &["createdAt", "failedAt", "expiresAt"];
+const TIME_KEYS: &[&str] = &[
+    "createdAt",
+    "failedAt",
+    "expiresAt",
+    "timestamp",
+    "from",
+    "to",
+];
 /// Keys whose numbers depend on the clock (MGMT-3's lag in seconds, HEALTH-4's uptime).
 const SECONDS_KEYS: &[&str] = &["lagSeconds", "uptimeSeconds"];
 
@@ -439,6 +446,18 @@ async fn management(s: &mut Scenario) {
         "mgmt-unknown-group",
         "/api/v1/consumer-groups/snap-nobody",
         &[],
+    )
+    .await; // The default window is the last 24 hours: by the day it is yesterday and today.
+    s.get(
+        "mgmt-analytics",
+        "/api/v1/status/analytics",
+        &[("queue", "snap.mgmt"), ("interval", "day")],
+    )
+    .await;
+    s.get(
+        "mgmt-analytics-bad-interval",
+        "/api/v1/status/analytics",
+        &[("interval", "week")],
     )
     .await;
 }

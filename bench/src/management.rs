@@ -87,6 +87,13 @@ pub async fn run(client: &Client, p: &ScaleParams) -> Result<Vec<Outcome>, Strin
             format!("/api/v1/messages?queue={q}&consumerGroup=g0&status=completed"),
         ),
         ("message", format!("/api/v1/messages/{pid}/t0")),
+        // MGMT-13: the last day by the hour (every message), then by the minute.
+        ("analytics", format!("/api/v1/status/analytics?queue={q}")),
+        (
+            "analytics-minutes",
+            format!("/api/v1/status/analytics?queue={q}&interval=minute"),
+        ),
+        ("analytics-all-queues", "/api/v1/status/analytics".into()),
     ];
     let details = json!({"messages": p.messages, "partitions": p.partitions,
                          "groups": p.groups, "fill_secs": fill_secs});

@@ -273,6 +273,7 @@ pub mod ids {
     pub const MGMT_11: RuleId = RuleId("MGMT-11");
     /// a dead letter's retry puts its message back at the end of its partition
     pub const MGMT_12: RuleId = RuleId("MGMT-12");
+    pub const MGMT_13: RuleId = RuleId("MGMT-13");
     /// health carries the broker's version and uptime
     pub const HEALTH_4: RuleId = RuleId("HEALTH-4");
     /// brokers on one database are one system; a broker's own figures are per broker
@@ -718,12 +719,17 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: MGMT_11,
         level: Project,
-        title: "one message is not deleted by its address: 405, nothing changes",
+        title: "one message is deleted by its address; it is no longer retained",
     },
     Rule {
         id: MGMT_12,
         level: Project,
         title: "a dead letter's retry puts its message back at the end of its partition",
+    },
+    Rule {
+        id: MGMT_13,
+        level: Project,
+        title: "analytics: per bucket of a window, the messages created and the dead letters filed",
     },
     Rule {
         id: HEALTH_4,

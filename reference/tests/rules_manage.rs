@@ -427,3 +427,80 @@ fn mgmt_12_a_retried_dead_letter_is_written_again_for_every_group() {
     assert_eq!(refused.status, 503);
     assert_eq!(b.dlq(&[("queue", "q")]).total, 1);
 }
+
+#[test]
+fn mgmt_13_analytics_count_messages_and_dead_letters_per_bucket() {
+    let mut b = Broker::new();
+    b.configure("n.q", json!({"retryLimit": 0}));
+    b.push_many("n.q", "p", &["a", "b"]);
+    b.advance(65 * 60_000);
+    b.push1("n.q", "p", "c");
+    b.push1("other", "p", "x");
+    let g = b
+        .pop("n.q", &[("consumerGroup", "g"), ("batch", "1")])
+        .unwrap();
+    b.ack_batch(Some("g"), vec![ack_of(&g.messages[0], "dlq")]);
+    let read = |b: &mut Broker, query: &[(&str, &str)]| -> Analytics {
+        b.view("/api/v1/status/analytics", query)
+    };
+    let rows = |a: &Analytics| -> Vec<(String, u64, u64)> {
+        a.buckets
+            .iter()
+            .map(|x| (x.timestamp.clone(), x.ingested, x.dead_lettered))
+            .collect()
+    };
+    let window = [
+        ("namespace", "n"),
+        ("from", "2027-01-15T07:30:00Z"),
+        ("to", "2027-01-15T09:30:00Z"),
+    ];
+    let a = read(&mut b, &window);
+    assert_eq!(
+        rows(&a),
+        [
+            ("2027-01-15T07:00:00.000Z".to_string(), 0, 0),
+            ("2027-01-15T08:00:00.000Z".to_string(), 2, 0),
+            ("2027-01-15T09:00:00.000Z".to_string(), 1, 1),
+        ],
+        "a and b at 08:00, c at 09:05, the dead letter of a filed at 09:05"
+    );
+    assert_eq!((a.totals.ingested, a.totals.dead_lettered), (3, 1));
+    // The window's ends cut the first and last buckets: a and b are a millisecond early.
+    let cut = read(
+        &mut b,
+        &[("from", "2027-01-15T08:00:00.001Z"), ("queue", "n.q")],
+    );
+    assert_eq!((cut.totals.ingested, cut.buckets.len()), (1, 2));
+    // The default window is the last 24 hours, by the hour: 25 buckets meet it.
+    let d = read(&mut b, &[("queue", "n.q")]);
+    assert_eq!(
+        (d.interval, d.buckets.len(), d.totals.ingested),
+        (Interval::Hour, 25, 3)
+    );
+    // A deleted message is not retained, so not counted; its dead letter stays.
+    let pid = g.messages[0].partition_id.clone();
+    assert_eq!(
+        b.send(HttpRequest::delete(format!("/api/v1/messages/{pid}/c")))
+            .status,
+        200
+    );
+    let after = read(&mut b, &window);
+    assert_eq!((after.totals.ingested, after.totals.dead_lettered), (2, 1));
+    // The dead letter of a stays in the hour of its filing, not of its message.
+    assert_eq!(
+        rows(&after)[2],
+        ("2027-01-15T09:00:00.000Z".to_string(), 0, 1)
+    );
+    for bad in [
+        &[("interval", "week")][..],
+        &[
+            ("to", "2027-01-15T07:00:00Z"),
+            ("from", "2027-01-15T08:00:00Z"),
+        ],
+        &[("from", "2027-01-16T00:00:00Z")],
+        &[("from", "2027-01-01T00:00:00Z"), ("interval", "minute")],
+    ] {
+        let r = b.send(HttpRequest::get("/api/v1/status/analytics", bad));
+        assert_eq!(r.status, 400, "{bad:?}: {:?}", r.body);
+    }
+}

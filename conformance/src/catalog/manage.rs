@@ -1,4 +1,4 @@
-//! Management and observability cases (PROTOCOL.md section 17: MGMT-1..10, HEALTH-4).
+//! Management and observability cases (PROTOCOL.md section 17: MGMT-1..13, HEALTH-4).
 //!
 //! Every answer is checked against the model's view of this session's queues, so the
 //! cases read views a session owns: one queue, one group, a namespace of its own. The
@@ -25,6 +25,7 @@ pub fn cases() -> Vec<crate::case::Case> {
         retry: "mgmt-12/a-retried-dead-letter-comes-back-for-every-group", [MGMT_12], Project, Management, needs [DeadLetter];
         pages: "mgmt-2/bad-pages-and-bodies-are-400", [MGMT_2], Project, Management, needs [BadInput];
         metrics: "mgmt-10/metrics-and-health-say-what-runs", [MGMT_10, HEALTH_4], Project, Management;
+        analytics: "mgmt-13/analytics-count-a-queues-messages-and-dead-letters", [MGMT_13], Project, Management, needs [DeadLetter];
     ]
 }
 
@@ -556,4 +557,95 @@ async fn retry(s: &mut Session) -> CaseResult {
             vec![MGMT_12],
         )
     })
+}
+
+/// MGMT-13: a window of its own, kept to this session's queue, counts exactly its
+/// messages and dead letters, in buckets aligned to the interval; the default window
+/// holds them too; a window that cannot be served is 400.
+async fn analytics(s: &mut Session) -> CaseResult {
+    use queen_reference::time::{format_iso, parse_iso};
+    let (q, g) = (s.name("q"), s.name("g"));
+    s.configure(&q, json!({"retryLimit": 0})).await?;
+    s.push_many(&q, "p", &["a", "b", "c"]).await?;
+    let got = s
+        .pop_some(&q, &[("consumerGroup", &g), ("batch", "1")])
+        .await?;
+    s.ack_batch(Some(&g), acks_for(&got, "dlq")).await?;
+    // An hour either side: the broker's clock need not be the suite's to the second.
+    let now = now_ms();
+    let (from, to) = (format_iso(now - 3_600_000), format_iso(now + 3_600_000));
+    let path = "/api/v1/status/analytics";
+    let window = [
+        ("queue", q.as_str()),
+        ("from", from.as_str()),
+        ("to", to.as_str()),
+        ("interval", "minute"),
+    ];
+    let a: Analytics = decode(&s.get(path, &window).await?, 200, "analytics")?;
+    let starts: Vec<Option<i64>> = a.buckets.iter().map(|b| parse_iso(&b.timestamp)).collect();
+    let first = (now - 3_600_000).div_euclid(60_000) * 60_000;
+    let aligned = starts.len() == 121
+        && starts
+            .iter()
+            .enumerate()
+            .all(|(i, t)| *t == Some(first + i as i64 * 60_000));
+    ensure(aligned, || {
+        (
+            format!(
+                "two hours by the minute from {from} gave {} buckets starting {:?}",
+                starts.len(),
+                a.buckets.first().map(|b| &b.timestamp)
+            ),
+            vec![MGMT_13],
+        )
+    })?;
+    let summed = (
+        a.buckets.iter().map(|b| b.ingested).sum::<u64>(),
+        a.buckets.iter().map(|b| b.dead_lettered).sum::<u64>(),
+    );
+    let totals = (a.totals.ingested, a.totals.dead_lettered);
+    ensure(totals == (3, 1) && summed == totals, || {
+        (
+            format!(
+                "three messages and one dead letter read as totals {totals:?}, buckets {summed:?}"
+            ),
+            vec![MGMT_13],
+        )
+    })?;
+    let d: Analytics = decode(&s.get(path, &[("queue", &q)]).await?, 200, "analytics")?;
+    let defaults = (d.interval, (24..=25).contains(&d.buckets.len()));
+    ensure(
+        defaults == (Interval::Hour, true) && (d.totals.ingested, d.totals.dead_lettered) == (3, 1),
+        || {
+            (
+                format!(
+                    "the default window reads {:?} with {} buckets and totals {:?}",
+                    d.interval,
+                    d.buckets.len(),
+                    d.totals
+                ),
+                vec![MGMT_13],
+            )
+        },
+    )?;
+    let long_ago = format_iso(now - 3 * 86_400_000);
+    for query in [
+        vec![("interval", "week")],
+        vec![("from", "yesterday")],
+        vec![("from", to.as_str()), ("to", from.as_str())],
+        vec![
+            ("from", long_ago.as_str()),
+            ("to", to.as_str()),
+            ("interval", "minute"),
+        ],
+    ] {
+        let r = s.get(path, &query).await?;
+        ensure(r.status == 400, || {
+            (
+                format!("analytics {query:?} answered {}", r.status),
+                vec![MGMT_13],
+            )
+        })?;
+    }
+    Ok(())
 }

@@ -91,7 +91,7 @@ pub enum Step {
 }
 
 /// How many management requests [`manage_request`] builds.
-const MANAGE_KINDS: u8 = 10;
+const MANAGE_KINDS: u8 = 11;
 
 /// The strategy for one step; capabilities the broker lacks are never generated.
 pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
@@ -468,6 +468,7 @@ fn manage_request(
                 d.message.partition_id, d.message.transaction_id
             ))
         }
+        10 => get("/api/v1/status/analytics".into(), &[("queue", &q)]),
         _ => HttpRequest::post(
             format!("/api/v1/consumer-groups/{g}/queues/{q}/seek"),
             &json!({"toEnd": true}),

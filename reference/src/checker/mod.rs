@@ -829,6 +829,7 @@ fn manage_shape(req: &ManageRequest) -> &'static str {
         M::Group(_) => "/api/v1/consumer-groups/{group}",
         M::Lagging { .. } => "/api/v1/consumer-groups/lagging",
         M::Messages(_) => "/api/v1/messages",
+        M::Analytics(_) => "/api/v1/status/analytics",
         M::Message { .. } => "/api/v1/messages/{partitionId}/{transactionId}",
         M::Seek {
             partition: None, ..

@@ -6,6 +6,7 @@
 
 pub mod ack;
 pub mod admin;
+pub mod analytics;
 pub mod capacity;
 pub mod deletion;
 pub mod groups;
@@ -214,6 +215,7 @@ pub fn manage_rule(req: &ManageRequest) -> crate::rules::RuleId {
         M::Status | M::StatusQueue { .. } => MGMT_5,
         M::Groups(_) | M::Group(_) | M::Lagging { .. } => MGMT_3,
         M::Messages(_) => MGMT_6,
+        M::Analytics(_) => MGMT_13,
         M::Message { .. } => MGMT_7,
         M::Seek { .. } | M::Subscription { .. } => MGMT_8,
         M::Retry { .. } => MGMT_12,

@@ -1,4 +1,4 @@
-//! What the management reads show (PROTOCOL.md MGMT-1..7): figures computed from the
+//! What the management reads show (PROTOCOL.md MGMT-1..7, MGMT-13): figures computed from the
 //! state, which every function here takes by shared reference, so a read cannot change
 //! it (MGMT-1).
 //!
@@ -151,6 +151,7 @@ pub fn read(
         }
         ManageRequest::Lagging { min_lag_seconds } => json(&lagging(st, *min_lag_seconds, ctx)),
         ManageRequest::Messages(q) => json(&messages(st, q, ctx)),
+        ManageRequest::Analytics(q) => super::analytics::analytics(st, q, ctx)?,
         ManageRequest::Message {
             partition_id,
             transaction_id,

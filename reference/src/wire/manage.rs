@@ -118,6 +118,8 @@ pub enum ManageRequest {
         min_lag_seconds: u64,
     },
     Messages(MessageQuery),
+    /// MGMT-13.
+    Analytics(super::AnalyticsQuery),
     Message {
         partition_id: String,
         transaction_id: String,
@@ -220,6 +222,9 @@ pub fn parse_manage(
         }
         ("GET", ["api", "v1", "consumer-groups", _]) => {
             named("consumer group", 3).map(ManageRequest::Group)
+        }
+        ("GET", ["api", "v1", "status", "analytics"]) => {
+            super::AnalyticsQuery::parse(query).map(ManageRequest::Analytics)
         }
         ("GET", ["api", "v1", "messages"]) => {
             parse_message_query(query).map(ManageRequest::Messages)

@@ -13,6 +13,7 @@
 
 mod ack;
 mod admin;
+mod analytics;
 mod answer;
 mod auth;
 mod configure;
@@ -30,6 +31,7 @@ mod txn;
 
 pub use ack::*;
 pub use admin::*;
+pub use analytics::*;
 pub use answer::*;
 pub use auth::*;
 pub use configure::*;

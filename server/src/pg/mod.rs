@@ -21,6 +21,7 @@
 
 mod ack;
 mod admin;
+mod analytics;
 mod db;
 mod deletion;
 mod group;

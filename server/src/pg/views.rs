@@ -90,6 +90,7 @@ pub(crate) async fn read(
             Ok(page) => Ok(to(page)),
             Err(why) => return Ok(Answer::error(500, why)),
         },
+        ManageRequest::Analytics(q) => super::analytics::analytics(pool, q).await?.map(to),
         ManageRequest::Message {
             partition_id,
             transaction_id,

@@ -23,6 +23,7 @@ fn rejection_rule(path: &str, status: u16) -> (RuleId, Level) {
         _ if status == 429 => (RET_5, Level::Project),
         "messages" if path.ends_with("/retry") => (MGMT_12, Level::Project),
         "messages" if status == 405 => (MGMT_11, Level::Project),
+        "status" if path.ends_with("/analytics") => (MGMT_13, Level::Project),
         _ => route_rule(family, status),
     }
 }

@@ -227,6 +227,35 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             of::<MessagesPage>(g),
         ),
         read(
+            "/api/v1/status/analytics",
+            "Per bucket of a window: messages created, dead letters filed (MGMT-13).",
+            with(
+                vec![
+                    param(
+                        "from",
+                        "query",
+                        "string",
+                        "ISO-8601 start, included (default: 24 hours before to).",
+                    ),
+                    param(
+                        "to",
+                        "query",
+                        "string",
+                        "ISO-8601 end, excluded (default: just after now).",
+                    ),
+                    param(
+                        "interval",
+                        "query",
+                        "string",
+                        "minute, hour (default) or day; at most 1,500 buckets.",
+                    ),
+                    param("queue", "query", "string", "Only this queue."),
+                ],
+                filters(),
+            ),
+            of::<Analytics>(g),
+        ),
+        read(
             "/api/v1/messages/{partitionId}/{transactionId}",
             "One message with every reading group's state (MGMT-7).",
             vec![
