@@ -33,6 +33,29 @@ fn count(times: &[Stamp], lo: Stamp, hi: Stamp) -> Option<u64> {
     })
 }
 
+/// Per bucket, the moments of the window `[from, to)` in it: `None` for a bucket that one
+/// of them may or may not fall in. One pass over the moments, whatever the buckets.
+fn tally(
+    times: &[Stamp],
+    (from, to): (Stamp, Stamp),
+    starts: &[Millis],
+    interval: Interval,
+) -> Vec<Option<u64>> {
+    let mut counts = vec![Some(0u64); starts.len()];
+    let last = starts.len() as i64 - 1;
+    let index =
+        |t: Millis| ((interval.floor(t) - starts[0]) / interval.millis()).clamp(0, last) as usize;
+    for t in times {
+        let (a, b) = (index(t.lo), index(t.hi));
+        match inside(*t, from, to) {
+            Some(false) => {}
+            Some(true) if a == b => counts[a] = counts[a].map(|n| n + 1),
+            _ => counts[a..=b].iter_mut().for_each(|c| *c = None),
+        }
+    }
+    counts
+}
+
 /// Narrows "now" until the bucket holding `now + off` is known, and returns its start.
 fn settle_floor(ctx: &mut Ctx, off: Millis, interval: Interval) -> Millis {
     let low = interval.floor(ctx.now.lo + off);
@@ -97,63 +120,56 @@ fn times(st: &State, q: &AnalyticsQuery) -> (Vec<Stamp>, Vec<Stamp>) {
 pub fn analytics(st: &State, q: &AnalyticsQuery, ctx: &mut Ctx) -> Result<Value, WireError> {
     let (from, to, starts) = window(q, ctx)?;
     let (created, filed) = times(st, q);
-    let w = q.interval.millis();
-    let edges = |i: usize| {
-        let lo = if i == 0 {
-            from
-        } else {
-            Stamp::exact(starts[i])
-        };
-        let hi = if i + 1 == starts.len() {
-            to
-        } else {
-            Stamp::exact(starts[i] + w)
-        };
-        (lo, hi)
-    };
-    let per_bucket: Vec<(Option<u64>, Option<u64>)> = (0..starts.len())
-        .map(|i| {
-            let (lo, hi) = edges(i);
-            (count(&created, lo, hi), count(&filed, lo, hi))
-        })
-        .collect();
-    let exact = |i: usize| {
-        let (ingested, dead) = per_bucket[i];
-        (ingested.unwrap_or(0), dead.unwrap_or(0))
-    };
+    let ingested = tally(&created, (from, to), &starts, q.interval);
+    let dead = tally(&filed, (from, to), &starts, q.interval);
     let mut view = Analytics::of((from.lo, to.lo), q.interval, &starts, |b| {
-        exact(((b - starts[0]) / w) as usize)
+        let i = ((b - starts[0]) / q.interval.millis()) as usize;
+        (ingested[i].unwrap_or(0), dead[i].unwrap_or(0))
     });
     view.from = sym::time(from);
     view.to = sym::time(to);
     let mut v = serde_json::to_value(&view).expect("views serialize");
-    let open = || Value::String(sym::any());
-    for (i, (ingested, dead)) in per_bucket.iter().enumerate() {
+    for (i, start) in starts.iter().enumerate() {
         let b = &mut v["buckets"][i];
-        b["timestamp"] = Value::String(sym::time(Stamp::exact(starts[i])));
-        if ingested.is_none() {
-            b["ingested"] = open();
-        }
-        if dead.is_none() {
-            b["deadLettered"] = open();
-        }
+        b["timestamp"] = Value::String(sym::time(Stamp::exact(*start)));
+        open_unless(&mut b["ingested"], ingested[i]);
+        open_unless(&mut b["deadLettered"], dead[i]);
     }
-    if let Some(n) = count(&created, from, to) {
-        v["totals"]["ingested"] = n.into();
-    } else {
-        v["totals"]["ingested"] = open();
-    }
-    if let Some(n) = count(&filed, from, to) {
-        v["totals"]["deadLettered"] = n.into();
-    } else {
-        v["totals"]["deadLettered"] = open();
-    }
+    open_unless(&mut v["totals"]["ingested"], count(&created, from, to));
+    open_unless(&mut v["totals"]["deadLettered"], count(&filed, from, to));
     Ok(v)
+}
+
+/// Writes a count that is certain, or the symbol that allows any.
+fn open_unless(slot: &mut Value, n: Option<u64>) {
+    *slot = n.map_or_else(|| Value::String(sym::any()), Value::from);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bucket_a_time_may_fall_in_or_not_is_open() {
+        let w = (Stamp::exact(0), Stamp::exact(180_000));
+        let starts = [0, 60_000, 120_000];
+        let times = [
+            Stamp::between(10, 20),
+            Stamp::between(59_990, 60_010),
+            Stamp::between(130_000, 130_001),
+            Stamp::between(179_990, 180_010),
+        ];
+        assert_eq!(
+            tally(&times, w, &starts, Interval::Minute),
+            [None, None, None],
+            "an edge between the first two, the window's end in the last"
+        );
+        assert_eq!(
+            tally(&times[..1], w, &starts, Interval::Minute),
+            [Some(1), Some(0), Some(0)]
+        );
+        assert_eq!(count(&times[..3], w.0, w.1), Some(3));
+    }
 
     #[test]
     fn a_time_on_an_edge_is_open_and_one_clear_of_it_is_counted() {
