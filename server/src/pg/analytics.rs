@@ -2,8 +2,9 @@
 //!
 //! No table keeps a series: a bucket counts the retained messages whose `created_at`
 //! falls in it and the dead letters whose `failed_at` does, grouped in one pass over the
-//! window's rows. The window and its buckets are the wire's ([`buckets`]), decided once for both
-//! engines; the window's default end is the same clock pushes stamp messages with.
+//! window's rows. The window and its buckets are the wire's ([`buckets`]), decided once
+//! for both engines; the window's default end is the same clock pushes stamp messages
+//! with.
 
 use super::db::Db;
 use crate::clock::now_ms;
