@@ -1,6 +1,6 @@
-//! What the management reads show (PROTOCOL.md MGMT-1..7, MGMT-13): figures computed from the
-//! state, which every function here takes by shared reference, so a read cannot change
-//! it (MGMT-1).
+//! What the management reads show (PROTOCOL.md MGMT-1..7, MGMT-13): figures computed
+//! from the state, which every function here takes by shared reference, so a read cannot
+//! change it (MGMT-1).
 //!
 //! A view is built as the wire type an engine answers, then turned into JSON with
 //! symbols where the model does not know the concrete value: a partition's or a

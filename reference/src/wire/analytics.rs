@@ -64,13 +64,7 @@ pub struct AnalyticsQuery {
 impl AnalyticsQuery {
     /// Parses the query string; a window given with both ends is checked here.
     pub fn parse(query: &[(String, String)]) -> Result<AnalyticsQuery, WireError> {
-        let param = |key: &str| {
-            query
-                .iter()
-                .rev()
-                .find(|(k, v)| k == key && !v.is_empty())
-                .map(|(_, v)| v.clone())
-        };
+        let param = |key: &str| super::manage::param(query, key);
         let time = |key: &str| -> Result<Option<Millis>, WireError> {
             match param(key) {
                 None => Ok(None),

@@ -303,8 +303,8 @@ pub fn parse_manage(
     Some(r)
 }
 
-/// A non-empty query parameter.
-fn param(query: &[(String, String)], key: &str) -> Option<String> {
+/// A non-empty query parameter (the last one given).
+pub(super) fn param(query: &[(String, String)], key: &str) -> Option<String> {
     query
         .iter()
         .rev()
