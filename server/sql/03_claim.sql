@@ -28,6 +28,7 @@ DECLARE
     v_cur record;
     v_seen bigint;
     v_committed bigint;
+    v_queue bigint;
     v_visible timestamptz := queen_visible_before(p_options, p_now);
     v_secs bigint;
 BEGIN
@@ -37,8 +38,8 @@ BEGIN
         RETURN;
     END IF;
     v_seen := COALESCE(v_cur.committed, 0);
-    v_committed := GREATEST(v_seen,
-        (SELECT p.removed_through FROM queen_partitions p WHERE p.id = p_partition));
+    SELECT GREATEST(v_seen, p.removed_through), p.queue_id INTO v_committed, v_queue
+    FROM queen_partitions p WHERE p.id = p_partition;
     IF p_lease IS NOT NULL THEN
         v_secs := queen_lease_seconds(p_lease_secs, p_options);
     END IF;
@@ -54,9 +55,9 @@ BEGIN
           AND (v_visible IS NULL OR q.created_at <= v_visible)
         ORDER BY q."offset" LIMIT p_batch),
     claim AS (
-        INSERT INTO queen_cursors AS k (partition_id, consumer_group, committed, lease_id,
-                                        lease_end, lease_deadline, lease_duration_ms)
-        SELECT p_partition, p_group,
+        INSERT INTO queen_cursors AS k (partition_id, consumer_group, queue_id, committed,
+                                        lease_id, lease_end, lease_deadline, lease_duration_ms)
+        SELECT p_partition, p_group, v_queue,
                CASE WHEN p_lease IS NULL THEN max(m."offset") ELSE v_committed END, p_lease,
                CASE WHEN p_lease IS NOT NULL THEN max(m."offset") END,
                p_now + make_interval(secs => v_secs), v_secs * 1000

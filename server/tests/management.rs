@@ -307,6 +307,64 @@ async fn mgmt_3_a_subscribed_queue_is_listed_once() {
     assert_eq!(after[0]["state"], "behind", "{after}");
 }
 
+/// MGMT-4: a queue counts the groups reading it from its cursors' queue column, which
+/// each of the three writes that make a cursor (a pop's claim, a subscription's start, a
+/// seek) fills with the partition's queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_4_every_way_to_make_a_cursor_counts_its_group_for_the_queue() {
+    let app = pg_app("mgmt-cursor-queue").await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    let items: Vec<Value> = ["a.q", "b.q"]
+        .iter()
+        .flat_map(|q| (0..4).map(move |i| json!({"queue": q, "partition": format!("p{}", i % 2), "transactionId": format!("{q}{i}"), "payload": i})))
+        .collect();
+    post(&c, &format!("{base}/api/v1/push"), &json!({"items": items})).await;
+    let pop = |q: &str, group: &str, extra: &str| {
+        format!("{base}/api/v1/pop/queue/{q}?consumerGroup={group}&batch=1&wait=false{extra}")
+    };
+    get(&c, &pop("a.q", "claimer", "")).await;
+    get(&c, &pop("b.q", "subscriber", "&subscriptionMode=new")).await;
+    // A partition made after the claimer's subscription gets its cursor from the claim.
+    let late = json!({"items": [{"queue": "a.q", "partition": "late", "transactionId": "late", "payload": 0}]});
+    post(&c, &format!("{base}/api/v1/push"), &late).await;
+    let (_, claimed) = get(&c, &pop("a.q/partition/late", "claimer", "")).await;
+    assert_eq!(claimed.unwrap()["messages"][0]["transactionId"], "late");
+    let (status, body) = post(
+        &c,
+        &format!("{base}/api/v1/consumer-groups/seeker/queues/b.q/seek"),
+        &json!({"toEnd": true}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body:?}");
+    let cursors: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT c.consumer_group, count(*), count(*) FILTER (WHERE c.queue_id <> p.queue_id)
+         FROM queen_cursors c JOIN queen_partitions p ON p.id = c.partition_id
+         GROUP BY 1 ORDER BY 1",
+    )
+    .fetch_all(app.broker.pool())
+    .await
+    .unwrap();
+    // Every group holds a cursor on each partition of its queue, none naming another.
+    let made = |g: &str, n| (g.to_string(), n, 0);
+    assert_eq!(
+        cursors,
+        [made("claimer", 3), made("seeker", 2), made("subscriber", 2)]
+    );
+    let (_, queues) = get(&c, &format!("{base}/api/v1/resources/queues")).await;
+    let counts: Vec<(String, u64)> = queues.unwrap()["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            (
+                q["name"].as_str().unwrap().into(),
+                q["consumerGroups"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(counts, [("a.q".into(), 1), ("b.q".into(), 2)]);
+}
+
 /// MGMT-3: the listing finds each cursor's first unread message by an index probe when
 /// the groups' cursors are few against the messages (once the planner has counted the
 /// tables) and by a hash join otherwise; both answer the same.

@@ -73,3 +73,51 @@ async fn a_queue_row_without_the_options_the_sql_rules_read_is_refused() {
         "{err}"
     );
 }
+
+/// A database made before cursors named their queue gains the column when the server
+/// upgrades it, filled from each cursor's partition, so the queue listings count the
+/// groups that were already reading.
+#[tokio::test]
+async fn an_upgrade_names_the_queue_of_every_existing_cursor() {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let before = temp_dir("migrations-before-cursor-queue");
+    for entry in std::fs::read_dir("migrations").unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if name.as_str() < "0014" {
+            std::fs::copy(&path, before.join(&name)).unwrap();
+        }
+    }
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    sqlx::migrate::Migrator::new(before.as_path())
+        .await
+        .unwrap()
+        .run(&pool)
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO queen_queues (name, namespace, task, options)
+         SELECT q, '', '', '{\"leaseTime\": 30, \"windowBuffer\": 0, \"delayedProcessing\": 0}'
+         FROM unnest(ARRAY['a', 'b']) q;
+         INSERT INTO queen_partitions (id, queue_id, name)
+         SELECT gen_random_uuid(), q.id, 'p' || n FROM queen_queues q, generate_series(1, 2) n;
+         INSERT INTO queen_cursors (partition_id, consumer_group)
+         SELECT p.id, g FROM queen_partitions p, unnest(ARRAY['g1', 'g2']) g;",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let broker = PgBroker::connect(db.url(), &config(&temp_dir("upgraded")))
+        .await
+        .unwrap();
+    let (cursors, named): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE c.queue_id = p.queue_id)
+         FROM queen_cursors c JOIN queen_partitions p ON p.id = c.partition_id",
+    )
+    .fetch_one(broker.pool())
+    .await
+    .unwrap();
+    assert_eq!((cursors, named), (8, 8));
+}

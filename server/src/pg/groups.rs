@@ -115,8 +115,8 @@ async fn set_cursors(
         pair::lock(tx, *p, group).await?;
     }
     sqlx::query(
-        "INSERT INTO queen_cursors (partition_id, consumer_group, committed)
-         SELECT p.id, $2, GREATEST(p.removed_through, CASE WHEN $3::timestamptz IS NULL THEN p.last_offset
+        "INSERT INTO queen_cursors (partition_id, consumer_group, queue_id, committed)
+         SELECT p.id, $2, p.queue_id, GREATEST(p.removed_through, CASE WHEN $3::timestamptz IS NULL THEN p.last_offset
              ELSE COALESCE((SELECT min(m.\"offset\") - 1 FROM queen_messages m
                   WHERE m.partition_id = p.id AND m.\"offset\" > p.removed_through AND m.created_at >= $3),
                   p.last_offset) END)

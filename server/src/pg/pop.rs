@@ -595,8 +595,8 @@ async fn subscribe(
              ORDER BY n
              ON CONFLICT DO NOTHING
              RETURNING queue_id)
-         INSERT INTO queen_cursors (partition_id, consumer_group, committed)
-         SELECT p.id, $2,
+         INSERT INTO queen_cursors (partition_id, consumer_group, queue_id, committed)
+         SELECT p.id, $2, p.queue_id,
                 CASE WHEN $6 THEN p.last_offset
                      WHEN $7::timestamptz IS NOT NULL THEN COALESCE(
                         (SELECT min(m.\"offset\") - 1 FROM queen_messages m WHERE m.partition_id = p.id AND m.created_at >= $7),

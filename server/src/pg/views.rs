@@ -183,12 +183,15 @@ struct QueueRow {
     dead: i64,
 }
 
-/// The figures of the queues a filter picks, by name, one page of them.
-const QUEUE_ROWS: &str = "SELECT q.name, q.namespace, q.task, q.options,
+/// The figures of the queues a filter picks, by name, one page of them. The groups
+/// reading a queue are counted by one probe of `queen_cursors_group` per listed group,
+/// not by reading the queue's cursors, which number its partitions times its groups.
+const QUEUE_ROWS: &str = "WITH names AS MATERIALIZED (GROUP_NAMES_SQL)
+    SELECT q.name, q.namespace, q.task, q.options,
         (SELECT count(*) FROM queen_partitions p WHERE p.queue_id = q.id) AS partitions,
         COALESCE(f.messages, 0)::bigint AS messages, COALESCE(f.unconsumed, 0)::bigint AS unconsumed,
-        (SELECT count(*) FROM (SELECT DISTINCT c.consumer_group FROM queen_cursors c
-           JOIN queen_partitions p ON p.id = c.partition_id WHERE p.queue_id = q.id) g) AS groups,
+        (SELECT count(*) FROM names g WHERE EXISTS (SELECT 1 FROM queen_cursors c
+           WHERE c.consumer_group = g.consumer_group AND c.queue_id = q.id)) AS groups,
         (SELECT count(*) FROM queen_dead_letters d
            JOIN queen_partitions p ON p.id = d.partition_id WHERE p.queue_id = q.id) AS dead
     FROM queen_queues q
@@ -196,7 +199,11 @@ const QUEUE_ROWS: &str = "SELECT q.name, q.namespace, q.task, q.options,
         FROM (SELECT PARTITION_FIGURES FROM queen_partitions p WHERE p.queue_id = q.id) x) f ON true";
 
 fn queue_sql(filter: &str) -> String {
-    QUEUE_ROWS.replace("PARTITION_FIGURES", &partition_figures()) + " WHERE " + filter
+    QUEUE_ROWS
+        .replace("GROUP_NAMES_SQL", GROUP_NAMES)
+        .replace("PARTITION_FIGURES", &partition_figures())
+        + " WHERE "
+        + filter
 }
 
 impl QueueRow {
