@@ -115,8 +115,14 @@ fn n(v: i64) -> u64 {
 /// expression at or above its floor): its offsets there, less the deleted ones
 /// (MGMT-11), which are counted only when the partition has any.
 pub(crate) fn retained_above(from: &str) -> String {
+    retained_above_in("p", from)
+}
+
+/// [`retained_above`] for a row named `row` that carries a partition's `id`,
+/// `last_offset` and `deleted`.
+fn retained_above_in(row: &str, from: &str) -> String {
     format!(
-        "(p.last_offset - {from} - CASE WHEN p.deleted = 0 THEN 0 ELSE queen_deleted_above(p.id, {from}) END)"
+        "({row}.last_offset - {from} - CASE WHEN {row}.deleted = 0 THEN 0 ELSE queen_deleted_above({row}.id, {from}) END)"
     )
 }
 
@@ -415,7 +421,7 @@ fn first_unread_join(cursors: f32, messages: f32) -> &'static str {
 /// One pass over the groups' cursors, each joined to its first unread message for the
 /// lag in seconds (see [`first_unread_join`]). Partitions without deleted offsets
 /// (nearly all) find that message at `pos + 1`; the few with deleted offsets search for
-/// it and subtract what was deleted above the cursor, as `retained_above` does.
+/// it and subtract what was deleted above the cursor ([`retained_above_in`]).
 async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Error> {
     let mut tx = pool.snapshot().await?;
     // The planner's row counts (the groups read at most every partition), and, for this
@@ -442,8 +448,7 @@ async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Err
              FROM c {}
              WHERE c.deleted = 0
              UNION ALL
-             SELECT c.consumer_group, c.queue_id,
-                    c.last_offset - c.pos - queen_deleted_above(c.id, c.pos), c.leased,
+             SELECT c.consumer_group, c.queue_id, {}, c.leased,
                     (SELECT m.created_at FROM queen_messages m
                      WHERE m.partition_id = c.id AND m.\"offset\" > c.pos
                      ORDER BY m.\"offset\" LIMIT 1)
@@ -460,7 +465,8 @@ async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Err
          SELECT s.consumer_group, q.name, 0, 0, 0, NULL
          FROM queen_subscriptions s JOIN queen_queues q ON q.id = s.queue_id
          WHERE s.consumer_group = ANY($1)",
-        first_unread_join(cursors, messages)
+        first_unread_join(cursors, messages),
+        retained_above_in("c", "c.pos")
     ))
     .bind(names)
     .fetch_all(&mut *tx)
