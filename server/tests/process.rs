@@ -241,3 +241,40 @@ fn an_unknown_log_format_stops_the_server_at_start() {
         "{err}"
     );
 }
+
+/// The allocator hands freed pages back within 100 ms (the binary's `malloc_conf`), and
+/// an operator's `_RJEM_MALLOC_CONF` is read after it, so it can still change that.
+#[test]
+fn the_allocator_returns_memory_soon_and_the_environment_can_say_otherwise() {
+    let conf = |env: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_queen-server"))
+            .arg("--help")
+            .env("_RJEM_MALLOC_CONF", env)
+            .output()
+            .expect("runs");
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let set = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter_map(|l| l.strip_prefix("<jemalloc>: -- Set conf value: "))
+            .map(str::to_string)
+            .collect()
+    };
+    let built_in = conf("confirm_conf:true");
+    assert_eq!(
+        set(&built_in),
+        [
+            "dirty_decay_ms:100",
+            "muzzy_decay_ms:0",
+            "confirm_conf:true"
+        ],
+        "{built_in}"
+    );
+    let overridden = conf("confirm_conf:true,dirty_decay_ms:10000");
+    assert_eq!(
+        set(&overridden).last().map(String::as_str),
+        Some("dirty_decay_ms:10000"),
+        "{overridden}"
+    );
+}
