@@ -81,6 +81,35 @@ async fn mgmt_1_no_read_changes_a_table() {
             "{path} answers a JSON object"
         );
     }
+    // Refused reads: a 400 that names what is wrong, and nothing changed either.
+    let refused = [
+        ("/api/v1/resources/queues?limit=0", "limit"),
+        ("/api/v1/resources/partitions?offset=-1", "offset"),
+        (
+            "/api/v1/consumer-groups/lagging?minLagSeconds=soon",
+            "minLagSeconds",
+        ),
+        ("/api/v1/messages?queue=ns.q&status=lost", "status"),
+        ("/api/v1/status/analytics?interval=week", "interval"),
+        (
+            "/api/v1/status/analytics?from=2026-01-02T00:00:00Z&to=2026-01-01T00:00:00Z",
+            "from",
+        ),
+        ("/api/v1/status/analytics?from=yesterday", "from"),
+        (
+            "/api/v1/status/analytics?from=2020-01-01T00:00:00Z&interval=minute",
+            "buckets",
+        ),
+    ];
+    for (path, named) in refused {
+        let (status, body) = get(&c, &format!("{base}{path}")).await;
+        let error = body
+            .as_ref()
+            .and_then(|b| b["error"].as_str())
+            .unwrap_or_default();
+        assert_eq!(status, 400, "{path}: {body:?}");
+        assert!(error.contains(named), "{path}: {error}");
+    }
     assert_eq!(
         before,
         tables(&app).await,
