@@ -460,6 +460,19 @@ async fn management(s: &mut Scenario) {
         &[("interval", "week")],
     )
     .await;
+    s.get(
+        "mgmt-namespaces-page",
+        "/api/v1/resources/namespaces",
+        &[("limit", "1")],
+    )
+    .await;
+    // An hour of lag is more than any group here has: an empty page, and its total.
+    s.get(
+        "mgmt-lagging-page",
+        "/api/v1/consumer-groups/lagging",
+        &[("minLagSeconds", "3600"), ("limit", "10")],
+    )
+    .await;
 }
 
 /// Checks every id and time is real, then replaces it by a placeholder.

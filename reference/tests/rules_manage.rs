@@ -117,6 +117,15 @@ fn mgmt_3_groups_with_lag_state_and_the_lagging_filter() {
         &[("minLagSeconds", "61")],
     );
     assert_eq!(lagging.consumer_groups.len(), 1);
+    assert_eq!((lagging.page.total, lagging.page.limit), (1, 100));
+    // MGMT-2: the lagging groups are a page; the total still counts them all.
+    let past: Lagging = b.view(
+        "/api/v1/consumer-groups/lagging",
+        &[("minLagSeconds", "61"), ("offset", "1")],
+    );
+    assert_eq!((past.consumer_groups.len(), past.page.total), (0, 1));
+    let bad = HttpRequest::get("/api/v1/consumer-groups/lagging", &[("limit", "0")]);
+    assert_eq!(b.send(bad).status, 400);
     let none: Lagging = b.view(
         "/api/v1/consumer-groups/lagging",
         &[("minLagSeconds", "62")],
@@ -166,6 +175,32 @@ fn mgmt_4_overview_queues_depth_and_partitions() {
     assert_eq!(rows, [("p1", 2, 1), ("p2", 1, 1)]);
     let ns: Namespaces = b.view("/api/v1/resources/namespaces", &[]);
     assert_eq!(ns.namespaces.len(), 2);
+    // MGMT-2: namespaces and tasks are pages like every listing.
+    let second: Namespaces = b.view(
+        "/api/v1/resources/namespaces",
+        &[("limit", "1"), ("offset", "1")],
+    );
+    let rows: Vec<(&str, u64)> = second
+        .namespaces
+        .iter()
+        .map(|n| (n.namespace.as_str(), n.queues))
+        .collect();
+    assert_eq!(rows, [("b", 1)]);
+    assert_eq!(
+        (second.page.total, second.page.limit, second.page.offset),
+        (2, 1, 1)
+    );
+    let tasks: Tasks = b.view("/api/v1/resources/tasks", &[("offset", "5")]);
+    assert_eq!((tasks.tasks.len(), tasks.page.total), (0, 2));
+    for bad in [("limit", "1001"), ("offset", "x")] {
+        for path in ["/api/v1/resources/namespaces", "/api/v1/resources/tasks"] {
+            assert_eq!(
+                b.send(HttpRequest::get(path, &[bad])).status,
+                400,
+                "{path} {bad:?}"
+            );
+        }
+    }
     assert_eq!(
         b.send(HttpRequest::get("/api/v1/resources/queues/nope", &[]))
             .status,

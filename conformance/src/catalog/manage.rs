@@ -325,6 +325,9 @@ async fn pages(s: &mut Session) -> CaseResult {
             "/api/v1/consumer-groups/lagging",
             vec![("minLagSeconds", "soon")],
         ),
+        ("/api/v1/consumer-groups/lagging", vec![("limit", "0")]),
+        ("/api/v1/resources/namespaces", vec![("offset", "x")]),
+        ("/api/v1/resources/tasks", vec![("limit", "1001")]),
     ] {
         let r = s.get(path, &query).await?;
         ensure(r.status == 400, || {

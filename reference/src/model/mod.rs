@@ -211,7 +211,7 @@ pub fn manage_rule(req: &ManageRequest) -> crate::rules::RuleId {
         M::Overview | M::Queues { .. } | M::Queue(_) | M::Depth { .. } | M::Partitions { .. } => {
             MGMT_4
         }
-        M::Namespaces | M::Tasks => MGMT_4,
+        M::Namespaces(_) | M::Tasks(_) => MGMT_4,
         M::Status | M::StatusQueue { .. } => MGMT_5,
         M::Groups(_) | M::Group(_) | M::Lagging { .. } => MGMT_3,
         M::Messages(_) => MGMT_6,

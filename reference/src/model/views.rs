@@ -124,16 +124,24 @@ pub fn read(
                 page: PageInfo::new(*page, total),
             })
         }
-        ManageRequest::Namespaces => json(&Namespaces {
-            namespaces: counted(st, |q| q.namespace.clone())
-                .map(|(namespace, queues)| NamespaceRow { namespace, queues })
-                .collect(),
-        }),
-        ManageRequest::Tasks => json(&Tasks {
-            tasks: counted(st, |q| q.task.clone())
-                .map(|(task, queues)| TaskRow { task, queues })
-                .collect(),
-        }),
+        ManageRequest::Namespaces(page) => {
+            let rows = counted(st, |q| q.namespace.clone())
+                .map(|(namespace, queues)| NamespaceRow { namespace, queues });
+            let (namespaces, total) = page.cut(rows);
+            json(&Namespaces {
+                namespaces,
+                page: PageInfo::new(*page, total),
+            })
+        }
+        ManageRequest::Tasks(page) => {
+            let rows =
+                counted(st, |q| q.task.clone()).map(|(task, queues)| TaskRow { task, queues });
+            let (tasks, total) = page.cut(rows);
+            json(&Tasks {
+                tasks,
+                page: PageInfo::new(*page, total),
+            })
+        }
         ManageRequest::Groups(page) => {
             let names = group_names(st);
             let (names, total) = page.cut(names);
@@ -149,7 +157,10 @@ pub fn read(
             }
             json(&group(st, name, ctx))
         }
-        ManageRequest::Lagging { min_lag_seconds } => json(&lagging(st, *min_lag_seconds, ctx)),
+        ManageRequest::Lagging {
+            min_lag_seconds,
+            page,
+        } => json(&lagging(st, *min_lag_seconds, *page, ctx)),
         ManageRequest::Messages(q) => json(&messages(st, q, ctx)),
         ManageRequest::Analytics(q) => super::analytics::analytics(st, q, ctx)?,
         ManageRequest::Message {
@@ -350,8 +361,9 @@ fn group_queue(st: &State, group: &str, queue: &str, ctx: &mut Ctx) -> GroupQueu
     }
 }
 
-/// MGMT-3: the groups lagging by at least `min` seconds on some queue, with those queues.
-fn lagging(st: &State, min: u64, ctx: &mut Ctx) -> Lagging {
+/// MGMT-3: the groups lagging by at least `min` seconds on some queue, with those queues,
+/// one page of them.
+fn lagging(st: &State, min: u64, page: Page, ctx: &mut Ctx) -> Lagging {
     let mut out = Vec::new();
     for name in group_names(st) {
         let full = group(st, &name, ctx);
@@ -365,9 +377,11 @@ fn lagging(st: &State, min: u64, ctx: &mut Ctx) -> Lagging {
             out.push(GroupView::new(name, kept));
         }
     }
+    let (consumer_groups, total) = page.cut(out);
     Lagging {
-        consumer_groups: out,
+        consumer_groups,
         min_lag_seconds: min,
+        page: PageInfo::new(page, total),
     }
 }
 

@@ -110,12 +110,13 @@ pub enum ManageRequest {
         queue: Option<String>,
         page: Page,
     },
-    Namespaces,
-    Tasks,
+    Namespaces(Page),
+    Tasks(Page),
     Groups(Page),
     Group(String),
     Lagging {
         min_lag_seconds: u64,
+        page: Page,
     },
     Messages(MessageQuery),
     /// MGMT-13.
@@ -214,11 +215,18 @@ pub fn parse_manage(
                 page,
             })
         }
-        ("GET", ["api", "v1", "resources", "namespaces"]) => Ok(ManageRequest::Namespaces),
-        ("GET", ["api", "v1", "resources", "tasks"]) => Ok(ManageRequest::Tasks),
+        ("GET", ["api", "v1", "resources", "namespaces"]) => {
+            parse_page(query).map(ManageRequest::Namespaces)
+        }
+        ("GET", ["api", "v1", "resources", "tasks"]) => parse_page(query).map(ManageRequest::Tasks),
         ("GET", ["api", "v1", "consumer-groups"]) => parse_page(query).map(ManageRequest::Groups),
         ("GET", ["api", "v1", "consumer-groups", "lagging"]) => {
-            parse_min_lag(query).map(|min_lag_seconds| ManageRequest::Lagging { min_lag_seconds })
+            parse_min_lag(query).and_then(|min_lag_seconds| {
+                Ok(ManageRequest::Lagging {
+                    min_lag_seconds,
+                    page: parse_page(query)?,
+                })
+            })
         }
         ("GET", ["api", "v1", "consumer-groups", _]) => {
             named("consumer group", 3).map(ManageRequest::Group)
@@ -606,12 +614,16 @@ pub struct TaskRow {
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct Namespaces {
     pub namespaces: Vec<NamespaceRow>,
+    #[serde(flatten)]
+    pub page: PageInfo,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct Tasks {
     pub tasks: Vec<TaskRow>,
+    #[serde(flatten)]
+    pub page: PageInfo,
 }
 
 /// A group's state on a queue, or over all (MGMT-3).
@@ -695,6 +707,8 @@ pub struct GroupsPage {
 pub struct Lagging {
     pub consumer_groups: Vec<GroupView>,
     pub min_lag_seconds: u64,
+    #[serde(flatten)]
+    pub page: PageInfo,
 }
 
 /// A message as management shows it (MGMT-6, MGMT-7).
@@ -923,7 +937,8 @@ mod tests {
         assert_eq!(
             parse("GET", "/api/v1/consumer-groups/lagging", &[], ""),
             Ok(ManageRequest::Lagging {
-                min_lag_seconds: DEFAULT_MIN_LAG_SECONDS
+                min_lag_seconds: DEFAULT_MIN_LAG_SECONDS,
+                page: Page::default(),
             })
         );
         assert!(parse(

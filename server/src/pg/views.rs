@@ -64,28 +64,32 @@ pub(crate) async fn read(
         ManageRequest::Partitions { queue, page } => {
             Ok(to(partitions(pool, queue.as_deref(), *page).await?))
         }
-        ManageRequest::Namespaces => Ok(to(Namespaces {
-            namespaces: counted(pool, "namespace")
-                .await?
-                .into_iter()
-                .map(|(namespace, queues)| NamespaceRow { namespace, queues })
-                .collect(),
-        })),
-        ManageRequest::Tasks => Ok(to(Tasks {
-            tasks: counted(pool, "task")
-                .await?
-                .into_iter()
-                .map(|(task, queues)| TaskRow { task, queues })
-                .collect(),
-        })),
+        ManageRequest::Namespaces(page) => {
+            let rows = counted(pool, "namespace").await?.into_iter();
+            let (namespaces, total) =
+                page.cut(rows.map(|(namespace, queues)| NamespaceRow { namespace, queues }));
+            Ok(to(Namespaces {
+                namespaces,
+                page: PageInfo::new(*page, total),
+            }))
+        }
+        ManageRequest::Tasks(page) => {
+            let rows = counted(pool, "task").await?.into_iter();
+            let (tasks, total) = page.cut(rows.map(|(task, queues)| TaskRow { task, queues }));
+            Ok(to(Tasks {
+                tasks,
+                page: PageInfo::new(*page, total),
+            }))
+        }
         ManageRequest::Groups(page) => Ok(to(groups_page(pool, *page).await?)),
         ManageRequest::Group(name) => {
             let mut found = groups(pool, std::slice::from_ref(name)).await?;
             found.pop().ok_or_else(|| no_such_group(name)).map(to)
         }
-        ManageRequest::Lagging { min_lag_seconds } => {
-            Ok(to(lagging(pool, *min_lag_seconds).await?))
-        }
+        ManageRequest::Lagging {
+            min_lag_seconds,
+            page,
+        } => Ok(to(lagging(pool, *min_lag_seconds, *page).await?)),
         ManageRequest::Messages(q) => match messages(pool, q, seal).await? {
             Ok(page) => Ok(to(page)),
             Err(why) => return Ok(Answer::error(500, why)),
@@ -507,27 +511,26 @@ async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Err
         .collect())
 }
 
-async fn lagging(pool: &Db, min: u64) -> Result<Lagging, sqlx::Error> {
+/// Every group is read to know which lag, so the page bounds the answer, not the work.
+async fn lagging(pool: &Db, min: u64, page: Page) -> Result<Lagging, sqlx::Error> {
     let names: Vec<String> = sqlx::query_scalar(&format!(
         "SELECT consumer_group FROM ({GROUP_NAMES}) g ORDER BY consumer_group COLLATE \"C\""
     ))
     .fetch_all(&mut *pool.acquire().await?)
     .await?;
-    let groups = groups(pool, &names)
-        .await?
-        .into_iter()
-        .filter_map(|g| {
-            let kept: Vec<GroupQueue> = g
-                .queues
-                .into_iter()
-                .filter(|q| q.lag > 0 && q.lag_seconds >= min)
-                .collect();
-            (!kept.is_empty()).then(|| GroupView::new(g.name, kept))
-        })
-        .collect();
+    let lagging = groups(pool, &names).await?.into_iter().filter_map(|g| {
+        let kept: Vec<GroupQueue> = g
+            .queues
+            .into_iter()
+            .filter(|q| q.lag > 0 && q.lag_seconds >= min)
+            .collect();
+        (!kept.is_empty()).then(|| GroupView::new(g.name, kept))
+    });
+    let (consumer_groups, total) = page.cut(lagging);
     Ok(Lagging {
-        consumer_groups: groups,
+        consumer_groups,
         min_lag_seconds: min,
+        page: PageInfo::new(page, total),
     })
 }
 

@@ -150,14 +150,14 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         ),
         read(
             "/api/v1/resources/namespaces",
-            "Namespaces with their queue counts (MGMT-4).",
-            vec![],
+            "A page of namespaces with their queue counts (MGMT-4).",
+            page(),
             of::<Namespaces>(g),
         ),
         read(
             "/api/v1/resources/tasks",
-            "Tasks with their queue counts (MGMT-4).",
-            vec![],
+            "A page of tasks with their queue counts (MGMT-4).",
+            page(),
             of::<Tasks>(g),
         ),
         read(
@@ -168,8 +168,11 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         ),
         read(
             "/api/v1/consumer-groups/lagging",
-            "Groups lagging by at least minLagSeconds on some queue (MGMT-3).",
-            vec![param("minLagSeconds", "query", "integer", "Default 60.")],
+            "A page of the groups lagging by at least minLagSeconds on some queue (MGMT-3).",
+            with(
+                vec![param("minLagSeconds", "query", "integer", "Default 60.")],
+                page(),
+            ),
             of::<Lagging>(g),
         ),
         read(
