@@ -125,23 +125,9 @@ pub fn read(
             })
         }
         ManageRequest::Namespaces(page) => {
-            let rows = counted(st, |q| q.namespace.clone())
-                .map(|(namespace, queues)| NamespaceRow { namespace, queues });
-            let (namespaces, total) = page.cut(rows);
-            json(&Namespaces {
-                namespaces,
-                page: PageInfo::new(*page, total),
-            })
+            json(&Namespaces::of(counted(st, |q| q.namespace.clone()), *page))
         }
-        ManageRequest::Tasks(page) => {
-            let rows =
-                counted(st, |q| q.task.clone()).map(|(task, queues)| TaskRow { task, queues });
-            let (tasks, total) = page.cut(rows);
-            json(&Tasks {
-                tasks,
-                page: PageInfo::new(*page, total),
-            })
-        }
+        ManageRequest::Tasks(page) => json(&Tasks::of(counted(st, |q| q.task.clone()), *page)),
         ManageRequest::Groups(page) => {
             let names = group_names(st);
             let (names, total) = page.cut(names);
@@ -377,12 +363,7 @@ fn lagging(st: &State, min: u64, page: Page, ctx: &mut Ctx) -> Lagging {
             out.push(GroupView::new(name, kept));
         }
     }
-    let (consumer_groups, total) = page.cut(out);
-    Lagging {
-        consumer_groups,
-        min_lag_seconds: min,
-        page: PageInfo::new(page, total),
-    }
+    Lagging::of(out, min, page)
 }
 
 /// Whether some partition of `queue` that `group` reads has a retained message after its

@@ -626,6 +626,34 @@ pub struct Tasks {
     pub page: PageInfo,
 }
 
+impl Namespaces {
+    /// One page of the namespaces, from each one's queue count in name order.
+    pub fn of(counts: impl IntoIterator<Item = (String, u64)>, page: Page) -> Namespaces {
+        let rows = counts
+            .into_iter()
+            .map(|(namespace, queues)| NamespaceRow { namespace, queues });
+        let (namespaces, total) = page.cut(rows);
+        Namespaces {
+            namespaces,
+            page: PageInfo::new(page, total),
+        }
+    }
+}
+
+impl Tasks {
+    /// One page of the tasks, from each one's queue count in name order.
+    pub fn of(counts: impl IntoIterator<Item = (String, u64)>, page: Page) -> Tasks {
+        let rows = counts
+            .into_iter()
+            .map(|(task, queues)| TaskRow { task, queues });
+        let (tasks, total) = page.cut(rows);
+        Tasks {
+            tasks,
+            page: PageInfo::new(page, total),
+        }
+    }
+}
+
 /// A group's state on a queue, or over all (MGMT-3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -709,6 +737,18 @@ pub struct Lagging {
     pub min_lag_seconds: u64,
     #[serde(flatten)]
     pub page: PageInfo,
+}
+
+impl Lagging {
+    /// One page of the lagging groups, in name order; `total` counts them all.
+    pub fn of(groups: impl IntoIterator<Item = GroupView>, min: u64, page: Page) -> Lagging {
+        let (consumer_groups, total) = page.cut(groups);
+        Lagging {
+            consumer_groups,
+            min_lag_seconds: min,
+            page: PageInfo::new(page, total),
+        }
+    }
 }
 
 /// A message as management shows it (MGMT-6, MGMT-7).

@@ -65,22 +65,9 @@ pub(crate) async fn read(
             Ok(to(partitions(pool, queue.as_deref(), *page).await?))
         }
         ManageRequest::Namespaces(page) => {
-            let rows = counted(pool, "namespace").await?.into_iter();
-            let (namespaces, total) =
-                page.cut(rows.map(|(namespace, queues)| NamespaceRow { namespace, queues }));
-            Ok(to(Namespaces {
-                namespaces,
-                page: PageInfo::new(*page, total),
-            }))
+            Ok(to(Namespaces::of(counted(pool, "namespace").await?, *page)))
         }
-        ManageRequest::Tasks(page) => {
-            let rows = counted(pool, "task").await?.into_iter();
-            let (tasks, total) = page.cut(rows.map(|(task, queues)| TaskRow { task, queues }));
-            Ok(to(Tasks {
-                tasks,
-                page: PageInfo::new(*page, total),
-            }))
-        }
+        ManageRequest::Tasks(page) => Ok(to(Tasks::of(counted(pool, "task").await?, *page))),
         ManageRequest::Groups(page) => Ok(to(groups_page(pool, *page).await?)),
         ManageRequest::Group(name) => {
             let mut found = groups(pool, std::slice::from_ref(name)).await?;
@@ -526,12 +513,7 @@ async fn lagging(pool: &Db, min: u64, page: Page) -> Result<Lagging, sqlx::Error
             .collect();
         (!kept.is_empty()).then(|| GroupView::new(g.name, kept))
     });
-    let (consumer_groups, total) = page.cut(lagging);
-    Ok(Lagging {
-        consumer_groups,
-        min_lag_seconds: min,
-        page: PageInfo::new(page, total),
-    })
+    Ok(Lagging::of(lagging, min, page))
 }
 
 #[derive(sqlx::FromRow)]
