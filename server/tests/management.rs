@@ -89,6 +89,9 @@ async fn mgmt_1_no_read_changes_a_table() {
             "/api/v1/consumer-groups/lagging?minLagSeconds=soon",
             "minLagSeconds",
         ),
+        ("/api/v1/consumer-groups/lagging?limit=0", "limit"),
+        ("/api/v1/resources/namespaces?offset=x", "offset"),
+        ("/api/v1/resources/tasks?limit=1001", "limit"),
         ("/api/v1/messages?queue=ns.q&status=lost", "status"),
         ("/api/v1/status/analytics?interval=week", "interval"),
         (

@@ -76,7 +76,7 @@ async fn a_queue_row_without_the_options_the_sql_rules_read_is_refused() {
 
 /// A database made before cursors named their queue gains the column when the server
 /// upgrades it, filled from each cursor's partition, so the queue listings count the
-/// groups that were already reading.
+/// groups that were already reading (MGMT-4's `consumerGroups`).
 #[tokio::test]
 async fn an_upgrade_names_the_queue_of_every_existing_cursor() {
     let db = queen_pg::TestDb::new()
