@@ -151,6 +151,7 @@ impl Renderer<'_> {
                             error_message: rec.error.clone(),
                             retry_count: rec.retry_count,
                             data: self.data(&m.data),
+                            data_error: None,
                             created_at: (self.time)(self.state.created(m)),
                             failed_at: (self.time)(rec.failed_at),
                         }

@@ -125,6 +125,12 @@ pub mod ids {
     pub const PUSH_9: RuleId = RuleId("PUSH-9");
     /// a full spool refuses with 503 and Retry-After; replay in committed chunks
     pub const PUSH_10: RuleId = RuleId("PUSH-10");
+    /// every accepted payload can be delivered: nesting limit, no lone surrogates
+    pub const PUSH_11: RuleId = RuleId("PUSH-11");
+    /// a spooled push the database refuses for good is quarantined; the rest replays
+    pub const PUSH_12: RuleId = RuleId("PUSH-12");
+    /// a pop never commits what it did not answer; undeliverable messages are set aside
+    pub const POP_16: RuleId = RuleId("POP-16");
     /// a pop never removes; leases (committed, end] in offset order
     pub const POP_1: RuleId = RuleId("POP-1");
     /// claimable: visible message past cursor and no live lease
@@ -293,8 +299,8 @@ pub use ids::*;
 /// them without knowing the broker's configuration or killing it, so they are checked
 /// by the server's own tests and the fault scenarios, not by conformance cases.
 pub const OPERATIONAL: &[RuleId] = &[
-    PUSH_10, HEALTH_2, HEALTH_3, LIMIT_1, ERR_1, CONN_1, STOP_1, AUTH_5, ENC_3, CLUSTER_3,
-    CLUSTER_4,
+    PUSH_10, PUSH_12, POP_16, HEALTH_2, HEALTH_3, LIMIT_1, ERR_1, CONN_1, STOP_1, AUTH_5, ENC_3,
+    CLUSTER_3, CLUSTER_4,
 ];
 use Level::{Open, Project, Seed};
 
@@ -354,6 +360,21 @@ pub const RULES: &[Rule] = &[
         id: PUSH_10,
         level: Project,
         title: "a full spool refuses with 503 and Retry-After; replay in committed chunks",
+    },
+    Rule {
+        id: PUSH_11,
+        level: Project,
+        title: "every accepted payload can be delivered: nesting limit, no lone surrogates",
+    },
+    Rule {
+        id: PUSH_12,
+        level: Project,
+        title: "a spooled push the database refuses for good is quarantined; the rest replays",
+    },
+    Rule {
+        id: POP_16,
+        level: Project,
+        title: "a pop never commits what it did not answer; undeliverable messages are set aside",
     },
     Rule {
         id: POP_1,

@@ -61,6 +61,12 @@ pub trait Broker: Send + Sync + 'static {
         None
     }
 
+    /// Stored messages set aside since start because no consumer could read them
+    /// (POP-16); an engine that stores only what it accepted has none.
+    fn set_aside(&self) -> u64 {
+        0
+    }
+
     /// The database pool's connections and its queue, for an engine that has one.
     fn pool_stats(&self) -> Option<PoolStats> {
         None

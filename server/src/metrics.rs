@@ -78,6 +78,10 @@ pub struct Metrics {
     spool_bytes: Gauge,
     spool_capacity: Gauge,
     spool_stuck: Gauge,
+    /// PUSH-12: items in the spool's quarantine.
+    spool_quarantined: Gauge,
+    /// POP-16: messages set aside because no consumer could read them.
+    set_aside: Counter,
     /// CONN-1: connections answered 503 at the connection cap.
     pub connections_refused: Counter,
     /// LIMIT-1: requests answered 413 for carrying too many items.
@@ -201,6 +205,16 @@ impl Metrics {
                 r,
                 "spool_replay_stuck",
                 "1 while the spool's replay keeps failing with the database up",
+            ),
+            spool_quarantined: gauge(
+                r,
+                "spool_quarantined_items",
+                "Spooled items the database refused for good, kept in the quarantine file",
+            ),
+            set_aside: counter(
+                r,
+                "messages_set_aside",
+                "Stored messages set aside as dead letters because no consumer could read them",
             ),
             connections_refused: counter(
                 r,
@@ -360,14 +374,17 @@ impl Metrics {
     }
 
     /// The text exposition, with the spool's gauges as they are now (absent without a
-    /// spool).
-    pub fn render(&self, spool: Option<SpoolState>) -> String {
+    /// spool) and the engine's count of messages set aside.
+    pub fn render(&self, spool: Option<SpoolState>, set_aside: u64) -> String {
         if let Some(s) = spool {
             self.spool_items.set(s.items as i64);
             self.spool_bytes.set(s.bytes as i64);
             self.spool_capacity.set(s.capacity as i64);
             self.spool_stuck.set(s.stuck as i64);
+            self.spool_quarantined.set(s.quarantined as i64);
         }
+        self.set_aside
+            .inc_by(set_aside.saturating_sub(self.set_aside.get()));
         let mut out = String::new();
         encode(&mut out, &self.registry).expect("writing to a String cannot fail");
         out

@@ -226,7 +226,9 @@ async fn metrics_answer(app: &AppState) -> Response {
         .await;
     app.metrics
         .set_backlogs(view(queues), view(groups), app.metrics_top);
-    let text = app.metrics.render(app.broker.spool());
+    let text = app
+        .metrics
+        .render(app.broker.spool(), app.broker.set_aside());
     (
         [(
             header::CONTENT_TYPE,
@@ -319,14 +321,14 @@ fn unreadable_body(e: axum::Error, limit: usize) -> Answer {
 /// Turns an answer into an HTTP response: JSON, or nothing at all for a 204. A 503 says
 /// when to try again (PUSH-10, TXN-4: the broker refuses for now, not for good).
 pub fn render(answer: Answer) -> Response {
-    let answer = answer.into_http();
-    let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = match answer.body {
+    let (status, body) = answer.into_bytes();
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = match body {
         None => status.into_response(),
-        Some(v) => (
+        Some(bytes) => (
             status,
             [(header::CONTENT_TYPE, "application/json")],
-            Body::from(serde_json::to_vec(&v).expect("JSON serializes")),
+            Body::from(bytes),
         )
             .into_response(),
     };

@@ -12,6 +12,7 @@ use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng};
 use aes_gcm::{Aes256Gcm, Key, Nonce};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
+use queen_reference::wire::{deliverable, RawJson, Undeliverable};
 use serde_json::Value;
 
 /// Why a sealed payload could not be opened (ENC-3): answered 500, never as garbage.
@@ -52,9 +53,16 @@ impl Sealer {
 
     /// A sealed row's `data` back to the payload.
     pub fn open(&self, stored: &Value) -> Result<Value, &'static str> {
-        let bytes = stored
-            .as_str()
-            .and_then(|s| B64.decode(s).ok())
+        let plain = self.open_text(stored.as_str().ok_or(UNSEALABLE)?)?;
+        serde_json::from_str(&plain).map_err(|_| UNSEALABLE)
+    }
+
+    /// The text a sealed row's string (the base64, without its JSON quotes) was sealed
+    /// from.
+    fn open_text(&self, sealed: &str) -> Result<String, &'static str> {
+        let bytes = B64
+            .decode(sealed)
+            .ok()
             .filter(|b| b.len() > NONCE_BYTES)
             .ok_or(UNSEALABLE)?;
         let (nonce, sealed) = bytes.split_at(NONCE_BYTES);
@@ -62,25 +70,56 @@ impl Sealer {
             .cipher
             .decrypt(Nonce::from_slice(nonce), sealed)
             .map_err(|_| UNSEALABLE)?;
-        serde_json::from_slice(&plain).map_err(|_| UNSEALABLE)
+        String::from_utf8(plain).map_err(|_| UNSEALABLE)
     }
 }
 
-/// [`open_row`] for a payload read as text (the pop path): an unsealed row's text is
-/// passed on as it is, a sealed one's is opened into the payload's text.
-pub fn open_raw(
+/// Why a stored payload cannot go out as it is.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Unreadable {
+    /// ENC-3: sealed under another key, or the broker has none (answered 500).
+    #[error("{UNSEALABLE}")]
+    Unsealable,
+    /// POP-16: the stored text is not a payload a consumer can read (written by an older
+    /// version, or damaged); the message is set aside.
+    #[error("the stored payload cannot be delivered: it {0}")]
+    Undeliverable(#[from] Undeliverable),
+}
+
+/// A payload as its row holds it (`data` read as text, `sealed` its flag) opened into the
+/// text that goes out, once that text is checked to be one JSON value a consumer can
+/// read (PUSH-11's [`deliverable`]). Every read that sends payloads comes through here.
+pub fn open_stored(
     sealer: Option<&Sealer>,
     sealed: bool,
-    data: Box<serde_json::value::RawValue>,
-) -> Result<queen_reference::wire::RawJson, &'static str> {
-    use queen_reference::wire::RawJson;
-    match (sealed, sealer) {
-        (false, _) => Ok(RawJson::from(data)),
+    data: String,
+) -> Result<RawJson, Unreadable> {
+    let text = match (sealed, sealer) {
+        (false, _) => data,
         (true, Some(s)) => {
-            let stored: Value = serde_json::from_str(data.get()).map_err(|_| UNSEALABLE)?;
-            s.open(&stored).map(|v| RawJson::from_value(&v))
+            let Ok(Value::String(inner)) = serde_json::from_str::<Value>(&data) else {
+                return Err(Unreadable::Unsealable);
+            };
+            s.open_text(&inner).map_err(|_| Unreadable::Unsealable)?
         }
-        (true, None) => Err(UNSEALABLE),
+        (true, None) => return Err(Unreadable::Unsealable),
+    };
+    deliverable(&text)?;
+    RawJson::parse(text).map_err(|e| Undeliverable::NotJson(e.to_string()).into())
+}
+
+/// A stored payload as a management read shows it: the payload, or `null` beside why no
+/// consumer could read it (POP-16), so one damaged row never fails a whole listing. A
+/// sealed payload this broker cannot open is still ENC-3's error.
+pub fn shown(
+    sealer: Option<&Sealer>,
+    sealed: bool,
+    data: String,
+) -> Result<(Value, Option<String>), &'static str> {
+    match open_stored(sealer, sealed, data) {
+        Ok(raw) => Ok((raw.value(), None)),
+        Err(Unreadable::Unsealable) => Err(UNSEALABLE),
+        Err(why) => Ok((Value::Null, Some(why.to_string()))),
     }
 }
 

@@ -43,6 +43,8 @@ pub struct Spool {
     pending: AtomicUsize,
     /// Most bytes waiting for replay (PUSH-10).
     capacity: u64,
+    /// Items moved to the quarantine file beside the spool (PUSH-12).
+    quarantined: AtomicUsize,
 }
 
 /// What `/health` and the metrics say of a spool (HEALTH-2).
@@ -54,6 +56,8 @@ pub struct SpoolState {
     pub capacity: u64,
     /// The database answers, maintenance is off, and replay keeps failing.
     pub stuck: bool,
+    /// Items the database refused for good, kept in the quarantine file (PUSH-12).
+    pub quarantined: u64,
 }
 
 impl SpoolState {
@@ -74,6 +78,7 @@ impl SpoolState {
             "bytes": self.bytes,
             "capacity": self.capacity,
             "replay": self.replay(),
+            "quarantined": self.quarantined,
         })
     }
 }
@@ -103,6 +108,12 @@ pub struct ChunkLimits {
 /// Lines read for replay, not yet committed.
 pub struct Chunk {
     pub items: Vec<Prepared>,
+    /// How many lines (push requests) it holds.
+    pub lines: usize,
+    /// Lines that do not parse: they go to the quarantine when the chunk commits.
+    unreadable: Vec<Vec<u8>>,
+    /// The offset of the chunk's first line.
+    start: u64,
     /// The offset after the chunk's last line.
     end: u64,
 }
@@ -114,6 +125,36 @@ fn try_lock(f: &File) -> bool {
 
 fn done_path(p: &Path) -> PathBuf {
     p.with_extension("done")
+}
+
+/// PUSH-12: where the spool `spool-<id>.jsonl` keeps what the database refused for good,
+/// `quarantine-<id>.jsonl` beside it: the same line format, and a name the adoption of
+/// orphaned spools passes over until an operator renames it.
+fn quarantine_path(p: &Path) -> PathBuf {
+    let name = p
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("spool.jsonl");
+    p.with_file_name(format!("quarantine-{}", name.trim_start_matches("spool-")))
+}
+
+/// Appends `lines` to the quarantine beside `p`, synced before the spool moves past them.
+fn quarantine_lines(p: &Path, lines: &[&[u8]]) -> std::io::Result<()> {
+    let mut q = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(quarantine_path(p))?;
+    for line in lines {
+        q.write_all(line)?;
+    }
+    q.sync_data()
+}
+
+/// The items in the quarantine beside `p` (0 when there is none).
+fn quarantined_items(p: &Path) -> usize {
+    File::open(quarantine_path(p))
+        .and_then(|f| count_items(&f, 0))
+        .unwrap_or(0)
 }
 
 /// The committed offset recorded beside `p` (0 when none, or when it is past the end:
@@ -267,6 +308,7 @@ impl Spool {
                 path.display()
             );
         }
+        let quarantined = quarantined_items(&path);
         Ok(Spool {
             file: tokio::sync::Mutex::new(file),
             path,
@@ -274,6 +316,7 @@ impl Spool {
             len: AtomicU64::new(len),
             pending: AtomicUsize::new(pending),
             capacity,
+            quarantined: AtomicUsize::new(quarantined),
         })
     }
 
@@ -345,27 +388,65 @@ impl Spool {
         let _appends = self.file.lock().await;
         let from = self.replayed.load(Ordering::SeqCst);
         let reader = File::open(&self.path)?;
-        let (mut items, mut end) = (Vec::new(), from);
+        let mut c = Chunk {
+            items: Vec::new(),
+            lines: 0,
+            unreadable: Vec::new(),
+            start: from,
+            end: from,
+        };
         scan(&reader, from, |line, at| {
-            let fits =
-                items.is_empty() || (at - from <= limits.bytes && items.len() < limits.items);
+            let fits = c.lines == 0 || (at - from <= limits.bytes && c.items.len() < limits.items);
             if !fits {
                 return false;
             }
             match parse_line(line, true) {
-                Some((_, parsed)) => items.extend(parsed),
-                None => tracing::warn!("skipping an unreadable spool line"),
+                Some((_, parsed)) => c.items.extend(parsed),
+                None => {
+                    tracing::warn!("an unreadable spool line goes to the quarantine");
+                    c.unreadable.push(line.to_vec());
+                }
             }
-            end = at;
+            c.lines += 1;
+            c.end = at;
             true
         })?;
-        Ok((end > from).then_some(Chunk { items, end }))
+        Ok((c.end > from).then_some(c))
+    }
+
+    /// PUSH-12: moves `chunk`'s lines, which the database refused for good, to the
+    /// quarantine file, then moves the spool past them, so the pushes behind them are
+    /// replayed. Nothing is lost: an operator can re-admit the file (see the README).
+    pub async fn quarantine(&self, chunk: Chunk) -> std::io::Result<()> {
+        {
+            let _appends = self.file.lock().await;
+            let mut bytes = Vec::new();
+            scan(&File::open(&self.path)?, chunk.start, |line, at| {
+                bytes.extend_from_slice(line);
+                at < chunk.end
+            })?;
+            quarantine_lines(&self.path, &[&bytes])?;
+        }
+        self.quarantined
+            .fetch_add(chunk.items.len(), Ordering::SeqCst);
+        let mut chunk = chunk;
+        chunk.unreadable.clear();
+        self.commit(chunk).await
+    }
+
+    /// Items in the quarantine file (PUSH-12).
+    pub fn quarantined(&self) -> usize {
+        self.quarantined.load(Ordering::SeqCst)
     }
 
     /// Records that `chunk` is stored: the offset moves past it, and the file is emptied
     /// once nothing is left.
     pub async fn commit(&self, chunk: Chunk) -> std::io::Result<()> {
         let f = self.file.lock().await;
+        if !chunk.unreadable.is_empty() {
+            let lines: Vec<&[u8]> = chunk.unreadable.iter().map(Vec::as_slice).collect();
+            quarantine_lines(&self.path, &lines)?;
+        }
         write_done(&self.path, chunk.end)?;
         self.replayed.store(chunk.end, Ordering::SeqCst);
         let _ = self

@@ -168,6 +168,7 @@ fn manage(
             ) =>
         {
             Err(crate::wire::WireError {
+                rule: None,
                 status: 405,
                 message: crate::wire::MESSAGE_DELETE_REFUSED.into(),
             })

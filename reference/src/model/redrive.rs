@@ -39,6 +39,7 @@ pub fn retry(
         .ok_or_else(missing)?;
     if st.push_maintenance {
         return Err(WireError {
+            rule: None,
             status: 503,
             message: RETRY_UNDER_MAINTENANCE.into(),
         });

@@ -37,6 +37,7 @@ pub fn refused_under_maintenance(
             "wrote a transaction's push while push maintenance was on (ours: 503)",
         );
     refused.then(|| crate::wire::WireError {
+        rule: None,
         status: 503,
         message: TXN_MAINTENANCE_ERROR.into(),
     })

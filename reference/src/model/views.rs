@@ -432,6 +432,7 @@ fn core(st: &State, p: &Partition, offset: u32, ctx: &Ctx) -> MessageCore {
             (Data::Absent, Some(_)) => Value::Null,
             (Data::Absent, None) => Value::String(sym::any()),
         },
+        data_error: None,
         created_at: sym::time(st.created(m)),
         producer_sub: m.producer_sub.as_deref().map(str::to_string),
     }

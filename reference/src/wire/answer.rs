@@ -90,39 +90,62 @@ impl Answer {
     pub fn into_http(self) -> HttpResponse {
         let status = self.status();
         let body = match self {
-            Answer::Pushed(items) => to_value(&items),
-            Answer::Popped(p) => to_value(&p),
-            Answer::Empty => return HttpResponse { status, body: None },
-            Answer::Acked(items) => to_value(&items),
-            Answer::Extended(e) => to_value(&e),
-            Answer::Transaction(t) => to_value(&t),
-            Answer::Configured(c) => to_value(&c),
-            Answer::Deleted(d) => to_value(&d),
-            Answer::Dlq(d) => to_value(&d),
-            Answer::PushMaintenance(m) => to_value(&m),
-            Answer::PopMaintenance(m) => to_value(&m),
-            Answer::Health(h) => to_value(&h),
-            Answer::Error { message, .. } => json!({ "error": message }),
-            Answer::Internal { request_id } => {
-                json!({ "error": "internal error", "requestId": request_id })
-            }
-            Answer::DiscoveryScope => to_value(&DiscoveryError::new()),
-            Answer::View(v) => v,
+            Answer::Empty => None,
             Answer::Raw(r) => return r,
+            a => Some(serde_json::to_value(Body(&a)).expect("wire types serialize")),
         };
-        HttpResponse {
-            status,
-            body: Some(body),
+        HttpResponse { status, body }
+    }
+
+    /// The answer as it is sent: its status and the body's bytes (none for a 204),
+    /// written straight from the typed answer, so a payload's text goes out as it came
+    /// in (POP-5) and no tree of it is ever built.
+    pub fn into_bytes(self) -> (u16, Option<Vec<u8>>) {
+        let status = self.status();
+        let body = match self {
+            Answer::Empty => None,
+            Answer::Raw(r) => r.body.as_ref().map(to_bytes),
+            a => Some(to_bytes(&Body(&a))),
+        };
+        (status, body)
+    }
+}
+
+fn to_bytes<T: serde::Serialize>(t: &T) -> Vec<u8> {
+    serde_json::to_vec(t).expect("wire types serialize")
+}
+
+/// The JSON body of an answer that has one.
+struct Body<'a>(&'a Answer);
+
+impl serde::Serialize for Body<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Answer::Pushed(items) => items.serialize(s),
+            Answer::Popped(p) => p.serialize(s),
+            Answer::Acked(items) => items.serialize(s),
+            Answer::Extended(e) => e.serialize(s),
+            Answer::Transaction(t) => t.serialize(s),
+            Answer::Configured(c) => c.serialize(s),
+            Answer::Deleted(d) => d.serialize(s),
+            Answer::Dlq(d) => d.serialize(s),
+            Answer::PushMaintenance(m) => m.serialize(s),
+            Answer::PopMaintenance(m) => m.serialize(s),
+            Answer::Health(h) => h.serialize(s),
+            Answer::Error { message, .. } => json!({ "error": message }).serialize(s),
+            Answer::Internal { request_id } => {
+                json!({ "error": "internal error", "requestId": request_id }).serialize(s)
+            }
+            Answer::DiscoveryScope => DiscoveryError::new().serialize(s),
+            Answer::View(v) => v.serialize(s),
+            Answer::Raw(r) => r.body.serialize(s),
+            Answer::Empty => s.serialize_unit(),
         }
     }
 }
 
 /// The `status` of a broker that serves (HEALTH-1).
 pub const HEALTHY: &str = "healthy";
-
-fn to_value<T: serde::Serialize>(t: &T) -> Value {
-    serde_json::to_value(t).expect("wire types serialize")
-}
 
 #[cfg(test)]
 mod tests {

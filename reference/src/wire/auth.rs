@@ -145,10 +145,12 @@ pub fn admit(need: Access, caller: Caller) -> Result<(), WireError> {
         Caller::Open => Ok(()),
         _ if need == Access::Public => Ok(()),
         Caller::Anonymous => Err(WireError {
+            rule: None,
             status: 401,
             message: UNAUTHENTICATED.into(),
         }),
         Caller::Token(p) if p.access < need => Err(WireError {
+            rule: None,
             status: 403,
             message: FORBIDDEN.into(),
         }),

@@ -64,6 +64,10 @@ pub struct DeadLetter {
     pub error_message: Option<String>,
     pub retry_count: u32,
     pub data: Value,
+    /// POP-16: why the stored payload cannot be shown (`data` is then `null`); absent
+    /// for every payload a consumer can read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_error: Option<String>,
     pub created_at: String,
     pub failed_at: String,
 }

@@ -763,6 +763,10 @@ pub struct MessageCore {
     pub queue: String,
     pub partition: String,
     pub data: Value,
+    /// POP-16: why the stored payload cannot be shown (`data` is then `null`); absent
+    /// for every payload a consumer can read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_error: Option<String>,
     pub created_at: String,
     pub producer_sub: Option<String>,
 }
@@ -863,6 +867,7 @@ pub struct MessageDeleted {
 /// The 404 of a partition named in a seek that does not exist (MGMT-8).
 pub fn no_such_partition(queue: &str, partition: &str) -> WireError {
     WireError {
+        rule: None,
         status: 404,
         message: format!("queue {queue:?} has no partition {partition:?}"),
     }
@@ -871,6 +876,7 @@ pub fn no_such_partition(queue: &str, partition: &str) -> WireError {
 /// The 404 of a retry of a message without a dead letter (MGMT-12).
 pub fn no_dead_letter(partition_id: &str, transaction_id: &str) -> WireError {
     WireError {
+        rule: None,
         status: 404,
         message: format!(
             "no dead letter of transactionId {transaction_id:?} in partition {partition_id}"
@@ -913,6 +919,7 @@ pub struct MetricsView {
 /// The 404 of a queue named in a management path that does not exist (MGMT-1).
 pub fn no_such_queue(queue: &str) -> WireError {
     WireError {
+        rule: None,
         status: 404,
         message: format!("queue {queue:?} does not exist"),
     }
@@ -921,6 +928,7 @@ pub fn no_such_queue(queue: &str) -> WireError {
 /// The 404 of a group that is not listed (MGMT-1, MGMT-3).
 pub fn no_such_group(group: &str) -> WireError {
     WireError {
+        rule: None,
         status: 404,
         message: format!("consumer group {group:?} does not exist"),
     }
@@ -929,6 +937,7 @@ pub fn no_such_group(group: &str) -> WireError {
 /// The 404 of MGMT-7.
 pub fn no_such_message(partition_id: &str, transaction_id: &str) -> WireError {
     WireError {
+        rule: None,
         status: 404,
         message: format!(
             "no retained message with transactionId {transaction_id:?} in partition {partition_id}"

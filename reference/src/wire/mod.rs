@@ -41,7 +41,7 @@ pub use lease::*;
 pub use manage::*;
 pub use pop::*;
 pub use push::*;
-pub use raw::RawJson;
+pub use raw::{deliverable, RawJson, Undeliverable, PAYLOAD_DEPTH_LIMIT};
 pub use route::*;
 pub use txn::*;
 
@@ -62,14 +62,24 @@ pub const MAX_NAME_BYTES: usize = 255;
 pub struct WireError {
     pub status: u16,
     pub message: String,
+    /// The rule that refuses, where it is not the route's own bad-input rule (PUSH-11 for
+    /// a payload that could not be delivered): the checker files a difference under it.
+    pub rule: Option<crate::rules::RuleId>,
 }
 
 impl WireError {
     pub fn bad(message: impl Into<String>) -> WireError {
         WireError {
+            rule: None,
             status: 400,
             message: message.into(),
         }
+    }
+
+    /// The same refusal, decided by `rule`.
+    pub fn under(mut self, rule: crate::rules::RuleId) -> WireError {
+        self.rule = Some(rule);
+        self
     }
 
     /// The same error with `ctx` (such as `items[3].`) in front of its message.

@@ -1,6 +1,8 @@
 //! `POST /api/v1/push` (PROTOCOL.md section 2): request parsing and the 201 answer.
 
+use super::raw::deliverable;
 use super::{check_name, check_uuid, parse_json, RawJson, WireError, DEFAULT_PARTITION};
+use crate::rules::PUSH_11;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -63,6 +65,7 @@ pub struct PushResult {
 /// `Retry-After`).
 pub fn queue_full(queue: &str, max_size: u64, unconsumed: u64, added: u64) -> WireError {
     WireError {
+        rule: None,
         status: 429,
         message: format!(
             "queue {queue} is full: maxSize is {max_size}, it holds {unconsumed} unconsumed \
@@ -78,9 +81,28 @@ pub fn queue_full(queue: &str, max_size: u64, unconsumed: u64, added: u64) -> Wi
 /// anywhere) is handed to that parse, which says what is wrong.
 pub fn parse_push_bytes(body: &[u8]) -> Result<PushRequest, WireError> {
     match fast_push(body) {
-        Some(r) => Ok(r),
+        Some(r) => {
+            check_payloads(&r.items, |i| format!("items[{i}]."))?;
+            Ok(r)
+        }
         None => parse_push(parse_json(body)?),
     }
+}
+
+/// PUSH-11: every payload of `items` can be delivered as it is; `ctx` names an item's
+/// place for the message.
+pub fn check_payloads(items: &[PushItem], ctx: impl Fn(usize) -> String) -> Result<(), WireError> {
+    for (i, item) in items.iter().enumerate() {
+        if let Payload::Given(p) = &item.payload {
+            check_payload(p).map_err(|e| e.in_context(&ctx(i)))?;
+        }
+    }
+    Ok(())
+}
+
+/// PUSH-11 for one payload: a 400 naming why it could not be delivered.
+fn check_payload(p: &RawJson) -> Result<(), WireError> {
+    deliverable(p.get()).map_err(|e| WireError::bad(format!("payload {e}")).under(PUSH_11))
 }
 
 /// The push body's items with their payloads as text, or `None` for anything but a
@@ -183,7 +205,11 @@ fn item_fields(mut obj: Map<String, Value>) -> Result<PushItem, WireError> {
     }
     let payload = match obj.remove("payload") {
         None => Payload::Absent,
-        Some(v) => Payload::Given(RawJson::from_value(&v)),
+        Some(v) => {
+            let p = RawJson::from_value(&v);
+            check_payload(&p)?;
+            Payload::Given(p)
+        }
     };
     Ok(PushItem {
         queue,

@@ -42,6 +42,90 @@ impl RawJson {
     }
 }
 
+/// [PROJECT] PUSH-11: the deepest nesting of arrays and objects a payload may have. Every
+/// answer that carries a payload wraps it in a few levels of its own, and common JSON
+/// parsers (serde_json among them) stop at 128 levels, so a payload deeper than this could
+/// be stored but not read back by its consumer.
+pub const PAYLOAD_DEPTH_LIMIT: usize = 64;
+
+/// Why a payload's text could not be delivered as it is (PUSH-11).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Undeliverable {
+    #[error("is nested more than {PAYLOAD_DEPTH_LIMIT} levels deep")]
+    TooDeep,
+    #[error(
+        "holds a lone UTF-16 surrogate escape ({0}), which is not a character and which \
+         most JSON parsers refuse"
+    )]
+    LoneSurrogate(String),
+    #[error("is not one JSON value: {0}")]
+    NotJson(String),
+}
+
+/// Whether `text`, one JSON value, can be handed back to any consumer as it is: nested at
+/// most [`PAYLOAD_DEPTH_LIMIT`] levels, and every `\u` escape a character (a high
+/// surrogate only with its low one). One pass over the bytes, no tree: it runs on every
+/// pushed payload and on every message a pop delivers.
+pub fn deliverable(text: &str) -> Result<(), Undeliverable> {
+    let b = text.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < b.len() {
+        match b[i] {
+            b'"' => i = string_end(b, i + 1)?,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > PAYLOAD_DEPTH_LIMIT {
+                    return Err(Undeliverable::TooDeep);
+                }
+                i += 1;
+            }
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    Ok(())
+}
+
+/// The index after the string whose contents start at `i`, checking its `\u` escapes.
+fn string_end(b: &[u8], mut i: usize) -> Result<usize, Undeliverable> {
+    let unterminated = || Undeliverable::NotJson("a string is not terminated".into());
+    loop {
+        match *b.get(i).ok_or_else(unterminated)? {
+            b'"' => return Ok(i + 1),
+            b'\\' if b.get(i + 1) == Some(&b'u') => {
+                let unit = hex4(b, i + 2)?;
+                i += 6;
+                if (0xDC00..0xE000).contains(&unit) {
+                    return Err(Undeliverable::LoneSurrogate(format!("\\u{unit:04x}")));
+                }
+                if (0xD800..0xDC00).contains(&unit) {
+                    let low = (b.get(i) == Some(&b'\\') && b.get(i + 1) == Some(&b'u'))
+                        .then(|| hex4(b, i + 2))
+                        .transpose()?
+                        .filter(|l| (0xDC00..0xE000).contains(l));
+                    if low.is_none() {
+                        return Err(Undeliverable::LoneSurrogate(format!("\\u{unit:04x}")));
+                    }
+                    i += 6;
+                }
+            }
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
+}
+
+/// The four hex digits at `i` as a UTF-16 code unit.
+fn hex4(b: &[u8], i: usize) -> Result<u32, Undeliverable> {
+    b.get(i..i + 4)
+        .and_then(|h| std::str::from_utf8(h).ok())
+        .and_then(|h| u32::from_str_radix(h, 16).ok())
+        .ok_or_else(|| Undeliverable::NotJson("a \\u escape lacks its four hex digits".into()))
+}
+
 impl From<Box<RawValue>> for RawJson {
     fn from(r: Box<RawValue>) -> Self {
         RawJson(Arc::from(r))
@@ -112,6 +196,68 @@ mod tests {
         assert!(RawJson::parse("{\"a\":".into()).is_err());
         assert!(RawJson::parse("1 2".into()).is_err());
         assert!(RawJson::parse(" \"s\" ".into()).is_ok());
+    }
+
+    fn nested(levels: usize) -> String {
+        format!("{}{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn push_11_nesting_up_to_the_limit_is_deliverable_and_past_it_is_not() {
+        assert_eq!(deliverable(&nested(PAYLOAD_DEPTH_LIMIT)), Ok(()));
+        assert_eq!(
+            deliverable(&nested(PAYLOAD_DEPTH_LIMIT + 1)),
+            Err(Undeliverable::TooDeep)
+        );
+        assert_eq!(deliverable(&nested(100_000)), Err(Undeliverable::TooDeep));
+        // Brackets inside strings are text, not nesting.
+        let text = format!("[\"{}\"]", "[".repeat(1000));
+        assert_eq!(deliverable(&text), Ok(()));
+        // What the limit leaves room for: an answer's envelope around the deepest payload
+        // still parses with serde_json's default limit of 128.
+        let answer = format!(
+            r#"{{"messages":[{{"data":{}}}]}}"#,
+            nested(PAYLOAD_DEPTH_LIMIT)
+        );
+        assert!(serde_json::from_str::<Value>(&answer).is_ok());
+    }
+
+    #[test]
+    fn push_11_lone_surrogates_are_not_deliverable_and_pairs_are() {
+        for lone in [
+            r#""\ud800""#,
+            r#""\udc00""#,
+            r#"["a\ud83d"]"#,
+            r#""\ud83d\u0041""#,
+        ] {
+            assert!(
+                matches!(deliverable(lone), Err(Undeliverable::LoneSurrogate(_))),
+                "{lone}"
+            );
+            // The same text is one a tree-building parser refuses too.
+            assert!(serde_json::from_str::<Value>(lone).is_err(), "{lone}");
+        }
+        for fine in [
+            r#""\ud83d\ude00""#,
+            r#""\\ud800""#,
+            r#""\u00e9\n\"""#,
+            "\"😀\"",
+        ] {
+            assert_eq!(deliverable(fine), Ok(()), "{fine}");
+            assert!(serde_json::from_str::<Value>(fine).is_ok(), "{fine}");
+        }
+    }
+
+    #[test]
+    fn push_11_broken_text_is_not_deliverable() {
+        assert!(matches!(
+            deliverable(r#""abc"#),
+            Err(Undeliverable::NotJson(_))
+        ));
+        assert!(matches!(
+            deliverable(r#""\u12""#),
+            Err(Undeliverable::NotJson(_))
+        ));
     }
 
     #[test]

@@ -178,6 +178,7 @@ pub fn parse_request(
 ) -> Result<Request, Rejection> {
     if req.body.len() > body_limit {
         return Err(Rejection::Bad(WireError {
+            rule: None,
             status: 413,
             message: format!(
                 "body of {} bytes exceeds the limit of {body_limit} bytes",

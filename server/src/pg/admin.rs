@@ -4,7 +4,7 @@
 use super::db::Db;
 use super::rows::iso;
 use super::PgBroker;
-use crate::seal::{open_row, Sealer};
+use crate::seal::{shown, Sealer};
 use queen_reference::wire::{
     Answer, ConfigureRequest, ConfigureResponse, DeadLetter, DeleteResponse, DlqQuery, DlqResponse,
     EchoedOptions, HealthResponse, MaintenanceResponse, PopMaintenanceResponse,
@@ -102,7 +102,7 @@ struct DeadLetterRow {
     consumer_group: String,
     error_message: Option<String>,
     retry_count: i32,
-    data: serde_json::Value,
+    data: super::rows::JsonText,
     sealed: bool,
     created_at: chrono::DateTime<chrono::Utc>,
     failed_at: chrono::DateTime<chrono::Utc>,
@@ -146,6 +146,7 @@ pub(crate) async fn list_dlq(
     let messages = rows
         .into_iter()
         .map(|r| {
+            let (data, data_error) = shown(seal, r.sealed, r.data.0)?;
             Ok(DeadLetter {
                 id: r.id.to_string(),
                 transaction_id: r.transaction_id,
@@ -155,7 +156,8 @@ pub(crate) async fn list_dlq(
                 consumer_group: r.consumer_group,
                 error_message: r.error_message,
                 retry_count: u32::try_from(r.retry_count).unwrap_or(0),
-                data: open_row(seal, r.sealed, r.data)?,
+                data,
+                data_error,
                 created_at: iso(r.created_at),
                 failed_at: iso(r.failed_at),
             })

@@ -25,46 +25,21 @@ pub(crate) async fn delete_message(
     };
     let pid: Uuid = partition_id.parse().expect("validated as a UUID");
     let mut tx = pool.begin().await?;
-    let queue: Option<String> = sqlx::query_scalar(
-        "SELECT q.name FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id WHERE p.id = $1",
-    )
-    .bind(pid)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let Some(queue) = queue else {
+    let Some(queue) = queue_of(&mut tx, pid).await? else {
         return Ok(missing());
     };
     lock_pairs(&mut tx, pid).await?;
-    let gone: Option<(i64, Uuid)> = sqlx::query_as(
-        "WITH gone AS (
-             DELETE FROM queen_messages m WHERE m.partition_id = $1 AND m.\"offset\" = (
-                 SELECT x.\"offset\" FROM queen_messages x WHERE x.partition_id = $1
-                 AND x.transaction_id = $2 ORDER BY x.\"offset\" DESC LIMIT 1)
-             RETURNING m.\"offset\", m.id, m.transaction_id, m.data, m.sealed, m.created_at),
-         copied AS (
-             UPDATE queen_dead_letters d
-             SET message_id = g.id, transaction_id = g.transaction_id, data = g.data,
-                 sealed = g.sealed, created_at = g.created_at
-             FROM gone g
-             WHERE d.partition_id = $1 AND d.\"offset\" = g.\"offset\" AND d.message_id IS NULL)
-         SELECT \"offset\", id FROM gone",
+    let offset: Option<i64> = sqlx::query_scalar(
+        "SELECT \"offset\" FROM queen_messages WHERE partition_id = $1 AND transaction_id = $2
+         ORDER BY \"offset\" DESC LIMIT 1",
     )
     .bind(pid)
     .bind(txn)
     .fetch_optional(&mut *tx)
     .await?;
-    let Some((offset, message_id)) = gone else {
+    let Some(message_id) = remove(&mut tx, pid, offset).await? else {
         return Ok(missing());
     };
-    sqlx::query(
-        "WITH mark AS (INSERT INTO queen_deleted_offsets (partition_id, \"offset\") VALUES ($1, $2))
-         UPDATE queen_partitions SET deleted = deleted + 1 WHERE id = $1",
-    )
-    .bind(pid)
-    .bind(offset)
-    .execute(&mut *tx)
-    .await?;
-    release_pointers(&mut tx, pid, offset).await?;
     tx.commit().await?;
     // A released lease may leave messages after it to deliver: parked pops look again.
     wakes.ring(&queue);
@@ -77,6 +52,92 @@ pub(crate) async fn delete_message(
         })
         .expect("serializes"),
     ))
+}
+
+/// POP-16: a stored message no consumer could read is set aside: filed as `group`'s dead
+/// letter with `why` (its copy of the row kept there for the operator), then removed
+/// from its partition as MGMT-11 removes a message, so every group goes on past it.
+pub(crate) async fn set_aside(
+    b: &super::PgBroker,
+    pid: Uuid,
+    offset: i64,
+    group: &str,
+    why: &str,
+) -> Result<(), sqlx::Error> {
+    let mut tx = b.inner.pool.begin().await?;
+    let Some(queue) = queue_of(&mut tx, pid).await? else {
+        return Ok(());
+    };
+    lock_pairs(&mut tx, pid).await?;
+    sqlx::query(
+        "INSERT INTO queen_dead_letters (partition_id, \"offset\", consumer_group, error_message,
+                                         retry_count, failed_at)
+         SELECT $1, $2, $3, $4, 0, now() FROM queen_messages
+         WHERE partition_id = $1 AND \"offset\" = $2
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(pid)
+    .bind(offset)
+    .bind(group)
+    .bind(why)
+    .execute(&mut *tx)
+    .await?;
+    remove(&mut tx, pid, Some(offset)).await?;
+    tx.commit().await?;
+    b.inner.wakes.ring(&queue);
+    Ok(())
+}
+
+/// The name of the queue that holds partition `pid`, if it still exists.
+async fn queue_of(tx: &mut sqlx::PgConnection, pid: Uuid) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT q.name FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id WHERE p.id = $1",
+    )
+    .bind(pid)
+    .fetch_optional(&mut *tx)
+    .await
+}
+
+/// Removes the message at `offset` of `pid` (none: nothing to remove) under the pair
+/// locks the caller holds: its dead letters take their copy, the offset is recorded as
+/// deleted, and what pointed at it moves. Returns the removed message's id.
+async fn remove(
+    tx: &mut sqlx::PgConnection,
+    pid: Uuid,
+    offset: Option<i64>,
+) -> Result<Option<Uuid>, sqlx::Error> {
+    let Some(offset) = offset else {
+        return Ok(None);
+    };
+    let gone: Option<Uuid> = sqlx::query_scalar(
+        "WITH gone AS (
+             DELETE FROM queen_messages m WHERE m.partition_id = $1 AND m.\"offset\" = $2
+             RETURNING m.\"offset\", m.id, m.transaction_id, m.data, m.sealed, m.created_at),
+         copied AS (
+             UPDATE queen_dead_letters d
+             SET message_id = g.id, transaction_id = g.transaction_id, data = g.data,
+                 sealed = g.sealed, created_at = g.created_at
+             FROM gone g
+             WHERE d.partition_id = $1 AND d.\"offset\" = g.\"offset\" AND d.message_id IS NULL)
+         SELECT id FROM gone",
+    )
+    .bind(pid)
+    .bind(offset)
+    .fetch_optional(&mut *tx)
+    .await?;
+    if gone.is_none() {
+        return Ok(None);
+    }
+    sqlx::query(
+        "WITH mark AS (INSERT INTO queen_deleted_offsets (partition_id, \"offset\") VALUES ($1, $2))
+         UPDATE queen_partitions SET deleted = deleted + 1 WHERE id = $1",
+    )
+    .bind(pid)
+    .bind(offset)
+    .execute(&mut *tx)
+    .await?;
+    release_pointers(tx, pid, offset).await?;
+    Ok(gone)
 }
 
 /// Takes the lock of every `(partition, group)` pair with a cursor there, by group; a

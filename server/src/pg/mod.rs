@@ -43,8 +43,8 @@ mod txn;
 mod views;
 
 pub use push::Prepared;
-use rows::logged;
 pub use rows::unreachable;
+use rows::{logged, refused_for_good};
 
 use crate::broker::{Broker, PoolStats, Popped};
 use crate::config::Config;
@@ -96,6 +96,8 @@ struct Inner {
     down_until: std::sync::atomic::AtomicI64,
     /// Where each group's next pop starts walking a queue's partitions (POP-4).
     rotation: pop::Rotation,
+    /// Messages set aside since start because no consumer could read them (POP-16).
+    set_aside: std::sync::atomic::AtomicU64,
     /// ENC-2: the broker's key (`QUEEN_ENCRYPTION_KEY`), sealing and opening the payloads
     /// of queues with `encryptionEnabled`; `None` refuses such queues.
     seal: Option<Arc<crate::seal::Sealer>>,
@@ -111,6 +113,9 @@ struct Replay {
     limits: ChunkLimits,
     /// Chunks that failed in a row while the database answered.
     failures: std::sync::atomic::AtomicU32,
+    /// A chunk was refused for good: lines go one at a time until the refused one is
+    /// found and quarantined (PUSH-12).
+    one_by_one: std::sync::atomic::AtomicBool,
 }
 
 /// Failed chunks in a row, with the database answering, after which a replay is stuck.
@@ -216,10 +221,12 @@ impl PgBroker {
                         items: config.spool_chunk_items as usize,
                     },
                     failures: Default::default(),
+                    one_by_one: Default::default(),
                 },
                 recoveries,
                 seal,
                 rotation: Default::default(),
+                set_aside: Default::default(),
                 down_until: Default::default(),
                 tasks: Default::default(),
             }),
@@ -334,18 +341,43 @@ impl PgBroker {
         true
     }
 
-    /// Writes the spool's next chunk in one transaction, then commits it in the spool.
+    /// Writes the spool's next chunk in one transaction, then commits it in the spool. A
+    /// chunk the database refuses for good is taken apart line by line, and the line it
+    /// refuses is quarantined (PUSH-12), so one bad push never holds back the rest.
     async fn replay_chunk(&self) -> Result<(), sqlx::Error> {
-        let spool = &self.inner.spool;
-        let Some(chunk) = spool.next_chunk(self.inner.replay.limits).await? else {
+        let (spool, replay) = (&self.inner.spool, &self.inner.replay);
+        let one_by_one = replay.one_by_one.load(Ordering::SeqCst);
+        let limits = match one_by_one {
+            true => ChunkLimits { bytes: 0, items: 0 },
+            false => replay.limits,
+        };
+        let Some(chunk) = spool.next_chunk(limits).await? else {
             return Ok(());
         };
-        let queues = push::replay(&self.inner.pool, &chunk.items, self.seal()).await?;
-        spool.commit(chunk).await?;
-        for q in queues {
-            self.inner.wakes.ring(&q);
+        match push::replay(&self.inner.pool, &chunk.items, self.seal()).await {
+            Ok(queues) => {
+                spool.commit(chunk).await?;
+                for q in queues {
+                    self.inner.wakes.ring(&q);
+                }
+                Ok(())
+            }
+            Err(e) if refused_for_good(&e) && chunk.lines > 1 => {
+                tracing::warn!("a spool chunk was refused ({e}); replaying it line by line");
+                replay.one_by_one.store(true, Ordering::SeqCst);
+                Ok(())
+            }
+            Err(e) if refused_for_good(&e) => {
+                tracing::error!(
+                    "a spooled push of {} items was refused for good ({e}); quarantined",
+                    chunk.items.len()
+                );
+                spool.quarantine(chunk).await?;
+                replay.one_by_one.store(false, Ordering::SeqCst);
+                Ok(())
+            }
+            Err(e) => Err(e),
         }
-        Ok(())
     }
 
     /// HEALTH-2: the spool's depth and how its replay goes (`stuck`: the database
@@ -358,6 +390,7 @@ impl PgBroker {
             capacity: spool.capacity(),
             stuck: spool.pending() > 0
                 && self.inner.replay.failures.load(Ordering::SeqCst) >= STUCK_AFTER,
+            quarantined: spool.quarantined() as u64,
         }
     }
 }
@@ -386,15 +419,7 @@ impl PgBroker {
     /// 503 instead: the pop may have claimed before the connection broke, and a 204 would
     /// tell the client that nothing was there.
     async fn pop_here(&self, route: &PopRoute, query: &PopQuery) -> Popped {
-        pop::pop(
-            &self.inner.pool,
-            &self.inner.rotation,
-            route,
-            query,
-            self.seal(),
-        )
-        .await
-        .unwrap_or_else(|e| {
+        pop::pop(self, route, query).await.unwrap_or_else(|e| {
             if unreachable(&e) {
                 self.mark_down();
                 return Popped::Other(Answer::error(503, "the database cannot be reached"));
@@ -552,6 +577,10 @@ impl Broker for PgBroker {
 
     fn spool(&self) -> Option<SpoolState> {
         Some(self.spool_state())
+    }
+
+    fn set_aside(&self) -> u64 {
+        self.inner.set_aside.load(Ordering::Relaxed)
     }
 
     fn pool_stats(&self) -> Option<PoolStats> {

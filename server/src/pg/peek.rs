@@ -10,8 +10,8 @@
 //! statements run in one read-only snapshot, so the page and its total agree.
 
 use super::db::Db;
-use super::rows::iso;
-use crate::seal::{open_row, Sealer};
+use super::rows::{iso, JsonText};
+use crate::seal::{shown, Sealer};
 use chrono::{DateTime, Utc};
 use queen_reference::wire::*;
 use serde_json::Value;
@@ -143,7 +143,7 @@ struct Row {
     id: Uuid,
     transaction_id: String,
     trace_id: Option<Uuid>,
-    data: Value,
+    data: JsonText,
     sealed: bool,
     created_at: DateTime<Utc>,
     producer_sub: Option<String>,
@@ -213,7 +213,7 @@ pub(crate) async fn messages(
         let Some(r) = by.remove(&(span.id, o)) else {
             continue;
         };
-        let data = match open_row(seal, r.sealed, r.data) {
+        let (data, data_error) = match shown(seal, r.sealed, r.data.0) {
             Ok(d) => d,
             Err(why) => return Ok(Err(why)),
         };
@@ -226,6 +226,7 @@ pub(crate) async fn messages(
                 queue: span.queue.clone(),
                 partition: span.name.clone(),
                 data,
+                data_error,
                 created_at: iso(r.created_at),
                 producer_sub: r.producer_sub,
             },

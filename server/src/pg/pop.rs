@@ -18,17 +18,16 @@ use super::db::Db;
 use super::pair;
 use super::queues::ensure_queue;
 use super::rows::iso;
+use super::rows::JsonText;
 use crate::broker::Popped;
-use crate::seal::{open_raw, Sealer};
+use crate::seal::{open_stored, Sealer, Unreadable, UNSEALABLE};
 use chrono::{DateTime, Utc};
 use queen_reference::time::parse_iso;
 use queen_reference::wire::{
-    Answer, PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, QUEUE_MODE,
+    Answer, PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, RawJson, QUEUE_MODE,
 };
-use serde_json::value::RawValue;
 use serde_json::Value;
 use sqlx::pool::PoolConnection;
-use sqlx::types::Json;
 use sqlx::{FromRow, PgConnection, Postgres, Transaction};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -95,7 +94,7 @@ struct HeadRow {
     m_transaction_id: Option<String>,
     m_trace_id: Option<Uuid>,
     /// The payload as stored text, never built into a tree on the way out.
-    m_data: Option<Json<Box<RawValue>>>,
+    m_data: Option<JsonText>,
     m_created_at: Option<DateTime<Utc>>,
     m_producer_sub: Option<String>,
     m_sealed: Option<bool>,
@@ -120,7 +119,7 @@ struct Claimed {
     id: Uuid,
     transaction_id: String,
     trace_id: Option<Uuid>,
-    data: Json<Box<RawValue>>,
+    data: JsonText,
     created_at: DateTime<Utc>,
     /// AUTH-2: the `sub` of the token that pushed it.
     producer_sub: Option<String>,
@@ -191,7 +190,7 @@ impl<'a> Pop<'a> {
     /// The answer: 204 when nothing was claimed (POP-6), else the messages of every
     /// claimed partition in claim order, named after the first; a 500 naming the cause
     /// when a sealed message cannot be opened (ENC-3: never garbage; its lease expires).
-    fn answer(&self, claims: Vec<Claim>, seal: Option<&Sealer>) -> Popped {
+    fn answer(&self, claims: Vec<Opened>) -> Popped {
         let Some((first, _)) = claims.first() else {
             return Popped::Empty;
         };
@@ -207,11 +206,8 @@ impl<'a> Pop<'a> {
                 lease_id: &lease,
                 group: self.group,
             };
-            for m in rows {
-                match message(&shared, &mut stamp, m, seal) {
-                    Ok(msg) => messages.push(msg),
-                    Err(why) => return Popped::Other(Answer::error(500, why)),
-                }
+            for (m, data) in rows {
+                messages.push(message(&shared, &mut stamp, m, data));
             }
         }
         Popped::Messages(PopResponse {
@@ -227,21 +223,42 @@ impl<'a> Pop<'a> {
     }
 }
 
-/// The answer to the claims; when an autoAck pop meets a sealed message it cannot open
-/// (ENC-3), the cursors it committed go back, so the 500 loses nothing: the messages stay
-/// to be popped with the right key (a leased pop's lease simply expires).
+/// The answer to the claims. A payload no consumer could read is set aside first
+/// (POP-16) and the rest is delivered; when an autoAck pop meets a sealed message it
+/// cannot open (ENC-3), the cursors it committed go back, so the 500 loses nothing: the
+/// messages stay to be popped with the right key (a leased pop's lease simply expires).
 async fn deliver(
-    pool: &Db,
+    b: &super::PgBroker,
     pop: &Pop<'_>,
     claims: Vec<Claim>,
-    seal: Option<&Sealer>,
-) -> Result<Popped, sqlx::Error> {
+) -> Result<(Popped, bool), sqlx::Error> {
+    let pool = &b.inner.pool;
     let spans: Vec<(Uuid, i64, i64)> = claims
         .iter()
         .filter(|_| pop.lease_id.is_none())
         .filter_map(|(c, rows)| Some((c.id, rows.first()?.offset, rows.last()?.offset)))
         .collect();
-    let popped = pop.answer(claims, seal);
+    let (opened, unfit) = open_all(claims, b.seal());
+    let set_aside = !unfit.is_empty();
+    for (partition, offset, why) in unfit {
+        // The answer goes out whatever happens here: what was claimed is answered.
+        let done = super::deletion::set_aside(b, partition, offset, pop.group, &why);
+        match done.await {
+            Ok(()) => {
+                tracing::warn!("offset {offset} of partition {partition} set aside: {why}");
+                b.inner
+                    .set_aside
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(e) => {
+                tracing::warn!("cannot set aside offset {offset} of partition {partition}: {e}")
+            }
+        }
+    }
+    let popped = match opened {
+        Ok(claims) => pop.answer(claims),
+        Err(why) => Popped::Other(Answer::error(500, why)),
+    };
     if matches!(&popped, Popped::Other(_)) {
         for (partition, first, last) in spans {
             sqlx::query(
@@ -256,41 +273,86 @@ async fn deliver(
             .await?;
         }
     }
-    Ok(popped)
+    Ok((popped, set_aside))
+}
+
+/// A claimed partition with each message's payload opened, ready to answer.
+type Opened = (Candidate, Vec<(Claimed, RawJson)>);
+
+/// Opens every claimed payload (ENC-1). Those no consumer could read leave the answer
+/// and are named, with their partition, offset and why (POP-16); a sealed one this
+/// broker cannot open fails the whole answer (ENC-3).
+#[allow(clippy::type_complexity)]
+fn open_all(
+    claims: Vec<Claim>,
+    seal: Option<&Sealer>,
+) -> (Result<Vec<Opened>, &'static str>, Vec<(Uuid, i64, String)>) {
+    let mut unfit = Vec::new();
+    let mut opened = Vec::with_capacity(claims.len());
+    for (c, rows) in claims {
+        let mut ready = Vec::with_capacity(rows.len());
+        for mut m in rows {
+            match open_stored(seal, m.sealed, std::mem::take(&mut m.data.0)) {
+                Ok(data) => ready.push((m, data)),
+                Err(Unreadable::Unsealable) => return (Err(UNSEALABLE), unfit),
+                Err(why @ Unreadable::Undeliverable(_)) => {
+                    unfit.push((c.id, m.offset, why.to_string()))
+                }
+            }
+        }
+        opened.push((c, ready));
+    }
+    opened.retain(|(_, rows)| !rows.is_empty());
+    (Ok(opened), unfit)
 }
 
 pub(crate) async fn pop(
-    pool: &Db,
-    rotation: &Rotation,
+    b: &super::PgBroker,
     route: &PopRoute,
     q: &PopQuery,
-    seal: Option<&Sealer>,
 ) -> Result<Popped, sqlx::Error> {
     let pop = Pop::new(route, q);
+    // A claim whose every message was set aside (POP-16) claims again: what follows
+    // them is deliverable now.
+    for _ in 0..SET_ASIDE_RETRIES {
+        let (popped, set_aside) = attempt(b, &pop).await?;
+        if !(set_aside && matches!(popped, Popped::Empty)) {
+            return Ok(popped);
+        }
+    }
+    Ok(Popped::Empty)
+}
+
+/// How often one pop claims again after setting aside everything it claimed.
+const SET_ASIDE_RETRIES: usize = 4;
+
+/// One walk and its answer, and whether it set any message aside.
+async fn attempt(b: &super::PgBroker, pop: &Pop<'_>) -> Result<(Popped, bool), sqlx::Error> {
+    let (pool, rotation) = (&b.inner.pool, &b.inner.rotation);
     let mut conn = pool.acquire().await?;
-    let mut head = head(&mut conn, &pop, rotation).await?;
+    let mut head = head(&mut conn, pop, rotation).await?;
     // MAINT-2 / POP-6: a bare 204 while pop maintenance is on.
     if head.paused {
-        return Ok(Popped::Paused);
+        return Ok((Popped::Paused, false));
     }
     if !head.ready {
-        set_up(conn, &pop, &head).await?;
-        head = head_again(pool, &pop, rotation).await?;
+        set_up(conn, pop, &head).await?;
+        head = head_again(pool, pop, rotation).await?;
         if head.paused {
-            return Ok(Popped::Paused);
+            return Ok((Popped::Paused, false));
         }
     } else {
         drop(conn);
     }
     let claims = if head.claims.is_empty() && !head.skipped.is_empty() {
-        second_pass(pool, &pop, head.skipped).await?
+        second_pass(pool, pop, head.skipped).await?
     } else {
         head.claims
     };
     if let Some((c, _)) = claims.last() {
         rotation.claimed(pop.scope.clone(), pop.group, c);
     }
-    deliver(pool, &pop, claims, seal).await
+    deliver(b, pop, claims).await
 }
 
 /// The head once more, after set-up, on a connection of its own.
@@ -497,24 +559,19 @@ async fn claim(
 }
 
 /// A claimed message on the wire.
-fn message(
-    shared: &Shared,
-    stamp: &mut Stamp,
-    m: Claimed,
-    seal: Option<&Sealer>,
-) -> Result<PopMessage, &'static str> {
-    Ok(PopMessage {
+fn message(shared: &Shared, stamp: &mut Stamp, m: Claimed, data: RawJson) -> PopMessage {
+    PopMessage {
         id: m.id.to_string(),
         transaction_id: m.transaction_id,
         trace_id: m.trace_id.map(|t| t.to_string()),
-        data: open_raw(seal, m.sealed, m.data.0)?,
+        data,
         producer_sub: m.producer_sub,
         created_at: stamp.of(m.created_at).to_string(),
         partition_id: shared.partition_id.clone(),
         partition: shared.partition.to_string(),
         lease_id: shared.lease_id.to_string(),
         consumer_group: shared.group.to_string(),
-    })
+    }
 }
 
 /// What every message of one claimed partition says alike, formatted once.

@@ -5,10 +5,9 @@
 //! retried again, never a message lost.
 
 use super::PgBroker;
-use crate::seal::open_row;
+use crate::seal::{open_stored, Unreadable};
 use queen_reference::model::redrive::RETRY_UNDER_MAINTENANCE;
 use queen_reference::wire::*;
-use serde_json::Value;
 use uuid::Uuid;
 
 #[derive(sqlx::FromRow)]
@@ -16,7 +15,7 @@ struct Retried {
     offset: i64,
     queue: String,
     partition: String,
-    data: Value,
+    data: super::rows::JsonText,
     sealed: bool,
     trace_id: Option<Uuid>,
     producer_sub: Option<String>,
@@ -50,14 +49,17 @@ pub(crate) async fn retry(
     if super::admin::switch(pool, "push_maintenance").await? {
         return Ok(Answer::error(503, RETRY_UNDER_MAINTENANCE));
     }
-    let data = match open_row(b.seal(), r.sealed, r.data) {
+    // A payload no consumer could read stays a dead letter (POP-16): going back would
+    // only set it aside again.
+    let data = match open_stored(b.seal(), r.sealed, r.data.0) {
         Ok(d) => d,
-        Err(why) => return Ok(Answer::error(500, why)),
+        Err(why @ Unreadable::Unsealable) => return Ok(Answer::error(500, why)),
+        Err(why) => return Ok(Answer::error(400, format!("{why}; it stays a dead letter"))),
     };
     let item = PushItem {
         queue: r.queue,
         partition: r.partition,
-        payload: Payload::Given(queen_reference::wire::RawJson::from_value(&data)),
+        payload: Payload::Given(data),
         transaction_id: None,
         trace_id: r.trace_id.map(|t| t.to_string()),
         producer_sub: r.producer_sub,

@@ -9,8 +9,8 @@
 //! bytewise (`COLLATE "C"`), whatever the database's collation.
 
 use super::db::Db;
-use super::rows::iso;
-use crate::seal::{open_row, Sealer};
+use super::rows::{iso, JsonText};
+use crate::seal::{shown, Sealer};
 use chrono::{DateTime, Utc};
 use queen_reference::wire::*;
 use serde_json::Value;
@@ -524,7 +524,7 @@ pub(super) struct MessageSql {
     partition_id: Uuid,
     queue: String,
     partition: String,
-    data: Value,
+    data: JsonText,
     sealed: bool,
     created_at: DateTime<Utc>,
     producer_sub: Option<String>,
@@ -535,6 +535,7 @@ pub(super) struct MessageSql {
 
 impl MessageSql {
     pub(super) fn core(&self, seal: Option<&Sealer>) -> Result<MessageCore, &'static str> {
+        let (data, data_error) = shown(seal, self.sealed, self.data.0.clone())?;
         Ok(MessageCore {
             id: self.id.to_string(),
             transaction_id: self.transaction_id.clone(),
@@ -542,7 +543,8 @@ impl MessageSql {
             partition_id: self.partition_id.to_string(),
             queue: self.queue.clone(),
             partition: self.partition.clone(),
-            data: open_row(seal, self.sealed, self.data.clone())?,
+            data,
+            data_error,
             created_at: iso(self.created_at),
             producer_sub: self.producer_sub.clone(),
         })

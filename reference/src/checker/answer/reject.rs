@@ -48,7 +48,10 @@ fn route_rule(family: &str, status: u16) -> (RuleId, Level) {
 /// Bad input: some 4xx (hard: anything else may have changed something), the rule's
 /// exact status and a body `{"error": "..."}` (soft).
 pub(super) fn rejected(cx: &mut Cx, e: &WireError, actual: &HttpResponse, path: &str) -> Check {
-    let (rule, level) = rejection_rule(path, e.status);
+    let (rule, level) = match e.rule {
+        Some(rule) => (rule, rule.level()),
+        None => rejection_rule(path, e.status),
+    };
     cx.status(e.status, actual.status, rule, level)?;
     let text = actual
         .body
