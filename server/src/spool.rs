@@ -43,8 +43,9 @@ pub struct Spool {
     pending: AtomicUsize,
     /// Most bytes waiting for replay (PUSH-10).
     capacity: u64,
-    /// Items moved to the quarantine file beside the spool (PUSH-12).
-    quarantined: AtomicUsize,
+    /// The quarantine file's length and items when last counted (PUSH-12): counted again
+    /// only when its length changed, since an operator may move it away at any time.
+    quarantined: std::sync::Mutex<(u64, usize)>,
 }
 
 /// What `/health` and the metrics say of a spool (HEALTH-2).
@@ -148,13 +149,6 @@ fn quarantine_lines(p: &Path, lines: &[&[u8]]) -> std::io::Result<()> {
         q.write_all(line)?;
     }
     q.sync_data()
-}
-
-/// The items in the quarantine beside `p` (0 when there is none).
-fn quarantined_items(p: &Path) -> usize {
-    File::open(quarantine_path(p))
-        .and_then(|f| count_items(&f, 0))
-        .unwrap_or(0)
 }
 
 /// The committed offset recorded beside `p` (0 when none, or when it is past the end:
@@ -308,7 +302,6 @@ impl Spool {
                 path.display()
             );
         }
-        let quarantined = quarantined_items(&path);
         Ok(Spool {
             file: tokio::sync::Mutex::new(file),
             path,
@@ -316,7 +309,7 @@ impl Spool {
             len: AtomicU64::new(len),
             pending: AtomicUsize::new(pending),
             capacity,
-            quarantined: AtomicUsize::new(quarantined),
+            quarantined: Default::default(),
         })
     }
 
@@ -427,8 +420,6 @@ impl Spool {
             })?;
             quarantine_lines(&self.path, &[&bytes])?;
         }
-        self.quarantined
-            .fetch_add(chunk.items.len(), Ordering::SeqCst);
         let mut chunk = chunk;
         chunk.unreadable.clear();
         self.commit(chunk).await
@@ -436,7 +427,14 @@ impl Spool {
 
     /// Items in the quarantine file (PUSH-12).
     pub fn quarantined(&self) -> usize {
-        self.quarantined.load(Ordering::SeqCst)
+        let path = quarantine_path(&self.path);
+        let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+        let mut known = self.quarantined.lock().expect("quarantine count lock");
+        if known.0 != len {
+            let items = File::open(&path).and_then(|f| count_items(&f, 0));
+            *known = (len, items.unwrap_or(0));
+        }
+        known.1
     }
 
     /// Records that `chunk` is stored: the offset moves past it, and the file is emptied

@@ -98,8 +98,23 @@ pub struct ErrorBody {
 
 /// Parses a request body as JSON, or explains why it is not.
 pub fn parse_json(body: &[u8]) -> Result<Value, WireError> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| WireError::bad(format!("body is not valid JSON: {e}")))?;
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        let e = e.to_string();
+        let lone = std::str::from_utf8(body).ok().and_then(raw::lone_surrogate);
+        if let Some(unit) = lone {
+            return WireError::bad(format!(
+                "body holds a lone UTF-16 surrogate escape ({unit}), which is not a \
+                 character (PUSH-11)"
+            ));
+        }
+        match e.starts_with("recursion limit exceeded") {
+            true => WireError::bad(format!(
+                "body is nested too deeply to read ({e}); a payload may nest at most \
+                 {PAYLOAD_DEPTH_LIMIT} levels (PUSH-11)"
+            )),
+            false => WireError::bad(format!("body is not valid JSON: {e}")),
+        }
+    })?;
     if has_nul(&v) {
         return Err(WireError::bad(NUL_ERROR));
     }

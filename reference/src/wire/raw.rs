@@ -67,6 +67,19 @@ pub enum Undeliverable {
 /// surrogate only with its low one). One pass over the bytes, no tree: it runs on every
 /// pushed payload and on every message a pop delivers.
 pub fn deliverable(text: &str) -> Result<(), Undeliverable> {
+    nested_within(text, PAYLOAD_DEPTH_LIMIT)
+}
+
+/// The first lone surrogate escape in the strings of `text`, any JSON text (a whole body).
+pub fn lone_surrogate(text: &str) -> Option<String> {
+    match nested_within(text, usize::MAX) {
+        Err(Undeliverable::LoneSurrogate(u)) => Some(u),
+        _ => None,
+    }
+}
+
+/// [`deliverable`] with `limit` levels.
+fn nested_within(text: &str, limit: usize) -> Result<(), Undeliverable> {
     let b = text.as_bytes();
     let (mut depth, mut i) = (0usize, 0usize);
     while i < b.len() {
@@ -74,7 +87,7 @@ pub fn deliverable(text: &str) -> Result<(), Undeliverable> {
             b'"' => i = string_end(b, i + 1)?,
             b'[' | b'{' => {
                 depth += 1;
-                if depth > PAYLOAD_DEPTH_LIMIT {
+                if depth > limit {
                     return Err(Undeliverable::TooDeep);
                 }
                 i += 1;
