@@ -17,7 +17,7 @@ use queen_tests::{memory_server, pg_server_with};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-const SECRET: &str = "conformance-auth-test-secret";
+const SECRET: &str = "conformance-auth-test-secret-32-bytes-long";
 
 async fn run_with_tokens(url: &str, label: &str, lockstep: bool) -> RunResults {
     let tokens = Tokens::minted(SECRET, None, None);

@@ -98,7 +98,7 @@ async fn python_client_with_a_token_against_the_pg_engine() {
     let Some(python) = python_or_skip() else {
         return;
     };
-    const SECRET: &str = "python-interop-secret";
+    const SECRET: &str = "python-interop-secret-of-32-bytes-or-more";
     let server = pg_server_with(|c| {
         c.auth.jwt_enabled = true;
         c.auth.jwt_secret = Some(SECRET.into());

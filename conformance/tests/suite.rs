@@ -43,7 +43,7 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
     a.timeline = Some(dir.join("timeline.html"));
     // Authentication on (section 14): the embedded server checks the suite's minted
     // tokens, so the auth cases run and every other case and run carries a token.
-    a.jwt_secret = Some("suite-test-secret".into());
+    a.jwt_secret = Some("suite-test-secret-of-32-bytes-or-more".into());
     let t0 = Instant::now();
     let report = cli::run(&a).await.expect("the suite runs");
     let took = t0.elapsed();

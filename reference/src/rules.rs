@@ -131,6 +131,8 @@ pub mod ids {
     pub const PUSH_12: RuleId = RuleId("PUSH-12");
     /// a pop never commits what it did not answer; undeliverable messages are set aside
     pub const POP_16: RuleId = RuleId("POP-16");
+    /// escapes in paths and query strings decode to UTF-8, or the request is 400
+    pub const WIRE_1: RuleId = RuleId("WIRE-1");
     /// a pop never removes; leases (committed, end] in offset order
     pub const POP_1: RuleId = RuleId("POP-1");
     /// claimable: visible message past cursor and no live lease
@@ -302,6 +304,11 @@ pub const OPERATIONAL: &[RuleId] = &[
     PUSH_10, PUSH_12, POP_16, HEALTH_2, HEALTH_3, LIMIT_1, ERR_1, CONN_1, STOP_1, AUTH_5, ENC_3,
     CLUSTER_3, CLUSTER_4,
 ];
+/// Rules a conformance case cannot state through the suite's typed requests (a query
+/// pair is text, so it cannot carry bytes that are not UTF-8): our server's tests check
+/// them.
+pub const UNTYPED: &[RuleId] = &[WIRE_1];
+
 use Level::{Open, Project, Seed};
 
 /// Every rule id of PROTOCOL.md, in the order of the spec.
@@ -375,6 +382,11 @@ pub const RULES: &[Rule] = &[
         id: POP_16,
         level: Project,
         title: "a pop never commits what it did not answer; undeliverable messages are set aside",
+    },
+    Rule {
+        id: WIRE_1,
+        level: Project,
+        title: "escapes in paths and query strings decode to UTF-8, or the request is 400",
     },
     Rule {
         id: POP_1,

@@ -148,9 +148,9 @@ async fn finish_in_flight(
 /// out at shutdown before the rest (idle, or still sending a head) are closed.
 const ANSWERS_FLUSH: Duration = Duration::from_millis(250);
 
-/// HTTP/1 with the CONN-1 head timeout and a small read buffer: a parked long poll
+/// HTTP/1 with the CONN-1 head timeout and a bounded read buffer: a parked long poll
 /// keeps its connection's buffer for as long as it waits, and ten thousand of them
-/// should not cost ten thousand 16 KiB buffers (hyper's adaptive default grows to that).
+/// should not cost ten thousand buffers of hyper's default bound (about 400 KiB).
 fn http_builder(config: &Config) -> hyper::server::conn::http1::Builder {
     let mut http = hyper::server::conn::http1::Builder::new();
     http.max_buf_size(READ_BUFFER)
@@ -169,8 +169,11 @@ fn refuse(stream: tokio::net::TcpStream, peer: std::net::SocketAddr) {
     let _ = stream.try_write(BUSY);
 }
 
-/// The most a connection's read buffer grows to (hyper's minimum).
-const READ_BUFFER: usize = 8192;
+/// The most a connection's read buffer grows to, and so the largest request head hyper
+/// reads: room for `routes::HEADER_LIMIT` of headers, answered with a JSON 431 above it,
+/// and a request line. The buffer starts small and grows only on a connection that
+/// needs it, so parked long polls keep small ones.
+const READ_BUFFER: usize = 2 * crate::routes::HEADER_LIMIT;
 
 /// Resolves on SIGTERM or ctrl-c. The handlers are installed when this is called, not
 /// when the future is first polled, so a SIGTERM that arrives as soon as the server says

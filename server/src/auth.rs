@@ -184,6 +184,9 @@ impl Authenticator {
 
 /// The algorithm and its key. Only the three the settings name: a token must be signed
 /// with the configured one (`Validation` refuses every other, `none` included).
+/// AUTH-5: the shortest HS256 secret accepted, 256 bits.
+pub const MIN_HS256_SECRET_BYTES: usize = 32;
+
 fn decoding_key(c: &AuthConfig) -> Result<(Algorithm, DecodingKey), String> {
     let pem = || -> Result<Vec<u8>, String> {
         let v = c.jwt_public_key.as_deref().ok_or_else(|| {
@@ -201,9 +204,15 @@ fn decoding_key(c: &AuthConfig) -> Result<(Algorithm, DecodingKey), String> {
     let bad_key = |e: jsonwebtoken::errors::Error| format!("JWT_PUBLIC_KEY is not usable: {e}");
     match c.jwt_algorithm.to_ascii_uppercase().as_str() {
         "HS256" => match c.jwt_secret.as_deref() {
-            Some(s) if !s.is_empty() => {
+            // RFC 7518 3.2: an HS256 key has at least as many bits as the hash, 256.
+            Some(s) if s.len() >= MIN_HS256_SECRET_BYTES => {
                 Ok((Algorithm::HS256, DecodingKey::from_secret(s.as_bytes())))
             }
+            Some(s) if !s.is_empty() => Err(format!(
+                "JWT_SECRET has {} bytes; HS256 needs at least {MIN_HS256_SECRET_BYTES} (256 \
+                 bits), or a token can be forged by guessing it (`openssl rand -hex 32` makes one)",
+                s.len()
+            )),
             _ => Err("JWT_ENABLED with HS256 needs a non-empty JWT_SECRET".into()),
         },
         "RS256" => Ok((

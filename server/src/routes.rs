@@ -67,6 +67,9 @@ pub fn router(state: AppState) -> Router {
 
 async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     let _counted = InFlight::enter(&app.in_flight);
+    if let Some(refusal) = oversized_head(&req) {
+        return render(refusal);
+    }
     let verified = match admitted(&app, &req) {
         Ok(v) => v,
         Err(refusal) => return render(Answer::error(refusal.status, refusal.message)),
@@ -132,6 +135,25 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
     render(scrub_internal_error(answer, &request_id))
 }
 
+/// CONN-1: the most bytes of header lines a request may carry; a larger head is 431
+/// with a JSON error, so a large token still reaches AUTH-4 below this.
+pub const HEADER_LIMIT: usize = 32 * 1024;
+
+/// The 431 for a request whose header lines pass [`HEADER_LIMIT`].
+fn oversized_head(req: &AxumRequest) -> Option<Answer> {
+    let bytes: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    (bytes > HEADER_LIMIT).then(|| {
+        Answer::error(
+            431,
+            format!("the request's headers hold {bytes} bytes; at most {HEADER_LIMIT} are read"),
+        )
+    })
+}
+
 /// AUTH-4: the request's caller, or the 401/403 to answer before the body is read.
 fn admitted(
     app: &AppState,
@@ -176,11 +198,15 @@ async fn parse(app: &AppState, req: AxumRequest) -> Result<Request, Box<Answer>>
             )))
         }
     };
-    let query = parts
+    let query = match parts
         .uri
         .query()
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default();
+        .map(queen_reference::wire::decode_query)
+        .transpose()
+    {
+        Ok(pairs) => pairs.unwrap_or_default(),
+        Err(e) => return Err(Box::new(Answer::error(e.status, e.message))),
+    };
     let http = HttpRequest {
         method: parts.method.as_str().to_string(),
         path: parts.uri.path().to_string(),

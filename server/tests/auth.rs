@@ -12,7 +12,7 @@ use queen_server::memory::MemoryBroker;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
-const SECRET: &str = "test-secret";
+const SECRET: &str = "test-secret-of-at-least-thirty-two-bytes";
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!(
@@ -289,9 +289,13 @@ async fn auth_2_producer_sub_round_trips_and_is_null_without_a_sub() {
 #[tokio::test]
 async fn auth_5_settings_that_cannot_work_stop_the_start() {
     type Tweak = fn(&mut Config);
-    let cases: [(&str, Tweak); 5] = [
+    let cases: [(&str, Tweak); 7] = [
         ("no secret", |c| c.auth.jwt_secret = None),
         ("empty secret", |c| c.auth.jwt_secret = Some(String::new())),
+        ("a 1-byte secret", |c| c.auth.jwt_secret = Some("k".into())),
+        ("a 31-byte secret", |c| {
+            c.auth.jwt_secret = Some("k".repeat(31))
+        }),
         ("unknown algorithm", |c| {
             c.auth.jwt_algorithm = "HS512".into()
         }),

@@ -543,3 +543,161 @@ async fn a_push_writer_that_dies_is_started_again() {
         .as_str()
         .is_some_and(|t| t.ends_with('Z')));
 }
+
+/// CFG-4: a kept option's number that PostgreSQL's `numeric` cannot hold is a 400 that
+/// writes nothing (it was a 500); the edges that fit are kept, and so is an empty key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cfg_4_numbers_postgresql_cannot_keep_are_400_and_an_empty_key_is_kept() {
+    let app = pg_app("cfgnumbers").await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    let configure = |text: &str| {
+        let body = format!(r#"{{"queue":"q","options":{{"x":{text}}}}}"#);
+        c.post(format!("{base}/api/v1/configure"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    for past in ["1e1000000", "1e-20000", "-1e131073"] {
+        let r = configure(past).await.unwrap();
+        assert_eq!(r.status().as_u16(), 400, "{past}");
+        assert!(r.text().await.unwrap().contains("digits"), "{past}");
+    }
+    let queues: i64 = sqlx::query_scalar("SELECT count(*) FROM queen_queues")
+        .fetch_one(app.broker.pool())
+        .await
+        .unwrap();
+    assert_eq!(queues, 0, "a refused configure writes nothing");
+    for fits in ["1e131071", "1e-16383"] {
+        let r = configure(fits).await.unwrap();
+        assert_eq!(
+            r.status().as_u16(),
+            200,
+            "{fits}: {}",
+            r.text().await.unwrap()
+        );
+    }
+    let (s, b) = post(
+        &c,
+        &format!("{base}/api/v1/configure"),
+        &json!({"queue": "q", "options": {"": 1}}),
+    )
+    .await;
+    assert_eq!((s, &b.unwrap()["options"][""]), (200, &json!(1)));
+}
+
+/// MGMT-1, MGMT-5: the messages of a queue named in the path that does not exist are
+/// 404, on both engines, while the same filter on `/api/v1/messages` is an empty page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_5_the_messages_of_a_missing_queue_are_404() {
+    let app = pg_app("missingmsgs").await;
+    let memory = queen_server::app::spawn(
+        std::sync::Arc::new(queen_server::memory::MemoryBroker::new(30_000, 1 << 20)),
+        &config(&app.dir),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let c = reqwest::Client::new();
+    for base in [app.server.url(), memory.url()] {
+        let (s, b) = get(&c, &format!("{base}/api/v1/status/queues/nowhere/messages")).await;
+        assert_eq!(s, 404, "{base}: {b:?}");
+        let (s, b) = get(&c, &format!("{base}/api/v1/messages?queue=nowhere")).await;
+        assert_eq!((s, &b.unwrap()["total"]), (200, &json!(0)), "{base}");
+        // A queue that exists but holds nothing is an empty page.
+        post(
+            &c,
+            &format!("{base}/api/v1/configure"),
+            &json!({"queue": "empty"}),
+        )
+        .await;
+        let (s, _) = get(&c, &format!("{base}/api/v1/status/queues/empty/messages")).await;
+        assert_eq!(s, 200, "{base}");
+    }
+}
+
+/// WIRE-1: an escape in a query string that is not UTF-8 is a 400 (as it is in a path),
+/// never a group named with U+FFFD that the client did not send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wire_1_query_escapes_that_are_not_utf8_are_400_and_make_no_group() {
+    let app = pg_app("queryutf8").await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    post(
+        &c,
+        &format!("{base}/api/v1/push"),
+        &json!({"items": [{"queue": "q", "payload": 1}]}),
+    )
+    .await;
+    for url in [
+        format!("{base}/api/v1/pop/queue/q?consumerGroup=%ff&autoAck=true"),
+        format!("{base}/api/v1/pop/queue/q?consumerGroup=a%c3"),
+        format!("{base}/api/v1/dlq?queue=%fe"),
+    ] {
+        let (s, b) = get(&c, &url).await;
+        assert_eq!(s, 400, "{url}");
+        assert!(b.unwrap()["error"].as_str().unwrap().contains("UTF-8"));
+    }
+    let cursors: i64 = sqlx::query_scalar("SELECT count(*) FROM queen_cursors")
+        .fetch_one(app.broker.pool())
+        .await
+        .unwrap();
+    assert_eq!(cursors, 0, "no group consumed anything");
+    let (s, _) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/q?consumerGroup=%C3%A9"),
+    )
+    .await;
+    assert_eq!(s, 200, "a name that decodes to UTF-8 is an ordinary group");
+}
+
+/// MGMT-2, MGMT-3: an offset past 2^32 and a lag past 2^64 are integers ≥ 0 like any
+/// other: an empty page, and no group lagging that much.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_2_offsets_and_lags_of_any_size_are_pages() {
+    let app = pg_app("bignumbers").await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    post(
+        &c,
+        &format!("{base}/api/v1/push"),
+        &json!({"items": [{"queue": "q", "payload": 1}]}),
+    )
+    .await;
+    let (s, b) = get(
+        &c,
+        &format!("{base}/api/v1/resources/queues?offset=4294967296"),
+    )
+    .await;
+    let b = b.unwrap();
+    assert_eq!(
+        (s, &b["total"], &b["offset"]),
+        (200, &json!(1), &json!(4294967296u64)),
+        "{b}"
+    );
+    assert_eq!(b["queues"], json!([]));
+    let (s, b) = get(
+        &c,
+        &format!("{base}/api/v1/messages?offset=99999999999999999999999"),
+    )
+    .await;
+    assert_eq!((s, &b.unwrap()["messages"]), (200, &json!([])));
+    let url = format!("{base}/api/v1/consumer-groups/lagging?minLagSeconds=18446744073709551616");
+    let (s, b) = get(&c, &url).await;
+    assert_eq!((s, &b.unwrap()["consumerGroups"]), (200, &json!([])));
+}
+
+/// CONN-1, AUTH-4: header lines up to 32 KiB are read (a large token reaches its 401);
+/// more is a 431 with a JSON error, not a bare status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conn_1_headers_up_to_32_kib_are_read_and_more_is_a_json_431() {
+    let app = pg_app("bighead").await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    let with = |bytes: usize| {
+        c.get(format!("{base}/health"))
+            .header("x-padding", "p".repeat(bytes))
+            .send()
+    };
+    assert_eq!(with(30 * 1024).await.unwrap().status().as_u16(), 200);
+    let r = with(40 * 1024).await.unwrap();
+    assert_eq!(r.status().as_u16(), 431);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("32768"), "{body}");
+}

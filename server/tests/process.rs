@@ -107,6 +107,10 @@ async fn two_processes_on_one_database_share_leases_and_wake_each_other() {
             ("PORT", port.to_string()),
             ("DATABASE_URL", db.url().to_string()),
             ("SPOOL_DIR", dir.join(spool).display().to_string()),
+            // A parked pop looks again only after a minute: one answered before its
+            // timeout was woken by the other process's notification, on any machine.
+            ("POP_WAIT_INITIAL_INTERVAL_MS", "60000".to_string()),
+            ("POP_WAIT_MAX_INTERVAL_MS", "60000".to_string()),
         ]
     };
     let a = Server::start(&env(pa, "spool-a"), &dir);
@@ -150,7 +154,7 @@ async fn two_processes_on_one_database_share_leases_and_wake_each_other() {
             (r, Instant::now())
         })
     };
-    tokio::time::sleep(Duration::from_millis(2500)).await; // parked past the 1 s backoff cap
+    tokio::time::sleep(Duration::from_millis(2500)).await; // parked
     let pushed = Instant::now();
     post(
         &c,
@@ -159,13 +163,10 @@ async fn two_processes_on_one_database_share_leases_and_wake_each_other() {
     )
     .await;
     let ((s, _), woke) = parked.await.unwrap();
-    assert_eq!(s, 200);
+    // Delivered before its 10 s timeout with no re-check due for a minute: woken.
+    assert_eq!(s, 200, "the parked pop was woken by the push on the other process");
     let latency = woke.duration_since(pushed);
     eprintln!("cross-process wake-up: {latency:?} from push start to pop return");
-    assert!(
-        latency < Duration::from_millis(500),
-        "woken {latency:?} after the push on the other process"
-    );
     a.terminate();
     b.terminate();
     let _ = std::fs::remove_dir_all(&dir);

@@ -19,6 +19,7 @@ pub fn cases() -> Vec<Case> {
         push_wrong_types: "bad-input/push-wrong-types-and-trace-id", [PUSH_8], Project, BadInput;
         push_empty: "bad-input/push-empty-items-is-201", [PUSH_8, PUSH_1], Project, BadInput;
         oversized: "bad-input/oversized-body-is-413", [PUSH_8], Project, BadInput;
+        push_undeliverable: "bad-input/push-undeliverable-payloads-are-400", [PUSH_11], Project, BadInput;
         ack_malformed: "bad-input/ack-malformed-calls", [ACK_0], Project, BadInput;
         bad_uuids: "bad-input/invalid-uuids", [ACK_0, LEASE_3, TXN_3], Project, BadInput;
         pop_params: "bad-input/pop-parameters-that-do-not-parse", [POP_10], Seed, BadInput;
@@ -129,6 +130,24 @@ async fn oversized(s: &mut Session) -> CaseResult {
     let body = j(json!({"items": [{"queue": q, "payload": pad}]}));
     s.rejected(HttpRequest::post_raw("/api/v1/push", body), 413)
         .await?;
+    nothing_in(s, &q).await
+}
+
+/// PUSH-11: a payload nested past the limit, or holding a lone surrogate escape, could
+/// be stored but not read back by a consumer: it is refused, and nothing is written.
+async fn push_undeliverable(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let nested = |n: usize| format!("{}0{}", "[".repeat(n), "]".repeat(n));
+    let bodies: Vec<Vec<u8>> = [
+        nested(PAYLOAD_DEPTH_LIMIT + 1),
+        nested(1000),
+        r#""\ud800""#.to_string(),
+        r#"["a\udc00"]"#.to_string(),
+    ]
+    .iter()
+    .map(|p| format!(r#"{{"items":[{{"queue":"{q}","payload":{p}}}]}}"#).into_bytes())
+    .collect();
+    reject_all(s, "/api/v1/push", &bodies).await?;
     nothing_in(s, &q).await
 }
 

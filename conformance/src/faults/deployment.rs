@@ -313,7 +313,12 @@ impl Deployment {
     }
 
     pub fn url(&self, i: usize) -> String {
-        format!("http://127.0.0.1:{}", self.servers[i].port)
+        format!("http://127.0.0.1:{}", self.port(i))
+    }
+
+    /// The port server `i` listens on.
+    pub fn port(&self, i: usize) -> u16 {
+        self.servers[i].port
     }
 
     pub fn servers(&self) -> usize {

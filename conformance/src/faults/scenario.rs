@@ -27,7 +27,13 @@ pub async fn run(fault: Fault, opts: &Options) -> Report {
         }
     };
     let settings = CheckSettings::default();
-    let targets = client_targets(&d, fault, opts, &settings);
+    let (targets, _slow) = match client_targets(&d, fault, opts, &settings).await {
+        Ok(t) => t,
+        Err(e) => {
+            report.problems.push(e);
+            return report;
+        }
+    };
     // The last server: `spool-orphan` kills the first for good.
     let drain_target = Target::new(&d.url(d.servers() - 1), settings.clone());
     let injector = tokio::spawn(inject(d, fault, opts.clone(), Instant::now()));
@@ -61,34 +67,46 @@ pub async fn run(fault: Fault, opts: &Options) -> Report {
 }
 
 /// The targets the workload's clients call: one per server, and for `client-timeouts`
-/// enough patient clients on server 0 plus one impatient one.
-fn client_targets(
+/// enough patient clients on server 0 plus one impatient one, which reaches it through
+/// a forwarder that holds every other answer back past the client's timeout (kept alive
+/// by the second value).
+async fn client_targets(
     d: &Deployment,
     fault: Fault,
     opts: &Options,
     settings: &CheckSettings,
-) -> Vec<Target> {
+) -> Result<(Vec<Target>, Option<super::proxy::Proxy>), String> {
     let mut targets: Vec<Target> = d
         .urls()
         .iter()
         .map(|u| Target::new(u, settings.clone()))
         .collect();
-    if fault == Fault::ClientTimeouts {
-        // The last client gives up after `short_timeout_ms`: its calls are mostly
-        // unknown while the others' answers pin down what happened. (Each unknown pop
-        // keeps many model states possible: more impatient clients make the search
-        // run out of time rather than find more.)
-        while targets.len() + 1 < opts.clients.max(2) {
-            targets.push(targets[0].clone());
-        }
-        let mut impatient = Target::new(&d.url(0), settings.clone());
-        impatient.client = reqwest::Client::builder()
-            .timeout(Duration::from_millis(opts.short_timeout_ms))
-            .build()
-            .expect("an HTTP client builds");
-        targets.push(impatient);
+    if fault != Fault::ClientTimeouts {
+        return Ok((targets, None));
     }
-    targets
+    // The last client gives up after `short_timeout_ms`: half its calls are unknown
+    // while the others' answers pin down what happened. (Each unknown pop keeps many
+    // model states possible: more impatient clients make the search run out of time
+    // rather than find more.)
+    while targets.len() + 1 < opts.clients.max(2) {
+        targets.push(targets[0].clone());
+    }
+    let timeout = Duration::from_millis(opts.short_timeout_ms);
+    let slow = super::proxy::Slow {
+        delay: timeout * 4,
+        every: 2,
+    };
+    let proxy = super::proxy::Proxy::start_slow(d.port(0), slow).await?;
+    let mut impatient = Target::new(
+        &format!("http://127.0.0.1:{}", proxy.port()),
+        settings.clone(),
+    );
+    impatient.client = reqwest::Client::builder()
+        .timeout(timeout)
+        .build()
+        .expect("an HTTP client builds");
+    targets.push(impatient);
+    Ok((targets, Some(proxy)))
 }
 
 /// Injects `fault` repeatedly for `opts.duration`; returns the deployment and a log.

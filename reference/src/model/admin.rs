@@ -103,7 +103,7 @@ pub fn list_dlq(st: &State, q: &DlqQuery) -> DlqOut {
         total: matching.len() as u64,
         items: matching
             .into_iter()
-            .skip(q.offset as usize)
+            .skip(usize::try_from(q.offset).unwrap_or(usize::MAX))
             .take(q.limit as usize)
             .collect(),
         limit: q.limit,

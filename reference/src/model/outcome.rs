@@ -122,5 +122,5 @@ pub struct DlqOut {
     pub items: Vec<usize>,
     pub total: u64,
     pub limit: u32,
-    pub offset: u32,
+    pub offset: u64,
 }

@@ -147,7 +147,16 @@ pub fn read(
             min_lag_seconds,
             page,
         } => json(&lagging(st, *min_lag_seconds, *page, ctx)),
-        ManageRequest::Messages(q) => json(&messages(st, q, ctx)),
+        ManageRequest::Messages(q) => {
+            if let Some(queue) = q
+                .queue
+                .as_ref()
+                .filter(|n| q.in_path && !st.queues.contains_key(*n))
+            {
+                return Err(no_such_queue(queue));
+            }
+            json(&messages(st, q, ctx))
+        }
         ManageRequest::Analytics(q) => super::analytics::analytics(st, q, ctx)?,
         ManageRequest::Message {
             partition_id,

@@ -180,13 +180,18 @@ fn extras_of(o: &Map<String, Value>) -> Result<ExtraOptions, WireError> {
             extra.len()
         )));
     }
-    if let Some(k) = extra
-        .keys()
-        .find(|k| k.len() > MAX_EXTRA_KEY_BYTES || k.is_empty())
-    {
+    if let Some(k) = extra.keys().find(|k| k.len() > MAX_EXTRA_KEY_BYTES) {
         return Err(WireError::bad(format!(
-            "options key {:?} must be 1 to {MAX_EXTRA_KEY_BYTES} bytes long",
+            "options key {:?} must be at most {MAX_EXTRA_KEY_BYTES} bytes long",
             k.chars().take(40).collect::<String>()
+        )));
+    }
+    if let Some(n) = extra.values().find_map(out_of_range) {
+        return Err(WireError::bad(format!(
+            "options holds the number {:.40} , which no broker on PostgreSQL can keep: a \
+             number may have at most {MAX_INTEGER_DIGITS} digits before the point and \
+             {MAX_FRACTION_DIGITS} after it, its exponent applied (CFG-4)",
+            n
         )));
     }
     let bytes: usize = extra.values().map(|v| v.to_string().len()).sum();
@@ -296,10 +301,88 @@ pub fn parse_configure(body: &Value) -> Result<ConfigureRequest, WireError> {
     })
 }
 
+/// CFG-4: the most digits a kept number may have before its point and after it, once
+/// its exponent is applied (PostgreSQL's `numeric`, which stores option values).
+pub const MAX_INTEGER_DIGITS: i64 = 131_072;
+pub const MAX_FRACTION_DIGITS: i64 = 16_383;
+
+/// The first number in `v` (as written) that passes CFG-4's bounds.
+fn out_of_range(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) => (!number_fits(&n.to_string())).then(|| n.to_string()),
+        Value::Array(a) => a.iter().find_map(out_of_range),
+        Value::Object(o) => o.values().find_map(out_of_range),
+        _ => None,
+    }
+}
+
+/// Whether the JSON number `text` has at most [`MAX_INTEGER_DIGITS`] digits before its
+/// point and [`MAX_FRACTION_DIGITS`] after it, its exponent applied.
+fn number_fits(text: &str) -> bool {
+    let text = text.trim_start_matches('-');
+    let (mantissa, exp) = match text.find(['e', 'E']) {
+        Some(i) => (&text[..i], text[i + 1..].parse::<i64>().unwrap_or(i64::MAX)),
+        None => (text, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let int = int.trim_start_matches('0');
+    let frac_digits = frac.len() as i64;
+    // Digits before the point, and after it, once the point moves `exp` places.
+    let before = if int.is_empty() {
+        let lead = frac.len() - frac.trim_start_matches('0').len();
+        exp.saturating_sub(lead as i64)
+    } else {
+        (int.len() as i64).saturating_add(exp)
+    };
+    let after = frac_digits.saturating_sub(exp);
+    before <= MAX_INTEGER_DIGITS && after <= MAX_FRACTION_DIGITS
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn cfg_4_numbers_past_what_postgresql_keeps_are_400_and_the_rest_are_kept() {
+        let with = |text: &str| {
+            let body: Value =
+                serde_json::from_str(&format!(r#"{{"queue":"q","options":{{"x":[{text}]}}}}"#))
+                    .unwrap();
+            parse_configure(&body)
+        };
+        // The edges, as PostgreSQL 15's jsonb answered them.
+        for fits in [
+            "1e131071",
+            "1e-16383",
+            "123456e-16383",
+            "-1e1001",
+            "0.5",
+            "0",
+            "1E+2",
+        ] {
+            assert!(with(fits).is_ok(), "{fits}");
+        }
+        for past in [
+            "1e1000000",
+            "1e-20000",
+            "-1e131073",
+            "1e131072",
+            "1e-16384",
+            "0e-20000",
+            "1.5e-16383",
+        ] {
+            let e = with(past).unwrap_err();
+            assert_eq!(e.status, 400, "{past}");
+            assert!(e.message.contains("digits"), "{past}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn cfg_4_an_empty_option_key_is_kept() {
+        let body = json!({"queue": "q", "options": {"": 1}});
+        assert_eq!(parse_configure(&body).unwrap().extra[""], json!(1));
+    }
 
     #[test]
     fn cfg_3_bounds_of_namespace_task_and_priority() {

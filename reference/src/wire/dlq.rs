@@ -11,7 +11,7 @@ pub struct DlqQuery {
     pub consumer_group: Option<String>,
     pub partition: Option<String>,
     pub limit: u32,
-    pub offset: u32,
+    pub offset: u64,
 }
 
 /// The largest page the listing serves.
@@ -47,7 +47,7 @@ pub struct DlqResponse {
     pub messages: Vec<DeadLetter>,
     pub total: u64,
     pub limit: u32,
-    pub offset: u32,
+    pub offset: u64,
 }
 
 /// One dead letter: a message filed for one group (DLQ-2).

@@ -23,7 +23,8 @@ pub const DEFAULT_MIN_LAG_SECONDS: u64 = 60;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Page {
     pub limit: u32,
-    pub offset: u32,
+    /// Any integer ≥ 0 (MGMT-2); one past every row is an empty page.
+    pub offset: u64,
 }
 
 impl Default for Page {
@@ -42,7 +43,7 @@ impl Page {
         let mut kept = Vec::new();
         for (i, r) in rows.into_iter().enumerate() {
             total += 1;
-            if i >= self.offset as usize && kept.len() < self.limit as usize {
+            if i as u64 >= self.offset && kept.len() < self.limit as usize {
                 kept.push(r);
             }
         }
@@ -80,6 +81,9 @@ pub enum SeekTo {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MessageQuery {
     pub queue: Option<String>,
+    /// MGMT-5's route named the queue in its path: a queue that does not exist is 404
+    /// (MGMT-1), where the `queue` filter of `/api/v1/messages` simply finds nothing.
+    pub in_path: bool,
     pub partition: Option<String>,
     pub group: String,
     pub status: Option<MessageStatus>,
@@ -242,6 +246,7 @@ pub fn parse_manage(
             named("queue", 4).and_then(|queue| {
                 let mut q = parse_message_query(query)?;
                 q.queue = Some(queue);
+                q.in_path = true;
                 Ok(ManageRequest::Messages(q))
             })
         }
@@ -333,9 +338,9 @@ pub fn parse_page(query: &[(String, String)]) -> Result<Page, WireError> {
                     )))
                 }
             },
-            "offset" => match v.trim().parse::<u32>() {
-                Ok(n) => page.offset = n,
-                _ => {
+            "offset" => match whole_number(v) {
+                Some(n) => page.offset = n,
+                None => {
                     return Err(WireError::bad(format!(
                         "offset must be a non-negative integer, got {v:?}"
                     )))
@@ -350,12 +355,24 @@ pub fn parse_page(query: &[(String, String)]) -> Result<Page, WireError> {
 fn parse_min_lag(query: &[(String, String)]) -> Result<u64, WireError> {
     match query.iter().rev().find(|(k, _)| k == "minLagSeconds") {
         None => Ok(DEFAULT_MIN_LAG_SECONDS),
-        Some((_, v)) => v.trim().parse::<u64>().map_err(|_| {
+        Some((_, v)) => whole_number(v).ok_or_else(|| {
             WireError::bad(format!(
                 "minLagSeconds must be a non-negative integer, got {v:?}"
             ))
         }),
     }
+}
+
+/// An integer ≥ 0 written in decimal digits, of any size: one past `u64::MAX` means the
+/// same as `u64::MAX` to an offset or a lag (past every row, above every lag), so it is
+/// taken as that (MGMT-2, MGMT-3).
+pub fn whole_number(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let digits = v.strip_prefix('+').unwrap_or(v);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(digits.parse::<u64>().unwrap_or(u64::MAX))
 }
 
 fn parse_delete_metadata(query: &[(String, String)]) -> Result<bool, WireError> {
@@ -389,6 +406,7 @@ fn parse_message_query(query: &[(String, String)]) -> Result<MessageQuery, WireE
     };
     Ok(MessageQuery {
         queue: named("queue", "queue")?,
+        in_path: false,
         partition: named("partition", "partition")?,
         group: named("consumerGroup", "consumer group")?
             .unwrap_or_else(|| super::QUEUE_MODE.to_string()),
@@ -437,7 +455,7 @@ fn parse_seek(body: &[u8]) -> Result<SeekTo, WireError> {
 pub struct PageInfo {
     pub total: u64,
     pub limit: u32,
-    pub offset: u32,
+    pub offset: u64,
 }
 
 impl PageInfo {
@@ -947,6 +965,22 @@ pub fn no_such_message(partition_id: &str, transaction_id: &str) -> WireError {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn mgmt_2_any_whole_number_is_an_offset_or_a_lag() {
+        assert_eq!(whole_number("4294967296"), Some(1 << 32));
+        assert_eq!(whole_number("18446744073709551616"), Some(u64::MAX));
+        assert_eq!(whole_number(&"9".repeat(100)), Some(u64::MAX));
+        for bad in ["", "-1", "1.5", "1e3", "x", "+"] {
+            assert_eq!(whole_number(bad), None, "{bad:?}");
+        }
+        let q = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+        assert_eq!(
+            parse_page(&q("offset", "4294967296")).unwrap().offset,
+            1 << 32
+        );
+    }
+
     use super::*;
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {

@@ -147,7 +147,39 @@ impl From<WireError> for Rejection {
 
 /// Decodes `%XX` escapes of one path segment; invalid UTF-8 is a 400.
 pub fn decode_segment(s: &str) -> Result<String, WireError> {
-    let bytes = s.as_bytes();
+    let s = String::from_utf8(percent_decode(s.as_bytes()))
+        .map_err(|_| WireError::bad("path segment is not valid UTF-8"))?;
+    if s.contains('\0') {
+        return Err(WireError::bad(NUL_ERROR));
+    }
+    Ok(s)
+}
+
+/// Decodes a query string (`a=1&b=x+y`, form encoding: `+` is a space) into its pairs.
+/// Escapes that do not decode to UTF-8 are a 400 (WIRE-1), as they are in a path: a
+/// name must never become one the client did not send.
+pub fn decode_query(q: &str) -> Result<Vec<(String, String)>, WireError> {
+    let text = |part: &str| {
+        let bytes = percent_decode(part.replace('+', " ").as_bytes());
+        String::from_utf8(bytes).map_err(|_| {
+            WireError::bad(format!(
+                "query parameter {:?} is not valid UTF-8 once decoded",
+                part.chars().take(40).collect::<String>()
+            ))
+            .under(crate::rules::WIRE_1)
+        })
+    };
+    q.split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            Ok((text(k)?, text(v)?))
+        })
+        .collect()
+}
+
+/// `%XX` escapes decoded to their bytes; a `%` that starts no escape stays as it is.
+fn percent_decode(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
@@ -162,12 +194,7 @@ pub fn decode_segment(s: &str) -> Result<String, WireError> {
         out.push(bytes[i]);
         i += 1;
     }
-    let s =
-        String::from_utf8(out).map_err(|_| WireError::bad("path segment is not valid UTF-8"))?;
-    if s.contains('\0') {
-        return Err(WireError::bad(NUL_ERROR));
-    }
-    Ok(s)
+    out
 }
 
 /// Routes and validates a request. `body_limit` bytes is the most a body may hold (413).
@@ -257,6 +284,18 @@ pub fn parse_request(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn wire_1_query_escapes_that_are_not_utf8_are_400() {
+        let e = decode_query("consumerGroup=%ff&batch=1").unwrap_err();
+        assert_eq!((e.status, e.rule), (400, Some(crate::rules::WIRE_1)));
+        assert_eq!(
+            decode_query("a=x+y%20z&b=%C3%A9&&c&d=%zz").unwrap(),
+            [("a", "x y z"), ("b", "\u{e9}"), ("c", ""), ("d", "%zz")]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -140,7 +140,7 @@ pub(crate) async fn list_dlq(
     .bind(&q.consumer_group)
     .bind(&q.partition)
     .bind(q.limit as i64)
-    .bind(q.offset as i64)
+    .bind(i64::try_from(q.offset).unwrap_or(i64::MAX))
     .fetch_all(&mut *pool.acquire().await?)
     .await?;
     let messages = rows

@@ -187,7 +187,7 @@ pub(crate) async fn messages(
     let picked = pick(
         &spans,
         q.status,
-        i64::from(q.page.offset),
+        i64::try_from(q.page.offset).unwrap_or(i64::MAX),
         q.page.limit as usize,
     );
     let (pids, offs): (Vec<Uuid>, Vec<i64>) =

@@ -77,6 +77,11 @@ pub(crate) async fn read(
             min_lag_seconds,
             page,
         } => Ok(to(lagging(pool, *min_lag_seconds, *page).await?)),
+        ManageRequest::Messages(MessageQuery {
+            queue: Some(queue),
+            in_path: true,
+            ..
+        }) if !queue_exists(pool, queue).await? => Err(no_such_queue(queue)),
         ManageRequest::Messages(q) => match messages(pool, q, seal).await? {
             Ok(page) => Ok(to(page)),
             Err(why) => return Ok(Answer::error(500, why)),
@@ -238,7 +243,7 @@ async fn queues(
             .bind(namespace)
             .bind(task)
             .bind(i64::from(page.limit))
-            .bind(i64::from(page.offset))
+            .bind(i64::try_from(page.offset).unwrap_or(i64::MAX))
             .fetch_all(&mut *pool.acquire().await?)
             .await?;
     Ok(QueuesPage {
@@ -294,7 +299,7 @@ async fn partitions(
     ))
     .bind(queue)
     .bind(i64::from(page.limit))
-    .bind(i64::from(page.offset))
+    .bind(i64::try_from(page.offset).unwrap_or(i64::MAX))
     .fetch_all(&mut *pool.acquire().await?)
     .await?;
     Ok(PartitionsPage {
@@ -373,7 +378,7 @@ async fn groups_page(pool: &Db, page: Page) -> Result<GroupsPage, sqlx::Error> {
         "SELECT consumer_group FROM ({GROUP_NAMES}) g ORDER BY consumer_group COLLATE \"C\" LIMIT $1 OFFSET $2"
     ))
     .bind(i64::from(page.limit))
-    .bind(i64::from(page.offset))
+    .bind(i64::try_from(page.offset).unwrap_or(i64::MAX))
     .fetch_all(&mut *pool.acquire().await?)
     .await?;
     Ok(GroupsPage {
@@ -646,4 +651,12 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for GroupMessageSql {
             row: MessageSql::from_row(row)?,
         })
     }
+}
+
+/// Whether a queue named `name` exists.
+async fn queue_exists(pool: &Db, name: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM queen_queues WHERE name = $1)")
+        .bind(name)
+        .fetch_one(&mut *pool.acquire().await?)
+        .await
 }
