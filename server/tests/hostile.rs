@@ -442,10 +442,13 @@ async fn pop_5_numbers_come_back_as_written() {
     let c = reqwest::Client::new();
     for base in [app.server.url(), mem_server.url()] {
         let popped = push_raw_then_pop(&c, &base, "q", payload).await;
-        // The exponent's spelling is the one thing that may change (POP-5): 1E2 as 1e+2.
-        let want = payload.replace("1E2", "1e+2");
+        // The exponent's spelling is the one thing that may change (POP-5): 1E2 as 1e+2
+        // (the memory engine's model keeps values; the PostgreSQL engine keeps the text).
+        let respelled = payload.replace("1E2", "1e+2");
         assert!(
-            popped.contains(&format!(r#""data":{want}"#)),
+            [payload, respelled.as_str()]
+                .iter()
+                .any(|want| popped.contains(&format!(r#""data":{want}"#))),
             "{base}: {popped}"
         );
     }

@@ -67,7 +67,8 @@ async fn no_arguments_starts_embedded_postgres_and_keeps_data_across_restart() {
         (
             200,
             json!({"status": "healthy", "database": "connected",
-                   "spool": {"items": 0, "bytes": 0, "capacity": 1u64 << 30, "replay": "idle"},
+                   "spool": {"items": 0, "bytes": 0, "capacity": 1u64 << 30, "replay": "idle",
+                             "quarantined": 0},
                    "pushWriterRestarts": 0, "degraded": [],
                    "version": env!("CARGO_PKG_VERSION")})
         )
@@ -164,7 +165,10 @@ async fn two_processes_on_one_database_share_leases_and_wake_each_other() {
     .await;
     let ((s, _), woke) = parked.await.unwrap();
     // Delivered before its 10 s timeout with no re-check due for a minute: woken.
-    assert_eq!(s, 200, "the parked pop was woken by the push on the other process");
+    assert_eq!(
+        s, 200,
+        "the parked pop was woken by the push on the other process"
+    );
     let latency = woke.duration_since(pushed);
     eprintln!("cross-process wake-up: {latency:?} from push start to pop return");
     a.terminate();

@@ -169,8 +169,8 @@ impl Deviation {
             // A 404 of a message route (a deleted message's view, its second delete) is
             // judged under MGMT-6, the route family's rule.
             ErrorKeyMessage => &[
-                "PUSH-8", "ACK-0", "LEASE-3", "CFG-3", "TXN-3", "DLQ-2", "RET-5", "MGMT-3",
-                "MGMT-4", "MGMT-6", "MGMT-12", "MGMT-13",
+                "PUSH-8", "PUSH-11", "ACK-0", "LEASE-3", "CFG-3", "TXN-3", "DLQ-2", "RET-5",
+                "MGMT-3", "MGMT-4", "MGMT-6", "MGMT-12", "MGMT-13",
             ],
             ConfigureMergesOptions => &["CFG-1"],
             // The whole body is replaced: the version and uptime go too.
