@@ -20,6 +20,13 @@ pub async fn delete(c: &reqwest::Client, url: &str) -> (u16, Option<Value>) {
     answer(c.delete(url)).await
 }
 
+/// Pushes one item with `payload` to `queue`, which must answer 201.
+pub async fn push_one(c: &reqwest::Client, base: &str, queue: &str, payload: Value) {
+    let body = serde_json::json!({"items": [{"queue": queue, "payload": payload}]});
+    let (s, b) = post(c, &format!("{base}/api/v1/push"), &body).await;
+    assert_eq!(s, 201, "{b:?}");
+}
+
 /// Pushes one item whose payload is the JSON text `payload`, exactly as written, then
 /// pops `queue`: the pop's body as text.
 pub async fn push_raw_then_pop(
@@ -150,5 +157,35 @@ pub async fn pg_app_with(tag: &str, adjust: impl FnOnce(&mut Config)) -> PgApp {
         broker,
         _db: db,
         dir,
+    }
+}
+
+impl PgApp {
+    /// Stops this server and its broker (the process is gone: its spool's lock with it)
+    /// and starts a new one on the same database and spool directory.
+    pub async fn restart(self) -> PgApp {
+        let PgApp {
+            server,
+            broker,
+            _db,
+            dir,
+        } = self;
+        server.stop().await.unwrap();
+        drop(broker);
+        let cfg = config(&dir);
+        let broker = PgBroker::connect(_db.url(), &cfg).await.unwrap();
+        let server = spawn(
+            Arc::new(broker.clone()),
+            &cfg,
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+        PgApp {
+            server,
+            broker,
+            _db,
+            dir,
+        }
     }
 }

@@ -624,12 +624,7 @@ async fn mgmt_5_the_messages_of_a_missing_queue_are_404() {
 async fn wire_1_query_escapes_that_are_not_utf8_are_400_and_make_no_group() {
     let app = pg_app("queryutf8").await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
-    post(
-        &c,
-        &format!("{base}/api/v1/push"),
-        &json!({"items": [{"queue": "q", "payload": 1}]}),
-    )
-    .await;
+    push_one(&c, &base, "q", json!(1)).await;
     for url in [
         format!("{base}/api/v1/pop/queue/q?consumerGroup=%ff&autoAck=true"),
         format!("{base}/api/v1/pop/queue/q?consumerGroup=a%c3"),
@@ -658,12 +653,7 @@ async fn wire_1_query_escapes_that_are_not_utf8_are_400_and_make_no_group() {
 async fn mgmt_2_offsets_and_lags_of_any_size_are_pages() {
     let app = pg_app("bignumbers").await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
-    post(
-        &c,
-        &format!("{base}/api/v1/push"),
-        &json!({"items": [{"queue": "q", "payload": 1}]}),
-    )
-    .await;
+    push_one(&c, &base, "q", json!(1)).await;
     let (s, b) = get(
         &c,
         &format!("{base}/api/v1/resources/queues?offset=4294967296"),

@@ -574,38 +574,23 @@ async fn push_12_a_refused_spooled_push_is_quarantined_and_the_rest_is_delivered
     assert!(text.contains(r"bad\u0000queue"), "{text}");
 
     // A restart keeps the count; nothing is replayed twice.
-    let PgApp {
-        server,
-        _db,
-        dir,
-        broker,
-    } = app;
-    server.stop().await.unwrap();
-    drop(broker);
-    let cfg = config(&dir);
-    let broker = queen_server::pg::PgBroker::connect(_db.url(), &cfg)
-        .await
-        .unwrap();
-    let pool = broker.pool().clone();
-    let server = spawn(Arc::new(broker), &cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
-    let base = server.url();
+    let app = app.restart().await;
+    let base = app.server.url();
     let (_, h) = get(&c, &format!("{base}/health")).await;
     assert_eq!(h.unwrap()["spool"]["quarantined"], 1);
     // Re-admitted, it is refused again and quarantined again: nothing lost or doubled.
-    std::fs::rename(&kept[0], dir.join("spool-readmitted.jsonl")).unwrap();
+    std::fs::rename(&kept[0], app.dir.join("spool-readmitted.jsonl")).unwrap();
     wait_for(&c, &base, |h| {
         h["spool"]["quarantined"] == 1 && h["spool"]["items"] == 0
     })
     .await;
-    assert_eq!(quarantines(&dir).len(), 1);
+    assert_eq!(quarantines(&app.dir).len(), 1);
     let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM queen_messages")
-        .fetch_one(&pool)
+        .fetch_one(app.broker.pool())
         .await
         .unwrap();
     assert_eq!(stored, 2, "the two good pushes, once each");
-    server.stop().await.unwrap();
+    app.server.stop().await.unwrap();
 }
 
 /// Polls `/health` (up to 20 s) until `done` holds for its body: the body.
