@@ -190,3 +190,31 @@ fn unredact_seconds(v: &mut Value) {
         _ => {}
     }
 }
+
+/// The document's operations are the route table's (`wire::ROUTES`), no more and no
+/// fewer, besides the routes the server answers outside the protocol's requests.
+#[test]
+fn the_operations_are_the_route_table() {
+    use std::collections::BTreeSet;
+    let doc = document();
+    let outside = ["/metrics", "/metrics/prometheus", "/openapi.json"];
+    let documented: BTreeSet<(String, String)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(path, _)| !outside.contains(&path.as_str()))
+        .flat_map(|(path, ops)| {
+            ops.as_object()
+                .unwrap()
+                .keys()
+                .filter(|m| ["get", "post", "delete"].contains(&m.as_str()))
+                .map(|m| (m.to_uppercase(), path.clone()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let table: BTreeSet<(String, String)> = queen_reference::wire::ROUTES
+        .iter()
+        .map(|r| (r.method.to_string(), r.path.to_string()))
+        .collect();
+    assert_eq!(documented, table);
+}

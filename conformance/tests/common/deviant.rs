@@ -546,22 +546,26 @@ enum Route {
 }
 
 impl Route {
+    /// The route of `call`, found in the wire layer's one route table.
     fn of(call: &Call) -> Route {
+        use queen_reference::wire::{find, RouteId as R};
         let segs: Vec<&str> = call.path.trim_end_matches('/').split('/').skip(1).collect();
-        let name = |s: &str, r: fn(String) -> Route| decode_segment(s).map_or(Route::Other, r);
-        match (call.method.as_str(), segs.as_slice()) {
-            ("POST", ["api", "v1", "push"]) => Route::Push,
-            ("GET", ["api", "v1", "pop"]) => Route::Discovery,
-            ("GET", ["api", "v1", "pop", "queue", q]) => name(q, Route::PopQueue),
-            ("GET", ["api", "v1", "pop", "queue", q, "partition", _]) => name(q, Route::PopQueue),
-            ("POST", ["api", "v1", "ack"]) => Route::Ack,
-            ("POST", ["api", "v1", "ack", "batch"]) => Route::AckBatch,
-            ("POST", ["api", "v1", "lease", _, "extend"]) => Route::Extend,
-            ("POST", ["api", "v1", "configure"]) => Route::Configure,
-            ("DELETE", ["api", "v1", "resources", "queues", q]) => name(q, Route::Delete),
-            ("GET", ["api", "v1", "dlq"]) => Route::Dlq,
-            ("GET", ["health"]) => Route::Health,
-            ("POST", ["api", "v1", "system", "maintenance"]) => Route::Maintenance,
+        let Some((route, vars)) = find(call.method.as_str(), &segs) else {
+            return Route::Other;
+        };
+        let name = |r: fn(String) -> Route| decode_segment(vars[0]).map_or(Route::Other, r);
+        match route.id {
+            R::Push => Route::Push,
+            R::PopDiscovery => Route::Discovery,
+            R::PopQueue | R::PopPartition => name(Route::PopQueue),
+            R::Ack => Route::Ack,
+            R::AckBatch => Route::AckBatch,
+            R::Extend => Route::Extend,
+            R::Configure => Route::Configure,
+            R::DeleteQueue => name(Route::Delete),
+            R::Dlq => Route::Dlq,
+            R::Health => Route::Health,
+            R::SetPushMaintenance => Route::Maintenance,
             _ => Route::Other,
         }
     }

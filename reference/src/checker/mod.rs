@@ -490,17 +490,11 @@ impl Checker {
         if matches!(r, Request::Manage(_)) {
             return None;
         }
-        let op = self.worlds[0].ids.resolve(r);
-        let rule = route_rule(&op);
+        let route = r.route().route();
         let f = Finding::new(
-            rule,
+            route.rule,
             Kind::RouteMissing,
-            format!(
-                "{} {} answers {}",
-                req.method,
-                route_shape(&op),
-                actual.status
-            ),
+            format!("{} {} answers {}", req.method, route.path, actual.status),
         )
         .example(format!(
             "{} {} -> {} {}",
@@ -763,85 +757,7 @@ pub fn rules_for(op: &Op) -> Vec<RuleId> {
         Op::SetPushMaintenance(_) | Op::GetPushMaintenance => vec![MAINT_1, PUSH_7],
         Op::SetPopMaintenance(_) | Op::GetPopMaintenance => vec![MAINT_2],
         Op::Health => vec![HEALTH_1],
-        Op::Manage { req, .. } => vec![crate::model::manage_rule(req), MGMT_1, MGMT_2],
-    }
-}
-
-/// The rule that names a route's answer: what a broker lacking the route breaks.
-fn route_rule(op: &Op) -> RuleId {
-    match op {
-        Op::Rejected(_) => PUSH_8,
-        Op::DiscoveryRejected => POP_10,
-        Op::Push(_) => PUSH_1,
-        Op::Pop(p) if matches!(p.route, PopRoute::Discovery { .. }) => POP_10,
-        Op::Pop(_) => POP_5,
-        Op::Ack(_) => ACK_0,
-        Op::Extend { .. } => LEASE_2,
-        Op::Txn { .. } => TXN_1,
-        Op::Configure(_) => CFG_1,
-        Op::Delete(_) => DEL_1,
-        Op::Dlq(_) => DLQ_2,
-        Op::SetPushMaintenance(_) | Op::GetPushMaintenance => MAINT_1,
-        Op::SetPopMaintenance(_) | Op::GetPopMaintenance => MAINT_2,
-        Op::Health => HEALTH_1,
-        Op::Manage { req, .. } => crate::model::manage_rule(req),
-    }
-}
-
-/// The route of a request with its variable segments as placeholders (a finding's text
-/// is the same for every queue).
-fn route_shape(op: &Op) -> &'static str {
-    match op {
-        Op::Pop(p) => match p.route {
-            PopRoute::Queue(_) => "/api/v1/pop/queue/{queue}",
-            PopRoute::Partition(..) => "/api/v1/pop/queue/{queue}/partition/{partition}",
-            PopRoute::Discovery { .. } => "/api/v1/pop",
-        },
-        Op::Push(_) => "/api/v1/push",
-        Op::Ack(_) => "/api/v1/ack",
-        Op::Extend { .. } => "/api/v1/lease/{leaseId}/extend",
-        Op::Txn { .. } => "/api/v1/transaction",
-        Op::Configure(_) => "/api/v1/configure",
-        Op::Delete(_) => "/api/v1/resources/queues/{queue}",
-        Op::Dlq(_) => "/api/v1/dlq",
-        Op::SetPushMaintenance(_) | Op::GetPushMaintenance => "/api/v1/system/maintenance",
-        Op::SetPopMaintenance(_) | Op::GetPopMaintenance => "/api/v1/system/maintenance/pop",
-        Op::Health => "/health",
-        Op::Manage { req, .. } => manage_shape(req),
-        Op::Rejected(_) | Op::DiscoveryRejected => "(a rejected request)",
-    }
-}
-
-/// [`route_shape`] of a management request.
-fn manage_shape(req: &ManageRequest) -> &'static str {
-    use ManageRequest as M;
-    match req {
-        M::Overview => "/api/v1/resources/overview",
-        M::Status => "/api/v1/status",
-        M::Queues { .. } => "/api/v1/resources/queues",
-        M::Queue(_) => "/api/v1/resources/queues/{queue}",
-        M::StatusQueue { .. } => "/api/v1/status/queues/{queue}",
-        M::Depth { .. } => "/api/v1/resources/queues/{queue}/depth",
-        M::Partitions { .. } => "/api/v1/resources/partitions",
-        M::Namespaces(_) => "/api/v1/resources/namespaces",
-        M::Tasks(_) => "/api/v1/resources/tasks",
-        M::Groups(_) => "/api/v1/consumer-groups",
-        M::Group(_) => "/api/v1/consumer-groups/{group}",
-        M::Lagging { .. } => "/api/v1/consumer-groups/lagging",
-        M::Messages(_) => "/api/v1/messages",
-        M::Analytics(_) => "/api/v1/status/analytics",
-        M::Message { .. } => "/api/v1/messages/{partitionId}/{transactionId}",
-        M::Seek {
-            partition: None, ..
-        } => "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
-        M::Seek { .. } => {
-            "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek"
-        }
-        M::Subscription { .. } => "/api/v1/consumer-groups/{group}/subscription",
-        M::Retry { .. } => "/api/v1/messages/{partitionId}/{transactionId}/retry",
-        M::DeleteGroup { queue: None, .. } => "/api/v1/consumer-groups/{group}",
-        M::DeleteGroup { .. } => "/api/v1/consumer-groups/{group}/queues/{queue}",
-        M::DeleteMessage { .. } => "/api/v1/messages/{partitionId}/{transactionId}",
+        Op::Manage { req, .. } => vec![req.rule(), MGMT_1, MGMT_2],
     }
 }
 

@@ -198,30 +198,10 @@ fn manage(
     };
     match answer {
         Ok(value) => Outcome::View {
-            rule: manage_rule(req),
+            rule: req.rule(),
             value,
         },
         Err(e) => Outcome::Rejected(e),
-    }
-}
-
-/// The rule a management answer is judged under.
-pub fn manage_rule(req: &ManageRequest) -> crate::rules::RuleId {
-    use ManageRequest as M;
-    match req {
-        M::Overview | M::Queues { .. } | M::Queue(_) | M::Depth { .. } | M::Partitions { .. } => {
-            MGMT_4
-        }
-        M::Namespaces(_) | M::Tasks(_) => MGMT_4,
-        M::Status | M::StatusQueue { .. } => MGMT_5,
-        M::Groups(_) | M::Group(_) | M::Lagging { .. } => MGMT_3,
-        M::Messages(_) => MGMT_6,
-        M::Analytics(_) => MGMT_13,
-        M::Message { .. } => MGMT_7,
-        M::Seek { .. } | M::Subscription { .. } => MGMT_8,
-        M::Retry { .. } => MGMT_12,
-        M::DeleteGroup { .. } => MGMT_9,
-        M::DeleteMessage { .. } => MGMT_11,
     }
 }
 

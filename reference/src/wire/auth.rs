@@ -128,11 +128,12 @@ pub fn required<S: AsRef<str>>(method: &str, path: &str, public: &[S]) -> Access
         return Access::Public;
     }
     let segs: Vec<&str> = trimmed.split('/').skip(1).collect();
-    let maintenance = segs.starts_with(&["api", "v1", "system", "maintenance"]);
+    if let Some((route, _)) = super::find(method, &segs) {
+        return route.access;
+    }
+    // A path of no route answers 404; what it takes to learn that follows its method.
     match method {
-        _ if maintenance => Access::Admin,
         "DELETE" => Access::Admin,
-        "GET" if segs.starts_with(&["api", "v1", "pop"]) => Access::ReadWrite,
         "GET" | "HEAD" => Access::ReadOnly,
         _ => Access::ReadWrite,
     }

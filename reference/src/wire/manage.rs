@@ -7,7 +7,9 @@
 //! against the model like a push or a pop; two of them (seek, group delete) change
 //! cursors and are the only ones that do.
 
-use super::{check_name, check_uuid, parse_json, route::decode_segment, EchoedOptions, WireError};
+use super::{
+    check_name, check_uuid, parse_json, route::decode_segment, EchoedOptions, RouteId, WireError,
+};
 use crate::time::{parse_iso, Millis};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -161,153 +163,115 @@ pub enum ManageRequest {
 impl ManageRequest {
     /// Whether the request only reads (MGMT-1): everything but seeks, a retry and deletes.
     pub fn is_read(&self) -> bool {
-        !matches!(
-            self,
-            ManageRequest::Seek { .. }
-                | ManageRequest::Subscription { .. }
-                | ManageRequest::Retry { .. }
-                | ManageRequest::DeleteGroup { .. }
-                | ManageRequest::DeleteMessage { .. }
-        )
+        self.route().route().method == "GET"
     }
 }
 
-/// Routes a management request; `None` when the path is not one of section 17.
+/// Parses a management request on `route` (section 17), whose path's variable segments,
+/// not yet decoded, are `vars` in order; `None` when the route is not one of section 17.
 pub fn parse_manage(
-    method: &str,
-    raw: &[&str],
+    route: RouteId,
+    vars: &[&str],
     query: &[(String, String)],
     body: &[u8],
 ) -> Option<Result<ManageRequest, WireError>> {
-    let seg = |i: usize| decode_segment(raw[i]);
+    use RouteId as R;
+    let seg = |i: usize| decode_segment(vars[i]);
     let named = |kind: &str, i: usize| -> Result<String, WireError> {
         let s = seg(i)?;
         check_name(kind, &s)?;
         Ok(s)
     };
-    let r = match (method, raw) {
-        ("GET", ["api", "v1", "resources", "overview"]) => Ok(ManageRequest::Overview),
-        ("GET", ["api", "v1", "status"]) => Ok(ManageRequest::Status),
-        ("GET", ["api", "v1", "resources", "queues"] | ["api", "v1", "status", "queues"]) => {
-            parse_page(query).map(|page| ManageRequest::Queues {
-                namespace: param(query, "namespace"),
-                task: param(query, "task"),
-                page,
-            })
-        }
-        ("GET", ["api", "v1", "resources", "queues", _]) => {
-            named("queue", 4).map(ManageRequest::Queue)
-        }
-        ("GET", ["api", "v1", "status", "queues", _]) => named("queue", 4).and_then(|queue| {
+    let message = |i: usize| -> Result<(String, String), WireError> {
+        let partition_id = seg(i)?;
+        check_uuid("partitionId", &partition_id)?;
+        Ok((partition_id, seg(i + 1)?))
+    };
+    let r = match route {
+        R::Overview => Ok(ManageRequest::Overview),
+        R::Status => Ok(ManageRequest::Status),
+        R::Queues | R::StatusQueues => parse_page(query).map(|page| ManageRequest::Queues {
+            namespace: param(query, "namespace"),
+            task: param(query, "task"),
+            page,
+        }),
+        R::Queue => named("queue", 0).map(ManageRequest::Queue),
+        R::StatusQueue => named("queue", 0).and_then(|queue| {
             Ok(ManageRequest::StatusQueue {
                 queue,
                 page: parse_page(query)?,
             })
         }),
-        ("GET", ["api", "v1", "resources", "queues", _, "depth"]) => {
-            named("queue", 4).and_then(|queue| {
-                Ok(ManageRequest::Depth {
-                    queue,
-                    group: param(query, "group"),
-                    page: parse_page(query)?,
-                })
-            })
-        }
-        ("GET", ["api", "v1", "resources", "partitions"]) => {
-            parse_page(query).map(|page| ManageRequest::Partitions {
-                queue: param(query, "queue"),
-                page,
-            })
-        }
-        ("GET", ["api", "v1", "resources", "namespaces"]) => {
-            parse_page(query).map(ManageRequest::Namespaces)
-        }
-        ("GET", ["api", "v1", "resources", "tasks"]) => parse_page(query).map(ManageRequest::Tasks),
-        ("GET", ["api", "v1", "consumer-groups"]) => parse_page(query).map(ManageRequest::Groups),
-        ("GET", ["api", "v1", "consumer-groups", "lagging"]) => {
-            parse_min_lag(query).and_then(|min_lag_seconds| {
-                Ok(ManageRequest::Lagging {
-                    min_lag_seconds,
-                    page: parse_page(query)?,
-                })
-            })
-        }
-        ("GET", ["api", "v1", "consumer-groups", _]) => {
-            named("consumer group", 3).map(ManageRequest::Group)
-        }
-        ("GET", ["api", "v1", "status", "analytics"]) => {
-            super::AnalyticsQuery::parse(query).map(ManageRequest::Analytics)
-        }
-        ("GET", ["api", "v1", "messages"]) => {
-            parse_message_query(query).map(ManageRequest::Messages)
-        }
-        // MGMT-5: one queue's messages, the peek with its queue in the path.
-        ("GET", ["api", "v1", "status", "queues", _, "messages"]) => {
-            named("queue", 4).and_then(|queue| {
-                let mut q = parse_message_query(query)?;
-                q.queue = Some(queue);
-                q.in_path = true;
-                Ok(ManageRequest::Messages(q))
-            })
-        }
-        ("GET", ["api", "v1", "messages", _, _]) => seg(3).and_then(|partition_id| {
-            check_uuid("partitionId", &partition_id)?;
-            Ok(ManageRequest::Message {
-                partition_id,
-                transaction_id: seg(4)?,
+        R::Depth => named("queue", 0).and_then(|queue| {
+            Ok(ManageRequest::Depth {
+                queue,
+                group: param(query, "group"),
+                page: parse_page(query)?,
             })
         }),
-        ("POST", ["api", "v1", "consumer-groups", _, "queues", _, "seek"]) => (|| {
+        R::Partitions => parse_page(query).map(|page| ManageRequest::Partitions {
+            queue: param(query, "queue"),
+            page,
+        }),
+        R::Namespaces => parse_page(query).map(ManageRequest::Namespaces),
+        R::Tasks => parse_page(query).map(ManageRequest::Tasks),
+        R::Groups => parse_page(query).map(ManageRequest::Groups),
+        R::Lagging => parse_min_lag(query).and_then(|min_lag_seconds| {
+            Ok(ManageRequest::Lagging {
+                min_lag_seconds,
+                page: parse_page(query)?,
+            })
+        }),
+        R::Group => named("consumer group", 0).map(ManageRequest::Group),
+        R::Analytics => super::AnalyticsQuery::parse(query).map(ManageRequest::Analytics),
+        R::Messages => parse_message_query(query).map(ManageRequest::Messages),
+        // MGMT-5: one queue's messages, the peek with its queue in the path.
+        R::QueueMessages => named("queue", 0).and_then(|queue| {
+            let mut q = parse_message_query(query)?;
+            q.queue = Some(queue);
+            q.in_path = true;
+            Ok(ManageRequest::Messages(q))
+        }),
+        R::Message => message(0).map(|(partition_id, transaction_id)| ManageRequest::Message {
+            partition_id,
+            transaction_id,
+        }),
+        R::Seek | R::SeekPartition => (|| {
             Ok(ManageRequest::Seek {
-                group: named("consumer group", 3)?,
-                queue: named("queue", 5)?,
-                partition: None,
+                group: named("consumer group", 0)?,
+                queue: named("queue", 1)?,
+                partition: match route {
+                    R::SeekPartition => Some(named("partition", 2)?),
+                    _ => None,
+                },
                 to: parse_seek(body)?,
             })
         })(),
-        ("POST", ["api", "v1", "consumer-groups", _, "queues", _, "partitions", _, "seek"]) => {
-            (|| {
-                Ok(ManageRequest::Seek {
-                    group: named("consumer group", 3)?,
-                    queue: named("queue", 5)?,
-                    partition: Some(named("partition", 7)?),
-                    to: parse_seek(body)?,
-                })
-            })()
-        }
-        ("POST", ["api", "v1", "consumer-groups", _, "subscription"]) => (|| {
+        R::Subscription => (|| {
             Ok(ManageRequest::Subscription {
-                group: named("consumer group", 3)?,
+                group: named("consumer group", 0)?,
                 at: parse_subscription(body)?,
             })
         })(),
-        ("POST", ["api", "v1", "messages", _, _, "retry"]) => (|| {
-            let partition_id = seg(3)?;
-            check_uuid("partitionId", &partition_id)?;
-            Ok(ManageRequest::Retry {
-                partition_id,
-                transaction_id: seg(4)?,
-            })
-        })(),
-        ("DELETE", ["api", "v1", "messages", _, _]) => (|| {
-            let partition_id = seg(3)?;
-            check_uuid("partitionId", &partition_id)?;
-            Ok(ManageRequest::DeleteMessage {
-                partition_id,
-                transaction_id: seg(4)?,
-            })
-        })(),
-        ("DELETE", ["api", "v1", "consumer-groups", _]) => (|| {
+        R::Retry => message(0).map(|(partition_id, transaction_id)| ManageRequest::Retry {
+            partition_id,
+            transaction_id,
+        }),
+        R::DeleteMessage => {
+            message(0).map(
+                |(partition_id, transaction_id)| ManageRequest::DeleteMessage {
+                    partition_id,
+                    transaction_id,
+                },
+            )
+        }
+        R::DeleteGroup | R::DeleteGroupQueue => (|| {
             Ok(ManageRequest::DeleteGroup {
-                group: named("consumer group", 3)?,
-                queue: None,
-                delete_metadata: parse_delete_metadata(query)?,
-            })
-        })(),
-        ("DELETE", ["api", "v1", "consumer-groups", _, "queues", _]) => (|| {
-            Ok(ManageRequest::DeleteGroup {
-                group: named("consumer group", 3)?,
-                queue: Some(named("queue", 5)?),
+                group: named("consumer group", 0)?,
+                queue: match route {
+                    R::DeleteGroupQueue => Some(named("queue", 1)?),
+                    _ => None,
+                },
                 delete_metadata: parse_delete_metadata(query)?,
             })
         })(),
@@ -966,6 +930,8 @@ pub fn no_such_message(partition_id: &str, transaction_id: &str) -> WireError {
 #[cfg(test)]
 mod tests {
 
+    use super::*;
+
     #[test]
     fn mgmt_2_any_whole_number_is_an_offset_or_a_lag() {
         assert_eq!(whole_number("4294967296"), Some(1 << 32));
@@ -981,8 +947,6 @@ mod tests {
         );
     }
 
-    use super::*;
-
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs
             .iter()
@@ -997,7 +961,8 @@ mod tests {
         body: &str,
     ) -> Result<ManageRequest, WireError> {
         let raw: Vec<&str> = path.split('/').skip(1).collect();
-        parse_manage(method, &raw, &q(query), body.as_bytes()).expect("a management route")
+        let (route, vars) = super::super::find(method, &raw).expect("a route");
+        parse_manage(route.id, &vars, &q(query), body.as_bytes()).expect("a management route")
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod pop;
 mod push;
 mod raw;
 mod route;
+mod table;
 mod txn;
 
 pub use ack::*;
@@ -43,6 +44,7 @@ pub use pop::*;
 pub use push::*;
 pub use raw::{deliverable, RawJson, Undeliverable, PAYLOAD_DEPTH_LIMIT};
 pub use route::*;
+pub use table::*;
 pub use txn::*;
 
 use serde::{Deserialize, Serialize};

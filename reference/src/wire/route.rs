@@ -107,27 +107,6 @@ pub enum Request {
     Manage(ManageRequest),
 }
 
-impl Request {
-    /// The operation's short name, for labels a person reads (a timeline's bars).
-    pub fn name(&self) -> &'static str {
-        match self {
-            Request::Push(_) => "push",
-            Request::Pop { .. } => "pop",
-            Request::Ack(_) | Request::AckBatch(_) => "ack",
-            Request::Extend(_) => "extend",
-            Request::Transaction(_) => "txn",
-            Request::Configure(_) => "configure",
-            Request::DeleteQueue(_) => "delete",
-            Request::Dlq(_) => "dlq",
-            Request::SetPushMaintenance(_) | Request::GetPushMaintenance => "maintenance",
-            Request::SetPopMaintenance(_) | Request::GetPopMaintenance => "pop-maintenance",
-            Request::Health => "health",
-            Request::Manage(m) if m.is_read() => "manage",
-            Request::Manage(_) => "manage-write",
-        }
-    }
-}
-
 /// Why a request is not a [`Request`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum Rejection {
@@ -221,60 +200,46 @@ pub fn parse_request(
         return Err(Rejection::Bad(WireError::bad(NUL_ERROR)));
     }
     let raw: Vec<&str> = req.path.trim_end_matches('/').split('/').skip(1).collect();
-    let seg = |i: usize| decode_segment(raw[i]);
+    let Some((route, vars)) = find(&req.method, &raw) else {
+        return Err(Rejection::NotFound);
+    };
+    let seg = |i: usize| decode_segment(vars[i]);
+    let named = |kind: &str, i: usize| -> Result<String, WireError> {
+        let s = seg(i)?;
+        check_name(kind, &s)?;
+        Ok(s)
+    };
     let body = || parse_json(&req.body);
-    let m = req.method.as_str();
-    let r = match (m, raw.as_slice()) {
-        ("POST", ["api", "v1", "push"]) => Request::Push(parse_push_bytes(&req.body)?),
-        ("GET", ["api", "v1", "pop"]) => {
-            let route = discovery_scope(&req.query).map_err(|_| Rejection::DiscoveryScope)?;
-            Request::Pop {
-                route,
-                query: parse_pop_query(&req.query, default_timeout_ms)?,
-            }
+    let pop = |route: PopRoute| -> Result<Request, Rejection> {
+        Ok(Request::Pop {
+            route,
+            query: parse_pop_query(&req.query, default_timeout_ms)?,
+        })
+    };
+    use RouteId as R;
+    let r = match route.id {
+        R::Push => Request::Push(parse_push_bytes(&req.body)?),
+        R::PopDiscovery => {
+            pop(discovery_scope(&req.query).map_err(|_| Rejection::DiscoveryScope)?)?
         }
-        ("GET", ["api", "v1", "pop", "queue", _]) => {
-            let q = seg(4)?;
-            check_name("queue", &q)?;
-            Request::Pop {
-                route: PopRoute::Queue(q),
-                query: parse_pop_query(&req.query, default_timeout_ms)?,
-            }
+        R::PopQueue => pop(PopRoute::Queue(named("queue", 0)?))?,
+        R::PopPartition => {
+            let (q, p) = (named("queue", 0)?, named("partition", 1)?);
+            pop(PopRoute::Partition(q, p))?
         }
-        ("GET", ["api", "v1", "pop", "queue", _, "partition", _]) => {
-            let (q, p) = (seg(4)?, seg(6)?);
-            check_name("queue", &q)?;
-            check_name("partition", &p)?;
-            Request::Pop {
-                route: PopRoute::Partition(q, p),
-                query: parse_pop_query(&req.query, default_timeout_ms)?,
-            }
-        }
-        ("POST", ["api", "v1", "ack"]) => Request::Ack(parse_ack(&body()?)?),
-        ("POST", ["api", "v1", "ack", "batch"]) => Request::AckBatch(parse_ack_batch(&body()?)?),
-        ("POST", ["api", "v1", "lease", _, "extend"]) => {
-            Request::Extend(parse_extend(&seg(3)?, &req.body)?)
-        }
-        ("POST", ["api", "v1", "transaction"]) => {
-            Request::Transaction(parse_transaction(&body()?)?)
-        }
-        ("POST", ["api", "v1", "configure"]) => Request::Configure(parse_configure(&body()?)?),
-        ("DELETE", ["api", "v1", "resources", "queues", _]) => {
-            let q = seg(4)?;
-            check_name("queue", &q)?;
-            Request::DeleteQueue(q)
-        }
-        ("GET", ["api", "v1", "dlq"]) => Request::Dlq(parse_dlq_query(&req.query)?),
-        ("GET", ["api", "v1", "system", "maintenance"]) => Request::GetPushMaintenance,
-        ("POST", ["api", "v1", "system", "maintenance"]) => {
-            Request::SetPushMaintenance(parse_maintenance(&body()?)?)
-        }
-        ("GET", ["api", "v1", "system", "maintenance", "pop"]) => Request::GetPopMaintenance,
-        ("POST", ["api", "v1", "system", "maintenance", "pop"]) => {
-            Request::SetPopMaintenance(parse_maintenance(&body()?)?)
-        }
-        ("GET", ["health"]) => Request::Health,
-        (m, raw) => match parse_manage(m, raw, &req.query, &req.body) {
+        R::Ack => Request::Ack(parse_ack(&body()?)?),
+        R::AckBatch => Request::AckBatch(parse_ack_batch(&body()?)?),
+        R::Extend => Request::Extend(parse_extend(&seg(0)?, &req.body)?),
+        R::Transaction => Request::Transaction(parse_transaction(&body()?)?),
+        R::Configure => Request::Configure(parse_configure(&body()?)?),
+        R::DeleteQueue => Request::DeleteQueue(named("queue", 0)?),
+        R::Dlq => Request::Dlq(parse_dlq_query(&req.query)?),
+        R::GetPushMaintenance => Request::GetPushMaintenance,
+        R::SetPushMaintenance => Request::SetPushMaintenance(parse_maintenance(&body()?)?),
+        R::GetPopMaintenance => Request::GetPopMaintenance,
+        R::SetPopMaintenance => Request::SetPopMaintenance(parse_maintenance(&body()?)?),
+        R::Health => Request::Health,
+        id => match parse_manage(id, &vars, &req.query, &req.body) {
             Some(r) => Request::Manage(r?),
             None => return Err(Rejection::NotFound),
         },
@@ -284,6 +249,7 @@ pub fn parse_request(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn wire_1_query_escapes_that_are_not_utf8_are_400() {
@@ -295,8 +261,6 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
         );
     }
-
-    use super::*;
 
     #[test]
     fn every_request_has_a_short_name() {
