@@ -425,7 +425,7 @@ async fn open_target(
         target.database = started.embedded.as_ref().and_then(|e| e.database());
     }
     let probe = format!("cf{}probe", runner::new_run_id());
-    if let Err(e) = crate::health::probe(&target, &probe).await {
+    if let Err(e) = crate::probe::probe(&target, &probe).await {
         started.stop().await;
         return Err(e);
     }

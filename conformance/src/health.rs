@@ -10,10 +10,8 @@
 //! request the broker received last (or, with several cases at once, the requests it
 //! left unanswered, among which that one is).
 
-use crate::lockstep::repro::curl_one;
-use crate::session::{transmit, Target};
+use crate::exchange::curl_one;
 use queen_reference::wire::HttpRequest;
-use serde_json::{json, Value};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -66,7 +64,8 @@ impl Health {
     /// HTTP answer counts as alive). Returns the message that ends the run, then.
     pub async fn confirm_down(
         &self,
-        target: &Target,
+        client: &reqwest::Client,
+        urls: &[&str],
         label: &str,
         req: &HttpRequest,
         error: &str,
@@ -78,9 +77,8 @@ impl Health {
         let mut silent = "";
         for _ in 0..3 {
             silent = "";
-            for url in target.urls() {
-                let ping = target
-                    .client
+            for url in urls {
+                let ping = client
                     .get(format!("{url}/health"))
                     .timeout(Duration::from_secs(2))
                     .send()
@@ -107,7 +105,7 @@ impl Health {
             open
         };
         let (first, _) = &open[0];
-        let who = if target.more.is_empty() {
+        let who = if urls.len() < 2 {
             String::new()
         } else {
             format!(" ({silent} does not answer)")
@@ -123,89 +121,10 @@ impl Health {
             )
         };
         for (l, r) in open.iter().take(8) {
-            why.push_str(&format!("  [{l}] {}\n", curl_one(&target.url, r)));
+            why.push_str(&format!("  [{l}] {}\n", curl_one(urls[0], r)));
         }
         why.push_str(&format!("  (then: {error})"));
         let mut down = self.down.lock().expect("health");
         Some(down.get_or_insert(why).clone())
-    }
-}
-
-/// Whether the broker serves the management routes (section 17): a broker that answers
-/// 404 to the overview has none, and its management cases are skipped rather than
-/// failed one by one; any other answer leaves the judging to the cases.
-pub async fn serves_management(target: &Target) -> bool {
-    let req = target.authorized(HttpRequest::get("/api/v1/resources/overview", &[]));
-    !matches!(transmit(target, &req).await, Ok(r) if r.status == 404)
-}
-
-/// Whether the target looks like a Queen broker: a push to a probe queue answers a 2xx
-/// JSON array with one result carrying a `status`, and a pop of it answers 204 or a 2xx
-/// JSON object with a `messages` array. Deviations the suite reports later (another 2xx
-/// status, missing fields) pass; a 404, an HTML page or no answer does not.
-pub async fn probe(target: &Target, queue: &str) -> Result<(), String> {
-    for one in target.each() {
-        probe_one(&one, queue).await?;
-    }
-    Ok(())
-}
-
-async fn probe_one(target: &Target, queue: &str) -> Result<(), String> {
-    let not_queen = |what: String| format!("this does not look like a Queen broker: {what}");
-    let push = HttpRequest::post(
-        "/api/v1/push",
-        &json!({"items": [{"queue": queue, "payload": {"probe": true}}]}),
-    );
-    let r = transmit(target, &push)
-        .await
-        .map_err(|e| format!("cannot reach {}: {e}", target.url))?;
-    let item = r
-        .body
-        .as_ref()
-        .and_then(Value::as_array)
-        .and_then(|a| a.first());
-    let shaped = (200..300).contains(&r.status) && item.is_some_and(|i| i.get("status").is_some());
-    if !shaped {
-        return Err(not_queen(format!(
-            "POST /api/v1/push answered {} {} (a 201 JSON array of per-item results is due)",
-            r.status,
-            shown(&r.body)
-        )));
-    }
-    let pop = HttpRequest::get(format!("/api/v1/pop/queue/{queue}"), &[("autoAck", "true")]);
-    let r = transmit(target, &pop)
-        .await
-        .map_err(|e| not_queen(format!("GET {} got no answer: {e}", pop.path)))?;
-    let delivery = r
-        .body
-        .as_ref()
-        .and_then(|b| b.get("messages"))
-        .is_some_and(Value::is_array);
-    if r.status != 204 && !((200..300).contains(&r.status) && delivery) {
-        return Err(not_queen(format!(
-            "GET {} answered {} {} (200 with `messages`, or a bare 204, is due)",
-            pop.path,
-            r.status,
-            shown(&r.body)
-        )));
-    }
-    // The probe queue is not left behind where the broker can delete it; an error here
-    // is the delete cases' business, not the probe's.
-    let _ = transmit(
-        target,
-        &HttpRequest::delete(format!("/api/v1/resources/queues/{queue}")),
-    )
-    .await;
-    Ok(())
-}
-
-fn shown(body: &Option<Value>) -> String {
-    let s = body
-        .as_ref()
-        .map_or("(no body)".to_string(), |b| b.to_string());
-    if s.chars().count() > 200 {
-        format!("{}…", s.chars().take(200).collect::<String>())
-    } else {
-        s
     }
 }

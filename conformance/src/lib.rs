@@ -21,11 +21,14 @@ pub mod concurrent;
 pub mod database;
 #[cfg(feature = "embedded")]
 pub mod embedded;
+pub mod exchange;
 pub mod expect;
+pub mod failure;
 #[cfg(feature = "embedded")]
 pub mod faults;
 pub mod health;
 pub mod lockstep;
+pub mod probe;
 pub mod progress;
 pub mod report;
 pub mod rules;

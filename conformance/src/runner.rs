@@ -7,11 +7,12 @@
 use crate::case::{Capability, Case, Failure};
 use crate::catalog;
 use crate::concurrent::{self, Scenario};
+use crate::exchange::Exchange;
+use crate::lockstep::LOCKSTEP_ID;
 use crate::lockstep::{self, LockstepOptions, LockstepOutcome};
 use crate::progress::Progress;
-use crate::report::LOCKSTEP_ID;
 use crate::select::{Entry, Selection};
-use crate::session::{now_ms, transmit, Exchange, Seen, Session, Target};
+use crate::session::{now_ms, transmit, Seen, Session, Target};
 use queen_reference::wire::HttpRequest;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -35,8 +36,7 @@ pub struct RunOptions {
     pub progress: bool,
 }
 
-/// The id under which the concurrent scenario is reported (and selected by `--only`).
-pub const CONCURRENT_ID: &str = "concurrent/linearizable-and-drained";
+pub use crate::concurrent::CONCURRENT_ID;
 
 /// How a case ended before expectations are applied.
 #[derive(Clone, Debug)]
@@ -185,7 +185,7 @@ pub async fn run(opts: &RunOptions) -> RunResults {
     let progress = Arc::new(Progress::new(opts.progress));
     let catalog = catalog::all();
     let catalog_len = catalog.len();
-    let serves_management = crate::health::serves_management(&opts.target).await;
+    let serves_management = crate::probe::serves_management(&opts.target).await;
     let all: Vec<Case> = catalog
         .into_iter()
         .filter(|c| opts.selection.covers(&Entry::case(c)))

@@ -160,8 +160,8 @@ impl Selection {
     pub fn for_run(only: &[String], skip: &[String]) -> Result<Selection, String> {
         let catalog = crate::catalog::all();
         let mut entries: Vec<Entry> = catalog.iter().map(Entry::case).collect();
-        entries.push(Entry::named(crate::report::LOCKSTEP_ID));
-        entries.push(Entry::named(crate::runner::CONCURRENT_ID));
+        entries.push(Entry::named(crate::lockstep::LOCKSTEP_ID));
+        entries.push(Entry::named(crate::concurrent::CONCURRENT_ID));
         Selection::parse(only, skip, &entries)
     }
 

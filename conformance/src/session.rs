@@ -6,8 +6,9 @@
 //! order the broker committed them. Names are unique to the session (run id + case
 //! number) so that cases can share a broker and run concurrently.
 
-use crate::case::Failure;
 use crate::database::Database;
+use crate::exchange::Exchange;
+use crate::failure::Failure;
 use crate::health::Health;
 use queen_reference::checker::{Checker, StepError};
 use queen_reference::finding::{Accept, Finding, Kind};
@@ -155,35 +156,6 @@ pub fn now_ms() -> Millis {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as Millis)
         .unwrap_or(0)
-}
-
-/// One request and its answer, as checked.
-#[derive(Clone, Debug)]
-pub struct Exchange {
-    pub request: HttpRequest,
-    pub response: HttpResponse,
-    pub sent_ms: Millis,
-    pub received_ms: Millis,
-    /// States of the model still possible after this exchange (0: it diverged).
-    pub worlds: usize,
-}
-
-impl Exchange {
-    /// The exchange as JSON for reports.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "request": request_json(&self.request),
-            "response": {"status": self.response.status, "body": self.response.body},
-            "sentMs": self.sent_ms,
-            "tookMs": self.received_ms - self.sent_ms,
-            "worlds": self.worlds,
-        })
-    }
-}
-
-/// A request as JSON: the body parsed when it is JSON, else as text.
-pub fn request_json(r: &HttpRequest) -> Value {
-    serde_json::to_value(crate::report::json::request(r)).expect("a request serializes")
 }
 
 /// An exchange whose answer has arrived but is not yet checked (concurrent requests).
@@ -485,7 +457,13 @@ impl Session {
         match self
             .target
             .health
-            .confirm_down(&self.target, &self.label, req, &e)
+            .confirm_down(
+                &self.target.client,
+                &self.target.urls(),
+                &self.label,
+                req,
+                &e,
+            )
             .await
         {
             Some(down) => Failure::TargetDown(down),

@@ -68,7 +68,7 @@ impl Op {
             "id": self.id,
             "client": self.client,
             "key": self.key,
-            "request": crate::session::request_json(&self.request),
+            "request": crate::exchange::request_json(&self.request),
             "invokeMs": self.invoke_ms,
             "completeMs": self.complete_ms,
             "answer": answer,

@@ -29,6 +29,9 @@ pub use workload::{run_workload, Workload};
 use crate::session::{CheckSettings, Target};
 use std::time::Duration;
 
+/// The id under which the concurrent scenario is reported (and selected by `--only`).
+pub const CONCURRENT_ID: &str = "concurrent/linearizable-and-drained";
+
 /// Stack of the search thread (reserved, committed only as used): room for histories
 /// of hundreds of thousands of calls per queue.
 const SEARCH_STACK: usize = 512 << 20;

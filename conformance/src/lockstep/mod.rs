@@ -16,7 +16,8 @@ pub use coverage::Coverage;
 pub use gen::{Route, Step};
 
 use crate::case::{Capability, Failure};
-use crate::session::{sleep_ms, CheckSettings, Example, Exchange, Session, Target};
+use crate::exchange::Exchange;
+use crate::session::{sleep_ms, CheckSettings, Example, Session, Target};
 use gen::{Delivered, Names};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use queen_reference::wire::PopResponse;
@@ -24,6 +25,9 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// The id under which the property run is reported.
+pub const LOCKSTEP_ID: &str = "lockstep/property-run";
 
 /// How big a lockstep run is and where its counterexamples go.
 #[derive(Clone, Debug)]

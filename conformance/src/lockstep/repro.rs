@@ -3,9 +3,9 @@
 //! get a fresh prefix per run), and a step list turned into a Rust test.
 
 use crate::case::{join, Failure};
+use crate::exchange::{form_urlencoded, Exchange};
 use crate::lockstep::gen::Step;
-use crate::session::Exchange;
-use queen_reference::wire::{is_uuid, HttpRequest};
+use queen_reference::wire::is_uuid;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -128,37 +128,6 @@ fn failure_mark(failure: &Failure) -> Option<(usize, Vec<String>)> {
     }
 }
 
-/// One request as a single curl command line (for a terminal).
-pub fn curl_one(base: &str, r: &HttpRequest) -> String {
-    let mut url = format!("{base}{}", r.path);
-    if !r.query.is_empty() {
-        url = format!("{url}?{}", form_urlencoded(&r.query));
-    }
-    let quote = |t: &str| format!("'{}'", t.replace('\'', "'\\''"));
-    let mut s = format!("curl -sS -i -X {} {}", r.method, quote(&url));
-    if let Some(t) = r.bearer.as_deref().filter(|t| !t.is_empty()) {
-        s.push_str(&format!(
-            " -H {}",
-            quote(&format!("authorization: Bearer {t}"))
-        ));
-    }
-    if !r.body.is_empty() {
-        s.push_str(" -H 'content-type: application/json'");
-        match std::str::from_utf8(&r.body) {
-            Ok(t) if t.len() <= 2000 => s.push_str(&format!(" --data-binary {}", quote(t))),
-            Ok(t) => s.push_str(&format!(
-                " --data-binary @body.json   # a {}-byte body: see the case's transcript in the JSON report",
-                t.len()
-            )),
-            Err(_) => {
-                let hex: String = r.body.iter().take(256).map(|b| format!("\\x{b:02x}")).collect();
-                s = format!("printf '{hex}' | {s} --data-binary @-");
-            }
-        }
-    }
-    s
-}
-
 /// [`curl_script`] with `mark`'s comment lines beside the exchange it names.
 pub fn curl_marked(
     transcript: &[Exchange],
@@ -271,25 +240,6 @@ pub fn curl_marked(
         let _ = writeln!(s);
     }
     s
-}
-
-fn form_urlencoded(pairs: &[(String, String)]) -> String {
-    let enc = |s: &str| {
-        let mut o = String::new();
-        for b in s.bytes() {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                o.push(b as char);
-            } else {
-                let _ = write!(o, "%{b:02X}");
-            }
-        }
-        o
-    };
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
-        .collect::<Vec<_>>()
-        .join("&")
 }
 
 /// A Rust test replaying the steps against `QUEEN_URL` (or 127.0.0.1:6632).

@@ -126,17 +126,7 @@ pub struct FailureDoc {
     pub findings: Option<Vec<Finding>>,
 }
 
-/// A request as sent.
-#[derive(Serialize, JsonSchema)]
-pub struct RequestDoc {
-    pub method: String,
-    pub path: String,
-    /// Query parameters as `[name, value]` pairs, in order.
-    pub query: Vec<(String, String)>,
-    /// The body: parsed when it is JSON, else its text; null when empty. Past 4 KiB it
-    /// is cut and marked (`… [truncated: N bytes in all]`).
-    pub body: Value,
-}
+pub use crate::exchange::RequestDoc;
 
 /// An answer: its status and body (null when it had none).
 #[derive(Serialize, JsonSchema)]

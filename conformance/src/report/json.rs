@@ -13,9 +13,9 @@
 use super::document::*;
 use super::{Entry, FindingEntry, Report, Verdict};
 use crate::case::Failure;
+use crate::exchange::{request_doc as request, Exchange};
 use crate::lockstep::LockstepOutcome;
-use crate::session::Exchange;
-use queen_reference::wire::{HttpRequest, HttpResponse};
+use queen_reference::wire::HttpResponse;
 use serde_json::Value;
 
 /// The report as JSON, every quoted body and long text cut at [`super::bound::LIMIT`].
@@ -109,22 +109,6 @@ fn failure(f: &Failure) -> FailureDoc {
         doc.findings = Some(d.clone());
     }
     doc
-}
-
-/// A request as sent: the body parsed when it is JSON, else as text.
-pub fn request(r: &HttpRequest) -> RequestDoc {
-    let body = if r.body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&r.body)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&r.body).into_owned()))
-    };
-    RequestDoc {
-        method: r.method.to_string(),
-        path: r.path.clone(),
-        query: r.query.clone(),
-        body,
-    }
 }
 
 fn answer(a: &HttpResponse) -> AnswerDoc {

@@ -16,17 +16,18 @@ pub mod terminal;
 
 use crate::case::{Capability, Failure};
 use crate::concurrent::Scenario;
+use crate::concurrent::CONCURRENT_ID;
+use crate::exchange::Exchange;
 use crate::lockstep::repro::{curl_marked, curl_script};
 use crate::lockstep::LockstepOutcome;
 use crate::rules::{Level, RuleId, ACK_1, ACK_2, ACK_4, ACK_6, ACK_7, PUSH_7};
-use crate::runner::{RunResults, Status, CONCURRENT_ID};
-use crate::session::{Example, Exchange};
+use crate::runner::{RunResults, Status};
+use crate::session::Example;
 use queen_reference::diff::{diff, Difference};
 use queen_reference::finding::{Accept, Finding, Kind};
 use std::collections::BTreeSet;
 
-/// The id under which the property run is reported.
-pub const LOCKSTEP_ID: &str = "lockstep/property-run";
+pub use crate::lockstep::LOCKSTEP_ID;
 
 /// A case's final verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]

@@ -6,7 +6,7 @@
 
 use super::{Entry, FindingEntry, Report, Verdict};
 use crate::case::{join, Capability, Failure};
-use crate::lockstep::repro::curl_one;
+use crate::exchange::curl_one;
 use crate::rules::Level;
 use comfy_table::{presets, CellAlignment, Table};
 use console::Style;

@@ -1,0 +1,166 @@
+//! Why a case, a lockstep sequence or a run's entry failed: the one verdict every floor
+//! from the session up speaks. It sits on the bottom floor so that the session, which
+//! produces most failures, need not import the cases that report them.
+
+use crate::rules::{level_of, Level, RuleId};
+use queen_reference::checker::Divergence;
+use queen_reference::finding::Finding;
+
+/// Why a case failed.
+#[derive(Clone, Debug)]
+pub enum Failure {
+    /// The broker answered something no allowed behaviour produces.
+    Diverged {
+        /// Index of the exchange in the transcript.
+        step: usize,
+        divergence: Box<Divergence>,
+    },
+    /// The model could not decide (too many possible states): never a pass.
+    Inconclusive { step: usize, why: String },
+    /// A case's own assertion on top of the model (e.g. a wake-up time, POP-11).
+    Assertion { message: String, rules: Vec<RuleId> },
+    /// The broker could not be reached or answered something that is not HTTP/JSON.
+    Transport(String),
+    /// The case did not finish in time.
+    Timeout(u64),
+    /// Every answer was allowed, but only with findings on the case's own rules (answer-
+    /// only differences, or PROJECT points decided otherwise when the model is not
+    /// strict). Only PROJECT ones: the broker "differs on project-resolved points".
+    Findings(Vec<Finding>),
+    /// The broker stopped answering during the run; this case was cut short.
+    TargetDown(String),
+}
+
+impl Failure {
+    /// A short kind name for reports.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Failure::Diverged { .. } => "divergence",
+            Failure::Inconclusive { .. } => "inconclusive",
+            Failure::Assertion { .. } => "assertion",
+            Failure::Transport(_) => "transport",
+            Failure::Timeout(_) => "timeout",
+            Failure::Findings(_) if self.is_project_only() => "project-difference",
+            Failure::Findings(_) => "finding",
+            Failure::TargetDown(_) => "target-down",
+        }
+    }
+
+    /// The rule ids this failure names.
+    pub fn rules(&self) -> Vec<RuleId> {
+        match self {
+            Failure::Diverged { divergence, .. } => divergence.rules.clone(),
+            Failure::Assertion { rules, .. } => rules.clone(),
+            Failure::Findings(d) => {
+                let mut r: Vec<RuleId> = d.iter().map(|d| d.rule).collect();
+                r.sort();
+                r.dedup();
+                r
+            }
+            _ => vec![],
+        }
+    }
+
+    /// How binding this failure is, for a case of level `case`: the level of the rules
+    /// whose checks failed (a case's verdict is about the rules it broke, so a PROJECT
+    /// rule never fails a SEED case as a SEED failure); a server error is SEED whatever
+    /// the point, since no rule lets a broker answer 5xx to a request it must handle.
+    pub fn level(&self, case: Level) -> Level {
+        match self {
+            Failure::Diverged { divergence, .. } if divergence.actual.status >= 500 => Level::Seed,
+            Failure::Diverged { divergence, .. } => level_of(&divergence.rules),
+            Failure::Findings(d) => d.iter().map(|f| f.level).min().unwrap_or(case),
+            // A case's own assertion is as binding as the case says (a PROJECT case may
+            // assert the PROJECT half of a two-level rule), and no more than its rules.
+            Failure::Assertion { rules, .. } if !rules.is_empty() => level_of(rules).max(case),
+            _ => case,
+        }
+    }
+
+    /// One line.
+    pub fn headline(&self) -> String {
+        match self {
+            Failure::Diverged { step, divergence } => {
+                let allowed = allowed_statuses(&divergence.expected);
+                let what = if allowed == divergence.actual.status.to_string() {
+                    format!(
+                        "{} with a body the model does not allow",
+                        divergence.actual.status
+                    )
+                } else {
+                    format!(
+                        "{} where the model allows {allowed}",
+                        divergence.actual.status
+                    )
+                };
+                format!(
+                    "exchange #{}: {} {} answered {what}",
+                    step + 1,
+                    divergence.request.method,
+                    divergence.request.path,
+                )
+            }
+            Failure::Inconclusive { step, why } => {
+                format!("exchange #{}: the model cannot decide: {why}", step + 1)
+            }
+            Failure::Assertion { message, .. } => message.clone(),
+            Failure::Transport(e) => format!("transport: {e}"),
+            Failure::Timeout(s) => format!("did not finish within {s} s"),
+            Failure::Findings(_) if self.is_project_only() => format!(
+                "differs on project-resolved points: {}",
+                join(&self.rules())
+            ),
+            Failure::Findings(_) => format!(
+                "answers differ from the protocol on: {}",
+                join(&self.rules())
+            ),
+            Failure::TargetDown(why) => why.clone(),
+        }
+    }
+
+    /// Whether this is only a departure from PROJECT decisions (level PROJECT whatever
+    /// the case's own level).
+    pub fn is_project_only(&self) -> bool {
+        matches!(self, Failure::Findings(d) if d.iter().all(|f| f.level == Level::Project))
+    }
+
+    /// The full explanation (several lines).
+    pub fn details(&self) -> String {
+        match self {
+            Failure::Diverged { divergence, .. } => divergence.to_string(),
+            Failure::Findings(d) => {
+                let mut s = self.headline();
+                for x in d {
+                    s.push_str(&format!("\n  {x}"));
+                }
+                s
+            }
+            other => other.headline(),
+        }
+    }
+}
+
+fn allowed_statuses(expected: &[queen_reference::wire::HttpResponse]) -> String {
+    let mut s: Vec<String> = expected.iter().map(|e| e.status.to_string()).collect();
+    s.dedup();
+    if s.is_empty() {
+        "nothing (no state of the model is consistent)".into()
+    } else {
+        s.join(" or ")
+    }
+}
+
+/// Rule ids as `A, B`.
+pub fn join(rules: &[RuleId]) -> String {
+    rules
+        .iter()
+        .map(|r| r.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.details())
+    }
+}
