@@ -1,8 +1,16 @@
 //! `queen-reference`: the wire types of the Queen protocol and a pure, in-memory
 //! reference model of it.
 //!
-//! * [`wire`] — request parsing/validation and response types, shared by every crate.
-//! * [`time`] — time as an input: exact or interval-valued moments.
+//! * [`wire`] — request parsing and validation, the route table, response types and
+//!   answers, shared by every crate.
+//! * [`model`] — the state machine, one module per operation; [`engine`] and [`render`]
+//!   run it as a deterministic broker.
+//! * [`choice`] and [`policy`] — the points the spec leaves open, answered once (an
+//!   engine) or every way (a checker).
+//! * [`checker`] — the worlds consistent with a broker's answers, and [`finding`], [`diff`]
+//!   for what differs and under which rule ([`rules`]).
+//! * [`ids`] — model handles to a broker's ids; [`time`] — time as an input: exact or
+//!   interval-valued moments; [`shared`] — structurally shared collections.
 //!
 //! See `ARCHITECTURE.md` at the workspace root for how the pieces fit together.
 

@@ -99,7 +99,8 @@ pub enum BlockedCompletion {
 /// Which claimable partitions a queue-scoped or discovery pop takes first (POP-4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum PopOrder {
-    /// The partition whose oldest unconsumed message is oldest (our server).
+    /// The partition whose oldest unconsumed message is oldest (the memory engine; the
+    /// PostgreSQL engine goes round robin, which the checker follows the same way).
     #[default]
     OldestFirst,
     /// The most recently created partition first: another legal choice, used to

@@ -1,5 +1,6 @@
--- The claim of one partition for one group: the only place a pop moves a cursor. Both
--- the head's claim of a lone candidate and the server's claim loop call it.
+-- The claim of one partition for one group: where a pop leases, or with autoAck moves a
+-- cursor (the engine moves it back only when it cannot answer what it claimed, ENC-3).
+-- Both the head's claim of a lone candidate and the server's claim loop call it.
 --
 -- The caller holds the pair's advisory lock (`queen_pair_key`). The function is
 -- VOLATILE, so its first statement takes a fresh snapshot after that lock and sees every

@@ -1,6 +1,8 @@
 //! `PgBroker`: the PostgreSQL engine.
 //!
-//! Every request is one database transaction. The schema (tables in `server/migrations`,
+//! What the spec makes atomic is one database transaction: a push's items, an ack call's
+//! decisions, a transaction's operations, one partition's claim; a pop's head is one
+//! round trip, its set-up (queue, subscription) another. The schema (tables in `server/migrations`,
 //! functions in `server/sql`, both embedded and applied at start: `schema.rs`) keeps
 //! partitions as append-only logs with offsets and one cursor row per
 //! `(partition, group)` that also carries the lease.
