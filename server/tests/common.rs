@@ -144,23 +144,28 @@ pub async fn pg_app_with(tag: &str, adjust: impl FnOnce(&mut Config)) -> PgApp {
     let dir = temp_dir(tag);
     let mut cfg = config(&dir);
     adjust(&mut cfg);
-    let broker = PgBroker::connect(db.url(), &cfg).await.unwrap();
-    let server = spawn(
-        Arc::new(broker.clone()),
-        &cfg,
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
-    PgApp {
-        server,
-        broker,
-        _db: db,
-        dir,
-    }
+    PgApp::start(db, dir, &cfg).await
 }
 
 impl PgApp {
+    /// A broker and its server on `db`, with its spool in `dir`.
+    async fn start(db: queen_pg::TestDb, dir: std::path::PathBuf, cfg: &Config) -> PgApp {
+        let broker = PgBroker::connect(db.url(), cfg).await.unwrap();
+        let server = spawn(
+            Arc::new(broker.clone()),
+            cfg,
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+        PgApp {
+            server,
+            broker,
+            _db: db,
+            dir,
+        }
+    }
+
     /// Stops this server and its broker (the process is gone: its spool's lock with it)
     /// and starts a new one on the same database and spool directory.
     pub async fn restart(self) -> PgApp {
@@ -173,19 +178,6 @@ impl PgApp {
         server.stop().await.unwrap();
         drop(broker);
         let cfg = config(&dir);
-        let broker = PgBroker::connect(_db.url(), &cfg).await.unwrap();
-        let server = spawn(
-            Arc::new(broker.clone()),
-            &cfg,
-            "127.0.0.1:0".parse().unwrap(),
-        )
-        .await
-        .unwrap();
-        PgApp {
-            server,
-            broker,
-            _db,
-            dir,
-        }
+        PgApp::start(_db, dir, &cfg).await
     }
 }
