@@ -148,15 +148,15 @@ fn panicked(case: &Case, why: Box<dyn std::any::Any + Send>) -> CaseOutcome {
 }
 
 /// A case's own assertion that failed after the broker did less than asked (a route it
-/// lacks, a pop that claimed less than it could, a lease it kept): the case saw less than the protocol
-/// provides, so its assertion is no evidence against its own rules, and the failure is
-/// that departure's. Any other assertion stands.
+/// lacks, a pop that claimed less than it could) or after a diagnosed cause: the case saw
+/// what the protocol does not provide, so its assertion is no evidence against its own
+/// rules, and the failure is that departure's. Any other assertion stands.
 fn cause_of(f: Failure, seen: &[Seen]) -> Failure {
     use queen_reference::finding::Kind;
     let causes: Vec<_> = seen
         .iter()
         .map(|s| s.finding.clone())
-        .filter(|f| matches!(f.kind, Kind::Claim | Kind::RouteMissing | Kind::KeptLease))
+        .filter(|f| matches!(f.kind, Kind::Claim | Kind::RouteMissing | Kind::Cause))
         .collect();
     if causes.is_empty() {
         f

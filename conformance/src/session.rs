@@ -272,6 +272,7 @@ impl Session {
         checker.keep_going = target.settings.keep_going;
         checker.accept = target.settings.accept.clone();
         checker.auth = target.settings.auth.clone();
+        checker.diagnose = true;
         checker.set_retention_lag(target.settings.retention_lag_ms);
         Session {
             target: target.clone(),
@@ -592,7 +593,7 @@ impl Session {
         // times, as a client would, so that the case goes on to check its own rules.
         let mut r = self.get(&route.path(), &q).await?;
         for wait_ms in [100, 200, 400, 800, 1600] {
-            let kept = self.seen.iter().any(|s| s.finding.kind == Kind::KeptLease);
+            let kept = self.seen.iter().any(|s| s.finding.kind == Kind::Cause);
             if r.status != 204 || !(self.checker.last_claim_short() || kept) {
                 break;
             }

@@ -13,11 +13,17 @@
 //! [`Ctx::project`]: a policy answers them like OPEN points; an exploration branches on
 //! them only when told to ([`explore_project`], a checker that is not strict), and each
 //! run reports which project alternatives it took as [`Finding`]s of kind [`Kind::Alternative`].
+//!
+//! A [`Variant`] (a named way to break one rule) is asked the same way, through
+//! [`Ctx::deviates`]: a policy plays the variants it lists, an exploration plays the ones
+//! it is given (a world's diagnosed causes) and records every variant the operation asked
+//! about, so a diagnosis tries only variants that could have changed something.
 
 use crate::finding::{note, Finding, Kind};
 use crate::policy::{ChoicePoint, Policy};
 use crate::rules::RuleId;
 use crate::time::{Stamp, Tri};
+use crate::variant::{Variant, VariantSet};
 
 /// The limit on branches of one operation before [`explore`] gives up.
 pub const MAX_BRANCHES: usize = 4096;
@@ -44,6 +50,10 @@ struct Script {
     allow_project: bool,
     /// The project alternatives taken in the current run.
     taken: Vec<Finding>,
+    /// The variants every run plays (a world's diagnosed causes).
+    active: VariantSet,
+    /// Every variant asked about in any run.
+    asked: VariantSet,
 }
 
 impl<'a> Ctx<'a> {
@@ -108,6 +118,18 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Whether the broker plays the variant `v` here: a policy's listed variants, an
+    /// exploration's given ones. Never a branch: a broker with a variant has it always.
+    pub fn deviates(&mut self, v: Variant) -> bool {
+        match &mut self.mode {
+            Mode::Policy(p) => p.variants.contains(v),
+            Mode::Explore(s) => {
+                s.asked = s.asked.with(v);
+                s.active.contains(v)
+            }
+        }
+    }
+
     /// Whether now is strictly before `t` (a deadline not reached yet).
     pub fn now_before(&mut self, t: Stamp) -> bool {
         match self.now.before(&t) {
@@ -151,10 +173,25 @@ pub fn explore<T>(
 pub fn explore_project<T>(
     now: Stamp,
     allow_project: bool,
-    mut op: impl FnMut(&mut Ctx) -> T,
+    op: impl FnMut(&mut Ctx) -> T,
 ) -> Result<Vec<(T, Stamp, Vec<Finding>)>, TooManyBranches> {
+    explore_under(now, allow_project, VariantSet::EMPTY, op).map(|(v, _)| v)
+}
+
+/// Every outcome of an exploration and the variants it asked about.
+pub type Explored<T> = (Vec<(T, Stamp, Vec<Finding>)>, VariantSet);
+
+/// [`explore_project`] for a broker that plays the variants `active`; also returns every
+/// variant the operation asked about.
+pub fn explore_under<T>(
+    now: Stamp,
+    allow_project: bool,
+    active: VariantSet,
+    mut op: impl FnMut(&mut Ctx) -> T,
+) -> Result<Explored<T>, TooManyBranches> {
     let mut script = Script {
         allow_project,
+        active,
         ..Script::default()
     };
     let mut out = Vec::new();
@@ -178,7 +215,7 @@ pub fn explore_project<T>(
         script.arities.truncate(script.pos);
         loop {
             match script.picks.last_mut() {
-                None => return Ok(out),
+                None => return Ok((out, script.asked)),
                 Some(p) => {
                     let arity = *script.arities.last().unwrap();
                     if *p + 1 < arity {

@@ -71,6 +71,9 @@ impl<I: IdSource> Engine<I> {
 
     /// Answers a raw HTTP request at time `now`.
     pub fn handle(&mut self, req: &HttpRequest, now: Millis) -> HttpResponse {
+        // A policy playing a reading variant reads the request as such a broker would.
+        let read = crate::variant::read_as(self.policy.variants, req);
+        let req = read.as_ref().unwrap_or(req);
         match parse_request(req, self.default_timeout_ms, self.body_limit) {
             Ok(r) => self.request(&r, now).into_http(),
             Err(rejection) => Answer::rejection(rejection, &req.method, &req.path).into_http(),

@@ -15,8 +15,8 @@ use crate::rules::{Level, RuleId};
 use serde::Serialize;
 
 /// What kind of departure a finding is. Every kind but [`Kind::Alternative`],
-/// [`Kind::Claim`], [`Kind::KeptLease`] and [`Kind::RouteMissing`] is answer-only: the
-/// broker did what the model says and only said it differently.
+/// [`Kind::Claim`], [`Kind::Cause`], [`Kind::State`] and [`Kind::RouteMissing`] is
+/// answer-only: the broker did what the model says and only said it differently.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
@@ -34,11 +34,14 @@ pub enum Kind {
     Shape,
     /// The route answered 404/405/501: the broker lacks it; nothing was done.
     RouteMissing,
+    /// A flag that reports state (`leaseReleased`, `dlq`, `noop`) says otherwise than the
+    /// model's outcome; the state itself is judged by what later answers show.
+    Flag,
     /// A pop claimed less than the request allowed (a smaller batch or fewer partitions).
     Claim,
-    /// An ack that released the lease by the protocol said it kept it: the lease is
-    /// followed as live until some time before its deadline.
-    KeptLease,
+    /// A diagnosed cause: a named variant ([`crate::variant::Variant`]) explains what
+    /// the broker did where no allowed behaviour does; checking went on under it.
+    Cause,
     /// A PROJECT point decided the other way, with the state that follows from it.
     Alternative,
     /// What the broker did differs from every allowed outcome: the case (or lockstep
@@ -47,16 +50,17 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Status,
         Kind::MissingField,
         Kind::MistypedField,
         Kind::Value,
         Kind::ErrorText,
         Kind::Shape,
+        Kind::Flag,
         Kind::RouteMissing,
         Kind::Claim,
-        Kind::KeptLease,
+        Kind::Cause,
         Kind::Alternative,
         Kind::State,
     ];
@@ -70,8 +74,9 @@ impl Kind {
             Kind::ErrorText => "error-text",
             Kind::Shape => "shape",
             Kind::RouteMissing => "route-missing",
+            Kind::Flag => "flag",
             Kind::Claim => "claim",
-            Kind::KeptLease => "kept-lease",
+            Kind::Cause => "cause",
             Kind::Alternative => "alternative",
             Kind::State => "state",
         }
@@ -85,7 +90,7 @@ impl Kind {
     pub fn answer_only(self) -> bool {
         !matches!(
             self,
-            Kind::RouteMissing | Kind::Claim | Kind::KeptLease | Kind::Alternative | Kind::State
+            Kind::RouteMissing | Kind::Claim | Kind::Cause | Kind::Alternative | Kind::State
         )
     }
 }
@@ -239,7 +244,8 @@ mod tests {
                 Kind::MistypedField,
                 Kind::Value,
                 Kind::ErrorText,
-                Kind::Shape
+                Kind::Shape,
+                Kind::Flag
             ]
         );
     }

@@ -8,7 +8,8 @@
 //! * [`choice`] and [`policy`] — the points the spec leaves open, answered once (an
 //!   engine) or every way (a checker).
 //! * [`checker`] — the worlds consistent with a broker's answers, and [`finding`], [`diff`]
-//!   for what differs and under which rule ([`rules`]).
+//!   for what differs and under which rule ([`rules`]); [`variant`] — named ways a broker
+//!   breaks one rule, which the checker reports as the cause of what it saw.
 //! * [`ids`] — model handles to a broker's ids; [`time`] — time as an input: exact or
 //!   interval-valued moments; [`shared`] — structurally shared collections.
 //!
@@ -26,6 +27,7 @@ pub mod render;
 pub mod rules;
 pub mod shared;
 pub mod time;
+pub mod variant;
 pub mod wire;
 
 /// The version of `spec/PROTOCOL.md` this model implements.

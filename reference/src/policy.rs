@@ -147,6 +147,9 @@ pub struct Policy {
     pub dedup_removed: u32,
     /// Alternative index taken at [`ChoicePoint::MessageDeleteRefused`] (PROJECT).
     pub message_delete_refused: u32,
+    /// Deviations played (none for ours): an engine that breaks rules on purpose, to
+    /// show that the checker names each [`crate::variant::Variant`] as the cause.
+    pub variants: crate::variant::VariantSet,
 }
 
 impl Policy {

@@ -133,6 +133,8 @@ pub mod ids {
     pub const POP_16: RuleId = RuleId("POP-16");
     /// escapes in paths and query strings decode to UTF-8, or the request is 400
     pub const WIRE_1: RuleId = RuleId("WIRE-1");
+    /// names in paths are percent-decoded
+    pub const WIRE_2: RuleId = RuleId("WIRE-2");
     /// a pop never removes; leases (committed, end] in offset order
     pub const POP_1: RuleId = RuleId("POP-1");
     /// claimable: visible message past cursor and no live lease
@@ -387,6 +389,11 @@ pub const RULES: &[Rule] = &[
         id: WIRE_1,
         level: Project,
         title: "escapes in paths and query strings decode to UTF-8, or the request is 400",
+    },
+    Rule {
+        id: WIRE_2,
+        level: Project,
+        title: "names in paths are percent-decoded",
     },
     Rule {
         id: POP_1,

@@ -25,7 +25,7 @@ pub fn cases() -> Vec<Case> {
         pop_params: "bad-input/pop-parameters-that-do-not-parse", [POP_10], Seed, BadInput;
         dlq_params: "bad-input/dlq-query-out-of-range", [DLQ_2], Project, BadInput;
         txn_malformed: "bad-input/transaction-malformed", [TXN_3], Project, BadInput, needs [Transactions];
-        hostile_names: "bad-input/hostile-and-unicode-names-are-ordinary", [PUSH_1, POP_1], Seed, BadInput;
+        hostile_names: "bad-input/hostile-and-unicode-names-are-ordinary", [PUSH_1, POP_1, WIRE_2], Seed, BadInput;
         long_names: "bad-input/names-over-255-bytes-are-400", [PUSH_8, POP_10], Project, BadInput;
     ]
 }

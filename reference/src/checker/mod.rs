@@ -22,10 +22,12 @@
 //! claimed less than it was allowed is read as the smaller claim it was.
 
 mod answer;
+mod diagnosis;
 
 pub use answer::Judge;
 
-use crate::choice::{explore_project, TooManyBranches};
+use crate::choice::{explore_under, TooManyBranches};
+use crate::variant::{Variant, VariantSet};
 use crate::finding::{note, Accept, Finding, Kind};
 use crate::ids::IdBook;
 use crate::model::*;
@@ -45,6 +47,8 @@ pub struct World {
     /// How the broker departed from the protocol on the way to this state (empty under a
     /// strict checker, where a departure is a divergence).
     pub findings: Vec<Finding>,
+    /// The diagnosed causes this world plays (see [`crate::variant`]).
+    pub variants: VariantSet,
 }
 
 impl World {
@@ -55,6 +59,7 @@ impl World {
             state,
             ids: self.ids.clone(),
             findings: self.findings.clone(),
+            variants: self.variants,
         };
         for d in taken {
             note(&mut w.findings, d);
@@ -63,7 +68,7 @@ impl World {
     }
 
     fn same_state(&self, other: &World) -> bool {
-        self.state == other.state && self.ids == other.ids
+        self.state == other.state && self.ids == other.ids && self.variants == other.variants
     }
 
     /// A digest of the state and ids ([`State::fingerprint`] and how many ids are
@@ -77,6 +82,7 @@ impl World {
             self.ids.msgs.len(),
             self.ids.parts.len(),
             self.ids.leases.len(),
+            self.variants,
         )
             .hash(&mut h);
         h.finish()
@@ -161,8 +167,12 @@ pub struct Divergence {
     pub expected: Vec<HttpResponse>,
     /// Why each expected answer did not match.
     pub reasons: Vec<String>,
-    /// The rules of the checks that failed (the route's rules when none was reached).
+    /// The rules of the checks that failed (the route's rules when none was reached), or
+    /// of the diagnosed causes.
     pub rules: Vec<RuleId>,
+    /// The variants that explain this answer and everything before it, when a diagnosis
+    /// found some (their rules are `rules`).
+    pub causes: Vec<Variant>,
 }
 
 impl std::fmt::Display for Divergence {
@@ -181,6 +191,9 @@ impl std::fmt::Display for Divergence {
             self.actual.status,
             body_text(&self.actual.body)
         )?;
+        for v in &self.causes {
+            writeln!(f, "  cause: {} ({}): {}", v.rule(), v.name(), v.def().what)?;
+        }
         for (e, why) in self.expected.iter().zip(&self.reasons) {
             writeln!(f, "  allowed: {} {}", e.status, body_text(&e.body))?;
             writeln!(f, "    differs: {why}")?;
@@ -229,6 +242,31 @@ pub struct Checker {
     last_expected: Option<HttpResponse>,
     /// The last step was a pop followed as a smaller claim than the model allowed.
     last_claim_short: bool,
+    /// Name the cause of an answer no allowed behaviour explains, from the library of
+    /// variants (a session's checker; not a linearizability search, where most orders fail).
+    pub diagnose: bool,
+    /// What diagnosis replays: every exchange checked so far, and the worlds before the first.
+    history: Vec<Rec>,
+    initial: Option<Vec<World>>,
+    /// Every variant an exploration asked about (the candidates of a diagnosis).
+    asked: VariantSet,
+}
+
+/// One exchange as checked: its answer, or `None` for a request applied unanswered.
+#[derive(Clone, Debug)]
+struct Rec {
+    req: HttpRequest,
+    sent: Millis,
+    received: Millis,
+    actual: Option<HttpResponse>,
+}
+
+/// The request as each kind of broker reads it: per set of reading variants.
+type Readings = Vec<(VariantSet, Result<Request, Op>)>;
+
+/// The reading variants of `set` (the ones that change how a request is parsed).
+fn reading_part(set: VariantSet) -> VariantSet {
+    VariantSet::of(&set.iter().filter(|v| v.is_reading()).collect::<Vec<_>>())
 }
 
 impl Default for Checker {
@@ -251,6 +289,10 @@ impl Checker {
             auth: None,
             last_expected: None,
             last_claim_short: false,
+            diagnose: false,
+            history: Vec::new(),
+            initial: None,
+            asked: VariantSet::EMPTY,
         }
     }
 
@@ -325,20 +367,37 @@ impl Checker {
         self.last_expected = None;
         self.last_claim_short = false;
         let now = Stamp::between(sent - self.skew_ms, received + self.skew_ms);
-        let parsed = match self.parse(req) {
-            Err(Rejection::NotFound) => return Ok(self.worlds.len()),
-            Err(Rejection::Bad(e)) => Err(Op::Rejected(e)),
-            Err(Rejection::DiscoveryScope) => Err(Op::DiscoveryRejected),
-            Ok(r) => Ok(r),
+        self.remember(req, sent, received, Some(actual));
+        let Some(readings) = self.readings(req) else {
+            return Ok(self.worlds.len());
         };
-        let op_in = |w: &World| match &parsed {
-            Ok(r) => w.ids.resolve(r),
-            Err(op) => op.clone(),
+        let op_in = |w: &World| {
+            let key = reading_part(w.variants);
+            let parsed = &readings.iter().find(|r| r.0 == key).unwrap_or(&readings[0]).1;
+            match parsed {
+                Ok(r) => w.ids.resolve(r),
+                Err(op) => op.clone(),
+            }
         };
+        let parsed = &readings[0].1;
         if let Some(n) = self.route_missing(req, &parsed, actual) {
             return Ok(n);
         }
-        let (mut next, mut misses) = self.explore(req, now, actual, &op_in)?;
+        let (mut next, mut misses, asked) = self.explore(req, now, actual, &op_in)?;
+        self.asked = self.asked.union(asked);
+        let mut causes = Vec::new();
+        if next.kept.is_empty() && self.diagnose {
+            if let Some(d) = self.diagnosis(req, actual) {
+                let follow = self.keep_going
+                    || d.findings.iter().all(|f| self.judge().allows(f));
+                if follow {
+                    self.last_expected = d.expected;
+                    self.worlds = d.worlds;
+                    return Ok(self.worlds.len());
+                }
+                causes = d.causes;
+            }
+        }
         if next.kept.is_empty() {
             if let Some(smaller) = self.smaller_claim(req, now, actual, &op_in)? {
                 next = smaller;
@@ -363,6 +422,10 @@ impl Checker {
             if !explained.is_empty() {
                 rules = explained;
             }
+            if !causes.is_empty() {
+                rules = causes.iter().map(|v| v.rule()).collect();
+                rules.dedup();
+            }
             let (expected, reasons) = misses
                 .drain(..)
                 .map(|(e, m)| (e, format!("{} ({})", m.why, m.rule)))
@@ -373,6 +436,7 @@ impl Checker {
                 expected,
                 reasons,
                 rules,
+                causes,
             })));
         }
         if !self.last_claim_short {
@@ -400,7 +464,7 @@ impl Checker {
         }
         let mut lax = self.clone();
         lax.strict_project = false;
-        let Ok((next, _)) = lax.explore(req, now, actual, op_in) else {
+        let Ok((next, _, _)) = lax.explore(req, now, actual, op_in) else {
             return Vec::new();
         };
         let before: Vec<&Finding> = self.worlds.iter().flat_map(|w| &w.findings).collect();
@@ -421,8 +485,9 @@ impl Checker {
         now: Stamp,
         actual: &HttpResponse,
         op_in: &dyn Fn(&World) -> Op,
-    ) -> Result<(Next, Vec<(HttpResponse, Miss)>), StepError> {
+    ) -> Result<(Next, Vec<(HttpResponse, Miss)>, VariantSet), StepError> {
         let mut next = Next::default();
+        let mut asked = VariantSet::EMPTY;
         let mut misses: Vec<(HttpResponse, Miss)> = Vec::new();
         let judge = self.judge();
         // A pop answer is read once, not once per world.
@@ -430,7 +495,7 @@ impl Checker {
         for world in &self.worlds {
             let op = op_in(world);
             for order in pop_orders(world, &op, parts.as_deref()) {
-                let branches = outcomes(
+                let (branches, more) = outcomes(
                     world,
                     &op,
                     now,
@@ -439,6 +504,7 @@ impl Checker {
                     |i| minted_txn(&op, actual, i),
                 )
                 .map_err(too_many(req))?;
+                asked = asked.union(more);
                 for (out, st, taken) in branches {
                     let mut w = world.after(st, taken);
                     match check_answer(&out, actual, &mut w, &world.state, &req.path, judge) {
@@ -470,7 +536,7 @@ impl Checker {
                 )));
             }
         }
-        Ok((next, misses))
+        Ok((next, misses, asked))
     }
 
     /// A route the broker lacks (404, 405, 501 where the model answers): in keep-going
@@ -585,7 +651,7 @@ impl Checker {
         if !matches!(smaller(&self.worlds[0]), Op::Pop(p) if p.query.batch == n) {
             return Ok(None);
         }
-        let (mut next, _) = self.explore(req, now, actual, &smaller)?;
+        let (mut next, _, _) = self.explore(req, now, actual, &smaller)?;
         let asked = match op_in(&self.worlds[0]) {
             Op::Pop(p) => format!(
                 "batch {}, partitions {}",
@@ -638,16 +704,19 @@ impl Checker {
         until: Millis,
     ) -> Result<usize, StepError> {
         let now = Stamp::between(sent - self.skew_ms, until + self.skew_ms);
-        let parsed = match self.parse(req) {
-            Ok(r) => r,
-            // Rejections and unknown routes change nothing.
-            Err(_) => return Ok(self.worlds.len()),
+        self.remember(req, sent, until, None);
+        let Some(readings) = self.readings(req) else {
+            return Ok(self.worlds.len());
         };
         let mut next = Next::default();
         for world in &self.worlds {
-            let op = world.ids.resolve(&parsed);
+            let key = reading_part(world.variants);
+            let parsed = &readings.iter().find(|r| r.0 == key).unwrap_or(&readings[0]).1;
+            // Rejections change nothing.
+            let Ok(parsed) = parsed else { continue };
+            let op = world.ids.resolve(parsed);
             let allow = !self.strict_project;
-            let branches = outcomes(world, &op, now, None, allow, |i| format!("<lost {i}>"))
+            let (branches, _) = outcomes(world, &op, now, None, allow, |i| format!("<lost {i}>"))
                 .map_err(too_many(req))?;
             for (out, st, taken) in branches {
                 if matches!(out, Outcome::PopIllegal(..)) {
@@ -667,6 +736,9 @@ impl Checker {
                     self.max_worlds
                 )));
             }
+        }
+        if next.kept.is_empty() && readings.iter().all(|r| r.1.is_err()) {
+            return Ok(self.worlds.len());
         }
         if next.kept.is_empty() {
             return Err(StepError::Inconclusive(format!(
@@ -692,8 +764,8 @@ fn outcomes(
     order: Option<&[PartH]>,
     allow_project: bool,
     minter: impl Fn(usize) -> String,
-) -> Result<Vec<Branch>, TooManyBranches> {
-    explore_project(now, allow_project, |ctx| {
+) -> Result<(Vec<Branch>, VariantSet), TooManyBranches> {
+    explore_under(now, allow_project, world.variants, |ctx| {
         let mut st = world.state.clone();
         let mut mint = |i: usize| minter(i);
         let out = apply(
@@ -707,10 +779,12 @@ fn outcomes(
         );
         (out, st)
     })
-    .map(|v| {
-        v.into_iter()
+    .map(|(v, asked)| {
+        let branches = v
+            .into_iter()
             .map(|((out, st), _, taken)| (out, st, taken))
-            .collect()
+            .collect();
+        (branches, asked)
     })
 }
 
@@ -726,7 +800,7 @@ fn too_many(req: &HttpRequest) -> impl FnOnce(TooManyBranches) -> StepError + '_
 
 /// The pop the model itself would answer (policy order), for a report.
 fn policy_pop(world: &World, op: &Op, now: Stamp) -> Option<(Outcome, World)> {
-    let branches = outcomes(world, op, now, None, false, |i| format!("<minted {i}>")).ok()?;
+    let (branches, _) = outcomes(world, op, now, None, false, |i| format!("<minted {i}>")).ok()?;
     let (out, state, _) = branches.into_iter().next()?;
     Some((
         out,
@@ -734,6 +808,7 @@ fn policy_pop(world: &World, op: &Op, now: Stamp) -> Option<(Outcome, World)> {
             state,
             ids: world.ids.clone(),
             findings: world.findings.clone(),
+            variants: world.variants,
         },
     ))
 }
@@ -958,6 +1033,7 @@ mod tests {
             }],
             reasons: vec!["status 200, expected 204".into()],
             rules: vec![POP_1, POP_2],
+            causes: vec![],
         };
         assert_eq!(
             d.to_string(),

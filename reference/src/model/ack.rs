@@ -8,6 +8,7 @@
 use super::outcome::AckOut;
 use super::state::{DeadLetterRec, LeaseH, PartH, State};
 use crate::choice::Ctx;
+use crate::variant::Variant;
 use crate::policy::{BlockedCompletion, ChoicePoint};
 use crate::wire::{
     AckResult, AckStatus, ERR_ALREADY_COMMITTED, ERR_INVALID_LEASE, ERR_UNRESOLVABLE,
@@ -109,6 +110,10 @@ fn step1(st: &mut State, i: usize, it: &AckIn, ctx: &mut Ctx) -> Step1 {
     {
         return unresolvable();
     }
+    if moves_back(st, ph, it, offset, ctx) {
+        return Step1::Answered(answer(i, txn, true, None, false));
+    }
+    let p = st.part(ph).expect("exists");
     let cursor = p.cursors.get(&it.group);
     let found = Found {
         index: i,
@@ -138,6 +143,26 @@ fn step1(st: &mut State, i: usize, it: &AckIn, ctx: &mut Ctx) -> Step1 {
             Step1::Valid { part: ph, offset }
         }
     }
+}
+
+/// [`Variant::FailureBelowCursorMovesBack`]: a failure signal at or below the cursor is
+/// taken as valid and puts the cursor back before its message.
+fn moves_back(st: &mut State, ph: PartH, it: &AckIn, offset: u32, ctx: &mut Ctx) -> bool {
+    let committed = st
+        .part(ph)
+        .and_then(|p| p.cursors.get(&it.group))
+        .map(|c| c.committed);
+    let below = committed.is_some_and(|c| offset <= c);
+    if !below || it.status == AckStatus::Completed {
+        return false;
+    }
+    if !ctx.deviates(Variant::FailureBelowCursorMovesBack) {
+        return false;
+    }
+    let cursor = st.cursor_mut(ph, &it.group);
+    cursor.committed = offset - 1;
+    cursor.lease = None;
+    true
 }
 
 /// An ack item whose message step 1 found: what the rest of step 1 needs to know.
@@ -222,7 +247,8 @@ impl StepOneFacts for ModelFacts<'_, '_> {
             return None;
         };
         let (_, deadline, end) = self.lease.filter(|l| l.0 == h)?;
-        self.ctx.now_before(deadline).then_some(end)
+        (self.ctx.now_before(deadline) || self.ctx.deviates(Variant::ExpiredLeaseAccepted))
+            .then_some(end)
     }
 
     fn commit_without_cursor(&mut self) -> bool {
@@ -266,6 +292,16 @@ pub struct StepAlternatives {
     pub charge_every_failure: bool,
     /// Step 5: any accepted ack releases the lease, even a partial commit.
     pub release_on_partial_commit: bool,
+    /// [`Variant::EveryFailureDeadLettered`]: failed offsets after the charged one are
+    /// dead letters.
+    pub dead_letter_rest: bool,
+    /// [`Variant::FailureNotClamping`]: the cursor moves to the highest terminal offset
+    /// whatever comes back.
+    pub no_clamp: bool,
+    /// [`Variant::FailureNeverCharged`]: a failure comes back uncharged, never dead.
+    pub never_charge: bool,
+    /// [`Variant::CompletionKeepsLease`]: only something coming back releases the lease.
+    pub keep_on_completion: bool,
 }
 
 /// What steps 2–6 decide for one `(partition, group)`. Pure data: the model applies it
@@ -325,7 +361,12 @@ pub fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -
         let back = match status {
             AckStatus::Failed => {
                 let count = view.retries.get(&off).copied().unwrap_or(0);
-                if alt.charge_every_failure && charged.is_some() && count < view.retry_limit {
+                if alt.never_charge {
+                    true
+                } else if alt.dead_letter_rest && charged.is_some() {
+                    dead.push((off, err.map(str::to_string), count));
+                    false
+                } else if alt.charge_every_failure && charged.is_some() && count < view.retry_limit {
                     also_charged.push(off);
                     true
                 } else if charged.is_some() && !alt.charge_every_failure {
@@ -362,13 +403,13 @@ pub fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -
         .max()
         .unwrap_or(c);
     let new_cursor = match first_back {
-        Some(f) => c.max(highest_terminal.min(f - 1)),
-        None => c.max(highest_terminal),
+        Some(f) if !alt.no_clamp => c.max(highest_terminal.min(f - 1)),
+        _ => c.max(highest_terminal),
     };
     // Step 5: release the lease when something comes back or the span is done.
     let release = view.lease.is_some_and(|(end, _)| {
         first_back.is_some()
-            || new_cursor >= end
+            || (new_cursor >= end && !alt.keep_on_completion)
             || (alt.release_on_partial_commit && !valid.is_empty())
     });
     let released_live = release && view.lease.is_some_and(|(_, live)| live);
@@ -450,16 +491,51 @@ fn evaluate(
         .lease
         .as_ref()
         .map(|l| (l.end, ctx.now_before(l.deadline)));
+    let has = |s: AckStatus| valid.iter().any(|v| v.status == s);
+    let failed = has(AckStatus::Failed);
+    let retry_limit = match failed && ctx.deviates(Variant::RetryLimitOffByOne) {
+        true => retry_limit + 1,
+        false => retry_limit,
+    };
     let view = PairView {
         committed: cursor.committed,
         retries: &cursor.retries,
         lease,
         retry_limit,
     };
-    let mut d = decide(&view, valid);
+    // Variants that read a status as another one.
+    let read_as = |from: AckStatus, to: AckStatus, v: Variant, ctx: &mut Ctx| {
+        (has(from) && ctx.deviates(v)).then_some((from, to))
+    };
+    let renamed: Vec<(AckStatus, AckStatus)> = [
+        read_as(AckStatus::Retry, AckStatus::Failed, Variant::RetryCharged, ctx),
+        read_as(AckStatus::Dlq, AckStatus::Completed, Variant::DlqStatusCommits, ctx),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let owned: Vec<ValidAck> = valid
+        .iter()
+        .map(|v| {
+            let status = renamed.iter().find(|r| r.0 == v.status).map_or(v.status, |r| r.1);
+            ValidAck { status, ..v.clone() }
+        })
+        .collect();
+    let valid = &owned[..];
+    let mut alt = StepAlternatives {
+        dead_letter_rest: valid.iter().filter(|v| v.status == AckStatus::Failed).count() > 1
+            && ctx.deviates(Variant::EveryFailureDeadLettered),
+        never_charge: failed && ctx.deviates(Variant::FailureNeverCharged),
+        no_clamp: (failed || has(AckStatus::Retry))
+            && valid.len() > 1
+            && ctx.deviates(Variant::FailureNotClamping),
+        keep_on_completion: lease.is_some() && ctx.deviates(Variant::CompletionKeepsLease),
+        ..StepAlternatives::default()
+    };
+    let mut d = decide_with(&view, valid, alt);
     // Steps 3 and 5 [PROJECT]: another broker may charge every failure, or release the
     // lease on a partial commit. Asked only where the alternative changes something.
-    let mut alt = StepAlternatives::default();
+    let variants = alt;
     if d.failed_signals > 1
         && ctx.project(
             ChoicePoint::AckChargesEveryFailure,
@@ -479,19 +555,24 @@ fn evaluate(
     {
         alt.release_on_partial_commit = true;
     }
-    if alt != StepAlternatives::default() {
+    if alt != variants {
         d = decide_with(&view, valid, alt);
     }
 
     let now = ctx.now;
+    let kept = !d.release && alt.keep_on_completion && d.new_cursor >= view.lease.map_or(0, |l| l.0);
     let cur = st.cursor_mut(ph, group);
     if d.release {
         cur.lease = None;
     }
+    if let Some(l) = cur.lease.as_mut().filter(|_| kept) {
+        // Kept by a broker that lets go when it likes: any moment up to the deadline.
+        l.deadline = crate::time::Stamp::between(now.lo, l.deadline.hi);
+    }
     cur.retries = d.retries_after(&cur.retries);
     cur.committed = d.new_cursor;
-    if d.failed_back {
-        cur.not_before = Some(now.plus(retry_delay));
+    if d.failed_back && !ctx.deviates(Variant::RetryDelayIgnored) {
+        st.cursor_mut(ph, group).not_before = Some(now.plus(retry_delay));
     }
     for (off, error, retry_count) in &d.dead {
         let filed = st

@@ -10,6 +10,7 @@ use crate::wire::{
     ConfigureRequest, ConfigureResponse, DeleteResponse, DlqQuery, EchoedOptions, QueueOptions,
     WireError, ENCRYPTION_UNAVAILABLE,
 };
+use crate::variant::Variant;
 use std::sync::Arc;
 
 /// CFG-1: full replace of the options (and namespace/task); creates the queue if needed.
@@ -42,7 +43,14 @@ pub fn encryption_refused(req: &ConfigureRequest, ctx: &mut Ctx) -> Option<WireE
 
 /// DEL-1: removes the queue with its partitions, messages, cursors, leases and dead
 /// letters. Spooled pushes to it stay spooled (they were acknowledged, PUSH-7).
-pub fn delete_queue(st: &mut State, name: &str) -> DeleteResponse {
+pub fn delete_queue(st: &mut State, name: &str, ctx: &mut Ctx) -> DeleteResponse {
+    if st.queues.contains_key(name) && ctx.deviates(Variant::DeleteKeepsMessages) {
+        return DeleteResponse {
+            deleted: true,
+            queue: name.to_string(),
+            existed: true,
+        };
+    }
     // Only a queue that exists is removed: a copy-on-write map is not copied for nothing.
     let removed = st
         .queues

@@ -5,6 +5,7 @@ use super::outcome::ExtendOut;
 use super::state::State;
 use crate::choice::Ctx;
 use crate::time::Stamp;
+use crate::variant::Variant;
 
 /// LEASE-1: renews every live lease with that id, never shortening one; a lease that
 /// is gone is not revived. `seconds` absent means each lease's own duration (LEASE-3).
@@ -28,17 +29,27 @@ pub fn extend(
             else {
                 continue;
             };
-            if !ctx.now_before(l.deadline) {
+            if !ctx.now_before(l.deadline) && !ctx.deviates(Variant::ExtendRevivesExpired) {
                 continue;
             }
-            let ms = seconds.map_or(l.duration_ms, |s| s as i64 * 1000);
-            let wanted = ctx.now.plus(ms);
+            let ms = match seconds {
+                Some(s) if !ctx.deviates(Variant::ExtendIgnoresSeconds) => s as i64 * 1000,
+                _ => l.duration_ms,
+            };
+            let wanted = match ctx.deviates(Variant::ExtendFromDeadline) {
+                true => l.deadline.plus(ms),
+                false => ctx.now.plus(ms),
+            };
+            let shortens = wanted.lo < l.deadline.hi && ctx.deviates(Variant::ExtendShortens);
             let l = st
                 .part_mut(ph)
                 .and_then(|p| p.cursors.get_mut(&group))
                 .and_then(|c| c.lease.as_mut())
                 .expect("checked above");
-            l.deadline = Stamp::between(l.deadline.lo.max(wanted.lo), l.deadline.hi.max(wanted.hi));
+            l.deadline = match shortens {
+                true => wanted,
+                false => Stamp::between(l.deadline.lo.max(wanted.lo), l.deadline.hi.max(wanted.hi)),
+            };
             renewed += 1;
             // [PROJECT] with several leases, `expiresAt` is the latest deadline.
             expires = Some(match expires {

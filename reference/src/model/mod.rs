@@ -112,7 +112,7 @@ pub fn apply(st: &mut State, op: &Op, hints: &mut Hints, ctx: &mut Ctx) -> Outco
             Some(e) => Outcome::Rejected(e),
             None => Outcome::Configure(admin::configure(st, req)),
         },
-        Op::Delete(name) => Outcome::Delete(admin::delete_queue(st, name)),
+        Op::Delete(name) => Outcome::Delete(admin::delete_queue(st, name, ctx)),
         Op::Dlq(q) => Outcome::Dlq(admin::list_dlq(st, q)),
         Op::SetPushMaintenance(on) => admin::set_push_maintenance(st, *on, ctx),
         Op::GetPushMaintenance => admin::push_maintenance(st),

@@ -7,6 +7,7 @@ use crate::choice::Ctx;
 use crate::policy::{ChoicePoint, PopOrder};
 use crate::rules::{RuleId, POP_1, POP_13, POP_2, POP_3};
 use crate::time::{parse_iso, Millis, Stamp, Tri};
+use crate::variant::Variant;
 use crate::wire::{PopQuery, PopRoute, QueueOptions, QUEUE_MODE};
 
 /// A pop request, validated.
@@ -31,7 +32,7 @@ struct Claimable {
 /// applies: oldest unconsumed message first, then partition creation order.
 pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut Ctx) -> Outcome {
     // MAINT-2 / POP-6: pop maintenance answers a bare 204 and touches nothing.
-    if st.pop_maintenance {
+    if st.pop_maintenance && !ctx.deviates(Variant::PopMaintenanceIgnored) {
         return Outcome::PopEmpty;
     }
     let q = &req.query;
@@ -39,7 +40,7 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
     let (scope_queue, claimable) = match &req.route {
         PopRoute::Queue(name) => {
             // POP-8: an unknown queue gets its configuration row, then 204.
-            st.ensure_queue(name, QueueOptions::implicit());
+            ensure_implicit(st, name, ctx);
             subscribe(st, name, q, ctx);
             (name.clone(), claimable_in(st, name, None, group, ctx))
         }
@@ -48,7 +49,7 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
                 if ctx.choose(ChoicePoint::PartitionPopCreatesQueue, 2) == 1 {
                     return Outcome::PopEmpty;
                 }
-                st.ensure_queue(name, QueueOptions::implicit());
+                ensure_implicit(st, name, ctx);
             }
             subscribe(st, name, q, ctx);
             (
@@ -80,7 +81,10 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
 
     let cap = match req.route {
         PopRoute::Partition(..) => 1,
-        _ => q.partitions.unwrap_or(u32::MAX),
+        _ => match q.partitions {
+            Some(c) if !ctx.deviates(Variant::PartitionCapIgnored) => c,
+            _ => u32::MAX,
+        },
     };
     let chosen = match order {
         Some(order) => match check_order(&claimable, order, q.batch, cap) {
@@ -98,7 +102,8 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
         return Outcome::PopEmpty;
     }
 
-    let lease = (!q.auto_ack).then(|| st.mint_lease());
+    let leased = !q.auto_ack || ctx.deviates(Variant::AutoAckIgnored);
+    let lease = leased.then(|| st.mint_lease());
     let mut budget = q.batch;
     let mut messages = Vec::new();
     for c in &chosen {
@@ -115,8 +120,8 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
         );
         let end = messages[start..].last().expect("a claim delivers").1;
         let lease_secs = match q.lease_seconds {
-            Some(s) => s,
-            None => {
+            Some(s) if !ctx.deviates(Variant::LeaseSecondsIgnored) => s,
+            _ => {
                 let qn = &st.part(c.part).expect("claimable").queue;
                 st.queues[qn].options.lease_time
             }
@@ -124,7 +129,9 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
         let duration_ms = lease_secs as i64 * 1000;
         let cursor = st.cursor_mut(c.part, group);
         // Any expired lease is gone now (ACK-7: expiry charges nothing).
-        cursor.lease = None;
+        if cursor.lease.take().is_some() && ctx.deviates(Variant::ExpiryChargesRetry) {
+            *cursor.retries.entry(cursor.committed + 1).or_insert(0) += 1;
+        }
         cursor.not_before = None;
         match lease {
             // POP-7: autoAck commits inside the pop; no lease.
@@ -150,6 +157,18 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
         messages,
         partitions_claimed: chosen.len() as u32,
     })
+}
+
+/// POP-8, PUSH-2: an unknown queue's row with the implicit defaults (leaseTime 60).
+pub(crate) fn ensure_implicit(st: &mut State, name: &str, ctx: &mut Ctx) {
+    if st.queues.contains_key(name) {
+        return;
+    }
+    let mut options = QueueOptions::implicit();
+    if ctx.deviates(Variant::ImplicitLease300) {
+        options.lease_time = 300;
+    }
+    st.ensure_queue(name, options);
 }
 
 /// What each partition of `queue` (or just `only`) can deliver now, in name order.
@@ -206,13 +225,16 @@ fn claimable(
             return None; // a failed span comes back after retryDelay
         }
     }
-    if opts.window_buffer > 0 {
+    if opts.window_buffer > 0 && !ctx.deviates(Variant::WindowBufferIgnored) {
         let last = st.writes[p.last_write? as usize];
         if ctx.now_before(last.plus(opts.window_buffer as i64 * 1000)) {
             return None;
         }
     }
-    let delay_ms = opts.delayed_processing as i64 * 1000;
+    let delay_ms = match opts.delayed_processing {
+        s if s > 0 && !ctx.deviates(Variant::DelayIgnored) => s as i64 * 1000,
+        _ => 0,
+    };
     let available = if delay_ms > 0 {
         let mut n = 0;
         for off in p.retained_after(committed) {
@@ -385,7 +407,7 @@ fn seed_point(st: &State, ph: PartH, mode: &str, from: &str, ctx: &mut Ctx) -> u
     if let Some(t) = parse_iso(from) {
         return last_before(st, p, t, ctx);
     }
-    if mode == "new" {
+    if mode == "new" && !ctx.deviates(Variant::SubscriptionNewIgnored) {
         p.end()
     } else {
         // "starts at the oldest retained message" (seed, RET-4).

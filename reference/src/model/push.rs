@@ -4,8 +4,9 @@
 use super::outcome::PushOut;
 use super::state::{Data, Message, PartH, SpooledItem, State, Trace};
 use crate::choice::Ctx;
+use crate::variant::Variant;
 use crate::policy::ChoicePoint;
-use crate::wire::{Payload, PushItem, PushStatus, QueueOptions};
+use crate::wire::{Payload, PushItem, PushStatus};
 use std::sync::Arc;
 
 /// Where a push comes from: it decides what happens to a `traceId` (PUSH-9).
@@ -40,7 +41,10 @@ pub fn push(
     minter: &mut dyn TxnMinter,
     ctx: &mut Ctx,
 ) -> Vec<PushOut> {
-    if st.push_maintenance && kind == PushKind::Plain {
+    if st.push_maintenance
+        && kind == PushKind::Plain
+        && !ctx.deviates(crate::variant::Variant::PushMaintenanceIgnored)
+    {
         return items
             .iter()
             .enumerate()
@@ -113,7 +117,7 @@ fn txn_of(item: &PushItem, index: usize, minter: &mut dyn TxnMinter) -> (String,
 }
 
 /// The item's partition and its queue's dedup window (ms), created when missing.
-fn target(st: &mut State, item: &PushItem) -> (PartH, i64) {
+fn target(st: &mut State, item: &PushItem, ctx: &mut Ctx) -> (PartH, i64) {
     // Both exist (nearly always): one lookup of each.
     if let Some(q) = st.queues.get(&item.queue) {
         if let Some(&h) = q.partitions.get(&item.partition) {
@@ -121,11 +125,8 @@ fn target(st: &mut State, item: &PushItem) -> (PartH, i64) {
         }
     }
     // PUSH-2: an unknown queue is created with leaseTime 60 and defaults otherwise.
-    let window_ms = st
-        .ensure_queue(&item.queue, QueueOptions::implicit())
-        .options
-        .dedup_window_seconds as i64
-        * 1000;
+    super::pop::ensure_implicit(st, &item.queue, ctx);
+    let window_ms = st.queues[&item.queue].options.dedup_window_seconds as i64 * 1000;
     // PUSH-3: so is an unknown partition.
     (st.ensure_partition(&item.queue, &item.partition), window_ms)
 }
@@ -158,7 +159,7 @@ fn write_one(
     index: usize,
     ctx: &mut Ctx,
 ) -> PushOut {
-    let (ph, window_ms) = target(st, item);
+    let (ph, window_ms) = target(st, item, ctx);
     let part = st.part(ph).expect("just ensured");
     let probe = part.txn_index.probe(&transaction_id, &part.messages);
     // PUSH-5: the same transactionId in the same partition within the window, among
@@ -182,7 +183,12 @@ fn write_one(
         let orig = part.at(off);
         (orig.msg, st.created(orig))
     });
-    let within = |created: crate::time::Stamp, window: i64| ctx.now_before(created.plus(window));
+    // PUSH-5 variants: a window never applied, or no dedup at all.
+    let newest = newest.filter(|_| window_ms <= 0 || !ctx.deviates(Variant::DedupIgnored));
+    let forever = window_ms > 0 && newest.is_some() && ctx.deviates(Variant::DedupWithoutWindow);
+    let within = |created: crate::time::Stamp, window: i64| {
+        forever || ctx.now_before(created.plus(window))
+    };
     if let Some(orig_msg) = duplicate_of(minted_txn, window_ms, newest, within) {
         return PushOut {
             index,

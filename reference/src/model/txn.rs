@@ -110,6 +110,9 @@ pub fn transaction(
                     )
                 {
                     let why = out.result.error.take().unwrap_or_default();
+                    if ctx.deviates(crate::variant::Variant::TxnNotAtomic) {
+                        *st = work;
+                    }
                     return abort(format!(
                         "operations[{i}]: ack of {} failed: {why}",
                         item.transaction_id

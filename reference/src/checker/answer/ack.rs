@@ -6,7 +6,6 @@ use super::{hard, Check, Miss};
 use crate::finding::{Finding, Kind};
 use crate::model::*;
 use crate::rules::*;
-use crate::time::Stamp;
 use crate::wire::*;
 use serde_json::{json, Value};
 
@@ -81,20 +80,15 @@ pub(super) fn ack_item(cx: &mut Cx, o: &AckOut, a: &Value, path: &str) -> Check 
     )?;
     error_text(cx, rule, e, error, path)?;
     // These three say what the ack did (a dead letter filed, a lease released, a cursor
-    // already past): when present, another value is another state, not another wording.
-    // Where the message went is read first: a lease kept or released follows from it.
+    // already past). What a broker says is not what it did: another value is a flag
+    // finding, and the state is judged by what later answers show (a pop, an extend).
     let dlq = cx.bool(a, path, "dlq", ACK_6)?;
-    state_flag(dlq, e.dlq, e.index, "dlq", ACK_6)?;
+    flag(cx, dlq, e.dlq, path, "dlq", ACK_6)?;
     let released = cx.bool(a, path, "leaseReleased", ACK_0)?;
-    match (&o.released, released) {
-        (Some((ph, group)), Some(false)) if cx.j.keep_going => kept_lease(cx, *ph, group, e.index)?,
-        _ => {
-            let rule = if e.lease_released { ACK_1 } else { ACK_STEP_5 };
-            state_flag(released, e.lease_released, e.index, "leaseReleased", rule)?;
-        }
-    }
+    let rule = if e.lease_released { ACK_1 } else { ACK_STEP_5 };
+    flag(cx, released, e.lease_released, path, "leaseReleased", rule)?;
     let noop = cx.bool(a, path, "noop", ACK_3)?;
-    state_flag(noop, e.noop, e.index, "noop", ACK_3)
+    flag(cx, noop, e.noop, path, "noop", ACK_3)
 }
 
 /// The error an ack item shows against the one due: its wording is what the broker
@@ -128,36 +122,15 @@ fn error_text(cx: &mut Cx, rule: RuleId, e: &AckResult, error: Option<&str>, pat
     Ok(())
 }
 
-/// A broker that says it kept the lease an ack released by the protocol (ACK-1: the
-/// span is acked away): followed, in keep-going mode, as the lease it held before the
-/// call, live until some time before its deadline (the broker decides when it lets
-/// go), so later pops are judged by it instead of failing every case on the way.
-fn kept_lease(cx: &mut Cx, ph: PartH, group: &str, index: usize) -> Check {
-    let held = cx
-        .before
-        .part(ph)
-        .and_then(|p| p.cursors.get(group))
-        .and_then(|c| c.lease.clone());
-    let Some(mut l) = held else {
-        return hard(false, ACK_1, || {
-            format!("ack item {index}: leaseReleased false where true is expected")
-        });
-    };
-    l.deadline = Stamp::between(l.deadline.lo - l.duration_ms, l.deadline.hi);
-    cx.w.state.cursor_mut(ph, group).lease = Some(l);
-    cx.soft_state(
-        Finding::new(
-            ACK_1,
-            Kind::KeptLease,
-            "an ack that completes the leased span keeps the lease",
-        )
-        .example(format!("ack item {index} answered leaseReleased:false")),
-    )
-}
-
-/// An ack item's flag that reports state: absent is a finding already; another value a miss.
-fn state_flag(got: Option<bool>, want: bool, index: usize, key: &str, rule: RuleId) -> Check {
-    hard(got.is_none_or(|g| g == want), rule, || {
-        format!("ack item {index}: {key} {} where {want} is expected", !want)
-    })
+/// An ack item's flag that reports state: absent is a finding already; another value a
+/// [`Kind::Flag`] finding (the state it names is judged by later answers).
+fn flag(cx: &mut Cx, got: Option<bool>, want: bool, path: &str, key: &str, rule: RuleId) -> Check {
+    match got {
+        Some(g) if g != want => cx.flag(
+            Finding::new(rule, Kind::Flag, format!("`{key}` says {g} where the ack did {}", if want { "so" } else { "not" }))
+                .at(format!("{path}.{key}"))
+                .example(format!("{g} where {want} is expected")),
+        ),
+        _ => Ok(()),
+    }
 }

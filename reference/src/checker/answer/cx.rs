@@ -35,9 +35,16 @@ impl Cx<'_, '_> {
         }
     }
 
-    /// A state reading the judge does not weigh (the caller only follows it when kept
-    /// going): recorded, and counted among the step's differences.
-    pub(super) fn soft_state(&mut self, f: Finding) -> Check {
+    /// A flag that says another state than the outcome's: recorded and counted among the
+    /// step's differences unless the checker holds the broker to every word (strict and
+    /// not kept going), where it is a miss.
+    pub(super) fn flag(&mut self, f: Finding) -> Check {
+        if self.j.strict_project && !self.j.keep_going && !self.j.accept.iter().any(|a| a.covers(&f)) {
+            return Err(Miss {
+                rule: f.rule,
+                why: f.to_string(),
+            });
+        }
         note(&mut self.w.findings, f);
         self.softened += 1;
         Ok(())

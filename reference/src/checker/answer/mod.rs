@@ -44,7 +44,7 @@ pub struct Judge<'a> {
 
 impl Judge<'_> {
     /// Whether `f` is recorded and the match goes on (else it is a divergence).
-    fn allows(&self, f: &Finding) -> bool {
+    pub(crate) fn allows(&self, f: &Finding) -> bool {
         self.accept.iter().any(|a| a.covers(f))
             || f.level == Level::Open
             || (f.level == Level::Project && !self.strict_project)
@@ -156,6 +156,12 @@ fn answer(cx: &mut Cx, out: &Outcome, actual: &HttpResponse, path: &str) -> Chec
         Outcome::Txn(t) => txn(cx, t, actual),
         Outcome::Dlq(d) => {
             cx.status(200, actual.status, DLQ_2, Level::Project)?;
+            // How many dead letters there are is state (ACK-6, DLQ-1), whatever the shape.
+            if let Some(total) = body.and_then(|b| b.get("total")).and_then(Value::as_u64) {
+                hard(total == d.total as u64, DLQ_1, || {
+                    format!("{total} dead letters listed where {} were filed", d.total)
+                })?;
+            }
             cx.part(DLQ_2, "the dead-letter listing differs", |cx| {
                 dlq(cx, d, body)
             })
