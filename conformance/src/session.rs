@@ -333,9 +333,16 @@ impl Session {
         self.transcript
     }
 
-    /// The transcript and the findings.
+    /// The transcript and the findings that still stand: a reading a later answer ruled
+    /// out (a cause diagnosed for what turned out to be a stale read) is dropped.
     pub fn into_parts(self) -> (Vec<Exchange>, Vec<Seen>) {
-        (self.transcript, self.seen)
+        let standing = self.checker.findings();
+        let seen = self
+            .seen
+            .into_iter()
+            .filter(|s| standing.iter().any(|f| f.key() == s.finding.key()))
+            .collect();
+        (self.transcript, seen)
     }
 
     /// States of the model still consistent with every answer.

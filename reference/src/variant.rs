@@ -34,6 +34,7 @@ pub enum Variant {
     DedupIgnored,
     // ---- ack
     CompletionKeepsLease,
+    FailureKeepsLease,
     FailureBelowCursorMovesBack,
     RetryCharged,
     RetryLimitOffByOne,
@@ -105,6 +106,8 @@ pub const VARIANTS: &[Def] = &[
         "a push repeating a transactionId within the window is written again"),
     def(CompletionKeepsLease, ACK_1, "completion-keeps-lease",
         "an ack that commits the whole leased span keeps the lease until it expires"),
+    def(FailureKeepsLease, ACK_6, "failure-keeps-lease",
+        "a `failed` or `retry` ack keeps the lease until it expires, so what comes back waits for it"),
     def(FailureBelowCursorMovesBack, ACK_3, "failure-below-cursor-moves-back",
         "a failure signal at or below the cursor is accepted and moves the cursor back"),
     def(RetryCharged, ACK_6, "retry-charged",
@@ -146,7 +149,7 @@ pub const VARIANTS: &[Def] = &[
 ];
 
 impl Variant {
-    pub const COUNT: usize = 30;
+    pub const COUNT: usize = 31;
 
     /// The variant's entry in [`VARIANTS`].
     pub fn def(self) -> &'static Def {

@@ -188,6 +188,13 @@ fn scenario(v: Variant, e: &mut Env) {
             e.push(q, "p", "t2");
             e.pop(q, &[]);
         }
+        FailureKeepsLease => {
+            e.configure(q, json!({"retryDelay": 0}));
+            e.push(q, "p", "t1");
+            let m = e.pop(q, &[]);
+            e.ack(&[(&m[0], "retry")]);
+            e.pop(q, &[]);
+        }
         FailureBelowCursorMovesBack => {
             e.push(q, "p", "t1");
             let m = e.pop(q, &[]);

@@ -147,19 +147,20 @@ impl Deviation {
             ExtendArrayAndEmptyBody400 => &["LEASE-2", "LEASE-3"],
             NoDiscoveryRoute => &["POP-10"],
             BatchDefault1 => &["POP-3"],
-            // PUSH-2 states the same default; the check that sees it is the lease's
-            // deadline, POP-9's.
-            PushCreatedLease300 => &["POP-9"],
+            // Seen at a lease's deadline (POP-9); the diagnosis names the cause, PUSH-2's
+            // default for a queue a push creates.
+            PushCreatedLease300 => &["PUSH-2"],
             DedupForever => &["PUSH-5", "RET-4"],
             AckMovesCursorBack => &["ACK-3"],
-            // The kept lease shows first in the ack's own answer (`leaseReleased`), a state
-            // difference that ends the case before a later pop meets the lease (ACK-4).
-            // A pop meets the kept lease where the partition is claimable (POP-2).
-            LeaseKeptAfterAck => &["ACK-1", "POP-2"],
+            // The ack's own answer (`leaseReleased`) is only what it says; the next pop
+            // meets the kept lease, and the diagnosis names the causes: a completion
+            // (ACK-1) and a failure (ACK-6) that do not release it. The double also keeps
+            // a lease across the queue's or the group's deletion, which no variant
+            // explains: a pop that claims nothing (POP-2).
+            LeaseKeptAfterAck => &["ACK-1", "ACK-6", "POP-2"],
             CrashOnNonUtf8 => &["PUSH-8"],
-            // The spec's vocabulary says names appear URL-encoded in paths, under no rule
-            // id; what a client sees is a pop of the queue finding nothing (POP-2).
-            RawPathSegments => &["POP-2"],
+            // Seen as a pop of the queue finding nothing; the diagnosis names WIRE-2.
+            RawPathSegments => &["WIRE-2"],
             // The stale read also seeds a group's subscription on the stale view.
             ReadYourWritesLag => &["POP-2", "POP-13"],
             NamespaceNotDerived => &["CFG-3"],

@@ -123,17 +123,20 @@ impl Checker {
         base: VariantSet,
         combos: &[Vec<Variant>],
     ) -> Option<Diagnosis> {
+        // A variant explains only what it explains by itself: a replay that needs more
+        // claims or missing routes than the run so far did is the checker's fallbacks
+        // explaining the answer, not the variant.
+        let before = departures(&self.worlds);
         let mut best: Option<(usize, Diagnosis)> = None;
         for combo in combos {
             let set = combo.iter().fold(base, |s, v| s.with(*v));
             let Some((worlds, expected)) = self.replay(initial, set) else {
                 continue;
             };
-            let score = worlds
-                .iter()
-                .map(|w| w.findings.iter().filter(|f| !f.kind.answer_only()).count())
-                .min()
-                .unwrap_or(usize::MAX);
+            let score = departures(&worlds);
+            if score > before {
+                continue;
+            }
             let d = Diagnosis {
                 worlds,
                 causes: set.iter().collect(),
@@ -204,6 +207,21 @@ impl Checker {
         }
         d
     }
+}
+
+/// The fewest state departures other than causes (claims, missing routes, PROJECT
+/// alternatives) any of `worlds` needed.
+fn departures(worlds: &[World]) -> usize {
+    worlds
+        .iter()
+        .map(|w| {
+            w.findings
+                .iter()
+                .filter(|f| !f.kind.answer_only() && f.kind != Kind::Cause)
+                .count()
+        })
+        .min()
+        .unwrap_or(usize::MAX)
 }
 
 /// The variant a cause finding names (its text ends with the variant's name).

@@ -330,11 +330,15 @@ impl Checker {
     }
 
     /// The departures the broker has certainly made so far: those of the remaining
-    /// world with the fewest (empty when some world follows the protocol throughout).
+    /// world with the fewest (empty when some world follows the protocol throughout); of
+    /// equals, one with a diagnosed cause, which names more than a generic departure.
     pub fn findings(&self) -> Vec<Finding> {
         self.worlds
             .iter()
-            .min_by_key(|w| w.findings.len())
+            .min_by_key(|w| {
+                let caused = w.findings.iter().any(|f| f.kind == Kind::Cause);
+                (w.findings.len(), !caused)
+            })
             .map(|w| w.findings.clone())
             .unwrap_or_default()
     }
@@ -386,22 +390,33 @@ impl Checker {
         let (mut next, mut misses, asked) = self.explore(req, now, actual, &op_in)?;
         self.asked = self.asked.union(asked);
         let mut causes = Vec::new();
+        let mut followed = None;
         if next.kept.is_empty() && self.diagnose {
             if let Some(d) = self.diagnosis(req, actual) {
-                let follow = self.keep_going
-                    || d.findings.iter().all(|f| self.judge().allows(f));
-                if follow {
-                    self.last_expected = d.expected;
-                    self.worlds = d.worlds;
-                    return Ok(self.worlds.len());
+                if self.keep_going || d.findings.iter().all(|f| self.judge().allows(f)) {
+                    followed = Some(d);
+                } else {
+                    causes = d.causes;
                 }
-                causes = d.causes;
             }
         }
         if next.kept.is_empty() {
             if let Some(smaller) = self.smaller_claim(req, now, actual, &op_in)? {
                 next = smaller;
                 self.last_claim_short = true;
+            }
+        }
+        // A cause and a smaller claim may both explain the answer (a lease kept too long,
+        // or a stale read): both readings are kept, and later answers decide.
+        if let Some(d) = followed {
+            let claimed = !next.kept.is_empty();
+            for w in d.worlds {
+                next.merge_as_best(w);
+            }
+            if !claimed {
+                self.last_expected = d.expected;
+                self.worlds = next.fewest_differences().0;
+                return Ok(self.worlds.len());
             }
         }
         if next.kept.is_empty() {

@@ -302,6 +302,8 @@ pub struct StepAlternatives {
     pub never_charge: bool,
     /// [`Variant::CompletionKeepsLease`]: only something coming back releases the lease.
     pub keep_on_completion: bool,
+    /// [`Variant::FailureKeepsLease`]: something coming back does not release the lease.
+    pub keep_on_back: bool,
 }
 
 /// What steps 2–6 decide for one `(partition, group)`. Pure data: the model applies it
@@ -408,7 +410,7 @@ pub fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -
     };
     // Step 5: release the lease when something comes back or the span is done.
     let release = view.lease.is_some_and(|(end, _)| {
-        first_back.is_some()
+        (first_back.is_some() && !alt.keep_on_back)
             || (new_cursor >= end && !alt.keep_on_completion)
             || (alt.release_on_partial_commit && !valid.is_empty())
     });
@@ -530,6 +532,9 @@ fn evaluate(
             && valid.len() > 1
             && ctx.deviates(Variant::FailureNotClamping),
         keep_on_completion: lease.is_some() && ctx.deviates(Variant::CompletionKeepsLease),
+        keep_on_back: lease.is_some()
+            && (failed || has(AckStatus::Retry))
+            && ctx.deviates(Variant::FailureKeepsLease),
         ..StepAlternatives::default()
     };
     let mut d = decide_with(&view, valid, alt);
@@ -560,7 +565,14 @@ fn evaluate(
     }
 
     let now = ctx.now;
-    let kept = !d.release && alt.keep_on_completion && d.new_cursor >= view.lease.map_or(0, |l| l.0);
+    let kept = !d.release && (alt.keep_on_completion || alt.keep_on_back) && {
+        let protocol = StepAlternatives {
+            keep_on_completion: false,
+            keep_on_back: false,
+            ..alt
+        };
+        decide_with(&view, valid, protocol).release
+    };
     let cur = st.cursor_mut(ph, group);
     if d.release {
         cur.lease = None;
