@@ -62,6 +62,9 @@ pub enum ChoicePoint {
     /// MGMT-11 [PROJECT]: 0 = one message is deleted by its address, 1 = the delete is
     /// refused with 405 and changes nothing.
     MessageDeleteRefused,
+    /// MAINT-3 [OPEN inside the bound]: a spool whose replay may still be running.
+    /// 0 = replayed by now (ours: before the switch answers), 1 = not yet.
+    SpoolReplayLate,
 }
 
 /// How an absent `payload` is stored (PUSH-9).
@@ -196,7 +199,7 @@ impl Policy {
     /// The alternative this policy takes at `point` (0 for time: an engine's times are exact).
     pub fn pick(&self, point: ChoicePoint) -> u32 {
         match point {
-            ChoicePoint::Time => 0,
+            ChoicePoint::Time | ChoicePoint::SpoolReplayLate => 0,
             ChoicePoint::AckBeyondDedupWindow => self.ack_beyond_dedup_window,
             ChoicePoint::AckWithoutCursor => self.ack_without_cursor,
             ChoicePoint::PartitionPopCreatesQueue => self.partition_pop_creates_queue,

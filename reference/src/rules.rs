@@ -223,6 +223,8 @@ pub mod ids {
     pub const MAINT_1: RuleId = RuleId("MAINT-1");
     /// pop maintenance answers bare 204
     pub const MAINT_2: RuleId = RuleId("MAINT-2");
+    /// the replay after push maintenance finishes within 3 s
+    pub const MAINT_3: RuleId = RuleId("MAINT-3");
     /// a request carries at most the configured number of items; more is 413
     pub const LIMIT_1: RuleId = RuleId("LIMIT-1");
     /// an internal error is a generic 500 with a request id; pops answer 204
@@ -615,6 +617,11 @@ pub const RULES: &[Rule] = &[
         id: MAINT_2,
         level: Seed,
         title: "pop maintenance answers bare 204",
+    },
+    Rule {
+        id: MAINT_3,
+        level: Project,
+        title: "the replay after push maintenance finishes within 3 s",
     },
     Rule {
         id: LIMIT_1,

@@ -14,7 +14,7 @@ pub fn cases() -> Vec<Case> {
         delete_all: "del-1/delete-removes-everything", [DEL_1], Project, Delete, needs [DeadLetter];
         delete_unknown: "del-1/delete-of-an-unknown-queue", [DEL_1], Project, Delete;
         health: "health-1/healthy-and-connected", [HEALTH_1], Project, Core;
-        push_maintenance: "maint-1/push-maintenance-buffers-and-replays-in-order", [MAINT_1, PUSH_7, PUSH_5, CLUSTER_1], Seed, Maintenance, alone = true, one_broker = true;
+        push_maintenance: "maint-1/push-maintenance-buffers-and-replays-in-order", [MAINT_1, MAINT_3, PUSH_7, PUSH_5, CLUSTER_1], Seed, Maintenance, alone = true, one_broker = true;
         pop_maintenance: "maint-2/pop-maintenance-answers-a-bare-204", [MAINT_2, POP_6], Seed, Maintenance, alone = true;
         maintenance_body: "maint-1/bad-switch-body-is-400", [MAINT_1, MAINT_2], Project, Maintenance, needs [BadInput], alone = true;
         txn_under_maintenance: "txn-4/a-transaction-push-is-refused-under-maintenance", [TXN_4], Project, Maintenance, alone = true;
@@ -133,11 +133,36 @@ async fn push_maintenance_body(s: &mut Session) -> CaseResult {
     })?;
     s.post("/api/v1/system/maintenance", json!({"enabled": false}))
         .await?;
+    replayed(s).await?;
     // Replayed in order, subject to dedup ("before" was already written).
     let p = s.pop_q(&q, &[("batch", "10")]).await?;
     ensure(txns(&p) == ["before", "s1", "s2"], || {
         (format!("after replay: {:?}", txns(&p)), vec![PUSH_7])
     })
+}
+
+/// MAINT-3: waits (asking `bufferedMessages`) until the replay that switching push
+/// maintenance off started is over, for at most the bound the rule gives.
+async fn replayed(s: &mut Session) -> CaseResult {
+    let start = std::time::Instant::now();
+    for wait_ms in POLL_STEPS_MS {
+        let st: MaintenanceResponse = decode(
+            &s.get("/api/v1/system/maintenance", &[]).await?,
+            200,
+            "maintenance",
+        )?;
+        if st.buffered_messages == 0 {
+            return Ok(());
+        }
+        sleep_ms(wait_ms).await;
+    }
+    Err(fail(
+        format!(
+            "the spool still holds messages {} ms after push maintenance was switched off",
+            start.elapsed().as_millis()
+        ),
+        &[MAINT_3],
+    ))
 }
 
 async fn txn_under_maintenance(s: &mut Session) -> CaseResult {

@@ -104,6 +104,8 @@ struct Kept {
 #[derive(Default)]
 struct Next {
     kept: Vec<Kept>,
+    /// Some world could have answered a pop with messages (it did not match).
+    could_deliver: bool,
 }
 
 impl Next {
@@ -242,6 +244,9 @@ pub struct Checker {
     last_expected: Option<HttpResponse>,
     /// The last step was a pop followed as a smaller claim than the model allowed.
     last_claim_short: bool,
+    /// The last step was a pop that delivered nothing where the model also allowed a
+    /// delivery (a deadline inside the request's time interval).
+    last_empty_undecided: bool,
     /// Name the cause of an answer no allowed behaviour explains, from the library of
     /// variants (a session's checker; not a linearizability search, where most orders fail).
     pub diagnose: bool,
@@ -289,6 +294,7 @@ impl Checker {
             auth: None,
             last_expected: None,
             last_claim_short: false,
+            last_empty_undecided: false,
             diagnose: false,
             history: Vec::new(),
             initial: None,
@@ -354,6 +360,12 @@ impl Checker {
         self.last_claim_short
     }
 
+    /// Whether the last step was a pop that delivered nothing where the model also
+    /// allowed a delivery: a client waiting for a message the spec does not time asks again.
+    pub fn last_empty_undecided(&self) -> bool {
+        self.last_empty_undecided
+    }
+
     /// The states still possible.
     pub fn worlds(&self) -> &[World] {
         &self.worlds
@@ -370,6 +382,7 @@ impl Checker {
     ) -> Result<usize, StepError> {
         self.last_expected = None;
         self.last_claim_short = false;
+        self.last_empty_undecided = false;
         let now = Stamp::between(sent - self.skew_ms, received + self.skew_ms);
         self.remember(req, sent, received, Some(actual));
         let Some(readings) = self.readings(req) else {
@@ -389,6 +402,9 @@ impl Checker {
         }
         let (mut next, mut misses, asked) = self.explore(req, now, actual, &op_in)?;
         self.asked = self.asked.union(asked);
+        self.last_empty_undecided = !next.kept.is_empty()
+            && next.could_deliver
+            && delivered_parts(actual).is_some_and(|p| p.is_empty());
         let mut causes = Vec::new();
         let mut followed = None;
         if next.kept.is_empty() && self.diagnose {
@@ -530,6 +546,7 @@ impl Checker {
                             added,
                         }),
                         Err(miss) => {
+                            next.could_deliver |= matches!(out, Outcome::Pop(_));
                             if misses.len() < 8 {
                                 let shown = match out {
                                     // Show what the model would have delivered instead.

@@ -75,10 +75,31 @@ pub fn delete_queue(st: &mut State, name: &str, ctx: &mut Ctx) -> DeleteResponse
     }
 }
 
+/// MAINT-3: how long after push maintenance is switched off the spool's replay may run.
+pub const REPLAY_BOUND_MS: i64 = 3_000;
+
+/// MAINT-3: a running replay has finished once its bound has passed; before that it may
+/// have finished or not (a checker keeps both until an answer decides).
+pub fn settle_spool(st: &mut State, ctx: &mut Ctx) {
+    let Some(by) = st.replay_by else { return };
+    if st.push_maintenance {
+        return;
+    }
+    if ctx.reached(by) || ctx.choose(ChoicePoint::SpoolReplayLate, 2) == 0 {
+        st.replay_by = None;
+        replay_spool(st, ctx);
+    }
+}
+
 /// MAINT-1: switching push maintenance off replays the spool.
 pub fn set_push_maintenance(st: &mut State, enabled: bool, ctx: &mut Ctx) -> Outcome {
     st.push_maintenance = enabled;
-    if !enabled {
+    if !enabled && ctx.exploring() && !st.spool.is_empty() {
+        // MAINT-3: a broker may still be replaying for a while after it answers.
+        st.replay_by = Some(ctx.now.plus(REPLAY_BOUND_MS));
+        settle_spool(st, ctx);
+    } else if !enabled {
+        st.replay_by = None;
         replay_spool(st, ctx);
     }
     push_maintenance(st)

@@ -79,6 +79,8 @@ pub struct Hints<'a> {
 pub fn apply(st: &mut State, op: &Op, hints: &mut Hints, ctx: &mut Ctx) -> Outcome {
     // RET-3: whatever retention has removed by now is gone before the request looks.
     retention::sweep(st, ctx);
+    // MAINT-3: a spool replay still running may have finished by now.
+    admin::settle_spool(st, ctx);
     match op {
         Op::Rejected(e) => Outcome::Rejected(e.clone()),
         Op::DiscoveryRejected => Outcome::DiscoveryRejected,

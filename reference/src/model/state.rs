@@ -50,6 +50,9 @@ pub struct State {
     pub dead_letters: Log<DeadLetterRec>,
     /// Pushes accepted as `buffered`, waiting for replay (PUSH-7).
     pub spool: Log<SpooledItem>,
+    /// MAINT-3: the moment by which a replay started by switching push maintenance off
+    /// has certainly finished (`None`: no replay is running).
+    pub replay_by: Option<Stamp>,
     /// Push maintenance (MAINT-1).
     pub push_maintenance: bool,
     /// Pop maintenance (MAINT-2).
@@ -73,6 +76,7 @@ impl Default for State {
             next_lease: 0,
             dead_letters: Default::default(),
             spool: Default::default(),
+            replay_by: None,
             push_maintenance: false,
             pop_maintenance: false,
             retention_lag_ms: super::retention::DEFAULT_RETENTION_LAG_MS,
@@ -93,12 +97,14 @@ impl PartialEq for State {
             next_lease,
             dead_letters,
             spool,
+            replay_by,
             push_maintenance,
             pop_maintenance,
             retention_lag_ms: _,
             retention_off,
         } = self;
         *next_msg == other.next_msg
+            && *replay_by == other.replay_by
             && *retention_off == other.retention_off
             && *next_lease == other.next_lease
             && *push_maintenance == other.push_maintenance
@@ -356,6 +362,7 @@ impl State {
             self.writes.len(),
             self.dead_letters.len(),
             self.spool.len(),
+            self.replay_by,
             self.push_maintenance,
             self.pop_maintenance,
             self.retention_off,
