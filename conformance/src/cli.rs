@@ -271,11 +271,18 @@ pub struct RunArgs {
     #[arg(long)]
     pub strict: bool,
     /// A known deviation, allowed everywhere so that every other rule is still checked
-    /// (repeatable; also `accept RULE-ID[:kind]` lines in --expect-failures). Kinds:
-    /// status, missing-field, mistyped-field, value, error-text, shape, route-missing,
-    /// claim, kept-lease, alternative, state. Accepted findings are listed, never failures.
-    #[arg(long, value_name = "RULE-ID[:kind]")]
+    /// (repeatable; also `accept ...` lines in --expect-failures): a rule id, a rule id
+    /// with a kind (status, missing-field, mistyped-field, value, error-text, shape,
+    /// flag, route-missing, claim, cause, alternative, state), or the name of a diagnosed
+    /// cause (`lease-seconds-ignored`). Accepted findings are listed, never failures; an
+    /// accepted cause or state divergence is followed and checking goes on.
+    #[arg(long, value_name = "RULE-ID[:kind]|VARIANT")]
     pub accept: Vec<String>,
+    /// Write one `accept` line per answer-only finding and per diagnosed cause of this
+    /// run to FILE (an --expect-failures file), each with a comment saying what it
+    /// accepts: a second run with `--expect-failures FILE` checks everything else.
+    #[arg(long, value_name = "FILE")]
+    pub write_accepts: Option<PathBuf>,
     /// Record an answer that differs only in what it says (status code, field names,
     /// shapes, error texts) as a finding and go on checking from what the broker did
     /// (the default with --target; our own server is held to every answer).
@@ -440,6 +447,7 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         ("--junit", &args.junit),
         ("--json", &args.json),
         ("--timeline", &args.timeline),
+        ("--write-accepts", &args.write_accepts),
     ] {
         if let Some(p) = p {
             check_writable(flag, p)?;
@@ -575,6 +583,10 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
                 }
             }
         }
+    }
+    if let Some(p) = &args.write_accepts {
+        report::accepts::write(p, &report)
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
     }
     write_concurrent_files(args, &mut report)?;
     write_reports(args, &report)?;

@@ -186,19 +186,52 @@ pub fn note(into: &mut Vec<Finding>, d: Finding) -> bool {
     true
 }
 
-/// A deviation the user declared known (`--accept RULE-ID[:kind]`): the checker treats
-/// it as allowed everywhere, so every other rule is still checked.
+/// A deviation the user declared known (`--accept RULE-ID[:kind]`, or a variant's name
+/// for one diagnosed cause): the checker treats it as allowed everywhere, so every other
+/// rule is still checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Accept {
     pub rule: RuleId,
     /// `None`: every kind of departure from that rule.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<Kind>,
+    /// One diagnosed cause only (a [`crate::variant::Variant`]'s name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variant: Option<crate::variant::Variant>,
 }
 
 impl Accept {
-    /// Parses `RULE-ID` or `RULE-ID:kind`.
+    /// The accept of every departure of `kind` from `rule`.
+    pub fn of(rule: RuleId, kind: Option<Kind>) -> Accept {
+        Accept {
+            rule,
+            kind,
+            variant: None,
+        }
+    }
+
+    /// The accept of one diagnosed cause.
+    pub fn variant(v: crate::variant::Variant) -> Accept {
+        Accept {
+            rule: v.rule(),
+            kind: Some(Kind::Cause),
+            variant: Some(v),
+        }
+    }
+
+    /// What accepts `f` alone and its like: its variant for a cause, else its rule and kind.
+    pub fn for_finding(f: &Finding) -> Accept {
+        match crate::variant::Variant::all().find(|v| f.kind == Kind::Cause && names(f, *v)) {
+            Some(v) => Accept::variant(v),
+            None => Accept::of(f.rule, Some(f.kind)),
+        }
+    }
+
+    /// Parses `RULE-ID`, `RULE-ID:kind` or a variant's name.
     pub fn parse(s: &str) -> Result<Accept, String> {
+        if let Some(v) = crate::variant::Variant::parse(s) {
+            return Ok(Accept::variant(v));
+        }
         let (rule, kind) = match s.split_once(':') {
             Some((r, k)) => (r, Some(k)),
             None => (s, None),
@@ -211,16 +244,26 @@ impl Accept {
                 format!("unknown kind {k:?}; known: {}", all.join(", "))
             })?),
         };
-        Ok(Accept { rule, kind })
+        Ok(Accept::of(rule, kind))
     }
 
     pub fn covers(&self, f: &Finding) -> bool {
-        self.rule == f.rule && self.kind.is_none_or(|k| k == f.kind)
+        self.rule == f.rule
+            && self.kind.is_none_or(|k| k == f.kind)
+            && self.variant.is_none_or(|v| names(f, v))
     }
+}
+
+/// Whether the cause finding `f` names the variant `v` (its text ends with the name).
+fn names(f: &Finding, v: crate::variant::Variant) -> bool {
+    f.what.ends_with(&format!("({})", v.name()))
 }
 
 impl std::fmt::Display for Accept {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(v) = self.variant {
+            return write!(f, "{v}");
+        }
         match self.kind {
             Some(k) => write!(f, "{}:{k}", self.rule),
             None => write!(f, "{}", self.rule),
@@ -273,13 +316,14 @@ mod tests {
     #[test]
     fn accept_parses_rule_and_kind() {
         let a = Accept::parse("push-1:status").unwrap();
-        assert_eq!(
-            a,
-            Accept {
-                rule: PUSH_1,
-                kind: Some(Kind::Status)
-            }
-        );
+        assert_eq!(a, Accept::of(PUSH_1, Some(Kind::Status)));
+        let v = Accept::parse("lease-seconds-ignored").unwrap();
+        assert_eq!((v.rule, v.kind), (POP_9, Some(Kind::Cause)));
+        assert_eq!(v.to_string(), "lease-seconds-ignored");
+        let cause = Finding::new(POP_9, Kind::Cause, "x (lease-seconds-ignored)");
+        assert!(v.covers(&cause));
+        assert_eq!(Accept::for_finding(&cause), v);
+        assert!(!v.covers(&Finding::new(POP_9, Kind::Cause, "y (implicit-lease-300)")));
         assert!(a.covers(&Finding::new(PUSH_1, Kind::Status, "200")));
         assert!(!a.covers(&Finding::new(PUSH_1, Kind::Value, "x")));
         assert!(Accept::parse("PUSH-1")

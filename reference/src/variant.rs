@@ -40,6 +40,7 @@ pub enum Variant {
     RetryLimitOffByOne,
     EveryFailureDeadLettered,
     FailureNotClamping,
+    FailureDroppedBySuccess,
     ExpiredLeaseAccepted,
     RetryDelayIgnored,
     FailureNeverCharged,
@@ -118,6 +119,8 @@ pub const VARIANTS: &[Def] = &[
         "every failed offset of one call after the first is dead-lettered at once"),
     def(FailureNotClamping, ACK_2, "failure-not-clamping",
         "a later completion moves the cursor past a failure of the same call"),
+    def(FailureDroppedBySuccess, ACK_2, "failure-dropped-by-success",
+        "a call that completes a message of a partition ignores its failure signals there"),
     def(ExpiredLeaseAccepted, ACK_5, "expired-lease-accepted",
         "an ack carrying an expired lease id is accepted"),
     def(RetryDelayIgnored, ACK_6, "retry-delay-ignored",
@@ -149,7 +152,7 @@ pub const VARIANTS: &[Def] = &[
 ];
 
 impl Variant {
-    pub const COUNT: usize = 31;
+    pub const COUNT: usize = 32;
 
     /// The variant's entry in [`VARIANTS`].
     pub fn def(self) -> &'static Def {
@@ -207,6 +210,12 @@ impl Variant {
     /// Whether this variant is a way of reading requests (see [`Variant::reads`]).
     pub fn is_reading(self) -> bool {
         matches!(self, PathNotDecoded | PartitionsZeroAsOne)
+    }
+}
+
+impl serde::Serialize for Variant {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
     }
 }
 

@@ -237,6 +237,18 @@ fn scenario(v: Variant, e: &mut Env) {
             e.ack(&[(&m[0], "retry"), (&m[1], "completed")]);
             e.pop(q, &[]);
         }
+        FailureDroppedBySuccess => {
+            // The dropped failure spends no retry: the second one does not dead-letter.
+            e.configure(q, json!({"retryLimit": 1, "retryDelay": 0}));
+            e.push(q, "p", "t1");
+            e.push(q, "p", "t2");
+            let m = e.pop(q, &[("leaseSeconds", "1")]);
+            e.ack(&[(&m[0], "completed"), (&m[1], "failed")]);
+            e.wait(1500);
+            let m = e.pop(q, &[]);
+            e.ack(&[(&m[0], "failed")]);
+            e.send(HttpRequest::get("/api/v1/dlq", &[("queue", q)]));
+        }
         ExpiredLeaseAccepted => {
             e.push(q, "p", "t1");
             let m = e.pop(q, &[("leaseSeconds", "1")]);

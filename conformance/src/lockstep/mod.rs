@@ -263,7 +263,7 @@ pub async fn run(
     out.exchanges = shared.exchanges.load(Ordering::SeqCst);
     out.inconclusive = shared.inconclusive.load(Ordering::SeqCst);
     if let (Some(c), Some(dir)) = (out.counterexample.as_mut(), &opts.failures_dir) {
-        c.saved = save(dir, c, opts).unwrap_or_default();
+        c.saved = save(dir, c, opts, &target.settings).unwrap_or_default();
     }
     out.duration_ms = t0.elapsed().as_millis() as u64;
     out
@@ -423,11 +423,35 @@ fn transcript_prefix(t: &[Exchange]) -> String {
     String::new()
 }
 
+/// The command that runs the same sequences under the same judgement: the seed and
+/// size, and every flag that changes what the checker allows.
+pub fn reproduce(opts: &LockstepOptions, settings: &crate::session::CheckSettings) -> String {
+    let mut line = format!(
+        "queen-conformance run --only lockstep --seed {} --cases {} --steps {} --lockstep-workers {}",
+        opts.seed, opts.cases, opts.steps, opts.workers
+    );
+    if settings.strict_project {
+        line.push_str(" --strict");
+    }
+    if !settings.keep_going {
+        line.push_str(" --no-keep-going");
+    }
+    for c in &opts.without {
+        line.push_str(&format!(" --without {c}"));
+    }
+    for a in &settings.accept {
+        line.push_str(&format!(" --accept {a}"));
+    }
+    line.push_str(&format!(" --skew-ms {}", settings.skew_ms));
+    line
+}
+
 /// Saves the counterexample: a summary, the curl script and the Rust test.
 fn save(
     dir: &std::path::Path,
     c: &Counterexample,
     opts: &LockstepOptions,
+    settings: &crate::session::CheckSettings,
 ) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let stem = format!("lockstep-seed{}-w{}", c.seed, c.worker);
@@ -435,8 +459,8 @@ fn save(
     let sh = dir.join(format!("{stem}.sh"));
     let rs = dir.join(format!("{stem}.rs"));
     let mut summary = format!(
-        "queen-conformance lockstep counterexample\nreproduce the run: queen-conformance run --seed {} --cases {} --steps {} --lockstep-workers {}\n\n{}\n\nminimal sequence ({} steps, shrunk from {}):\n",
-        c.seed, opts.cases, opts.steps, opts.workers, c.failure.details(), c.steps.len(), c.first_len
+        "queen-conformance lockstep counterexample\nreproduce the run: {}\n\n{}\n\nminimal sequence ({} steps, shrunk from {}):\n",
+        reproduce(opts, settings), c.failure.details(), c.steps.len(), c.first_len
     );
     for s in &c.steps {
         summary.push_str(&format!("  {}\n", s.to_rust()));

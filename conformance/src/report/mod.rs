@@ -8,6 +8,7 @@
 //! Expected failures are excused and stale ones are failures; a run that executed no
 //! case fails; a broker that stopped answering ends the run with exit status 3.
 
+pub mod accepts;
 pub mod bound;
 pub mod document;
 pub mod json;
@@ -36,7 +37,8 @@ pub enum Verdict {
     Passed,
     Failed,
     Skipped,
-    /// Failed, and listed in the expected-failures file.
+    /// Failed, and listed in the expected-failures file, or failed only through
+    /// deviations accepted with `--accept`.
     ExpectedFailure,
     /// Passed, but listed as an expected failure: the list is out of date.
     StalePass,
@@ -294,7 +296,9 @@ impl Report {
         }
         let mut problems = Vec::new();
         for e in &mut entries {
-            let listed = expected.contains(&e.id);
+            let excused = matches!(&e.failure, Some(Failure::Findings(fs))
+                if !fs.is_empty() && fs.iter().all(|f| accepted.iter().any(|a| a.covers(f))));
+            let listed = expected.contains(&e.id) || (excused && e.verdict == Verdict::Failed);
             match (e.verdict, listed) {
                 (Verdict::Failed, true) => e.verdict = Verdict::ExpectedFailure,
                 (Verdict::Passed, true) => {

@@ -457,6 +457,9 @@ impl Checker {
                 rules = causes.iter().map(|v| v.rule()).collect();
                 rules.dedup();
             }
+            if causes.is_empty() && self.state_accepted(&rules) {
+                return Ok(self.resync(req, sent, received, &rules));
+            }
             let (expected, reasons) = misses
                 .drain(..)
                 .map(|(e, m)| (e, format!("{} ({})", m.why, m.rule)))
@@ -546,7 +549,9 @@ impl Checker {
                             added,
                         }),
                         Err(miss) => {
-                            next.could_deliver |= matches!(out, Outcome::Pop(_));
+                            // With the order observed (none), a delivery shows as an illegal claim.
+                            next.could_deliver |=
+                                matches!(out, Outcome::Pop(_) | Outcome::PopIllegal(..));
                             if misses.len() < 8 {
                                 let shown = match out {
                                     // Show what the model would have delivered instead.
@@ -569,6 +574,45 @@ impl Checker {
             }
         }
         Ok((next, misses, asked))
+    }
+
+    /// Whether the user accepted state divergences at every one of `rules`
+    /// (`--accept RULE:state` or `--accept RULE`).
+    fn state_accepted(&self, rules: &[RuleId]) -> bool {
+        !rules.is_empty()
+            && rules.iter().all(|r| {
+                self.accept.iter().any(|a| {
+                    a.rule == *r && a.variant.is_none() && a.kind.is_none_or(|k| k == Kind::State)
+                })
+            })
+    }
+
+    /// An accepted state divergence: the broker did something the model cannot name, so
+    /// the request is taken as applied with any outcome the model allows, or not at all
+    /// (as an unanswered one), with a [`Kind::State`] finding; checking goes on.
+    fn resync(&mut self, req: &HttpRequest, sent: Millis, until: Millis, rules: &[RuleId]) -> usize {
+        let before = self.worlds.clone();
+        let diagnose = std::mem::replace(&mut self.diagnose, false);
+        let applied = self.step_unknown(req, sent, until).is_ok();
+        self.diagnose = diagnose;
+        let f = Finding::new(
+            rules[0],
+            Kind::State,
+            format!("{} {} did what no allowed behaviour does", req.method, route_of(req)),
+        );
+        let mut next = Next::default();
+        let after = if applied { self.worlds.clone() } else { vec![] };
+        for mut w in before.into_iter().chain(after) {
+            note(&mut w.findings, f.clone());
+            next.merge(Kept {
+                print: w.fingerprint(),
+                world: w,
+                added: 0,
+                expected: None,
+            });
+        }
+        self.worlds = next.fewest_differences().0;
+        self.worlds.len()
     }
 
     /// A route the broker lacks (404, 405, 501 where the model answers): in keep-going
@@ -843,6 +887,13 @@ fn policy_pop(world: &World, op: &Op, now: Stamp) -> Option<(Outcome, World)> {
             variants: world.variants,
         },
     ))
+}
+
+/// The route pattern `req` matches (`/api/v1/pop/queue/{queue}`), else its path.
+fn route_of(req: &HttpRequest) -> String {
+    let segments: Vec<&str> = req.path.split('/').filter(|s| !s.is_empty()).collect();
+    crate::wire::find(&req.method, &segments)
+        .map_or_else(|| req.path.clone(), |(r, _)| r.path.to_string())
 }
 
 /// Every rule a request is judged by (a divergence names the ones whose checks failed).

@@ -516,13 +516,25 @@ fn evaluate(
     .into_iter()
     .flatten()
     .collect();
-    let owned: Vec<ValidAck> = valid
+    let mut owned: Vec<ValidAck> = valid
         .iter()
         .map(|v| {
             let status = renamed.iter().find(|r| r.0 == v.status).map_or(v.status, |r| r.1);
             ValidAck { status, ..v.clone() }
         })
         .collect();
+    // Variant: a call that completes something here drops its other signals here.
+    let completes = owned.iter().any(|v| v.status == AckStatus::Completed);
+    let mixed = completes && owned.iter().any(|v| v.status != AckStatus::Completed);
+    let dropped: Vec<usize> = match mixed && ctx.deviates(Variant::FailureDroppedBySuccess) {
+        true => owned
+            .iter()
+            .filter(|v| v.status != AckStatus::Completed)
+            .map(|v| v.index)
+            .collect(),
+        false => vec![],
+    };
+    owned.retain(|v| !dropped.contains(&v.index));
     let valid = &owned[..];
     let mut alt = StepAlternatives {
         dead_letter_rest: valid.iter().filter(|v| v.status == AckStatus::Failed).count() > 1
@@ -618,6 +630,15 @@ fn evaluate(
             released: d.released_live.then(|| (ph, group.to_string())),
             result: r,
             may_fail: blocked && ctx.exploring(),
+        });
+    }
+    for i in dropped {
+        let mut r = answer(i, &items[i].transaction_id, true, None, false);
+        r.lease_released = d.released_live;
+        out[i] = Some(AckOut {
+            released: None,
+            result: r,
+            may_fail: false,
         });
     }
 }
