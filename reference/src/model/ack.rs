@@ -57,8 +57,12 @@ pub fn ack(st: &mut State, items: &[AckIn], ctx: &mut Ctx) -> Vec<AckOut> {
     // (partition, group) -> the valid items, in first-appearance order.
     let mut pairs: Vec<(Pair, Vec<ValidAck>)> = Vec::new();
 
+    let dropped = dropped_by_success(items, ctx);
     // Step 1: resolve, ACK-3 below the cursor, ACK-5 lease check.
     for (i, it) in items.iter().enumerate() {
+        if dropped.contains(&i) {
+            continue;
+        }
         match step1(st, i, it, ctx) {
             Step1::Answered(r) => {
                 out[i] = Some(AckOut {
@@ -86,9 +90,36 @@ pub fn ack(st: &mut State, items: &[AckIn], ctx: &mut Ctx) -> Vec<AckOut> {
     for ((part, group), valid) in pairs {
         evaluate(st, part, group, &valid, items, ctx, &mut out);
     }
+    for &i in &dropped {
+        let released = out.iter().flatten().any(|o| o.result.lease_released);
+        let mut r = answer(i, &items[i].transaction_id, true, None, false);
+        r.lease_released = released;
+        out[i] = Some(AckOut {
+            released: None,
+            result: r,
+            may_fail: false,
+        });
+    }
     out.into_iter()
         .map(|o| o.expect("every item answered"))
         .collect()
+}
+
+/// [`Variant::FailureDroppedBySuccess`]: the items a broker ignores because the call
+/// also completes something in their partition (answered as successes, unchecked).
+fn dropped_by_success(items: &[AckIn], ctx: &mut Ctx) -> Vec<usize> {
+    let completed = |p: Option<PartH>| {
+        items
+            .iter()
+            .any(|x| x.part.is_some() && x.part == p && x.status == AckStatus::Completed)
+    };
+    let dropped: Vec<usize> = (0..items.len())
+        .filter(|&i| items[i].status != AckStatus::Completed && completed(items[i].part))
+        .collect();
+    match !dropped.is_empty() && ctx.deviates(Variant::FailureDroppedBySuccess) {
+        true => dropped,
+        false => vec![],
+    }
 }
 
 fn step1(st: &mut State, i: usize, it: &AckIn, ctx: &mut Ctx) -> Step1 {
@@ -516,25 +547,13 @@ fn evaluate(
     .into_iter()
     .flatten()
     .collect();
-    let mut owned: Vec<ValidAck> = valid
+    let owned: Vec<ValidAck> = valid
         .iter()
         .map(|v| {
             let status = renamed.iter().find(|r| r.0 == v.status).map_or(v.status, |r| r.1);
             ValidAck { status, ..v.clone() }
         })
         .collect();
-    // Variant: a call that completes something here drops its other signals here.
-    let completes = owned.iter().any(|v| v.status == AckStatus::Completed);
-    let mixed = completes && owned.iter().any(|v| v.status != AckStatus::Completed);
-    let dropped: Vec<usize> = match mixed && ctx.deviates(Variant::FailureDroppedBySuccess) {
-        true => owned
-            .iter()
-            .filter(|v| v.status != AckStatus::Completed)
-            .map(|v| v.index)
-            .collect(),
-        false => vec![],
-    };
-    owned.retain(|v| !dropped.contains(&v.index));
     let valid = &owned[..];
     let mut alt = StepAlternatives {
         dead_letter_rest: valid.iter().filter(|v| v.status == AckStatus::Failed).count() > 1
@@ -630,15 +649,6 @@ fn evaluate(
             released: d.released_live.then(|| (ph, group.to_string())),
             result: r,
             may_fail: blocked && ctx.exploring(),
-        });
-    }
-    for i in dropped {
-        let mut r = answer(i, &items[i].transaction_id, true, None, false);
-        r.lease_released = d.released_live;
-        out[i] = Some(AckOut {
-            released: None,
-            result: r,
-            may_fail: false,
         });
     }
 }
