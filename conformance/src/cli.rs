@@ -300,6 +300,10 @@ pub struct RunArgs {
     /// Milliseconds the broker's clock may differ from this machine's.
     #[arg(long, default_value_t = 5)]
     pub skew_ms: i64,
+    /// Seconds a request may go unanswered (a long poll: its `timeout` on top) before it
+    /// fails its case with its curl line, instead of holding the case.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout_s: u64,
     /// The broker's body limit in bytes (413 above it).
     #[arg(long, default_value_t = 16 * 1024 * 1024)]
     pub body_limit: usize,
@@ -488,6 +492,7 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
             } else {
                 EMBEDDED_RETENTION_LAG_MS
             }),
+        request_timeout_ms: args.request_timeout_s * 1000,
     };
     let starting = crate::progress::Progress::spinner(
         !args.no_progress,

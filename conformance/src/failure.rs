@@ -21,8 +21,9 @@ pub enum Failure {
     Assertion { message: String, rules: Vec<RuleId> },
     /// The broker could not be reached or answered something that is not HTTP/JSON.
     Transport(String),
-    /// The case did not finish in time.
-    Timeout(u64),
+    /// The case did not finish in time; `waiting`: the requests it had sent and had no
+    /// answer to (as curl lines).
+    Timeout { secs: u64, waiting: Vec<String> },
     /// Every answer was allowed, but only with findings on the case's own rules (answer-
     /// only differences, or PROJECT points decided otherwise when the model is not
     /// strict). Only PROJECT ones: the broker "differs on project-resolved points".
@@ -39,7 +40,7 @@ impl Failure {
             Failure::Inconclusive { .. } => "inconclusive",
             Failure::Assertion { .. } => "assertion",
             Failure::Transport(_) => "transport",
-            Failure::Timeout(_) => "timeout",
+            Failure::Timeout { .. } => "timeout",
             Failure::Findings(_) if self.is_project_only() => "project-difference",
             Failure::Findings(_) => "finding",
             Failure::TargetDown(_) => "target-down",
@@ -105,7 +106,13 @@ impl Failure {
             }
             Failure::Assertion { message, .. } => message.clone(),
             Failure::Transport(e) => format!("transport: {e}"),
-            Failure::Timeout(s) => format!("did not finish within {s} s"),
+            Failure::Timeout { secs, waiting } if waiting.is_empty() => {
+                format!("did not finish within {secs} s")
+            }
+            Failure::Timeout { secs, waiting } => format!(
+                "did not finish within {secs} s, waiting for an answer to: {}",
+                waiting.join("; ")
+            ),
             Failure::Findings(_) if self.is_project_only() => format!(
                 "differs on project-resolved points: {}",
                 join(&self.rules())

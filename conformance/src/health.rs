@@ -28,8 +28,24 @@ pub struct Health {
 #[derive(Debug, Default)]
 struct Unanswered {
     next: u64,
-    /// id -> (what sent it, the request).
-    open: std::collections::BTreeMap<u64, (String, HttpRequest)>,
+    /// id -> (what sent it, the request, how it failed when it did).
+    open: std::collections::BTreeMap<u64, (String, HttpRequest, Option<String>)>,
+}
+
+/// Whether a transport error says the broker dropped the connection without an answer
+/// (what a request that crashes it sees), rather than never answering or refusing.
+pub fn dropped(error: &str) -> bool {
+    let e = error.to_ascii_lowercase();
+    [
+        "connection reset",
+        "connection closed",
+        "incompletemessage",
+        "broken pipe",
+        "unexpected eof",
+        "connection aborted",
+    ]
+    .iter()
+    .any(|m| e.contains(m))
 }
 
 impl Health {
@@ -43,8 +59,29 @@ impl Health {
         let mut u = self.unanswered.lock().expect("health");
         u.next += 1;
         let id = u.next;
-        u.open.insert(id, (label.to_string(), req.clone()));
+        u.open.insert(id, (label.to_string(), req.clone(), None));
         Some(id)
+    }
+
+    /// The request `id` failed with `error` (it stays unanswered).
+    pub fn failed(&self, id: Option<u64>, error: &str) {
+        if let Some(id) = id {
+            let mut u = self.unanswered.lock().expect("health");
+            if let Some(x) = u.open.get_mut(&id) {
+                x.2 = Some(error.to_string());
+            }
+        }
+    }
+
+    /// The requests `label` sent that are still unanswered (a case that ran out of time
+    /// names what it was waiting for).
+    pub fn waiting(&self, label: &str) -> Vec<HttpRequest> {
+        let u = self.unanswered.lock().expect("health");
+        u.open
+            .values()
+            .filter(|(l, _, _)| l == label)
+            .map(|(_, r, _)| r.clone())
+            .collect()
     }
 
     /// The request `id` got an answer.
@@ -95,33 +132,42 @@ impl Health {
         }
         // The requests without an answer, oldest first: the last one the broker received
         // is among them (with several cases at once, which one cannot be told).
-        let open: Vec<(String, HttpRequest)> = {
+        let mut open: Vec<(String, HttpRequest, Option<String>)> = {
             let u = self.unanswered.lock().expect("health");
             u.open.values().cloned().collect()
         };
-        let open = if open.is_empty() {
-            vec![(label.to_string(), req.clone())]
-        } else {
-            open
-        };
-        let (first, _) = &open[0];
+        if open.is_empty() {
+            open.push((label.to_string(), req.clone(), Some(error.to_string())));
+        }
+        // A request whose connection was dropped without an answer is the likely killer:
+        // it comes first, and the headline names it; requests only hanging come after.
+        open.sort_by_key(|(_, _, e)| !e.as_deref().is_some_and(dropped));
         let who = if urls.len() < 2 {
             String::new()
         } else {
             format!(" ({silent} does not answer)")
         };
-        let mut why = if open.len() == 1 {
-            format!(
+        let (first, killer, _) = &open[0];
+        let mut why = match &open[0].2 {
+            Some(e) if dropped(e) => format!(
+                "the broker stopped answering{who}; the likely killer is the request of {first} whose connection it dropped without an answer: {} {}\n",
+                killer.method, killer.path
+            ),
+            _ if open.len() == 1 => format!(
                 "the broker stopped answering during {first}{who}; the last request it received was:\n"
-            )
-        } else {
-            format!(
+            ),
+            _ => format!(
                 "the broker stopped answering during {first}{who}; the last request it received is one of the {} it left unanswered:\n",
                 open.len()
-            )
+            ),
         };
-        for (l, r) in open.iter().take(8) {
-            why.push_str(&format!("  [{l}] {}\n", curl_one(urls[0], r)));
+        for (l, r, e) in open.iter().take(8) {
+            let how = match e {
+                Some(e) if dropped(e) => " (dropped without an answer)",
+                Some(_) => " (no answer)",
+                None => " (in flight)",
+            };
+            why.push_str(&format!("  [{l}]{how} {}\n", curl_one(urls[0], r)));
         }
         why.push_str(&format!("  (then: {error})"));
         let mut down = self.down.lock().expect("health");

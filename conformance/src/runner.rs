@@ -103,7 +103,15 @@ async fn run_case(mut target: Target, case: Case, prefix: String, timeout_s: u64
         Ok(Ok(())) => Status::Failed(Failure::Findings(own)),
         Ok(Err(f @ Failure::Assertion { .. })) => Status::Failed(cause_of(f, &findings)),
         Ok(Err(f)) => Status::Failed(f),
-        Err(_) => Status::Failed(Failure::Timeout(timeout_s)),
+        Err(_) => Status::Failed(Failure::Timeout {
+            secs: timeout_s,
+            waiting: target
+                .health
+                .waiting(case.id)
+                .iter()
+                .map(|r| crate::exchange::curl_one(&target.url, r))
+                .collect(),
+        }),
     };
     CaseOutcome {
         case,

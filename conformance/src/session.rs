@@ -45,6 +45,9 @@ pub struct CheckSettings {
     pub auth: Option<std::sync::Arc<TokenBook>>,
     /// RET-3: the broker's retention interval in ms (`--retention-interval-ms`).
     pub retention_lag_ms: Millis,
+    /// How long a request may go unanswered before it is a finding of its own
+    /// (`--request-timeout-s`); a long poll gets its `timeout` on top.
+    pub request_timeout_ms: u64,
 }
 
 impl Default for CheckSettings {
@@ -58,6 +61,7 @@ impl Default for CheckSettings {
             accept: Vec::new(),
             auth: None,
             retention_lag_ms: queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS,
+            request_timeout_ms: 15_000,
         }
     }
 }
@@ -167,6 +171,24 @@ pub struct Pending {
     task: tokio::task::JoinHandle<(HttpRequest, Millis, Millis, Result<HttpResponse, String>)>,
 }
 
+/// How long `req` may wait for its answer: the request timeout, and a long poll's own
+/// `timeout` on top.
+pub fn deadline_ms(req: &HttpRequest, settings: &CheckSettings) -> u64 {
+    let q = |k: &str| {
+        req.query
+            .iter()
+            .find(|(x, _)| x == k)
+            .map(|(_, v)| v.as_str())
+    };
+    let parked = match q("wait") {
+        Some("true") => q("timeout")
+            .and_then(|t| t.parse::<u64>().ok())
+            .unwrap_or(settings.default_timeout_ms),
+        _ => 0,
+    };
+    settings.request_timeout_ms + parked
+}
+
 /// Sends one request; never panics on a broker's misbehaviour.
 /// An error with its causes ("error sending request ...: ...: Connection refused"):
 /// the cause tells a call that never reached the broker from one whose answer was lost.
@@ -191,7 +213,10 @@ pub async fn transmit(target: &Target, req: &HttpRequest) -> Result<HttpResponse
         }
     }
     let method = reqwest::Method::from_bytes(req.method.as_bytes()).map_err(|e| e.to_string())?;
-    let mut rb = target.client.request(method, url);
+    let mut rb = target
+        .client
+        .request(method, url)
+        .timeout(Duration::from_millis(deadline_ms(req, &target.settings)));
     let default = target.tokens.as_ref().map(|t| t.admin.as_str());
     if let Some(t) = req.bearer.as_deref().or(default).filter(|t| !t.is_empty()) {
         rb = rb.bearer_auth(t);
@@ -430,7 +455,11 @@ impl Session {
                 self.target.health.answered(noted);
                 self.record(req, sent, received, a)
             }
-            Err(e) => Err(self.transport_failure(&req, e).await),
+            Err(e) => {
+                self.target.health.failed(noted, &e);
+                self.unanswered(&req, sent, received, &e);
+                Err(self.transport_failure(&req, e).await)
+            }
         }
     }
 
@@ -460,6 +489,24 @@ impl Session {
             Ok(a) => self.record(req, sent, received, a).map(|r| (r, received)),
             Err(e) => Err(self.transport_failure(&req, e).await),
         }
+    }
+
+    /// Keeps a request that got no answer in the transcript (status 0), so that the case's
+    /// repro ends with it.
+    fn unanswered(&mut self, req: &HttpRequest, sent: Millis, received: Millis, e: &str) {
+        self.transcript.push(Exchange {
+            request: req.clone(),
+            response: HttpResponse {
+                status: 0,
+                body: Some(Value::String(format!(
+                    "<no answer after {} ms: {e}>",
+                    received - sent
+                ))),
+            },
+            sent_ms: sent,
+            received_ms: received,
+            worlds: self.worlds(),
+        });
     }
 
     /// A request that got no answer: the broker stopped answering (confirmed by the

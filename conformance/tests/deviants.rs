@@ -88,8 +88,11 @@ async fn each_deviant_broker_is_named_by_exactly_the_rules_it_breaks() {
         if only.as_ref().is_some_and(|o| o != d.name()) {
             continue;
         }
-        if d == Deviation::CrashOnNonUtf8 {
-            continue; // its own test: the run ends with exit status 3
+        if matches!(
+            d,
+            Deviation::CrashOnNonUtf8 | Deviation::ExtendNeverAnswered
+        ) {
+            continue; // their own tests: the run ends with exit status 3; a hang is located
         }
         let s = check(d, &[]).await;
         lines.push(summary(d, &s));
@@ -244,4 +247,47 @@ async fn our_broker_kept_going_and_strict_has_no_finding() {
     assert!(report.passed(), "{text}");
     assert!(report.findings.is_empty(), "{text}");
     server.stop().await.unwrap();
+}
+
+/// A request the broker never answers fails its case within the request timeout, with
+/// the request as a curl line and the case that sent it; the rest of the run goes on
+/// (the broker still answers everything else, so it is not "down").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_never_answered_fails_its_case_at_once_with_its_curl() {
+    let broker = deviant::start(Deviation::ExtendNeverAnswered).await;
+    let mut opts = options(&broker.url, &["capability:lease-extend", "ack-2"], None);
+    opts.target.settings.keep_going = true;
+    opts.target.settings.request_timeout_ms = 1500;
+    let t0 = std::time::Instant::now();
+    let results = queen_conformance::runner::run(&opts).await;
+    let report = Report::build_with(results, false, &BTreeSet::new(), &[]);
+    let text = queen_conformance::report::terminal::render(&report, false);
+    broker.stop().await;
+    assert!(report.target_down.is_none(), "{text}");
+    let hung: Vec<_> = report
+        .entries
+        .iter()
+        .filter(|e| e.verdict == Verdict::Failed)
+        .collect();
+    assert!(!hung.is_empty(), "{text}");
+    for e in &hung {
+        let f = e.failure.as_ref().unwrap();
+        assert_eq!(f.kind(), "transport", "{}: {}", e.id, f.details());
+        assert!(f.headline().contains("/extend"), "{}", f.headline());
+        let curl = e.curl.as_deref().unwrap_or_default();
+        assert!(
+            curl.contains("/extend"),
+            "{}: the repro ends with the request: {curl}",
+            e.id
+        );
+    }
+    assert!(
+        report.entries.iter().any(|e| e.verdict == Verdict::Passed),
+        "the other cases still pass: {text}"
+    );
+    assert!(
+        t0.elapsed().as_secs() < 30,
+        "no case waited for the case timeout: {:?}",
+        t0.elapsed()
+    );
 }

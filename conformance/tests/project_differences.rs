@@ -4,8 +4,8 @@
 //! modelled PROJECT choice points the other way (ACK-5 outside the span accepted, every
 //! failure charged, leases released on partial commits, failed acks kept in
 //! transactions, per-partition subscription seeding), answering duplicates with a fresh
-//! `message_id` (PUSH-5), behind an HTTP proxy that rewrites every rejection body to
-//! `{"message": ...}` (PUSH-8, ACK-0, ...; a pop's POP-10 answer is SEED and kept).
+//! `message_id` (PUSH-13), behind an HTTP proxy that rewrites every rejection body to
+//! `{"message": ...}` (PUSH-8, ACK-9, ...; a pop's POP-10 answer is SEED and kept).
 //! It also has no `maxSize` (RET-5), removes nothing by age (RET-3) and has no
 //! management routes at all (section 17): the suite finds that out and skips their
 //! cases instead of failing each.
@@ -140,7 +140,7 @@ async fn a_broker_differing_only_on_project_points_passes_unless_strict() {
         assert!(!e.fails_run);
     }
     let listed: Vec<RuleId> = differing(&lax).into_iter().flat_map(|(_, r)| r).collect();
-    for rule in [PUSH_5, PUSH_8, ACK_0, ACK_5, RET_3, RET_5] {
+    for rule in [PUSH_13, PUSH_8, ACK_9, ACK_10, RET_3, RET_5] {
         assert!(listed.contains(&rule), "{rule} is listed: {listed:?}");
     }
     // A SEED case that only meets a PROJECT point on its way is a project difference
@@ -152,7 +152,23 @@ async fn a_broker_differing_only_on_project_points_passes_unless_strict() {
         .unwrap();
     assert_eq!(dup.verdict, Verdict::Failed);
     assert_eq!(dup.failure.as_ref().unwrap().kind(), "project-difference");
-    assert_eq!(dup.failure.as_ref().unwrap().rules(), vec![PUSH_5]);
+    assert_eq!(dup.failure.as_ref().unwrap().rules(), vec![PUSH_13]);
+    // The lockstep run does not stop at a PROJECT point: it goes on to the deep
+    // outcomes of section 4 that only longer sequences reach.
+    let cov = &lax.lockstep.as_ref().expect("a lockstep run").coverage;
+    let missing = cov.missing();
+    for deep in [
+        "ack noop (already committed)",
+        "ack clamp (completion blocked by a lower failure)",
+        "ack dead letter",
+        "ack invalid or expired lease",
+        "ack unresolvable",
+    ] {
+        assert!(
+            !missing.contains(&deep),
+            "lockstep never reached {deep}: {missing:?}"
+        );
+    }
     assert!(
         text.contains("Differs on project-resolved points"),
         "{text}"

@@ -129,6 +129,12 @@ pub mod ids {
     pub const PUSH_11: RuleId = RuleId("PUSH-11");
     /// a spooled push the database refuses for good is quarantined; the rest replays
     pub const PUSH_12: RuleId = RuleId("PUSH-12");
+    /// a duplicate item carries the original message's message_id
+    pub const PUSH_13: RuleId = RuleId("PUSH-13");
+    /// data is the pushed payload verbatim, digits and key order included
+    pub const POP_17: RuleId = RuleId("POP-17");
+    /// out-of-range subscription times; the first pop records the group's subscription
+    pub const POP_18: RuleId = RuleId("POP-18");
     /// a pop never commits what it did not answer; undeliverable messages are set aside
     pub const POP_16: RuleId = RuleId("POP-16");
     /// escapes in paths and query strings decode to UTF-8, or the request is 400
@@ -183,6 +189,10 @@ pub mod ids {
     pub const ACK_7: RuleId = RuleId("ACK-7");
     /// ack resolves the newest message with that transactionId
     pub const ACK_8: RuleId = RuleId("ACK-8");
+    /// a malformed ack call is 400 and changes nothing
+    pub const ACK_9: RuleId = RuleId("ACK-9");
+    /// a live lease id with an offset outside its span is an invalid lease
+    pub const ACK_10: RuleId = RuleId("ACK-10");
     /// an ack call charges at most one retry; later failures come back uncharged
     pub const ACK_STEP_3: RuleId = RuleId("ACK-STEP-3");
     /// the lease is released when anything comes back or the cursor reaches the span's end
@@ -243,6 +253,8 @@ pub mod ids {
     pub const AUTH_4: RuleId = RuleId("AUTH-4");
     /// our server's token settings (algorithms, keys, claims, skew, public paths)
     pub const AUTH_5: RuleId = RuleId("AUTH-5");
+    /// no caller is admitted above its level: a security failure at SEED level
+    pub const AUTH_6: RuleId = RuleId("AUTH-6");
     /// encryption is invisible on the wire: data comes back as pushed
     pub const ENC_1: RuleId = RuleId("ENC-1");
     /// stored encrypted; without a key, encryptionEnabled is refused 400
@@ -376,6 +388,21 @@ pub const RULES: &[Rule] = &[
         id: PUSH_11,
         level: Project,
         title: "every accepted payload can be delivered: nesting limit, no lone surrogates",
+    },
+    Rule {
+        id: PUSH_13,
+        level: Project,
+        title: "a duplicate item carries the original message's message_id",
+    },
+    Rule {
+        id: POP_17,
+        level: Project,
+        title: "data is the pushed payload verbatim, digits and key order included",
+    },
+    Rule {
+        id: POP_18,
+        level: Project,
+        title: "out-of-range subscription times; the first pop records the group's subscription",
     },
     Rule {
         id: PUSH_12,
@@ -516,6 +543,16 @@ pub const RULES: &[Rule] = &[
         id: ACK_8,
         level: Project,
         title: "ack resolves the newest message with that transactionId",
+    },
+    Rule {
+        id: ACK_9,
+        level: Project,
+        title: "a malformed ack call is 400 and changes nothing",
+    },
+    Rule {
+        id: ACK_10,
+        level: Project,
+        title: "a live lease id with an offset outside its span is an invalid lease",
     },
     Rule {
         id: ACK_STEP_3,
@@ -667,6 +704,11 @@ pub const RULES: &[Rule] = &[
         id: AUTH_5,
         level: Project,
         title: "our server's token settings: algorithms, keys, claims, skew, public paths",
+    },
+    Rule {
+        id: AUTH_6,
+        level: Seed,
+        title: "no caller is admitted above its level: a security failure at SEED level",
     },
     Rule {
         id: ENC_1,

@@ -295,7 +295,10 @@ mod tests {
         assert!(s.contains(RetryCharged) && s.contains(PathNotDecoded));
         assert!(!s.contains(DedupIgnored));
         assert_eq!(s.len(), 2);
-        assert_eq!(s.iter().collect::<Vec<_>>(), vec![RetryCharged, PathNotDecoded]);
+        assert_eq!(
+            s.iter().collect::<Vec<_>>(),
+            vec![RetryCharged, PathNotDecoded]
+        );
     }
 
     #[test]
@@ -312,7 +315,10 @@ mod tests {
             .reads(&HttpRequest::get("/x", &[("partitions", "3")]))
             .is_none());
         let both = read_as(VariantSet::of(&[PathNotDecoded, PartitionsZeroAsOne]), &r).unwrap();
-        assert_eq!((both.path.as_str(), both.query[0].1.as_str()), ("/api/v1/pop/queue/a%2520b", "1"));
+        assert_eq!(
+            (both.path.as_str(), both.query[0].1.as_str()),
+            ("/api/v1/pop/queue/a%2520b", "1")
+        );
         assert!(read_as(VariantSet::of(&[RetryCharged]), &r).is_none());
     }
 }

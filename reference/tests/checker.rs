@@ -328,10 +328,10 @@ fn ids_must_stay_consistent() {
         &json!({"items": [{"queue": "q", "partition": "p", "transactionId": "m"}]}),
     );
     let mut dup = l.e.handle(&req, l.now);
-    // A duplicate must carry the original message id (PUSH-5 [PROJECT]).
+    // A duplicate must carry the original message id (PUSH-13).
     dup.body.as_mut().unwrap()[0]["message_id"] = json!(uuid::Uuid::now_v7().to_string());
     match l.feed(&req, &dup) {
-        Err(StepError::Diverged(d)) => assert!(d.reasons[0].contains("PUSH-5"), "{d}"),
+        Err(StepError::Diverged(d)) => assert!(d.reasons[0].contains("PUSH-13"), "{d}"),
         other => panic!("{other:?}"),
     }
 }
@@ -405,7 +405,7 @@ fn project_alternatives_diverge_strictly_and_are_recorded_laxly() {
     };
     let (strict, c) = scenario(true);
     match strict {
-        Err(StepError::Diverged(d)) => assert!(d.rules.contains(&ACK_5), "{d}"),
+        Err(StepError::Diverged(d)) => assert!(d.rules.contains(&ACK_10), "{d}"),
         other => panic!("a strict checker must diverge: {other:?}"),
     }
     assert!(c.findings().is_empty());
@@ -413,7 +413,7 @@ fn project_alternatives_diverge_strictly_and_are_recorded_laxly() {
     assert!(lax.is_ok(), "{lax:?}");
     let diffs = c.findings();
     assert_eq!(diffs.len(), 1, "{diffs:?}");
-    assert_eq!(diffs[0].rule, ACK_5);
+    assert_eq!(diffs[0].rule, ACK_10);
     assert_eq!(diffs[0].kind, Kind::Alternative);
 }
 
@@ -486,7 +486,7 @@ fn answer_only_project_points_are_relaxed_and_recorded_when_lax() {
         if strict {
             assert!(rules.is_empty());
         } else {
-            assert_eq!(rules, vec![PUSH_5, PUSH_8]);
+            assert_eq!(rules, vec![PUSH_13, PUSH_8]);
         }
     }
 }
@@ -648,12 +648,15 @@ fn a_flag_that_disagrees_with_the_state_is_a_flag_until_a_later_answer_shows_the
         }
         assert!(verdict.is_ok(), "{verdict:?}");
         let f = l.c.findings();
-        assert_eq!((f[0].rule, f[0].kind), (ACK_1, Kind::Flag));
+        assert_eq!((f[0].rule, f[0].kind), (ACK_STEP_5, Kind::Flag));
         assert!(f[0].kind.answer_only());
         l.push("q", "a", Some("t2"));
         let req = HttpRequest::get("/api/v1/pop/queue/q", &[]);
         let answer = if kept {
-            HttpResponse { status: 204, body: None }
+            HttpResponse {
+                status: 204,
+                body: None,
+            }
         } else {
             l.e.handle(&req, l.now)
         };
@@ -663,7 +666,7 @@ fn a_flag_that_disagrees_with_the_state_is_a_flag_until_a_later_answer_shows_the
             assert_eq!(kinds, vec![(ACK_1, Kind::Cause)]);
             assert!(l.c.findings()[0].what.contains("completion-keeps-lease"));
         } else {
-            assert_eq!(kinds, vec![(ACK_1, Kind::Flag)]);
+            assert_eq!(kinds, vec![(ACK_STEP_5, Kind::Flag)]);
         }
     }
 }
@@ -1056,10 +1059,10 @@ fn a_messages_content_is_the_pushed_one_and_open_choices_stay_made() {
 }
 
 /// A push answer that reuses another message's id diverges: under PUSH-1 for a new
-/// message, under PUSH-5 for a duplicate (which must carry its original's id).
+/// message, under PUSH-13 for a duplicate (which must carry its original's id).
 #[test]
-fn a_reused_message_id_names_push_1_or_push_5() {
-    for (txn, rule) in [("t2", PUSH_1), ("t1", PUSH_5)] {
+fn a_reused_message_id_names_push_1_or_push_13() {
+    for (txn, rule) in [("t2", PUSH_1), ("t1", PUSH_13)] {
         let mut l = Lockstep::new(Policy::default());
         let first = l.push("q", "a", Some("t1"));
         let first_id = first.body.unwrap()[0]["message_id"].clone();
@@ -1221,7 +1224,7 @@ fn an_empty_group_pop_that_did_not_subscribe_is_followed_with_a_finding() {
     assert!(l.feed(&req, &nothing).is_ok());
     let f = l.c.findings();
     assert_eq!(f.len(), 1, "{f:?}");
-    assert_eq!((f[0].rule, f[0].kind), (POP_13, Kind::Claim));
+    assert_eq!((f[0].rule, f[0].kind), (POP_18, Kind::Claim));
 }
 
 /// A pop is followed as a smaller claim only when it claimed less than the request

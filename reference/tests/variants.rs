@@ -61,7 +61,10 @@ impl Env {
 
     fn push(&mut self, q: &str, p: &str, txn: &str) -> HttpResponse {
         let item = json!({"queue": q, "partition": p, "transactionId": txn, "payload": {"t": txn}});
-        self.send(HttpRequest::post("/api/v1/push", &json!({ "items": [item] })))
+        self.send(HttpRequest::post(
+            "/api/v1/push",
+            &json!({ "items": [item] }),
+        ))
     }
 
     fn configure(&mut self, q: &str, options: Value) {
@@ -97,7 +100,9 @@ impl Env {
             "/api/v1/ack/batch",
             &json!({ "acknowledgments": acks }),
         ));
-        r.body.and_then(|b| b.as_array().cloned()).unwrap_or_default()
+        r.body
+            .and_then(|b| b.as_array().cloned())
+            .unwrap_or_default()
     }
 
     fn ack_without_lease(&mut self, m: &Value, status: &str) {
@@ -142,7 +147,11 @@ fn scenario(v: Variant, e: &mut Env) {
             e.pop(q, &[]);
         }
         DelayIgnored | WindowBufferIgnored => {
-            let key = if v == DelayIgnored { "delayedProcessing" } else { "windowBuffer" };
+            let key = if v == DelayIgnored {
+                "delayedProcessing"
+            } else {
+                "windowBuffer"
+            };
             e.configure(q, json!({ key: 10 }));
             e.push(q, "p", "t1");
             e.pop(q, &[]);
@@ -289,13 +298,19 @@ fn scenario(v: Variant, e: &mut Env) {
             e.pop(q, &[]);
         }
         PushMaintenanceIgnored => {
-            e.send(HttpRequest::post("/api/v1/system/maintenance", &json!({"enabled": true})));
+            e.send(HttpRequest::post(
+                "/api/v1/system/maintenance",
+                &json!({"enabled": true}),
+            ));
             e.push(q, "p", "t1");
             e.pop(q, &[]);
         }
         PopMaintenanceIgnored => {
             e.push(q, "p", "t1");
-            e.send(HttpRequest::post("/api/v1/system/maintenance/pop", &json!({"enabled": true})));
+            e.send(HttpRequest::post(
+                "/api/v1/system/maintenance/pop",
+                &json!({"enabled": true}),
+            ));
             e.pop(q, &[]);
         }
         TxnNotAtomic => {

@@ -20,7 +20,7 @@ pub fn cases() -> Vec<Case> {
         wrong_lease: "ack-5/another-lease-id-is-refused", [ACK_5], Seed, Core;
         expired_lease: "ack-5/expired-lease-is-refused", [ACK_5, ACK_7], Seed, Core;
         no_lease: "ack-5/ack-without-lease-is-not-lease-checked", [ACK_5], Seed, Core;
-        outside_span: "ack-5/live-lease-outside-its-span-is-refused", [ACK_5], Project, Core;
+        outside_span: "ack-10/live-lease-outside-its-span-is-refused", [ACK_10], Project, Core;
         statuses: "ack-6/completed-failed-retry-dlq", [ACK_6, DLQ_2], Seed, Core, needs [Configure, DeadLetter];
         expiry_free: "ack-7/lease-expiry-never-spends-retry-budget", [ACK_7, DLQ_1], Seed, DeadLetter, needs [Configure];
         retry_free: "ack-6/retry-spends-no-retry-budget", [ACK_6, DLQ_1], Seed, DeadLetter, needs [Configure];
@@ -306,7 +306,7 @@ async fn outside_span(s: &mut Session) -> CaseResult {
         || {
             (
                 "a live lease does not cover a later offset".into(),
-                vec![ACK_5],
+                vec![ACK_10],
             )
         },
     )

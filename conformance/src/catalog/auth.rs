@@ -20,7 +20,7 @@ pub fn cases() -> Vec<crate::case::Case> {
         pop_anonymous: "auth-1/a-pop-without-a-valid-token-is-refused-on-every-route", [AUTH_1, AUTH_4], Seed, Auth, needs [Discovery];
         producer_sub: "auth-2/producer-sub-is-the-sub-of-the-pushing-token", [AUTH_2], Seed, Auth, needs [Transactions];
         producer_sub_forged: "auth-2/a-push-body-cannot-choose-its-producer-sub", [AUTH_2], Seed, Auth;
-        levels: "auth-3/every-route-family-needs-its-level", [AUTH_3, AUTH_4], Project, Auth, needs [Configure, DeadLetter, Transactions, Maintenance, Delete, LeaseExtend];
+        levels: "auth-3/every-route-family-needs-its-level", [AUTH_3, AUTH_4, AUTH_6], Project, Auth, needs [Configure, DeadLetter, Transactions, Maintenance, Delete, LeaseExtend];
         invalid_tokens: "auth-4/invalid-tokens-are-refused-401", [AUTH_4], Project, Auth;
         before_bad_input: "auth-4/a-refusal-comes-before-bad-input", [AUTH_4], Project, Auth, needs [BadInput];
     ]

@@ -20,8 +20,8 @@ pub fn cases() -> Vec<Case> {
         push_empty: "bad-input/push-empty-items-is-201", [PUSH_8, PUSH_1], Project, BadInput;
         oversized: "bad-input/oversized-body-is-413", [PUSH_8], Project, BadInput;
         push_undeliverable: "bad-input/push-undeliverable-payloads-are-400", [PUSH_11], Project, BadInput;
-        ack_malformed: "bad-input/ack-malformed-calls", [ACK_0], Project, BadInput;
-        bad_uuids: "bad-input/invalid-uuids", [ACK_0, LEASE_3, TXN_3], Project, BadInput;
+        ack_malformed: "bad-input/ack-malformed-calls", [ACK_9], Project, BadInput;
+        bad_uuids: "bad-input/invalid-uuids", [ACK_9, LEASE_3, TXN_3], Project, BadInput;
         pop_params: "bad-input/pop-parameters-that-do-not-parse", [POP_10], Seed, BadInput;
         dlq_params: "bad-input/dlq-query-out-of-range", [DLQ_2], Project, BadInput;
         txn_malformed: "bad-input/transaction-malformed", [TXN_3], Project, BadInput, needs [Transactions];
@@ -183,11 +183,11 @@ async fn ack_malformed(s: &mut Session) -> CaseResult {
     .await?;
     // Nothing was acknowledged: the lease is still held and still acks.
     ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("the lease is still held".into(), vec![ACK_0])
+        ("the lease is still held".into(), vec![ACK_9])
     })?;
     let r = s.ack_batch(None, acks_for(&p, "completed")).await?;
     ensure(r[0].success && !r[0].noop, || {
-        ("the message was not committed by a 400".into(), vec![ACK_0])
+        ("the message was not committed by a 400".into(), vec![ACK_9])
     })
 }
 
@@ -230,7 +230,7 @@ async fn bad_uuids(s: &mut Session) -> CaseResult {
         )
         .await?;
     ensure(r[0].success, || {
-        ("nothing changed: the lease still acks".into(), vec![ACK_0])
+        ("nothing changed: the lease still acks".into(), vec![ACK_9])
     })
 }
 

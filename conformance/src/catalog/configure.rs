@@ -13,7 +13,7 @@ pub fn cases() -> Vec<Case> {
         defaults: "cfg-2/defaults-are-answered-in-full", [CFG_2], Seed, Configure;
         derived: "cfg-3/namespace-and-task-derived-from-the-name", [CFG_3], Project, Configure;
         bad_options: "cfg-3/bad-option-is-400-and-changes-nothing", [CFG_3], Project, Configure, needs [BadInput, DeadLetter];
-        encrypted: "enc-1/an-encrypted-queue-answers-its-payloads-as-pushed", [ENC_1, ENC_2], Seed, Configure, needs [DeadLetter];
+        encrypted: "enc-1/an-encrypted-queue-answers-its-payloads-as-pushed", [ENC_1, ENC_2, POP_17], Seed, Configure, needs [DeadLetter];
     ]
 }
 

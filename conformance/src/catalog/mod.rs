@@ -110,6 +110,47 @@ mod tests {
         }
     }
 
+    /// Every rule id of the spec has one level: no SEED rule's paragraph carries a
+    /// PROJECT or OPEN sentence, and no PROJECT rule's a SEED one, so a check that cites
+    /// a SEED id enforces a SEED sentence. (A PROJECT rule may name an OPEN point inside
+    /// it: neither fails a lax run.)
+    #[test]
+    fn every_rule_of_the_spec_has_one_level() {
+        let text = crate::version::SPEC_TEXT;
+        let markers = ["[SEED", "[PROJECT", "[OPEN"];
+        // A rule is its list item: from "- ID [LEVEL]" to the next item or heading.
+        let mut mixed = Vec::new();
+        let mut rule: Option<(String, String)> = None;
+        let mut check = |r: &Option<(String, String)>| {
+            if let Some((id, para)) = r {
+                let n = |m: &str| para.matches(m).count();
+                let seed = n("[SEED");
+                let other = n("[PROJECT") + n("[OPEN");
+                if (seed > 0 && other > 0) || seed > 1 {
+                    mixed.push(format!("{id}: {seed} SEED and {other} other markers"));
+                }
+            }
+        };
+        for line in text.lines() {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let opens = line.starts_with("- ")
+                && words
+                    .get(2)
+                    .is_some_and(|w| markers.iter().any(|m| w.starts_with(m)));
+            if opens || !line.starts_with("  ") {
+                check(&rule);
+                rule = opens.then(|| (words[1].to_string(), line.to_string()));
+            } else if let Some((_, para)) = &mut rule {
+                para.push_str(line);
+            }
+        }
+        check(&rule);
+        assert!(
+            mixed.is_empty(),
+            "rules with more than one level: {mixed:?}"
+        );
+    }
+
     /// The rule list matches the repository's normative spec, `spec/PROTOCOL.md`.
     #[test]
     fn rule_table_matches_the_spec() {

@@ -31,7 +31,7 @@ pub fn cases() -> Vec<Case> {
         created_at: "pop-12/created-at-is-the-write-time-of-the-push-call", [POP_12], Seed, Core;
         sub_new: "pop-13/mode-new-skips-the-backlog", [POP_13], Seed, Subscription;
         sub_from: "pop-13/subscription-from-a-time", [POP_13], Seed, Subscription;
-        sub_misc: "pop-13/from-now-unknown-mode-and-bad-time", [POP_13], Seed, Subscription;
+        sub_misc: "pop-13/from-now-unknown-mode-and-bad-time", [POP_13, POP_18], Seed, Subscription;
         sub_queue_mode: "pop-13/queue-mode-is-never-seeded", [POP_13, PROTO_GROUP_1], Seed, Subscription;
         sub_recorded: "pop-13/first-pop-records-the-subscription", [POP_13], Project, Subscription;
         delayed: "pop-14/delayed-processing", [POP_14], Seed, Visibility, needs [Configure];

@@ -18,7 +18,7 @@ pub fn cases() -> Vec<Case> {
         dedup_window: "push-5/duplicate-within-window", [PUSH_5], Seed, Dedup;
         duplicate_id: "push-5/duplicate-carries-the-original-message-id", [PUSH_5], Project, Dedup;
         dedup_other_partition: "push-5/same-id-in-another-partition-is-new", [PUSH_5], Seed, Dedup;
-        dedup_one_request: "push-5/same-id-twice-in-one-request", [PUSH_5], Seed, Dedup;
+        dedup_one_request: "push-5/same-id-twice-in-one-request", [PUSH_5, PUSH_13], Seed, Dedup;
         dedup_expires: "push-5/window-expires", [PUSH_5, CFG_1], Seed, Dedup, needs [Configure];
         request_order: "push-6/offsets-follow-request-then-commit-order", [PUSH_6, POP_1], Seed, Core;
         absent_payload: "push-9/absent-payload-and-plain-push-trace", [PUSH_9], Open, Core;

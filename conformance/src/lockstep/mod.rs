@@ -17,9 +17,11 @@ pub use gen::{Route, Step};
 
 use crate::case::{Capability, Failure};
 use crate::exchange::Exchange;
-use crate::session::{sleep_ms, CheckSettings, Example, Session, Target};
+use crate::rules::Level;
+use crate::session::{sleep_ms, CheckSettings, Example, Seen, Session, Target};
 use gen::{Delivered, Names};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+use queen_reference::finding::{Finding, Kind};
 use queen_reference::wire::PopResponse;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -191,6 +193,31 @@ struct Shared {
     done: AtomicU64,
 }
 
+/// A sequence that stopped on a PROJECT point, kept as a finding of the run (its rule,
+/// at PROJECT level) with the transcript that reproduces it.
+fn note_project_stop(shared: &Shared, f: &Failure, transcript: &[Exchange]) {
+    let rule = f
+        .rules()
+        .first()
+        .copied()
+        .unwrap_or(crate::rules::ACK_STEP_3);
+    let finding = Finding::new(rule, Kind::State, "a sequence stopped on a PROJECT point")
+        .example(f.headline());
+    let seen = Seen {
+        finding,
+        step: transcript.len().saturating_sub(1),
+        expected: None,
+    };
+    let prefix = transcript_prefix(transcript);
+    let mut all = shared.findings.lock().expect("findings");
+    let known = all
+        .iter()
+        .any(|x| x.seen.finding.key() == seen.finding.key());
+    if !known && all.len() < MAX_FINDINGS_LISTED {
+        all.extend(Example::all(&[seen], transcript, &prefix, LOCKSTEP_ID));
+    }
+}
+
 /// Called after each generated (not shrinking) sequence with (done, total).
 pub type Tick = Arc<dyn Fn(u64, u64) + Send + Sync>;
 
@@ -347,6 +374,16 @@ fn worker(
             }
             SeqResult::Inconclusive => {
                 shared.inconclusive.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            }
+            // Without --strict a sequence that ends on a PROJECT point is a finding, not
+            // a counterexample: the run goes on to the SEED points other sequences reach.
+            SeqResult::Fail(f)
+                if !target.settings.strict_project && f.level(Level::Seed) == Level::Project =>
+            {
+                if !shrinking {
+                    note_project_stop(shared, &f, &transcript);
+                }
                 Ok(())
             }
             SeqResult::Fail(f) => {

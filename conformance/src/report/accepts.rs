@@ -49,4 +49,3 @@ pub fn write(path: &Path, report: &Report) -> std::io::Result<()> {
     }
     std::fs::write(path, s)
 }
-

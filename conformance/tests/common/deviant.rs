@@ -80,12 +80,23 @@ pub enum Deviation {
     DeleteWithoutExisted,
     /// Push results serialized with the camelCase names of every other answer.
     PushAnswerCamelCase,
+    /// A pop's `leaseSeconds` is dropped by a router that only knows the queue's lease.
+    LeaseSecondsIgnored,
+    /// Ack answers say `leaseReleased:false` although the lease was released.
+    FlagsLie,
+    /// A transaction answer without `transactionId` (a PROJECT difference met first in
+    /// the case), and a transaction that aborts still writes its pushes (TXN-1, SEED).
+    TxnShapeAndNotAtomic,
+    /// Switching push maintenance off answers at once and replays 200 ms later: allowed.
+    SlowSpoolReplay,
+    /// Lease extends are never answered.
+    ExtendNeverAnswered,
 }
 
 use Deviation::*;
 
 impl Deviation {
-    pub const ALL: [Deviation; 22] = [
+    pub const ALL: [Deviation; 27] = [
         Status200Everywhere,
         AckWithoutNoop,
         CapitalisedErrors,
@@ -108,6 +119,11 @@ impl Deviation {
         HealthStatusOk,
         DeleteWithoutExisted,
         PushAnswerCamelCase,
+        LeaseSecondsIgnored,
+        FlagsLie,
+        TxnShapeAndNotAtomic,
+        SlowSpoolReplay,
+        ExtendNeverAnswered,
     ];
 
     /// A stable kebab-case name.
@@ -135,6 +151,11 @@ impl Deviation {
             HealthStatusOk => "health-status-ok",
             DeleteWithoutExisted => "delete-without-existed",
             PushAnswerCamelCase => "push-answer-camel-case",
+            LeaseSecondsIgnored => "lease-seconds-ignored",
+            FlagsLie => "flags-lie",
+            TxnShapeAndNotAtomic => "txn-shape-and-not-atomic",
+            SlowSpoolReplay => "slow-spool-replay",
+            ExtendNeverAnswered => "extend-never-answered",
         }
     }
 
@@ -178,6 +199,15 @@ impl Deviation {
             HealthStatusOk => &["HEALTH-1", "HEALTH-4"],
             DeleteWithoutExisted => &["DEL-1"],
             PushAnswerCamelCase => &["PUSH-1"],
+            LeaseSecondsIgnored => &["POP-9"],
+            // What the flag reports is step 5's; the lease was in fact released.
+            FlagsLie => &["ACK-STEP-5"],
+            TxnShapeAndNotAtomic => &["TXN-3", "TXN-1"],
+            // MAINT-3 allows a replay that runs for up to 3 s.
+            SlowSpoolReplay => &[],
+            // A request never answered breaks no rule the model can name: its cases fail
+            // with the request and its curl line (see its own test).
+            ExtendNeverAnswered => &[],
         }
     }
 
@@ -196,6 +226,7 @@ impl Deviation {
                 | HealthStatusOk
                 | DeleteWithoutExisted
                 | PushAnswerCamelCase
+                | FlagsLie
         )
     }
 
@@ -224,6 +255,11 @@ impl Deviation {
             HealthStatusOk => r#"Health answers {"status":"ok"}."#,
             DeleteWithoutExisted => "Queue delete answers without `existed`.",
             PushAnswerCamelCase => "Push results carry `messageId`/`transactionId` instead of `message_id`/`transaction_id`.",
+            LeaseSecondsIgnored => "Pops lease for the queue's leaseTime whatever `leaseSeconds` they name.",
+            FlagsLie => "Ack answers say `leaseReleased:false` although the lease was released.",
+            TxnShapeAndNotAtomic => "Transaction answers lack `transactionId`, and an aborted transaction still writes its pushes.",
+            SlowSpoolReplay => "Switching push maintenance off answers at once; the replay follows 200 ms later.",
+            ExtendNeverAnswered => "Lease extension requests are never answered.",
         }
     }
 }
@@ -543,6 +579,9 @@ enum Route {
     Health,
     /// `POST /api/v1/system/maintenance`.
     Maintenance,
+    /// `GET /api/v1/system/maintenance`.
+    MaintenanceRead,
+    Transaction,
     Other,
 }
 
@@ -567,6 +606,8 @@ impl Route {
             R::Dlq => Route::Dlq,
             R::Health => Route::Health,
             R::SetPushMaintenance => Route::Maintenance,
+            R::GetPushMaintenance => Route::MaintenanceRead,
+            R::Transaction => Route::Transaction,
             _ => Route::Other,
         }
     }
@@ -601,6 +642,8 @@ struct Memory {
     /// Push maintenance is on: pushes are spooled, and dedup happens at replay, as on
     /// any broker with a spool (dedup-forever).
     maintenance: bool,
+    /// Until when a delayed switch-off is still to reach the broker (slow-spool-replay).
+    replaying_until: Option<Instant>,
 }
 
 struct Proxy {
@@ -701,8 +744,81 @@ impl Proxy {
             (ReadYourWritesLag, Route::PopQueue(q)) => self.lag(call, q).await,
             (NamespaceNotDerived, Route::Configure) => forward(namespace_not_derived(call)),
             (ConfigureMergesOptions, Route::Configure) => forward(self.merge_options(call)),
+            (LeaseSecondsIgnored, r) if r.is_pop() && call.param("leaseSeconds").is_some() => {
+                forward(call.with_param("leaseSeconds", "0"))
+            }
+            (TxnShapeAndNotAtomic, Route::Transaction) => self.not_atomic(call).await,
+            (SlowSpoolReplay, Route::Maintenance) => self.slow_replay(call).await,
+            (ExtendNeverAnswered, Route::Extend) => {
+                std::future::pending::<()>().await;
+                unreachable!("never answered")
+            }
             _ => forward(call),
         }
+    }
+
+    /// txn-shape-and-not-atomic: a transaction that aborts still writes its pushes.
+    async fn not_atomic(&self, call: Call) -> Before {
+        let a = self.send(&call).await;
+        let aborted = a.value().is_some_and(|v| v["success"] == json!(false));
+        if aborted {
+            let items: Vec<Value> = call
+                .json()
+                .and_then(|b| b["operations"].as_array().cloned())
+                .into_iter()
+                .flatten()
+                .filter(|o| o["type"] == json!("push"))
+                .flat_map(|o| o["items"].as_array().cloned().unwrap_or_default())
+                .collect();
+            if !items.is_empty() {
+                let push = Call {
+                    method: Method::POST,
+                    path: "/api/v1/push".into(),
+                    query: None,
+                    content_type: Some(HeaderValue::from_static("application/json")),
+                    body: Bytes::new(),
+                }
+                .with_json(&json!({ "items": items }));
+                self.send(&push).await;
+            }
+        }
+        Before::Answer(a.edit(|v| {
+            v.as_object_mut().map(|o| o.remove("transactionId"));
+        }))
+    }
+
+    /// slow-spool-replay: a switch-off is answered at once and reaches the broker (which
+    /// replays) 200 ms later; meanwhile the switch reads as off.
+    async fn slow_replay(&self, call: Call) -> Before {
+        let off = call.json().is_some_and(|b| b["enabled"] == json!(false));
+        if !off {
+            return forward(call);
+        }
+        let state = self
+            .send(&Call {
+                method: Method::GET,
+                body: Bytes::new(),
+                ..call.clone()
+            })
+            .await;
+        let buffered = state
+            .value()
+            .map_or(json!(0), |v| v["bufferedMessages"].clone());
+        self.mem().replaying_until = Some(Instant::now() + Duration::from_millis(200));
+        let (client, upstream) = (self.client.clone(), self.upstream.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let _ = client
+                .post(format!("{upstream}{}", call.path))
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(call.body.clone())
+                .send()
+                .await;
+        });
+        Before::Answer(Answer::json(
+            200,
+            &json!({"maintenanceMode": false, "bufferedMessages": buffered}),
+        ))
     }
 
     /// The deviations that act on the answer (and what the stateful ones learn from it).
@@ -742,6 +858,21 @@ impl Proxy {
                 v.as_object_mut().map(|o| o.remove("existed"));
             }),
             (PushAnswerCamelCase, Route::Push) => a.edit_items(camel_case_push),
+            (FlagsLie, r) if r.is_ack() => a.edit_items(|i| {
+                if i.get("leaseReleased") == Some(&json!(true)) {
+                    i.insert("leaseReleased".into(), json!(false));
+                }
+            }),
+            (SlowSpoolReplay, Route::MaintenanceRead) => {
+                let pending = self
+                    .mem()
+                    .replaying_until
+                    .is_some_and(|t| Instant::now() < t);
+                match pending {
+                    true => a.edit(|v| v["maintenanceMode"] = json!(false)),
+                    false => a,
+                }
+            }
             _ => a,
         }
     }

@@ -161,7 +161,11 @@ impl Checker {
 
     /// The history replayed by a broker playing `set` from the start: the worlds after
     /// it, or `None` when some exchange is not allowed even so.
-    fn replay(&self, initial: &[World], set: VariantSet) -> Option<(Vec<World>, Option<HttpResponse>)> {
+    fn replay(
+        &self,
+        initial: &[World],
+        set: VariantSet,
+    ) -> Option<(Vec<World>, Option<HttpResponse>)> {
         let mut c = self.clone();
         c.diagnose = false;
         c.history = Vec::new();
@@ -194,8 +198,12 @@ impl Checker {
             .causes
             .iter()
             .map(|v| {
-                Finding::new(v.rule(), Kind::Cause, format!("{} ({})", v.def().what, v.name()))
-                    .example(seen.clone())
+                Finding::new(
+                    v.rule(),
+                    Kind::Cause,
+                    format!("{} ({})", v.def().what, v.name()),
+                )
+                .example(seen.clone())
             })
             .collect();
         for w in &mut d.worlds {

@@ -27,7 +27,6 @@ mod diagnosis;
 pub use answer::Judge;
 
 use crate::choice::{explore_under, TooManyBranches};
-use crate::variant::{Variant, VariantSet};
 use crate::finding::{note, Accept, Finding, Kind};
 use crate::ids::IdBook;
 use crate::model::*;
@@ -35,6 +34,7 @@ use crate::policy::Policy;
 use crate::render::Renderer;
 use crate::rules::*;
 use crate::time::{format_iso, Millis, Stamp};
+use crate::variant::{Variant, VariantSet};
 use crate::wire::*;
 use answer::{check_answer, delivered_parts, Miss};
 use serde_json::Value;
@@ -390,7 +390,11 @@ impl Checker {
         };
         let op_in = |w: &World| {
             let key = reading_part(w.variants);
-            let parsed = &readings.iter().find(|r| r.0 == key).unwrap_or(&readings[0]).1;
+            let parsed = &readings
+                .iter()
+                .find(|r| r.0 == key)
+                .unwrap_or(&readings[0])
+                .1;
             match parsed {
                 Ok(r) => w.ids.resolve(r),
                 Err(op) => op.clone(),
@@ -590,7 +594,13 @@ impl Checker {
     /// An accepted state divergence: the broker did something the model cannot name, so
     /// the request is taken as applied with any outcome the model allows, or not at all
     /// (as an unanswered one), with a [`Kind::State`] finding; checking goes on.
-    fn resync(&mut self, req: &HttpRequest, sent: Millis, until: Millis, rules: &[RuleId]) -> usize {
+    fn resync(
+        &mut self,
+        req: &HttpRequest,
+        sent: Millis,
+        until: Millis,
+        rules: &[RuleId],
+    ) -> usize {
         let before = self.worlds.clone();
         let diagnose = std::mem::replace(&mut self.diagnose, false);
         let applied = self.step_unknown(req, sent, until).is_ok();
@@ -598,7 +608,11 @@ impl Checker {
         let f = Finding::new(
             rules[0],
             Kind::State,
-            format!("{} {} did what no allowed behaviour does", req.method, route_of(req)),
+            format!(
+                "{} {} did what no allowed behaviour does",
+                req.method,
+                route_of(req)
+            ),
         );
         let mut next = Next::default();
         let after = if applied { self.worlds.clone() } else { vec![] };
@@ -679,11 +693,10 @@ impl Checker {
                     "a pop on an unknown queue that answered nothing did not create its row",
                 ),
                 _ => Finding::new(
-                    POP_13,
+                    POP_18,
                     Kind::Claim,
                     "a pop that answered nothing did not record the group's subscription",
-                )
-                .at_level(Level::Project),
+                ),
             };
             let mut unchanged = w.clone();
             note(&mut unchanged.findings, f);
@@ -787,7 +800,11 @@ impl Checker {
         let mut next = Next::default();
         for world in &self.worlds {
             let key = reading_part(world.variants);
-            let parsed = &readings.iter().find(|r| r.0 == key).unwrap_or(&readings[0]).1;
+            let parsed = &readings
+                .iter()
+                .find(|r| r.0 == key)
+                .unwrap_or(&readings[0])
+                .1;
             // Rejections change nothing.
             let Ok(parsed) = parsed else { continue };
             let op = world.ids.resolve(parsed);

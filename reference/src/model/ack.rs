@@ -8,8 +8,8 @@
 use super::outcome::AckOut;
 use super::state::{DeadLetterRec, LeaseH, PartH, State};
 use crate::choice::Ctx;
-use crate::variant::Variant;
 use crate::policy::{BlockedCompletion, ChoicePoint};
+use crate::variant::Variant;
 use crate::wire::{
     AckResult, AckStatus, ERR_ALREADY_COMMITTED, ERR_INVALID_LEASE, ERR_UNRESOLVABLE,
 };
@@ -289,7 +289,7 @@ impl StepOneFacts for ModelFacts<'_, '_> {
     fn accept_outside_span(&mut self) -> bool {
         self.ctx.project(
             ChoicePoint::AckOutsideSpan,
-            crate::rules::ACK_5,
+            crate::rules::ACK_10,
             "accepted an ack carrying the live lease id for an offset outside the lease's span (ours: invalid or expired lease)",
         )
     }
@@ -399,7 +399,8 @@ pub fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -
                 } else if alt.dead_letter_rest && charged.is_some() {
                     dead.push((off, err.map(str::to_string), count));
                     false
-                } else if alt.charge_every_failure && charged.is_some() && count < view.retry_limit {
+                } else if alt.charge_every_failure && charged.is_some() && count < view.retry_limit
+                {
                     also_charged.push(off);
                     true
                 } else if charged.is_some() && !alt.charge_every_failure {
@@ -541,8 +542,18 @@ fn evaluate(
         (has(from) && ctx.deviates(v)).then_some((from, to))
     };
     let renamed: Vec<(AckStatus, AckStatus)> = [
-        read_as(AckStatus::Retry, AckStatus::Failed, Variant::RetryCharged, ctx),
-        read_as(AckStatus::Dlq, AckStatus::Completed, Variant::DlqStatusCommits, ctx),
+        read_as(
+            AckStatus::Retry,
+            AckStatus::Failed,
+            Variant::RetryCharged,
+            ctx,
+        ),
+        read_as(
+            AckStatus::Dlq,
+            AckStatus::Completed,
+            Variant::DlqStatusCommits,
+            ctx,
+        ),
     ]
     .into_iter()
     .flatten()
@@ -550,13 +561,23 @@ fn evaluate(
     let owned: Vec<ValidAck> = valid
         .iter()
         .map(|v| {
-            let status = renamed.iter().find(|r| r.0 == v.status).map_or(v.status, |r| r.1);
-            ValidAck { status, ..v.clone() }
+            let status = renamed
+                .iter()
+                .find(|r| r.0 == v.status)
+                .map_or(v.status, |r| r.1);
+            ValidAck {
+                status,
+                ..v.clone()
+            }
         })
         .collect();
     let valid = &owned[..];
     let mut alt = StepAlternatives {
-        dead_letter_rest: valid.iter().filter(|v| v.status == AckStatus::Failed).count() > 1
+        dead_letter_rest: valid
+            .iter()
+            .filter(|v| v.status == AckStatus::Failed)
+            .count()
+            > 1
             && ctx.deviates(Variant::EveryFailureDeadLettered),
         never_charge: failed && ctx.deviates(Variant::FailureNeverCharged),
         no_clamp: (failed || has(AckStatus::Retry))

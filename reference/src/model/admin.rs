@@ -6,11 +6,11 @@ use super::push::replay_spool;
 use super::state::State;
 use crate::choice::Ctx;
 use crate::policy::ChoicePoint;
+use crate::variant::Variant;
 use crate::wire::{
     ConfigureRequest, ConfigureResponse, DeleteResponse, DlqQuery, EchoedOptions, QueueOptions,
     WireError, ENCRYPTION_UNAVAILABLE,
 };
-use crate::variant::Variant;
 use std::sync::Arc;
 
 /// CFG-1: full replace of the options (and namespace/task); creates the queue if needed.

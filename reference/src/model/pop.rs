@@ -5,7 +5,7 @@ use super::outcome::{Outcome, PopOut};
 use super::state::{Cursor, Lease, PartH, Partition, State, Subscription};
 use crate::choice::Ctx;
 use crate::policy::{ChoicePoint, PopOrder};
-use crate::rules::{RuleId, POP_1, POP_13, POP_2, POP_3};
+use crate::rules::{RuleId, POP_1, POP_18, POP_2, POP_3};
 use crate::time::{parse_iso, Millis, Stamp, Tri};
 use crate::variant::Variant;
 use crate::wire::{PopQuery, PopRoute, QueueOptions, QUEUE_MODE};
@@ -359,7 +359,7 @@ fn subscribe(st: &mut State, queue: &str, q: &PopQuery, ctx: &mut Ctx) {
             && unseeded
             && ctx.project(
                 ChoicePoint::SubscriptionPerPartition,
-                POP_13,
+                POP_18,
                 "seeded a partition created after the group's first pop with a later pop's subscription parameters (ours: it starts at its beginning)",
             ))
         {

@@ -4,8 +4,8 @@
 use super::outcome::PushOut;
 use super::state::{Data, Message, PartH, SpooledItem, State, Trace};
 use crate::choice::Ctx;
-use crate::variant::Variant;
 use crate::policy::ChoicePoint;
+use crate::variant::Variant;
 use crate::wire::{Payload, PushItem, PushStatus};
 use std::sync::Arc;
 
@@ -186,9 +186,8 @@ fn write_one(
     // PUSH-5 variants: a window never applied, or no dedup at all.
     let newest = newest.filter(|_| window_ms <= 0 || !ctx.deviates(Variant::DedupIgnored));
     let forever = window_ms > 0 && newest.is_some() && ctx.deviates(Variant::DedupWithoutWindow);
-    let within = |created: crate::time::Stamp, window: i64| {
-        forever || ctx.now_before(created.plus(window))
-    };
+    let within =
+        |created: crate::time::Stamp, window: i64| forever || ctx.now_before(created.plus(window));
     if let Some(orig_msg) = duplicate_of(minted_txn, window_ms, newest, within) {
         return PushOut {
             index,

@@ -82,11 +82,19 @@ pub(super) fn ack_item(cx: &mut Cx, o: &AckOut, a: &Value, path: &str) -> Check 
     // These three say what the ack did (a dead letter filed, a lease released, a cursor
     // already past). What a broker says is not what it did: another value is a flag
     // finding, and the state is judged by what later answers show (a pop, an extend).
-    let dlq = cx.bool(a, path, "dlq", ACK_6)?;
-    flag(cx, dlq, e.dlq, path, "dlq", ACK_6)?;
+    // What `dlq` and `leaseReleased` report is step 5's (PROJECT); the state itself,
+    // a dead letter filed or a lease released, is ACK-6's and ACK-1's, judged later.
+    let dlq = cx.bool(a, path, "dlq", ACK_0)?;
+    flag(cx, dlq, e.dlq, path, "dlq", ACK_STEP_5)?;
     let released = cx.bool(a, path, "leaseReleased", ACK_0)?;
-    let rule = if e.lease_released { ACK_1 } else { ACK_STEP_5 };
-    flag(cx, released, e.lease_released, path, "leaseReleased", rule)?;
+    flag(
+        cx,
+        released,
+        e.lease_released,
+        path,
+        "leaseReleased",
+        ACK_STEP_5,
+    )?;
     let noop = cx.bool(a, path, "noop", ACK_3)?;
     flag(cx, noop, e.noop, path, "noop", ACK_3)
 }
@@ -127,9 +135,16 @@ fn error_text(cx: &mut Cx, rule: RuleId, e: &AckResult, error: Option<&str>, pat
 fn flag(cx: &mut Cx, got: Option<bool>, want: bool, path: &str, key: &str, rule: RuleId) -> Check {
     match got {
         Some(g) if g != want => cx.flag(
-            Finding::new(rule, Kind::Flag, format!("`{key}` says {g} where the ack did {}", if want { "so" } else { "not" }))
-                .at(format!("{path}.{key}"))
-                .example(format!("{g} where {want} is expected")),
+            Finding::new(
+                rule,
+                Kind::Flag,
+                format!(
+                    "`{key}` says {g} where the ack did {}",
+                    if want { "so" } else { "not" }
+                ),
+            )
+            .at(format!("{path}.{key}"))
+            .example(format!("{g} where {want} is expected")),
         ),
         _ => Ok(()),
     }

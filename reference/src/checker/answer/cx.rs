@@ -39,7 +39,10 @@ impl Cx<'_, '_> {
     /// step's differences unless the checker holds the broker to every word (strict and
     /// not kept going), where it is a miss.
     pub(super) fn flag(&mut self, f: Finding) -> Check {
-        if self.j.strict_project && !self.j.keep_going && !self.j.accept.iter().any(|a| a.covers(&f)) {
+        if self.j.strict_project
+            && !self.j.keep_going
+            && !self.j.accept.iter().any(|a| a.covers(&f))
+        {
             return Err(Miss {
                 rule: f.rule,
                 why: f.to_string(),
@@ -60,7 +63,7 @@ impl Cx<'_, '_> {
 
     /// The status: another class is a miss under `rule`; another code in the class a
     /// soft [`Kind::Status`] finding.
-    pub(super) fn status(&mut self, due: u16, actual: u16, rule: RuleId, level: Level) -> Check {
+    pub(super) fn status(&mut self, due: u16, actual: u16, rule: RuleId) -> Check {
         if actual == due {
             return Ok(());
         }
@@ -73,8 +76,7 @@ impl Cx<'_, '_> {
                 Kind::Status,
                 format!("answers {actual} where {due} is due"),
             )
-            .at("status")
-            .at_level(level),
+            .at("status"),
         )
     }
 

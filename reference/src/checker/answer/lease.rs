@@ -20,7 +20,7 @@ pub(super) fn extend(cx: &mut Cx, e: &ExtendOut, actual: &HttpResponse) -> Check
             actual.status
         )
     })?;
-    cx.status(200, actual.status, LEASE_2, Level::Seed)?;
+    cx.status(200, actual.status, LEASE_2)?;
     let mut b = actual.body.as_ref();
     if let Some(Value::Array(a)) = b {
         if a.len() == 1 && a[0].is_object() {

@@ -130,12 +130,12 @@ fn answer(cx: &mut Cx, out: &Outcome, actual: &HttpResponse, path: &str) -> Chec
         }),
         Outcome::Rejected(e) => rejected(cx, e, actual, path),
         Outcome::DiscoveryRejected => {
-            cx.status(400, actual.status, POP_10, Level::Seed)?;
+            cx.status(400, actual.status, POP_10)?;
             let expected = serde_json::to_value(DiscoveryError::new()).expect("serializes");
             cx.subset(&expected, body, "$", &|_| POP_10)
         }
         Outcome::Push(items) => {
-            cx.status(201, actual.status, PUSH_1, Level::Seed)?;
+            cx.status(201, actual.status, PUSH_1)?;
             let arr = results(body, items.len(), PUSH_1, "push")?;
             items
                 .iter()
@@ -145,7 +145,7 @@ fn answer(cx: &mut Cx, out: &Outcome, actual: &HttpResponse, path: &str) -> Chec
         Outcome::PopEmpty => pop_empty(cx, actual),
         Outcome::Pop(p) => pop(cx, p, actual),
         Outcome::Ack(items) => {
-            cx.status(200, actual.status, ACK_0, Level::Seed)?;
+            cx.status(200, actual.status, ACK_0)?;
             let arr = results(body, items.len(), ACK_0, "ack")?;
             items
                 .iter()
@@ -155,7 +155,7 @@ fn answer(cx: &mut Cx, out: &Outcome, actual: &HttpResponse, path: &str) -> Chec
         Outcome::Extend(e) => extend(cx, e, actual),
         Outcome::Txn(t) => txn(cx, t, actual),
         Outcome::Dlq(d) => {
-            cx.status(200, actual.status, DLQ_2, Level::Project)?;
+            cx.status(200, actual.status, DLQ_2)?;
             // How many dead letters there are is state (ACK-6, DLQ-1), whatever the shape.
             if let Some(total) = body.and_then(|b| b.get("total")).and_then(Value::as_u64) {
                 hard(total == d.total as u64, DLQ_1, || {
@@ -167,11 +167,11 @@ fn answer(cx: &mut Cx, out: &Outcome, actual: &HttpResponse, path: &str) -> Chec
             })
         }
         Outcome::Configure(_) => {
-            cx.status(200, actual.status, CFG_1, Level::Seed)?;
+            cx.status(200, actual.status, CFG_1)?;
             configure(cx, out, body)
         }
         Outcome::Delete(_) => {
-            cx.status(200, actual.status, DEL_1, Level::Project)?;
+            cx.status(200, actual.status, DEL_1)?;
             let expected = describe(out, cx.w)
                 .body
                 .expect("a delete answer has a body");
@@ -183,12 +183,12 @@ fn answer(cx: &mut Cx, out: &Outcome, actual: &HttpResponse, path: &str) -> Chec
                 Outcome::Maintenance { .. } => MAINT_1,
                 _ => MAINT_2,
             };
-            cx.status(200, actual.status, rule, rule.level())?;
+            cx.status(200, actual.status, rule)?;
             let expected = describe(out, cx.w).body.expect("these answers have bodies");
             cx.subset(&expected, body, "$", &|_| rule)
         }
         Outcome::View { rule, value } => {
-            cx.status(200, actual.status, *rule, Level::Project)?;
+            cx.status(200, actual.status, *rule)?;
             view::view(cx, *rule, value, body, "$")
         }
     }

@@ -74,16 +74,15 @@ pub(super) fn push_item(cx: &mut Cx, o: &PushOut, a: &Value, path: &str) -> Chec
 fn learn_id(cx: &mut Cx, o: &PushOut, id: &str, path: &str) -> Check {
     let Some(h) = o.msg else { return Ok(()) };
     if o.status == PushStatus::Duplicate {
-        // PUSH-5 [PROJECT]: a duplicate carries the original message's id. Another id
-        // is a finding; the original's id is then learnt from a later answer.
+        // PUSH-13: a duplicate carries the original message's id. Another id is a
+        // finding; the original's id is then learnt from a later answer.
         if let Some(original) = cx.w.ids.msgs.id(h).map(str::to_string) {
             return cx.expect(original == id, || {
                 Finding::new(
-                    PUSH_5,
+                    PUSH_13,
                     Kind::Value,
                     "a duplicate item carries another message_id than the original's",
                 )
-                .at_level(Level::Project)
                 .at(format!("{path}.message_id"))
                 .example(format!(
                     "item {}: {id} where the original is {original}",

@@ -11,7 +11,7 @@ use crate::wire::*;
 use serde_json::Value;
 
 pub(super) fn txn(cx: &mut Cx, t: &TxnOut, actual: &HttpResponse) -> Check {
-    cx.status(200, actual.status, TXN_3, Level::Project)?;
+    cx.status(200, actual.status, TXN_3)?;
     let b = actual.body.as_ref().ok_or_else(|| Miss {
         rule: TXN_1,
         why: "a transaction answer has no body".into(),
