@@ -213,10 +213,7 @@ pub async fn transmit(target: &Target, req: &HttpRequest) -> Result<HttpResponse
         }
     }
     let method = reqwest::Method::from_bytes(req.method.as_bytes()).map_err(|e| e.to_string())?;
-    let mut rb = target
-        .client
-        .request(method, url)
-        .timeout(Duration::from_millis(deadline_ms(req, &target.settings)));
+    let mut rb = target.client.request(method, url);
     let default = target.tokens.as_ref().map(|t| t.admin.as_str());
     if let Some(t) = req.bearer.as_deref().or(default).filter(|t| !t.is_empty()) {
         rb = rb.bearer_auth(t);
@@ -226,9 +223,17 @@ pub async fn transmit(target: &Target, req: &HttpRequest) -> Result<HttpResponse
             .header("content-type", "application/json")
             .body(req.body.clone());
     }
-    let resp = rb.send().await.map_err(|e| error_chain(&e))?;
-    let status = resp.status().as_u16();
-    let bytes = resp.bytes().await.map_err(|e| error_chain(&e))?;
+    // The request's own deadline; a client built with a shorter timeout keeps its own.
+    let deadline = deadline_ms(req, &target.settings);
+    let exchange = async {
+        let resp = rb.send().await.map_err(|e| error_chain(&e))?;
+        let status = resp.status().as_u16();
+        let bytes = resp.bytes().await.map_err(|e| error_chain(&e))?;
+        Ok::<_, String>((status, bytes))
+    };
+    let (status, bytes) = tokio::time::timeout(Duration::from_millis(deadline), exchange)
+        .await
+        .map_err(|_| format!("no answer within {deadline} ms (--request-timeout-s)"))??;
     let body = if bytes.is_empty() {
         None
     } else {

@@ -65,16 +65,45 @@ async fn check(d: Deviation, accept: &[&str]) -> Seen {
     }
 }
 
+/// The variants a report names as causes.
+fn causes(r: &Report) -> Vec<String> {
+    r.findings
+        .iter()
+        .filter(|f| f.finding.kind == queen_reference::finding::Kind::Cause)
+        .filter_map(|f| {
+            let what = &f.finding.what;
+            what.rfind('(').map(|i| what[i + 1..what.len() - 1].to_string())
+        })
+        .collect()
+}
+
+/// The deep outcomes of section 4 the lockstep run reached, of five.
+fn deep(r: &Report) -> usize {
+    let Some(l) = r.lockstep.as_ref() else { return 0 };
+    let missing = l.coverage.missing();
+    DEEP.iter().filter(|d| !missing.contains(d)).count()
+}
+
+const DEEP: [&str; 5] = [
+    "ack noop (already committed)",
+    "ack clamp (completion blocked by a lower failure)",
+    "ack dead letter",
+    "ack invalid or expired lease",
+    "ack unresolvable",
+];
+
 fn summary(d: Deviation, s: &Seen) -> String {
     let named: Vec<&str> = s.named.iter().map(|r| r.as_str()).collect();
     format!(
-        "{:<34} declared {:<40} named {:<40} findings {:>2}  other cases passing {}/{}",
+        "{:<26} breaks {:<22} named {:<22} causes {:<45} findings {:>2}  other cases passing {}/{}  lockstep deep {}/5",
         d.name(),
         d.rules().join(","),
         named.join(","),
+        causes(&s.report).join(","),
         s.report.findings.len(),
         s.others.0,
-        s.others.1
+        s.others.1,
+        deep(&s.report)
     )
 }
 
@@ -135,6 +164,12 @@ async fn each_deviant_broker_is_named_by_exactly_the_rules_it_breaks() {
                 "{}: findings {found:?}, breaks {declared:?}",
                 d.name()
             ));
+        }
+        let named_causes = causes(&s.report);
+        for c in d.causes() {
+            if !named_causes.iter().any(|n| n == c) {
+                wrong.push(format!("{}: the cause {c} is not named: {named_causes:?}", d.name()));
+            }
         }
         for f in &s.report.findings {
             if !f.curl.contains("curl ") {
@@ -291,3 +326,45 @@ async fn a_request_never_answered_fails_its_case_at_once_with_its_curl() {
         t0.elapsed()
     );
 }
+
+/// `--write-accepts`: one run's answer-only findings and causes, accepted, leave a second
+/// run with nothing but what no accept line can excuse; against these doubles, nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn written_accepts_leave_the_second_run_with_only_what_is_left() {
+    let mut lines = Vec::new();
+    for d in [
+        Deviation::CapitalisedErrors,
+        Deviation::LeaseSecondsIgnored,
+        Deviation::PushCreatedLease300,
+        Deviation::FlagsLie,
+        Deviation::TxnShapeAndNotAtomic,
+    ] {
+        let first = check(d, &[]).await;
+        let written = queen_conformance::report::accepts::accepts_of(&first.report);
+        let accept: Vec<String> = written.iter().map(|(a, _)| a.to_string()).collect();
+        let refs: Vec<&str> = accept.iter().map(String::as_str).collect();
+        let second = check(d, &refs).await;
+        let left: Vec<String> = second
+            .report
+            .findings
+            .iter()
+            .filter(|f| !f.accepted)
+            .map(|f| f.finding.to_string())
+            .collect();
+        let text = queen_conformance::report::terminal::render(&second.report, false);
+        lines.push(format!(
+            "{:<26} first run: {} finding(s), exit {}; {} accept line(s): {}; second run: {} left, exit {}",
+            d.name(),
+            first.report.findings.len(),
+            first.report.exit_code(),
+            accept.len(),
+            accept.join(" "),
+            left.len(),
+            second.report.exit_code()
+        ));
+        assert!(left.is_empty(), "{}: left {left:?}\n{text}", d.name());
+        assert_eq!(second.report.exit_code(), 0, "{}:\n{text}", d.name());
+    }
+    println!("{}", lines.join("\n"));
+}
+

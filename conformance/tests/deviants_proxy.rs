@@ -130,7 +130,10 @@ fn the_catalog_is_well_formed() {
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
             "{n} is kebab-case"
         );
-        assert!(!d.rules().is_empty(), "{n} names a rule");
+        // A double that breaks nothing (a slow replay MAINT-3 allows, a hang the model
+        // cannot name) says so in its own test.
+        let breaks_nothing = matches!(d, Deviation::SlowSpoolReplay | Deviation::ExtendNeverAnswered);
+        assert!(!d.rules().is_empty() || breaks_nothing, "{n} names a rule");
         for r in d.rules() {
             let id = queen_reference::rules::RuleId::parse(r).map(|i| i.as_str());
             assert_eq!(id, Some(*r), "{n}: {r} is a rule");

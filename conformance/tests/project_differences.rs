@@ -130,7 +130,7 @@ fn differing(r: &Report) -> Vec<(&str, Vec<RuleId>)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_differing_only_on_project_points_passes_unless_strict() {
     let (url, server) = double().await;
-    let opts = options(&url, &[], Some((5, 24, 30)));
+    let opts = options(&url, &[], Some((5, 48, 30)));
     let lax = run(&opts).await;
     let text = queen_conformance::report::terminal::render(&lax, false);
     println!("{text}");

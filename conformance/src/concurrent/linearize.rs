@@ -27,6 +27,7 @@
 use super::history::{Answer, History, Op};
 use crate::session::CheckSettings;
 use queen_reference::checker::{Checker, StepError, World};
+use queen_reference::variant::{Variant, VariantSet, VARIANTS};
 use queen_reference::time::Millis;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -66,6 +67,8 @@ impl Verdict {
 pub struct Violation {
     pub prefix: Vec<usize>,
     pub refused: Vec<(usize, String)>,
+    /// The variant under which the history is linearizable, when one is: the cause.
+    pub cause: Option<Variant>,
 }
 
 /// The largest share of a scenario's calls that may go unanswered (timeouts, dropped
@@ -282,7 +285,12 @@ pub fn check_key_until(
             };
         }
     }
-    let whole = search_key(ops, start, budget.saturating_sub(steps), deadline);
+    let mut whole = search_key(ops, start.clone(), budget.saturating_sub(steps), deadline);
+    if let Verdict::Violation(v) = &mut whole.verdict {
+        let (cause, spent) = cause_of(ops, &start, budget / 4, deadline);
+        v.cause = cause;
+        whole.steps += spent;
+    }
     KeyResult {
         key: key.to_string(),
         ops: ops.len(),
@@ -290,6 +298,28 @@ pub fn check_key_until(
         elapsed_ms: t0.elapsed().as_secs_f64() * 1000.0,
         ..whole
     }
+}
+
+/// The variant under which `ops` are linearizable, searched with a share of `budget`
+/// each (the cases' diagnosis, for a history instead of a sequence); and the steps spent.
+fn cause_of(
+    ops: &[Op],
+    start: &Checker,
+    budget: u64,
+    deadline: Option<Instant>,
+) -> (Option<Variant>, u64) {
+    let share = (budget / VARIANTS.len() as u64).max(1_000);
+    let mut spent = 0;
+    for v in Variant::all() {
+        let mut c = start.clone();
+        c.play(VariantSet::of(&[v]));
+        let r = search_key(ops, c, share, deadline);
+        spent += r.steps;
+        if let Verdict::Linearizable(_) = r.verdict {
+            return (Some(v), spent);
+        }
+    }
+    (None, spent)
 }
 
 fn is_push(o: &Op) -> bool {
@@ -313,6 +343,7 @@ fn search_key(ops: &[Op], start: Checker, budget: u64, deadline: Option<Instant>
         best: Violation {
             prefix: vec![],
             refused: vec![],
+            cause: None,
         },
     };
     let mut placed = vec![0u64; ops.len().div_ceil(64)];
@@ -465,6 +496,7 @@ impl Search<'_> {
             self.best = Violation {
                 prefix: self.order.clone(),
                 refused,
+                cause: None,
             };
         }
         false

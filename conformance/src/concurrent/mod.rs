@@ -231,6 +231,13 @@ pub fn summary(history: &History, outcome: &Outcome) -> String {
         ));
         match &k.verdict {
             Verdict::Violation(v) => {
+                if let Some(c) = v.cause {
+                    s.push_str(&format!(
+                        "    cause: {} ({c}): {}; linearizable under it\n",
+                        c.rule(),
+                        c.def().what
+                    ));
+                }
                 s.push_str(&format!(
                     "    linearizable prefix of {} calls; no call can come next:\n",
                     v.prefix.len()

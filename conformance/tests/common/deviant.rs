@@ -175,15 +175,16 @@ impl Deviation {
             AckMovesCursorBack => &["ACK-3"],
             // The ack's own answer (`leaseReleased`) is only what it says; the next pop
             // meets the kept lease, and the diagnosis names the causes: a completion
-            // (ACK-1) and a failure (ACK-6) that do not release it. The double also keeps
+            // (ACK-1) and a failure (ACK-6) that do not release it; the flag it answers is
+            // step 5's (ACK-STEP-5, an answer-only finding). The double also keeps
             // a lease across the queue's or the group's deletion, which no variant
             // explains: a pop that claims nothing (POP-2).
-            LeaseKeptAfterAck => &["ACK-1", "ACK-6", "POP-2"],
+            LeaseKeptAfterAck => &["ACK-1", "ACK-6", "ACK-STEP-5", "POP-2"],
             CrashOnNonUtf8 => &["PUSH-8"],
             // Seen as a pop of the queue finding nothing; the diagnosis names WIRE-2.
             RawPathSegments => &["WIRE-2"],
             // The stale read also seeds a group's subscription on the stale view.
-            ReadYourWritesLag => &["POP-2", "POP-13"],
+            ReadYourWritesLag => &["POP-2", "POP-18"],
             NamespaceNotDerived => &["CFG-3"],
             DlqOtherShape => &["DLQ-2"],
             CreatedAtWithoutZ => &["POP-12"],
@@ -191,7 +192,7 @@ impl Deviation {
             // A 404 of a message route (a deleted message's view, its second delete) is
             // judged under MGMT-6, the route family's rule.
             ErrorKeyMessage => &[
-                "PUSH-8", "PUSH-11", "ACK-0", "LEASE-3", "CFG-3", "TXN-3", "DLQ-2", "RET-5",
+                "PUSH-8", "PUSH-11", "ACK-9", "LEASE-3", "CFG-3", "TXN-3", "DLQ-2", "RET-5",
                 "MGMT-3", "MGMT-4", "MGMT-6", "MGMT-12", "MGMT-13",
             ],
             ConfigureMergesOptions => &["CFG-1"],
@@ -208,6 +209,19 @@ impl Deviation {
             // A request never answered breaks no rule the model can name: its cases fail
             // with the request and its curl line (see its own test).
             ExtendNeverAnswered => &[],
+        }
+    }
+
+    /// The variants (`queen_reference::variant`) a diagnosis must name as this double's
+    /// causes: every state departure it makes that a variant describes.
+    pub fn causes(self) -> &'static [&'static str] {
+        match self {
+            PushCreatedLease300 => &["implicit-lease-300"],
+            RawPathSegments => &["path-not-decoded"],
+            LeaseSecondsIgnored => &["lease-seconds-ignored"],
+            LeaseKeptAfterAck => &["completion-keeps-lease", "failure-keeps-lease"],
+            TxnShapeAndNotAtomic => &["transaction-not-atomic"],
+            _ => &[],
         }
     }
 
@@ -744,7 +758,14 @@ impl Proxy {
             (ReadYourWritesLag, Route::PopQueue(q)) => self.lag(call, q).await,
             (NamespaceNotDerived, Route::Configure) => forward(namespace_not_derived(call)),
             (ConfigureMergesOptions, Route::Configure) => forward(self.merge_options(call)),
-            (LeaseSecondsIgnored, r) if r.is_pop() && call.param("leaseSeconds").is_some() => {
+            // A broker that parses `leaseSeconds` (a malformed one is still 400) and
+            // then leases by the queue's leaseTime.
+            (LeaseSecondsIgnored, r)
+                if r.is_pop()
+                    && call
+                        .param("leaseSeconds")
+                        .is_some_and(|s| s.trim().parse::<i64>().is_ok()) =>
+            {
                 forward(call.with_param("leaseSeconds", "0"))
             }
             (TxnShapeAndNotAtomic, Route::Transaction) => self.not_atomic(call).await,

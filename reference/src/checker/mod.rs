@@ -302,6 +302,14 @@ impl Checker {
         }
     }
 
+    /// Every world plays the variants `set` from now on (a search for the cause of a
+    /// concurrent history's violation).
+    pub fn play(&mut self, set: VariantSet) {
+        for w in &mut self.worlds {
+            w.variants = set;
+        }
+    }
+
     /// RET-3: the broker's retention interval, how late after becoming removable a
     /// message may still be delivered (the suite's `--retention-interval-ms`).
     pub fn set_retention_lag(&mut self, ms: Millis) {

@@ -6,6 +6,7 @@ use super::push::replay_spool;
 use super::state::State;
 use crate::choice::Ctx;
 use crate::policy::ChoicePoint;
+use crate::time::Stamp;
 use crate::variant::Variant;
 use crate::wire::{
     ConfigureRequest, ConfigureResponse, DeleteResponse, DlqQuery, EchoedOptions, QueueOptions,
@@ -81,13 +82,17 @@ pub const REPLAY_BOUND_MS: i64 = 3_000;
 /// MAINT-3: a running replay has finished once its bound has passed; before that it may
 /// have finished or not (a checker keeps both until an answer decides).
 pub fn settle_spool(st: &mut State, ctx: &mut Ctx) {
-    let Some(by) = st.replay_by else { return };
+    let Some((from, by)) = st.replay_by else { return };
     if st.push_maintenance {
         return;
     }
     if ctx.reached(by) || ctx.choose(ChoicePoint::SpoolReplayLate, 2) == 0 {
         st.replay_by = None;
+        // The replay wrote at some moment between the switch and now (or its bound).
+        let now = ctx.now;
+        ctx.now = Stamp::between(from.lo, now.hi.min(by.hi));
         replay_spool(st, ctx);
+        ctx.now = now;
     }
 }
 
@@ -96,7 +101,7 @@ pub fn set_push_maintenance(st: &mut State, enabled: bool, ctx: &mut Ctx) -> Out
     st.push_maintenance = enabled;
     if !enabled && ctx.exploring() && !st.spool.is_empty() {
         // MAINT-3: a broker may still be replaying for a while after it answers.
-        st.replay_by = Some(ctx.now.plus(REPLAY_BOUND_MS));
+        st.replay_by = Some((ctx.now, ctx.now.plus(REPLAY_BOUND_MS)));
         settle_spool(st, ctx);
     } else if !enabled {
         st.replay_by = None;

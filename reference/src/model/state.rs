@@ -50,9 +50,9 @@ pub struct State {
     pub dead_letters: Log<DeadLetterRec>,
     /// Pushes accepted as `buffered`, waiting for replay (PUSH-7).
     pub spool: Log<SpooledItem>,
-    /// MAINT-3: the moment by which a replay started by switching push maintenance off
-    /// has certainly finished (`None`: no replay is running).
-    pub replay_by: Option<Stamp>,
+    /// MAINT-3: a replay started by switching push maintenance off: when it started and
+    /// the moment by which it has certainly finished (`None`: no replay is running).
+    pub replay_by: Option<(Stamp, Stamp)>,
     /// Push maintenance (MAINT-1).
     pub push_maintenance: bool,
     /// Pop maintenance (MAINT-2).
