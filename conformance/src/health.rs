@@ -148,10 +148,17 @@ impl Health {
             format!(" ({silent} does not answer)")
         };
         let (first, killer, _) = &open[0];
+        let cut = open
+            .iter()
+            .filter(|(_, _, e)| e.as_deref().is_some_and(dropped))
+            .count();
         let mut why = match &open[0].2 {
-            Some(e) if dropped(e) => format!(
+            Some(_) if cut == 1 => format!(
                 "the broker stopped answering{who}; the likely killer is the request of {first} whose connection it dropped without an answer: {} {}\n",
                 killer.method, killer.path
+            ),
+            Some(_) if cut > 1 => format!(
+                "the broker stopped answering{who}; it dropped {cut} connections without an answer, the likely killer among them (listed first; with several cases at once, which one cannot be told):\n"
             ),
             _ if open.len() == 1 => format!(
                 "the broker stopped answering during {first}{who}; the last request it received was:\n"

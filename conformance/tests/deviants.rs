@@ -72,14 +72,17 @@ fn causes(r: &Report) -> Vec<String> {
         .filter(|f| f.finding.kind == queen_reference::finding::Kind::Cause)
         .filter_map(|f| {
             let what = &f.finding.what;
-            what.rfind('(').map(|i| what[i + 1..what.len() - 1].to_string())
+            what.rfind('(')
+                .map(|i| what[i + 1..what.len() - 1].to_string())
         })
         .collect()
 }
 
 /// The deep outcomes of section 4 the lockstep run reached, of five.
 fn deep(r: &Report) -> usize {
-    let Some(l) = r.lockstep.as_ref() else { return 0 };
+    let Some(l) = r.lockstep.as_ref() else {
+        return 0;
+    };
     let missing = l.coverage.missing();
     DEEP.iter().filter(|d| !missing.contains(d)).count()
 }
@@ -168,7 +171,10 @@ async fn each_deviant_broker_is_named_by_exactly_the_rules_it_breaks() {
         let named_causes = causes(&s.report);
         for c in d.causes() {
             if !named_causes.iter().any(|n| n == c) {
-                wrong.push(format!("{}: the cause {c} is not named: {named_causes:?}", d.name()));
+                wrong.push(format!(
+                    "{}: the cause {c} is not named: {named_causes:?}",
+                    d.name()
+                ));
             }
         }
         for f in &s.report.findings {
@@ -367,4 +373,3 @@ async fn written_accepts_leave_the_second_run_with_only_what_is_left() {
     }
     println!("{}", lines.join("\n"));
 }
-

@@ -132,7 +132,10 @@ fn the_catalog_is_well_formed() {
         );
         // A double that breaks nothing (a slow replay MAINT-3 allows, a hang the model
         // cannot name) says so in its own test.
-        let breaks_nothing = matches!(d, Deviation::SlowSpoolReplay | Deviation::ExtendNeverAnswered);
+        let breaks_nothing = matches!(
+            d,
+            Deviation::SlowSpoolReplay | Deviation::ExtendNeverAnswered
+        );
         assert!(!d.rules().is_empty() || breaks_nothing, "{n} names a rule");
         for r in d.rules() {
             let id = queen_reference::rules::RuleId::parse(r).map(|i| i.as_str());

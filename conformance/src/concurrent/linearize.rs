@@ -27,8 +27,8 @@
 use super::history::{Answer, History, Op};
 use crate::session::CheckSettings;
 use queen_reference::checker::{Checker, StepError, World};
-use queen_reference::variant::{Variant, VariantSet, VARIANTS};
 use queen_reference::time::Millis;
+use queen_reference::variant::{Variant, VariantSet, VARIANTS};
 use std::collections::HashMap;
 use std::time::Instant;
 

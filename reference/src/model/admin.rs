@@ -82,7 +82,9 @@ pub const REPLAY_BOUND_MS: i64 = 3_000;
 /// MAINT-3: a running replay has finished once its bound has passed; before that it may
 /// have finished or not (a checker keeps both until an answer decides).
 pub fn settle_spool(st: &mut State, ctx: &mut Ctx) {
-    let Some((from, by)) = st.replay_by else { return };
+    let Some((from, by)) = st.replay_by else {
+        return;
+    };
     if st.push_maintenance {
         return;
     }
