@@ -1728,3 +1728,63 @@ fn mgmt_views_are_held_to_the_model_and_reads_change_no_world() {
     let next = l.pop("q", &[("consumerGroup", "h"), ("batch", "2")]);
     assert_eq!(next.status, 200);
 }
+
+/// AUTH-6: a broker that lets a read-only token push (what AUTH-3 refuses with 403) is a
+/// SEED divergence, so it fails a lax run; a refusal with another 4xx is AUTH-4's
+/// PROJECT wording.
+#[test]
+fn a_caller_admitted_above_its_level_is_a_seed_failure_and_a_wrong_refusal_is_project() {
+    let mut principals = std::collections::HashMap::new();
+    principals.insert(
+        "ro".to_string(),
+        Principal {
+            access: Access::ReadOnly,
+            sub: None,
+        },
+    );
+    let book = std::sync::Arc::new(TokenBook {
+        principals,
+        public: vec!["/health".into()],
+    });
+    let push = |bearer: &str| {
+        let mut r = HttpRequest::post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": "q", "payload": 1}]}),
+        );
+        r.bearer = Some(bearer.into());
+        r
+    };
+    for (answer, rule) in [
+        (
+            HttpResponse {
+                status: 201,
+                body: Some(json!([{"index": 0, "message_id": "x", "transaction_id": "t", "queueName": "q", "status": "queued"}])),
+            },
+            Some(AUTH_6),
+        ),
+        (
+            HttpResponse {
+                status: 401,
+                body: Some(json!({"error": "Authentication required"})),
+            },
+            None,
+        ),
+    ] {
+        let mut c = Checker::new();
+        c.auth = Some(book.clone());
+        c.strict_project = false;
+        c.keep_going = true;
+        let r = c.step(&push("ro"), T0, T0 + 5, &answer);
+        match (r, rule) {
+            (Err(StepError::Diverged(d)), Some(rule)) => {
+                assert_eq!(d.rules, vec![rule], "{d}");
+                assert_eq!(rule.level(), Level::Seed);
+            }
+            (Ok(_), None) => {
+                let f = c.findings();
+                assert_eq!((f[0].rule, f[0].kind, f[0].level), (AUTH_4, Kind::Status, Level::Project));
+            }
+            (other, _) => panic!("{other:?}"),
+        }
+    }
+}
