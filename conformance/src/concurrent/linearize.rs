@@ -285,11 +285,26 @@ pub fn check_key_until(
             };
         }
     }
-    let mut whole = search_key(ops, start.clone(), budget.saturating_sub(steps), deadline);
-    if let Verdict::Violation(v) = &mut whole.verdict {
-        let (cause, spent) = cause_of(ops, &start, budget / 4, deadline);
-        v.cause = cause;
-        whole.steps += spent;
+    // The protocol's search gets half the time left; the search for a cause, the rest.
+    let half = deadline.map(|d| Instant::now() + d.saturating_duration_since(Instant::now()) / 2);
+    let mut whole = search_key(ops, start.clone(), budget.saturating_sub(steps), half);
+    match &mut whole.verdict {
+        Verdict::Violation(v) => {
+            let (cause, _, spent) = cause_of(ops, &start, budget / 4, deadline);
+            v.cause = cause;
+            whole.steps += spent;
+        }
+        Verdict::Unknown(_) => {
+            let (cause, order, spent) = cause_of(ops, &start, budget / 4, deadline);
+            whole.steps += spent;
+            if let (Some(v), Some(order)) = (cause, order) {
+                whole.verdict = decided(ops, &start, v, order);
+                whole.timed_out = false;
+            } else {
+                whole.timed_out = deadline.is_some_and(|d| Instant::now() >= d);
+            }
+        }
+        _ => {}
     }
     KeyResult {
         key: key.to_string(),
@@ -301,13 +316,14 @@ pub fn check_key_until(
 }
 
 /// The variant under which `ops` are linearizable, searched with a share of `budget`
-/// each (the cases' diagnosis, for a history instead of a sequence); and the steps spent.
+/// each (the cases' diagnosis, for a history instead of a sequence), with the order
+/// found; and the steps spent.
 fn cause_of(
     ops: &[Op],
     start: &Checker,
     budget: u64,
     deadline: Option<Instant>,
-) -> (Option<Variant>, u64) {
+) -> (Option<Variant>, Option<Vec<usize>>, u64) {
     let share = (budget / VARIANTS.len() as u64).max(1_000);
     let mut spent = 0;
     for v in Variant::all() {
@@ -315,11 +331,47 @@ fn cause_of(
         c.play(VariantSet::of(&[v]));
         let r = search_key(ops, c, share, deadline);
         spent += r.steps;
-        if let Verdict::Linearizable(_) = r.verdict {
-            return (Some(v), spent);
+        if let Verdict::Linearizable(order) = r.verdict {
+            return (Some(v), Some(order), spent);
         }
     }
-    (None, spent)
+    (None, None, spent)
+}
+
+/// A search that ran out of budget, decided by the order a variant's search found: the
+/// protocol accepts that order (linearizable after all), or it refuses it at some call,
+/// which only the variant explains (a violation whose cause is named; the protocol's
+/// own search found no order either, within its budget).
+fn decided(ops: &[Op], start: &Checker, v: Variant, order: Vec<usize>) -> Verdict {
+    let horizon = ops.iter().map(|o| o.complete_ms).max().unwrap_or(0);
+    let mut model = start.clone();
+    for (n, id) in order.iter().enumerate() {
+        let Some(o) = ops.iter().find(|o| o.id == *id) else {
+            return Verdict::Unknown(format!("the order found names call {id}, not in the history"));
+        };
+        let r = match &o.answer {
+            Answer::Known(a) => model.step(&o.request, o.invoke_ms, o.complete_ms, a),
+            Answer::Unknown(_) => model.step_unknown(&o.request, o.invoke_ms, horizon),
+        };
+        if let Err(e) = r {
+            let why = match e {
+                StepError::Diverged(d) => d.to_string(),
+                StepError::Inconclusive(w) => format!("inconclusive: {w}"),
+            };
+            return Verdict::Violation(Violation {
+                prefix: order[..n].to_vec(),
+                refused: vec![(
+                    *id,
+                    format!(
+                        "the protocol's search found no order within its budget; in the order \
+                         linearizable under {v} this call is refused:\n{why}"
+                    ),
+                )],
+                cause: Some(v),
+            });
+        }
+    }
+    Verdict::Linearizable(order)
 }
 
 fn is_push(o: &Op) -> bool {
