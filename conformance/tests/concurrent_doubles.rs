@@ -58,7 +58,11 @@ async fn the_concurrent_scenario_decides_against_doubles() {
                     }
                 }
             }
-            if s.outcome.keys.iter().any(|k| matches!(k.verdict, Verdict::Unknown(_))) {
+            if s.outcome
+                .keys
+                .iter()
+                .any(|k| matches!(k.verdict, Verdict::Unknown(_)))
+            {
                 unknown_total += 1;
             }
         }

@@ -29,6 +29,8 @@ pub enum Variant {
     SubscriptionNewIgnored,
     ExpiryChargesRetry,
     ImplicitLease300,
+    BatchIgnored,
+    DiscoveryIgnoresTask,
     // ---- push
     DedupWithoutWindow,
     DedupIgnored,
@@ -42,6 +44,7 @@ pub enum Variant {
     FailureNotClamping,
     FailureDroppedBySuccess,
     ExpiredLeaseAccepted,
+    AckWithoutLeaseRefused,
     RetryDelayIgnored,
     FailureNeverCharged,
     DlqStatusCommits,
@@ -101,6 +104,10 @@ pub const VARIANTS: &[Def] = &[
         "an expired lease spends one retry of its first message"),
     def(ImplicitLease300, PUSH_2, "implicit-lease-300",
         "a queue created by a push or a pop gets leaseTime 300 instead of 60"),
+    def(BatchIgnored, POP_3, "batch-ignored",
+        "the broker ignores `batch`: a pop delivers every message of the partitions it claims"),
+    def(DiscoveryIgnoresTask, POP_10, "discovery-ignores-task",
+        "a discovery pop given `namespace` and `task` matches the namespace alone"),
     def(DedupWithoutWindow, PUSH_5, "dedup-without-window",
         "a transactionId stays a duplicate forever: the dedup window is never applied"),
     def(DedupIgnored, PUSH_5, "dedup-ignored",
@@ -123,6 +130,8 @@ pub const VARIANTS: &[Def] = &[
         "a call that completes a message of a partition ignores its failure signals there"),
     def(ExpiredLeaseAccepted, ACK_5, "expired-lease-accepted",
         "an ack carrying an expired lease id is accepted"),
+    def(AckWithoutLeaseRefused, ACK_5, "ack-without-lease-refused",
+        "an ack without `leaseId` is refused as an invalid lease instead of being accepted unchecked"),
     def(RetryDelayIgnored, ACK_6, "retry-delay-ignored",
         "a failed message comes back at once, without waiting `retryDelay`"),
     def(FailureNeverCharged, DLQ_1, "failure-never-charged",
@@ -152,7 +161,7 @@ pub const VARIANTS: &[Def] = &[
 ];
 
 impl Variant {
-    pub const COUNT: usize = 32;
+    pub const COUNT: usize = 35;
 
     /// The variant's entry in [`VARIANTS`].
     pub fn def(self) -> &'static Def {

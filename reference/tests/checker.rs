@@ -1758,7 +1758,9 @@ fn a_caller_admitted_above_its_level_is_a_seed_failure_and_a_wrong_refusal_is_pr
         (
             HttpResponse {
                 status: 201,
-                body: Some(json!([{"index": 0, "message_id": "x", "transaction_id": "t", "queueName": "q", "status": "queued"}])),
+                body: Some(
+                    json!([{"index": 0, "message_id": "x", "transaction_id": "t", "queueName": "q", "status": "queued"}]),
+                ),
             },
             Some(AUTH_6),
         ),
@@ -1782,7 +1784,10 @@ fn a_caller_admitted_above_its_level_is_a_seed_failure_and_a_wrong_refusal_is_pr
             }
             (Ok(_), None) => {
                 let f = c.findings();
-                assert_eq!((f[0].rule, f[0].kind, f[0].level), (AUTH_4, Kind::Status, Level::Project));
+                assert_eq!(
+                    (f[0].rule, f[0].kind, f[0].level),
+                    (AUTH_4, Kind::Status, Level::Project)
+                );
             }
             (other, _) => panic!("{other:?}"),
         }

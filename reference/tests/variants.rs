@@ -24,10 +24,12 @@ struct Env {
 
 impl Env {
     fn new(variant: Option<Variant>) -> Env {
-        let mut broker = Engine::default();
-        broker.policy = Policy {
-            variants: variant.map_or(VariantSet::EMPTY, |v| VariantSet::of(&[v])),
-            ..Policy::default()
+        let broker = Engine {
+            policy: Policy {
+                variants: variant.map_or(VariantSet::EMPTY, |v| VariantSet::of(&[v])),
+                ..Policy::default()
+            },
+            ..Engine::default()
         };
         let mut checker = Checker::new();
         checker.diagnose = true;
@@ -114,7 +116,7 @@ impl Env {
 
     fn extend(&mut self, lease: &str, seconds: u32) {
         self.send(HttpRequest::post(
-            &format!("/api/v1/lease/{lease}/extend"),
+            format!("/api/v1/lease/{lease}/extend"),
             &json!({ "seconds": seconds }),
         ));
     }
@@ -179,6 +181,19 @@ fn scenario(v: Variant, e: &mut Env) {
             e.pop(q, &[]);
             e.wait(61_000);
             e.pop(q, &[]);
+        }
+        BatchIgnored => {
+            e.push(q, "p", "t1");
+            e.push(q, "p", "t2");
+            e.pop(q, &[("batch", "1")]);
+        }
+        DiscoveryIgnoresTask => {
+            e.push("ns.a", "p", "t1");
+            e.push("ns.b", "p", "t2");
+            e.pop_path(
+                "/api/v1/pop",
+                &[("namespace", "ns"), ("task", "a"), ("partitions", "0")],
+            );
         }
         DedupWithoutWindow => {
             e.configure(q, json!({"dedupWindowSeconds": 1}));
@@ -263,6 +278,11 @@ fn scenario(v: Variant, e: &mut Env) {
             let m = e.pop(q, &[("leaseSeconds", "1")]);
             e.wait(1500);
             e.ack(&[(&m[0], "completed")]);
+        }
+        AckWithoutLeaseRefused => {
+            e.push(q, "p", "t1");
+            let m = e.pop(q, &[]);
+            e.ack_without_lease(&m[0], "completed");
         }
         RetryDelayIgnored => {
             e.configure(q, json!({"retryDelay": 10_000}));

@@ -347,7 +347,9 @@ fn decided(ops: &[Op], start: &Checker, v: Variant, order: Vec<usize>) -> Verdic
     let mut model = start.clone();
     for (n, id) in order.iter().enumerate() {
         let Some(o) = ops.iter().find(|o| o.id == *id) else {
-            return Verdict::Unknown(format!("the order found names call {id}, not in the history"));
+            return Verdict::Unknown(format!(
+                "the order found names call {id}, not in the history"
+            ));
         };
         let r = match &o.answer {
             Answer::Known(a) => model.step(&o.request, o.invoke_ms, o.complete_ms, a),

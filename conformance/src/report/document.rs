@@ -250,7 +250,7 @@ struct FindingSchema {
     /// The rule it breaks.
     rule: String,
     /// `status`, `missing-field`, `mistyped-field`, `value`, `error-text`, `shape`,
-    /// `route-missing`, `claim`, `kept-lease`, `alternative` or `state`.
+    /// `flag`, `route-missing`, `claim`, `cause`, `alternative` or `state`.
     kind: String,
     #[schemars(with = "LevelSchema")]
     level: (),

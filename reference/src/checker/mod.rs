@@ -266,6 +266,10 @@ struct Rec {
     actual: Option<HttpResponse>,
 }
 
+/// What exploring a step found: the worlds kept, (up to 8) outcomes that did not match
+/// with why, and the variants the operation asked about.
+type Explored = (Next, Vec<(HttpResponse, Miss)>, VariantSet);
+
 /// The request as each kind of broker reads it: per set of reading variants.
 type Readings = Vec<(VariantSet, Result<Request, Op>)>;
 
@@ -409,7 +413,7 @@ impl Checker {
             }
         };
         let parsed = &readings[0].1;
-        if let Some(n) = self.route_missing(req, &parsed, actual) {
+        if let Some(n) = self.route_missing(req, parsed, actual) {
             return Ok(n);
         }
         let (mut next, mut misses, asked) = self.explore(req, now, actual, &op_in)?;
@@ -531,7 +535,7 @@ impl Checker {
         now: Stamp,
         actual: &HttpResponse,
         op_in: &dyn Fn(&World) -> Op,
-    ) -> Result<(Next, Vec<(HttpResponse, Miss)>, VariantSet), StepError> {
+    ) -> Result<Explored, StepError> {
         let mut next = Next::default();
         let mut asked = VariantSet::EMPTY;
         let mut misses: Vec<(HttpResponse, Miss)> = Vec::new();

@@ -141,6 +141,10 @@ fn step1(st: &mut State, i: usize, it: &AckIn, ctx: &mut Ctx) -> Step1 {
     {
         return unresolvable();
     }
+    // Variant: an ack without `leaseId` is refused as if its lease were invalid.
+    if it.lease == LeaseRef::Absent && ctx.deviates(Variant::AckWithoutLeaseRefused) {
+        return Step1::Answered(answer(i, txn, false, Some(ERR_INVALID_LEASE), false));
+    }
     if moves_back(st, ph, it, offset, ctx) {
         return Step1::Answered(answer(i, txn, true, None, false));
     }

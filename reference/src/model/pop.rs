@@ -58,11 +58,15 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
             )
         }
         PopRoute::Discovery { namespace, task } => {
+            // A broker with the variant matches the namespace alone when both are given.
+            let any_task = namespace.is_some()
+                && task.is_some()
+                && ctx.deviates(Variant::DiscoveryIgnoresTask);
             let names: Vec<String> = st
                 .queues
                 .values()
                 .filter(|qq| namespace.as_ref().is_none_or(|n| &qq.namespace == n))
-                .filter(|qq| task.as_ref().is_none_or(|t| &qq.task == t))
+                .filter(|qq| any_task || task.as_ref().is_none_or(|t| &qq.task == t))
                 .map(|qq| qq.name.clone())
                 .collect();
             let mut parts = Vec::new();
@@ -86,8 +90,12 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
             _ => u32::MAX,
         },
     };
+    let batch = match ctx.deviates(Variant::BatchIgnored) {
+        true => u32::MAX,
+        false => q.batch,
+    };
     let chosen = match order {
-        Some(order) => match check_order(&claimable, order, q.batch, cap) {
+        Some(order) => match check_order(&claimable, order, batch, cap) {
             Ok(c) => c,
             Err((rule, why)) => return Outcome::PopIllegal(rule, why),
         },
@@ -95,7 +103,7 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
             let newest_first = ctx
                 .policy_ref()
                 .is_some_and(|p| p.pop_order == PopOrder::NewestPartitionFirst);
-            policy_order(claimable, q.batch, cap, newest_first)
+            policy_order(claimable, batch, cap, newest_first)
         }
     };
     if chosen.is_empty() {
@@ -104,7 +112,7 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
 
     let leased = !q.auto_ack || ctx.deviates(Variant::AutoAckIgnored);
     let lease = leased.then(|| st.mint_lease());
-    let mut budget = q.batch;
+    let mut budget = batch;
     let mut messages = Vec::new();
     for c in &chosen {
         let n = c.available.min(budget);

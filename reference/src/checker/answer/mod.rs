@@ -158,7 +158,7 @@ fn answer(cx: &mut Cx, out: &Outcome, actual: &HttpResponse, path: &str) -> Chec
             cx.status(200, actual.status, DLQ_2)?;
             // How many dead letters there are is state (ACK-6, DLQ-1), whatever the shape.
             if let Some(total) = body.and_then(|b| b.get("total")).and_then(Value::as_u64) {
-                hard(total == d.total as u64, DLQ_1, || {
+                hard(total == d.total, DLQ_1, || {
                     format!("{total} dead letters listed where {} were filed", d.total)
                 })?;
             }
