@@ -324,7 +324,11 @@ fn cause_of(
     budget: u64,
     deadline: Option<Instant>,
 ) -> (Option<Variant>, Option<Vec<usize>>, u64) {
-    let share = (budget / VARIANTS.len() as u64).max(1_000);
+    // Out of the budget, never beyond it: a budget too small to share is no search.
+    let share = budget / VARIANTS.len() as u64;
+    if share < 100 {
+        return (None, None, 0);
+    }
     let mut spent = 0;
     for v in Variant::all() {
         let mut c = start.clone();
