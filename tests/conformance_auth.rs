@@ -12,7 +12,7 @@ use queen_conformance::report::{terminal, Report};
 use queen_conformance::runner::{self, RunOptions, RunResults, Status};
 use queen_conformance::select::Selection;
 use queen_conformance::session::{CheckSettings, Target};
-use queen_reference::rules::{AUTH_1, AUTH_2, AUTH_3, AUTH_4};
+use queen_reference::rules::{AUTH_1, AUTH_2, AUTH_3, AUTH_4, AUTH_6};
 use queen_tests::{memory_server, pg_server_with};
 use std::collections::BTreeSet;
 use std::sync::Arc;
