@@ -255,7 +255,7 @@ impl Accept {
 }
 
 /// Whether the cause finding `f` names the variant `v` (its text ends with the name).
-fn names(f: &Finding, v: crate::variant::Variant) -> bool {
+pub(crate) fn names(f: &Finding, v: crate::variant::Variant) -> bool {
     f.what.ends_with(&format!("({})", v.name()))
 }
 

@@ -235,7 +235,7 @@ fn departures(worlds: &[World]) -> usize {
 /// The variant a cause finding names (its text ends with the variant's name).
 fn variant_of(f: &Finding) -> Variant {
     Variant::all()
-        .find(|v| f.what.ends_with(&format!("({})", v.name())))
+        .find(|v| crate::finding::names(f, *v))
         .expect("a cause finding names its variant")
 }
 

@@ -273,6 +273,16 @@ type Explored = (Next, Vec<(HttpResponse, Miss)>, VariantSet);
 /// The request as each kind of broker reads it: per set of reading variants.
 type Readings = Vec<(VariantSet, Result<Request, Op>)>;
 
+/// The request as `w`'s broker reads it (the protocol's reading when it plays none).
+fn reading_for<'r>(readings: &'r Readings, w: &World) -> &'r Result<Request, Op> {
+    let key = reading_part(w.variants);
+    &readings
+        .iter()
+        .find(|r| r.0 == key)
+        .unwrap_or(&readings[0])
+        .1
+}
+
 /// The reading variants of `set` (the ones that change how a request is parsed).
 fn reading_part(set: VariantSet) -> VariantSet {
     VariantSet::of(&set.iter().filter(|v| v.is_reading()).collect::<Vec<_>>())
@@ -400,17 +410,9 @@ impl Checker {
         let Some(readings) = self.readings(req) else {
             return Ok(self.worlds.len());
         };
-        let op_in = |w: &World| {
-            let key = reading_part(w.variants);
-            let parsed = &readings
-                .iter()
-                .find(|r| r.0 == key)
-                .unwrap_or(&readings[0])
-                .1;
-            match parsed {
-                Ok(r) => w.ids.resolve(r),
-                Err(op) => op.clone(),
-            }
+        let op_in = |w: &World| match reading_for(&readings, w) {
+            Ok(r) => w.ids.resolve(r),
+            Err(op) => op.clone(),
         };
         let parsed = &readings[0].1;
         if let Some(n) = self.route_missing(req, parsed, actual) {
@@ -811,14 +813,10 @@ impl Checker {
         };
         let mut next = Next::default();
         for world in &self.worlds {
-            let key = reading_part(world.variants);
-            let parsed = &readings
-                .iter()
-                .find(|r| r.0 == key)
-                .unwrap_or(&readings[0])
-                .1;
             // Rejections change nothing.
-            let Ok(parsed) = parsed else { continue };
+            let Ok(parsed) = reading_for(&readings, world) else {
+                continue;
+            };
             let op = world.ids.resolve(parsed);
             let allow = !self.strict_project;
             let (branches, _) = outcomes(world, &op, now, None, allow, |i| format!("<lost {i}>"))
