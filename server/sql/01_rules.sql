@@ -10,12 +10,30 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
     SELECT hashtextextended(p_partition::text || '/' || p_group, 0)
 $fn$;
 
+-- Whether a cursor's lease is live at `p_now`: until its deadline (POP-9, ACK-5). A
+-- released lease has no deadline (its id goes with it), nor has a missing cursor row.
+CREATE OR REPLACE FUNCTION queen_lease_live(p_lease_deadline timestamptz, p_now timestamptz)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
+    SELECT coalesce(p_lease_deadline > p_now, false)
+$fn$;
+
 -- Whether a cursor may be claimed at `p_now`: no live lease (ACK-4) and no retryDelay
 -- still running (ACK-6). A missing cursor row has both NULL, so it is free.
 CREATE OR REPLACE FUNCTION queen_cursor_free(
     p_lease_deadline timestamptz, p_not_before timestamptz, p_now timestamptz
 ) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
-    SELECT coalesce(p_lease_deadline <= p_now, true) AND coalesce(p_not_before <= p_now, true)
+    SELECT NOT queen_lease_live(p_lease_deadline, p_now)
+       AND coalesce(p_not_before <= p_now, true)
+$fn$;
+
+-- Whether a maintenance switch is on (MAINT-1's push switch, MAINT-2's pop switch): the
+-- one reader of `queen_switches`, so a switch without a row is off everywhere alike.
+-- PL/pgSQL keeps the lookup's plan for the session, so the hot paths pay no planning.
+CREATE OR REPLACE FUNCTION queen_switch(p_name text) RETURNS boolean
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN coalesce((SELECT s.enabled FROM queen_switches s WHERE s.name = p_name), false);
+END
 $fn$;
 
 -- POP-14 windowBuffer: a partition written to within the window is held back. The
@@ -49,4 +67,31 @@ CREATE OR REPLACE FUNCTION queen_deleted_above(p_partition uuid, p_from bigint)
 RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
     SELECT count(*) FROM queen_deleted_offsets d
     WHERE d.partition_id = p_partition AND d."offset" > p_from
+$fn$;
+
+-- How many retained messages a partition holds above offset `p_from` (at or above its
+-- floor): its offsets there, less the ones an operator deleted (MGMT-11), which are
+-- looked up only when the partition's `p_deleted` count says there are any. Every
+-- figure of a partition, a cursor's lag and the pop's backlog is this.
+CREATE OR REPLACE FUNCTION queen_retained_above(
+    p_partition uuid, p_last_offset bigint, p_deleted bigint, p_from bigint
+) RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+    SELECT p_last_offset - p_from
+        - CASE WHEN p_deleted = 0 THEN 0 ELSE queen_deleted_above(p_partition, p_from) END
+$fn$;
+
+-- The figures of every partition (filter them by `id` or `queue_id`): its retained
+-- messages, and RET-5's unconsumed ones, those retained above its lowest cursor (all of
+-- them when no group has a cursor there), which `maxSize` counts. A SQL function over a
+-- set, so PostgreSQL inlines it and a filter on the caller's side reaches the scan.
+CREATE OR REPLACE FUNCTION queen_partition_figures() RETURNS TABLE (
+    id uuid, queue_id bigint, messages bigint, unconsumed bigint
+) LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+    SELECT p.id, p.queue_id,
+        queen_retained_above(p.id, p.last_offset, p.deleted, p.removed_through),
+        queen_retained_above(p.id, p.last_offset, p.deleted,
+                             GREATEST(p.removed_through, coalesce(k.low, 0)))
+    FROM queen_partitions p
+    LEFT JOIN LATERAL (SELECT min(c.committed) AS low FROM queen_cursors c
+                       WHERE c.partition_id = p.id) k ON true
 $fn$;

@@ -18,10 +18,8 @@ CREATE OR REPLACE FUNCTION queen_pop_candidates(
            queen_window_open(p_options, p.last_write_at, p_now)
     FROM queen_partitions p
     LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = p_group
-    CROSS JOIN LATERAL (SELECT p.last_offset - GREATEST(COALESCE(c.committed, 0), p.removed_through)
-        - CASE WHEN p.deleted = 0 THEN 0
-               ELSE queen_deleted_above(p.id, GREATEST(COALESCE(c.committed, 0), p.removed_through)) END
-        AS backlog) b
+    CROSS JOIN LATERAL (SELECT queen_retained_above(p.id, p.last_offset, p.deleted,
+        GREATEST(COALESCE(c.committed, 0), p.removed_through)) AS backlog) b
     WHERE p.queue_id = p_qid AND (p_only IS NULL OR p.name = p_only)
       AND b.backlog > 0
       AND queen_cursor_free(c.lease_deadline, c.not_before, p_now)

@@ -63,8 +63,7 @@ DECLARE
     v_q record;
     v_cand record;
 BEGIN
-    SELECT s.enabled INTO v_paused FROM queen_switches s WHERE s.name = 'pop_maintenance';
-    v_paused := coalesce(v_paused, false);
+    v_paused := queen_switch('pop_maintenance');
     IF p_queue IS NOT NULL THEN
         SELECT q.id, q.options INTO v_qid, v_options FROM queen_queues q WHERE q.name = p_queue;
         IF v_qid IS NOT NULL THEN

@@ -30,7 +30,7 @@ DECLARE
     v_last bigint[];
     v_general boolean;
 BEGIN
-    IF coalesce((SELECT enabled FROM queen_switches WHERE name = 'push_maintenance'), false) THEN
+    IF queen_switch('push_maintenance') THEN
         RETURN QUERY SELECT false, true;
         RETURN;
     END IF;

@@ -116,26 +116,13 @@ pub(crate) async fn list_dlq(
     q: &DlqQuery,
     seal: Option<&Sealer>,
 ) -> Result<Answer, sqlx::Error> {
-    const FILTER: &str = "FROM queen_dead_letters d
-        JOIN queen_partitions p ON p.id = d.partition_id
-        JOIN queen_queues q ON q.id = p.queue_id
-        LEFT JOIN queen_messages m ON m.partition_id = d.partition_id AND m.\"offset\" = d.\"offset\"
-        WHERE (m.id IS NOT NULL OR d.message_id IS NOT NULL) AND ($1::text IS NULL OR q.name = $1) AND ($2::text IS NULL OR d.consumer_group = $2) AND ($3::text IS NULL OR p.name = $3)";
-    let total: i64 = sqlx::query_scalar(&format!("SELECT count(*) {FILTER}"))
+    let total: i64 = sqlx::query_scalar(include_str!("../../sql/manage/dead_letters_count.sql"))
         .bind(&q.queue)
         .bind(&q.consumer_group)
         .bind(&q.partition)
         .fetch_one(&mut *pool.acquire().await?)
         .await?;
-    let rows: Vec<DeadLetterRow> = sqlx::query_as(&format!(
-        "SELECT COALESCE(m.id, d.message_id) AS id,
-                COALESCE(m.transaction_id, d.transaction_id) AS transaction_id,
-                p.id AS partition_id, p.name AS partition, q.name AS queue,
-                d.consumer_group, d.error_message, d.retry_count,
-                COALESCE(m.data, d.data) AS data, COALESCE(m.sealed, d.sealed) AS sealed,
-                COALESCE(m.created_at, d.created_at) AS created_at, d.failed_at
-         {FILTER} ORDER BY d.seq LIMIT $4 OFFSET $5"
-    ))
+    let rows: Vec<DeadLetterRow> = sqlx::query_as(include_str!("../../sql/manage/dead_letters.sql"))
     .bind(&q.queue)
     .bind(&q.consumer_group)
     .bind(&q.partition)
@@ -177,7 +164,7 @@ pub(crate) async fn list_dlq(
 
 /// A maintenance switch's state.
 pub(crate) async fn switch(pool: &Db, name: &str) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT enabled FROM queen_switches WHERE name = $1")
+    sqlx::query_scalar("SELECT queen_switch($1)")
         .bind(name)
         .fetch_one(&mut *pool.acquire().await?)
         .await

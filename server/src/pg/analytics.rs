@@ -17,40 +17,6 @@ fn at(t: Millis) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(t).unwrap_or_default()
 }
 
-/// SQL: counts per bucket start (ms) of the window `[$1, $2)` in buckets of `$3` ms: the
-/// retained messages, then the dead letters. A message row is retained while it exists:
-/// the retention sweep deletes rows in the transaction that moves a partition's floor.
-/// Rows are counted per bucket first (`date_bin`, plain timestamp arithmetic) and only
-/// then, when a filter names queues, per partition and joined to the queues it keeps,
-/// so the pass over the window's rows does no join.
-fn counts_sql(filtered: bool) -> String {
-    let side = |table: &str, column: &str| {
-        let bin = format!("date_bin(make_interval(secs => $3::float8 / 1000), {column}, 'epoch')");
-        let window = format!("{column} >= $1 AND {column} < $2");
-        if filtered {
-            format!(
-                "SELECT x.b, sum(x.n)::bigint AS n FROM (
-                    SELECT partition_id, {bin} AS b, count(*) AS n FROM {table}
-                    WHERE {window} GROUP BY 1, 2) x
-                 JOIN queen_partitions p ON p.id = x.partition_id
-                 JOIN queen_queues q ON q.id = p.queue_id
-                 WHERE ($4::text IS NULL OR q.name = $4) AND ($5::text IS NULL OR q.namespace = $5)
-                   AND ($6::text IS NULL OR q.task = $6)
-                 GROUP BY 1"
-            )
-        } else {
-            format!("SELECT {bin} AS b, count(*) AS n FROM {table} WHERE {window} GROUP BY 1")
-        }
-    };
-    format!(
-        "SELECT false, (extract(epoch FROM b) * 1000)::bigint, n FROM ({}) m
-         UNION ALL
-         SELECT true, (extract(epoch FROM b) * 1000)::bigint, n FROM ({}) d",
-        side("queen_messages", "created_at"),
-        side("queen_dead_letters", "failed_at")
-    )
-}
-
 /// MGMT-13's answer, or its 400.
 pub(crate) async fn analytics(
     pool: &Db,
@@ -62,8 +28,12 @@ pub(crate) async fn analytics(
         Err(e) => return Ok(Err(e)),
     };
     let filtered = q.queue.is_some() || q.namespace.is_some() || q.task.is_some();
-    let sql = counts_sql(filtered);
-    let mut query = sqlx::query_as(&sql)
+    let sql = if filtered {
+        include_str!("../../sql/manage/analytics_filtered.sql")
+    } else {
+        include_str!("../../sql/manage/analytics.sql")
+    };
+    let mut query = sqlx::query_as(sql)
         .bind(at(window.0))
         .bind(at(window.1))
         .bind(q.interval.millis());

@@ -297,7 +297,7 @@ async fn write_all(
     }
     let mut tx = pool.begin().await?;
     let (now, maintenance): (DateTime<Utc>, bool) = sqlx::query_as(
-        "SELECT now(), (SELECT enabled FROM queen_switches WHERE name = 'push_maintenance')",
+        "SELECT now(), queen_switch('push_maintenance')",
     )
     .fetch_one(&mut *tx)
     .await?;

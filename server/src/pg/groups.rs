@@ -150,13 +150,13 @@ pub(crate) async fn delete_group(
     queue: Option<&str>,
     metadata: bool,
 ) -> Result<Answer, sqlx::Error> {
-    const QUEUES: &str = "($2::text IS NULL OR q.name = $2)";
     let mut tx = pool.begin().await?;
-    let parts: Vec<Uuid> = sqlx::query_scalar(&format!(
+    let parts: Vec<Uuid> = sqlx::query_scalar(
         "SELECT c.partition_id FROM queen_cursors c JOIN queen_partitions p ON p.id = c.partition_id
-         JOIN queen_queues q ON q.id = p.queue_id WHERE c.consumer_group = $1 AND {QUEUES}
-         ORDER BY c.partition_id"
-    ))
+         JOIN queen_queues q ON q.id = p.queue_id
+         WHERE c.consumer_group = $1 AND ($2::text IS NULL OR q.name = $2)
+         ORDER BY c.partition_id",
+    )
     .bind(group)
     .bind(queue)
     .fetch_all(&mut *tx)
@@ -173,10 +173,10 @@ pub(crate) async fn delete_group(
     .await?
     .rows_affected();
     if metadata {
-        sqlx::query(&format!(
+        sqlx::query(
             "DELETE FROM queen_subscriptions s USING queen_queues q
-             WHERE q.id = s.queue_id AND s.consumer_group = $1 AND {QUEUES}"
-        ))
+             WHERE q.id = s.queue_id AND s.consumer_group = $1 AND ($2::text IS NULL OR q.name = $2)",
+        )
         .bind(group)
         .bind(queue)
         .execute(&mut *tx)

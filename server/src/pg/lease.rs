@@ -14,7 +14,7 @@ pub(crate) async fn extend(pool: &Db, req: &ExtendRequest) -> Result<Answer, sql
     let mut tx = pool.begin().await?;
     let now = db_now(&mut tx).await?;
     let mut holders: Vec<(Uuid, String)> =
-        sqlx::query("SELECT partition_id, consumer_group FROM queen_cursors WHERE lease_id = $1 AND lease_deadline > $2")
+        sqlx::query("SELECT partition_id, consumer_group FROM queen_cursors WHERE lease_id = $1 AND queen_lease_live(lease_deadline, $2)")
             .bind(lease)
             .bind(now)
             .fetch_all(&mut *tx)
@@ -31,7 +31,7 @@ pub(crate) async fn extend(pool: &Db, req: &ExtendRequest) -> Result<Answer, sql
         let deadline: Option<DateTime<Utc>> = sqlx::query_scalar(
             "UPDATE queen_cursors
              SET lease_deadline = GREATEST(lease_deadline, $4 + make_interval(secs => COALESCE($5::double precision, lease_duration_ms / 1000.0)))
-             WHERE partition_id = $1 AND consumer_group = $2 AND lease_id = $3 AND lease_deadline > $4
+             WHERE partition_id = $1 AND consumer_group = $2 AND lease_id = $3 AND queen_lease_live(lease_deadline, $4)
              RETURNING lease_deadline",
         )
         .bind(pid)

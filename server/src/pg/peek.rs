@@ -159,7 +159,7 @@ pub(crate) async fn messages(
     let mut tx = pool.snapshot().await?;
     let mut spans: Vec<Span> = sqlx::query_as(
         "SELECT p.id, q.name AS queue, p.name, p.last_offset, p.removed_through, c.committed,
-                CASE WHEN c.lease_id IS NOT NULL AND c.lease_deadline > now() THEN c.lease_end END AS lease_end,
+                CASE WHEN queen_lease_live(c.lease_deadline, now()) THEN c.lease_end END AS lease_end,
                 c.retries,
                 COALESCE(d.offsets, '{}') AS dead, COALESCE(d.retry_counts, '{}') AS dead_retries,
                 CASE WHEN p.deleted = 0 THEN '{}' ELSE ARRAY(

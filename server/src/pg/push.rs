@@ -250,13 +250,10 @@ async fn over_capacity(
         .bind(&ids)
         .execute(&mut *conn)
         .await?;
-    let held: Vec<(i64, i64)> = sqlx::query_as(&format!(
-        "SELECT p.queue_id, COALESCE(sum({}), 0)::bigint
-         FROM queen_partitions p
-         LEFT JOIN LATERAL (SELECT min(k.committed) AS low FROM queen_cursors k WHERE k.partition_id = p.id) c ON true
-         WHERE p.queue_id = ANY($1) GROUP BY p.queue_id",
-        super::views::retained_above("GREATEST(p.removed_through, COALESCE(c.low, 0))")
-    ))
+    let held: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT f.queue_id, COALESCE(sum(f.unconsumed), 0)::bigint
+         FROM queen_partition_figures() f WHERE f.queue_id = ANY($1) GROUP BY f.queue_id",
+    )
     .bind(&ids)
     .fetch_all(&mut *conn)
     .await?;

@@ -12,7 +12,7 @@ use sqlx::PgPool;
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// The function files, in the order they are applied (later ones call earlier ones).
-pub(crate) const FUNCTIONS: [(&str, &str); 6] = [
+pub(crate) const FUNCTIONS: [(&str, &str); 7] = [
     ("01_rules.sql", include_str!("../../sql/01_rules.sql")),
     (
         "02_candidates.sql",
@@ -28,6 +28,7 @@ pub(crate) const FUNCTIONS: [(&str, &str); 6] = [
         "06_retention.sql",
         include_str!("../../sql/06_retention.sql"),
     ),
+    ("07_manage.sql", include_str!("../../sql/07_manage.sql")),
 ];
 
 /// The advisory lock servers starting at once take, so their replacements of the same

@@ -85,7 +85,7 @@ async fn refusal(
 ) -> Result<Option<Refusal>, sqlx::Error> {
     // "Now" and the maintenance switch in one round trip, as the push writers read them.
     let (now, maintenance): (chrono::DateTime<chrono::Utc>, bool) = sqlx::query_as(
-        "SELECT now(), COALESCE((SELECT enabled FROM queen_switches WHERE name = 'push_maintenance'), false)",
+        "SELECT now(), queen_switch('push_maintenance')",
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -93,7 +93,7 @@ async fn refusal(
         return Ok(Some(Refusal::Maintenance));
     }
     for l in &req.required_leases {
-        let live: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM queen_cursors WHERE lease_id = $1 AND lease_deadline > $2)")
+        let live: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM queen_cursors WHERE lease_id = $1 AND queen_lease_live(lease_deadline, $2))")
             .bind(l.uuid())
             .bind(now)
             .fetch_one(&mut *tx)

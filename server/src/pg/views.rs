@@ -4,9 +4,10 @@
 //! messages: retention removes a prefix, so a partition holds `last_offset -
 //! removed_through` offsets and a cursor lags by `last_offset - GREATEST(committed,
 //! removed_through)` of them, less the offsets an operator deleted (MGMT-11), which are
-//! counted only in a partition that has any ([`retained_above`]). Only the peek listing and the per-message
-//! route read message rows, through the primary key. Orders are the model's: every name
-//! bytewise (`COLLATE "C"`), whatever the database's collation.
+//! counted only in a partition that has any (`queen_retained_above` in `01_rules.sql`).
+//! Only the peek listing and the per-message route read message rows, through the primary
+//! key. Orders are the model's: every name bytewise (`COLLATE "C"`), whatever the
+//! database's collation. Each statement is a file under `server/sql/manage`.
 
 use super::db::Db;
 use super::rows::{iso, JsonText};
@@ -18,6 +19,21 @@ use std::collections::BTreeMap;
 use uuid::Uuid;
 
 type Found<T> = Result<Result<T, WireError>, sqlx::Error>;
+
+/// The management reads' statements, one file each.
+mod sql {
+    pub(super) const OVERVIEW: &str = include_str!("../../sql/manage/overview.sql");
+    pub(super) const QUEUES: &str = include_str!("../../sql/manage/queues.sql");
+    pub(super) const QUEUES_COUNT: &str = include_str!("../../sql/manage/queues_count.sql");
+    pub(super) const PARTITIONS: &str = include_str!("../../sql/manage/partitions.sql");
+    pub(super) const PARTITIONS_COUNT: &str =
+        include_str!("../../sql/manage/partitions_count.sql");
+    pub(super) const DEPTH: &str = include_str!("../../sql/manage/depth.sql");
+    pub(super) const COUNTED: &str = include_str!("../../sql/manage/counted.sql");
+    pub(super) const GROUP_NAMES: &str = include_str!("../../sql/manage/group_names.sql");
+    pub(super) const GROUPS: &str = include_str!("../../sql/manage/groups.sql");
+    pub(super) const MESSAGE: &str = include_str!("../../sql/manage/message.sql");
+}
 
 /// Answers one management read.
 pub(crate) async fn read(
@@ -65,9 +81,9 @@ pub(crate) async fn read(
             Ok(to(partitions(pool, queue.as_deref(), *page).await?))
         }
         ManageRequest::Namespaces(page) => {
-            Ok(to(Namespaces::of(counted(pool, "namespace").await?, *page)))
+            Ok(to(Namespaces::of(counted(pool, true).await?, *page)))
         }
-        ManageRequest::Tasks(page) => Ok(to(Tasks::of(counted(pool, "task").await?, *page))),
+        ManageRequest::Tasks(page) => Ok(to(Tasks::of(counted(pool, false).await?, *page))),
         ManageRequest::Groups(page) => Ok(to(groups_page(pool, *page).await?)),
         ManageRequest::Group(name) => {
             let mut found = groups(pool, std::slice::from_ref(name)).await?;
@@ -107,46 +123,10 @@ fn n(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-/// SQL: how many retained messages partition row `p` holds above offset `from` (an
-/// expression at or above its floor): its offsets there, less the deleted ones
-/// (MGMT-11), which are counted only when the partition has any.
-pub(crate) fn retained_above(from: &str) -> String {
-    retained_above_in("p", from)
-}
-
-/// [`retained_above`] for a row named `row` that carries a partition's `id`,
-/// `last_offset` and `deleted`.
-fn retained_above_in(row: &str, from: &str) -> String {
-    format!(
-        "({row}.last_offset - {from} - CASE WHEN {row}.deleted = 0 THEN 0 ELSE queen_deleted_above({row}.id, {from}) END)"
-    )
-}
-
-/// SQL: the retained messages and RET-5's unconsumed ones of a partition row `p`.
-fn partition_figures() -> String {
-    format!(
-        "{} AS messages, {} AS unconsumed",
-        retained_above("p.removed_through"),
-        retained_above(
-            "GREATEST(p.removed_through, COALESCE(
-            (SELECT min(c.committed) FROM queen_cursors c WHERE c.partition_id = p.id), p.removed_through))"
-        )
-    )
-}
-
 async fn overview(pool: &Db) -> Result<Overview, sqlx::Error> {
     let (queues, partitions, messages, unconsumed, groups, dead): (i64, i64, i64, i64, i64, i64) =
-        sqlx::query_as(&format!(
-            "SELECT (SELECT count(*) FROM queen_queues),
-                    count(*),
-                    COALESCE(sum(messages), 0)::bigint,
-                    COALESCE(sum(unconsumed), 0)::bigint,
-                    (SELECT count(*) FROM ({GROUP_NAMES}) g),
-                    (SELECT count(*) FROM queen_dead_letters)
-             FROM (SELECT {} FROM queen_partitions p) f",
-            partition_figures()
-        ))
-        .fetch_one(&mut *pool.acquire().await?)
+        sqlx::query_as(sql::OVERVIEW)
+            .fetch_one(&mut *pool.acquire().await?)
         .await?;
     Ok(Overview {
         queues: n(queues),
@@ -159,16 +139,14 @@ async fn overview(pool: &Db) -> Result<Overview, sqlx::Error> {
 }
 
 async fn status(pool: &Db) -> Result<StatusView, sqlx::Error> {
-    let switches: BTreeMap<String, bool> =
-        sqlx::query_as("SELECT name, enabled FROM queen_switches")
-            .fetch_all(&mut *pool.acquire().await?)
-            .await?
-            .into_iter()
-            .collect();
+    let (push_maintenance, pop_maintenance): (bool, bool) =
+        sqlx::query_as("SELECT queen_switch('push_maintenance'), queen_switch('pop_maintenance')")
+            .fetch_one(&mut *pool.acquire().await?)
+            .await?;
     Ok(StatusView {
         overview: overview(pool).await?,
-        push_maintenance: switches.get("push_maintenance").copied().unwrap_or(false),
-        pop_maintenance: switches.get("pop_maintenance").copied().unwrap_or(false),
+        push_maintenance,
+        pop_maintenance,
     })
 }
 
@@ -183,29 +161,6 @@ struct QueueRow {
     unconsumed: i64,
     groups: i64,
     dead: i64,
-}
-
-/// The figures of the queues a filter picks, by name, one page of them. The groups
-/// reading a queue are counted by one probe of `queen_cursors_group` per listed group,
-/// not by reading the queue's cursors, which number its partitions times its groups.
-const QUEUE_ROWS: &str = "WITH names AS MATERIALIZED (GROUP_NAMES_SQL)
-    SELECT q.name, q.namespace, q.task, q.options,
-        (SELECT count(*) FROM queen_partitions p WHERE p.queue_id = q.id) AS partitions,
-        COALESCE(f.messages, 0)::bigint AS messages, COALESCE(f.unconsumed, 0)::bigint AS unconsumed,
-        (SELECT count(*) FROM names g WHERE EXISTS (SELECT 1 FROM queen_cursors c
-           WHERE c.consumer_group = g.consumer_group AND c.queue_id = q.id)) AS groups,
-        (SELECT count(*) FROM queen_dead_letters d
-           JOIN queen_partitions p ON p.id = d.partition_id WHERE p.queue_id = q.id) AS dead
-    FROM queen_queues q
-    LEFT JOIN LATERAL (SELECT sum(messages) AS messages, sum(unconsumed) AS unconsumed
-        FROM (SELECT PARTITION_FIGURES FROM queen_partitions p WHERE p.queue_id = q.id) x) f ON true";
-
-fn queue_sql(filter: &str) -> String {
-    QUEUE_ROWS
-        .replace("GROUP_NAMES_SQL", GROUP_NAMES)
-        .replace("PARTITION_FIGURES", &partition_figures())
-        + " WHERE "
-        + filter
 }
 
 impl QueueRow {
@@ -229,23 +184,19 @@ async fn queues(
     task: Option<&str>,
     page: Page,
 ) -> Result<QueuesPage, sqlx::Error> {
-    const FILTER: &str =
-        "($1::text IS NULL OR q.namespace = $1) AND ($2::text IS NULL OR q.task = $2)";
-    let total: i64 = sqlx::query_scalar(&format!(
-        "SELECT count(*) FROM queen_queues q WHERE {FILTER}"
-    ))
-    .bind(namespace)
-    .bind(task)
-    .fetch_one(&mut *pool.acquire().await?)
-    .await?;
-    let rows: Vec<QueueRow> =
-        sqlx::query_as(&(queue_sql(FILTER) + " ORDER BY q.name COLLATE \"C\" LIMIT $3 OFFSET $4"))
-            .bind(namespace)
-            .bind(task)
-            .bind(i64::from(page.limit))
-            .bind(i64::try_from(page.offset).unwrap_or(i64::MAX))
-            .fetch_all(&mut *pool.acquire().await?)
-            .await?;
+    let total: i64 = sqlx::query_scalar(sql::QUEUES_COUNT)
+        .bind(namespace)
+        .bind(task)
+        .fetch_one(&mut *pool.acquire().await?)
+        .await?;
+    let rows: Vec<QueueRow> = sqlx::query_as(sql::QUEUES)
+        .bind(namespace)
+        .bind(task)
+        .bind(None::<&str>)
+        .bind(i64::from(page.limit))
+        .bind(i64::try_from(page.offset).unwrap_or(i64::MAX))
+        .fetch_all(&mut *pool.acquire().await?)
+        .await?;
     Ok(QueuesPage {
         queues: rows.iter().map(QueueRow::summary).collect(),
         page: PageInfo::new(page, n(total)),
@@ -253,8 +204,12 @@ async fn queues(
 }
 
 async fn detail(pool: &Db, name: &str) -> Found<QueueDetail> {
-    let row: Option<QueueRow> = sqlx::query_as(&queue_sql("q.name = $1"))
+    let row: Option<QueueRow> = sqlx::query_as(sql::QUEUES)
+        .bind(None::<&str>)
+        .bind(None::<&str>)
         .bind(name)
+        .bind(1i64)
+        .bind(0i64)
         .fetch_optional(&mut *pool.acquire().await?)
         .await?;
     Ok(row
@@ -283,20 +238,11 @@ async fn partitions(
     queue: Option<&str>,
     page: Page,
 ) -> Result<PartitionsPage, sqlx::Error> {
-    const FROM: &str = "FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
-        WHERE ($1::text IS NULL OR q.name = $1)";
-    let total: i64 = sqlx::query_scalar(&format!("SELECT count(*) {FROM}"))
+    let total: i64 = sqlx::query_scalar(sql::PARTITIONS_COUNT)
         .bind(queue)
         .fetch_one(&mut *pool.acquire().await?)
         .await?;
-    let rows: Vec<PartitionSql> = sqlx::query_as(&format!(
-        // The groups are counted for the page only, not for the rows the offset skips.
-        "SELECT x.*, (SELECT count(*) FROM queen_cursors c WHERE c.partition_id = x.id) AS groups
-         FROM (SELECT p.id, q.name AS queue, p.name, {} AS messages, p.last_offset
-               {FROM} ORDER BY q.name COLLATE \"C\", p.name COLLATE \"C\" LIMIT $2 OFFSET $3) x
-         ORDER BY x.queue COLLATE \"C\", x.name COLLATE \"C\"",
-        retained_above("p.removed_through")
-    ))
+    let rows: Vec<PartitionSql> = sqlx::query_as(sql::PARTITIONS)
     .bind(queue)
     .bind(i64::from(page.limit))
     .bind(i64::try_from(page.offset).unwrap_or(i64::MAX))
@@ -326,17 +272,7 @@ async fn depth(pool: &Db, queue: &str, group: Option<&str>, page: Page) -> Found
     let Some(id) = exists else {
         return Ok(Err(no_such_queue(queue)));
     };
-    // Without a group the largest lag is the lowest cursor's, which is RET-5's count.
-    let rows: Vec<(String, Option<i64>)> = sqlx::query_as(&format!(
-        "SELECT p.name, CASE WHEN $2::text IS NOT NULL THEN
-                (SELECT {} FROM queen_cursors c
-                  WHERE c.partition_id = p.id AND c.consumer_group = $2)
-             ELSE f.unconsumed END
-         FROM queen_partitions p CROSS JOIN LATERAL (SELECT {}) f
-         WHERE p.queue_id = $1 ORDER BY p.name COLLATE \"C\"",
-        retained_above("GREATEST(c.committed, p.removed_through)"),
-        partition_figures()
-    ))
+    let rows: Vec<(String, Option<i64>)> = sqlx::query_as(sql::DEPTH)
     .bind(id)
     .bind(group)
     .fetch_all(&mut *pool.acquire().await?)
@@ -350,37 +286,29 @@ async fn depth(pool: &Db, queue: &str, group: Option<&str>, page: Page) -> Found
     Ok(Ok(Depth::of(queue, group, rows, page)))
 }
 
-async fn counted(pool: &Db, column: &str) -> Result<Vec<(String, u64)>, sqlx::Error> {
-    let rows: Vec<(String, i64)> = sqlx::query_as(&format!(
-        "SELECT {column}, count(*) FROM queen_queues GROUP BY 1 ORDER BY {column} COLLATE \"C\""
-    ))
-    .fetch_all(&mut *pool.acquire().await?)
-    .await?;
+/// The queues per namespace (`by_namespace`) or per task.
+async fn counted(pool: &Db, by_namespace: bool) -> Result<Vec<(String, u64)>, sqlx::Error> {
+    let rows: Vec<(String, i64)> = sqlx::query_as(sql::COUNTED)
+        .bind(by_namespace)
+        .fetch_all(&mut *pool.acquire().await?)
+        .await?;
     Ok(rows.into_iter().map(|(k, c)| (k, n(c))).collect())
 }
 
-/// Every listed group's name, bytewise (MGMT-3).
-/// A loose index scan of `queen_cursors_group`: one index probe per distinct group,
-/// not a pass over every cursor.
-const GROUP_NAMES: &str = "WITH RECURSIVE g(n) AS (
-        SELECT min(consumer_group) FROM queen_cursors
-        UNION ALL
-        SELECT (SELECT min(c.consumer_group) FROM queen_cursors c WHERE c.consumer_group > g.n)
-        FROM g WHERE g.n IS NOT NULL)
-    SELECT n AS consumer_group FROM g WHERE n IS NOT NULL
-    UNION SELECT consumer_group FROM queen_subscriptions";
+/// The listed groups' names, bytewise (MGMT-3): one page, or all of them.
+async fn group_names(pool: &Db, page: Option<Page>) -> Result<Vec<String>, sqlx::Error> {
+    sqlx::query_scalar(sql::GROUP_NAMES)
+        .bind(page.map(|p| i64::from(p.limit)))
+        .bind(page.map_or(0, |p| i64::try_from(p.offset).unwrap_or(i64::MAX)))
+        .fetch_all(&mut *pool.acquire().await?)
+        .await
+}
 
 async fn groups_page(pool: &Db, page: Page) -> Result<GroupsPage, sqlx::Error> {
-    let total: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM ({GROUP_NAMES}) g"))
+    let total: i64 = sqlx::query_scalar("SELECT count(*) FROM queen_group_names()")
         .fetch_one(&mut *pool.acquire().await?)
         .await?;
-    let names: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT consumer_group FROM ({GROUP_NAMES}) g ORDER BY consumer_group COLLATE \"C\" LIMIT $1 OFFSET $2"
-    ))
-    .bind(i64::from(page.limit))
-    .bind(i64::try_from(page.offset).unwrap_or(i64::MAX))
-    .fetch_all(&mut *pool.acquire().await?)
-    .await?;
+    let names = group_names(pool, Some(page)).await?;
     Ok(GroupsPage {
         consumer_groups: groups(pool, &names).await?,
         page: PageInfo::new(page, n(total)),
@@ -398,26 +326,27 @@ struct GroupQueueSql {
     oldest_age_ms: Option<i64>,
 }
 
-/// How a group listing finds each cursor's first unread message (for its lag in
-/// seconds): by an index probe per cursor, which costs about ten times what hashing one
-/// message row costs, or by hashing every message and joining. Probes win while the
-/// cursors are fewer than a tenth of the messages: a few groups, or one.
-fn first_unread_join(cursors: f32, messages: f32) -> &'static str {
-    if cursors * 10.0 < messages {
-        "LEFT JOIN LATERAL (SELECT m.created_at FROM queen_messages m
+/// The group listing's statement, by how it finds each cursor's first unread message
+/// (for its lag in seconds): by an index probe per cursor, which costs about ten times
+/// what hashing one message row costs, or by hashing every message and joining. Probes
+/// win while the cursors are fewer than a tenth of the messages: a few groups, or one.
+fn groups_sql(cursors: f32, messages: f32) -> &'static str {
+    /// `groups.sql` with each way of joining, made once.
+    static SQL: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
+        [PROBE, HASH].map(|join| sql::GROUPS.replace("FIRST_UNREAD", join))
+    });
+    const PROBE: &str = "LEFT JOIN LATERAL (SELECT m.created_at FROM queen_messages m
              WHERE m.partition_id = c.id AND m.\"offset\" = c.pos + 1 AND c.pos < c.last_offset
-             OFFSET 0) m ON true"
-    } else {
-        "LEFT JOIN queen_messages m ON m.partition_id = c.id AND m.\"offset\" = c.pos + 1"
-    }
+             OFFSET 0) m ON true";
+    const HASH: &str =
+        "LEFT JOIN queen_messages m ON m.partition_id = c.id AND m.\"offset\" = c.pos + 1";
+    &SQL[usize::from(cursors * 10.0 >= messages)]
 }
 
 /// The named groups (those listed, by name), each over its queues by name.
 ///
 /// One pass over the groups' cursors, each joined to its first unread message for the
-/// lag in seconds (see [`first_unread_join`]). Partitions without deleted offsets
-/// (nearly all) find that message at `pos + 1`; the few with deleted offsets search for
-/// it and subtract what was deleted above the cursor ([`retained_above_in`]).
+/// lag in seconds (see [`groups_sql`]).
 async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Error> {
     let mut tx = pool.snapshot().await?;
     // The planner's row counts (the groups read at most every partition), and, for this
@@ -431,39 +360,7 @@ async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Err
     .fetch_one(&mut *tx)
     .await?;
     let cursors = names.len() as f32 * partitions.max(1.0);
-    let rows: Vec<GroupQueueSql> = sqlx::query_as(&format!(
-        "WITH c AS NOT MATERIALIZED (
-             SELECT c.consumer_group, p.id, p.queue_id, p.last_offset, p.deleted,
-                    GREATEST(c.committed, p.removed_through) AS pos,
-                    c.lease_id IS NOT NULL AND c.lease_deadline > now() AS leased
-             FROM queen_cursors c JOIN queen_partitions p ON p.id = c.partition_id
-             WHERE c.consumer_group = ANY($1)
-         ), seen AS (
-             SELECT c.consumer_group, c.queue_id, c.last_offset - c.pos AS lag, c.leased,
-                    m.created_at AS first_at
-             FROM c {}
-             WHERE c.deleted = 0
-             UNION ALL
-             SELECT c.consumer_group, c.queue_id, {}, c.leased,
-                    (SELECT m.created_at FROM queen_messages m
-                     WHERE m.partition_id = c.id AND m.\"offset\" > c.pos
-                     ORDER BY m.\"offset\" LIMIT 1)
-             FROM c WHERE c.deleted > 0
-         )
-         SELECT s.consumer_group, q.name AS queue, s.partitions, s.lag, s.leased, s.oldest_age_ms
-         FROM (SELECT consumer_group, queue_id, count(*) AS partitions,
-                      COALESCE(sum(lag), 0)::bigint AS lag, count(*) FILTER (WHERE leased) AS leased,
-                      (extract(epoch FROM now() - min(first_at)) * 1000)::bigint AS oldest_age_ms
-               FROM seen GROUP BY consumer_group, queue_id) s
-         JOIN queen_queues q ON q.id = s.queue_id
-         UNION ALL
-         -- Subscribed queues with no cursor yet; `partitions` 0 marks them (see below).
-         SELECT s.consumer_group, q.name, 0, 0, 0, NULL
-         FROM queen_subscriptions s JOIN queen_queues q ON q.id = s.queue_id
-         WHERE s.consumer_group = ANY($1)",
-        first_unread_join(cursors, messages),
-        retained_above_in("c", "c.pos")
-    ))
+    let rows: Vec<GroupQueueSql> = sqlx::query_as(groups_sql(cursors, messages))
     .bind(names)
     .fetch_all(&mut *tx)
     .await?;
@@ -505,11 +402,7 @@ async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Err
 
 /// Every group is read to know which lag, so the page bounds the answer, not the work.
 async fn lagging(pool: &Db, min: u64, page: Page) -> Result<Lagging, sqlx::Error> {
-    let names: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT consumer_group FROM ({GROUP_NAMES}) g ORDER BY consumer_group COLLATE \"C\""
-    ))
-    .fetch_all(&mut *pool.acquire().await?)
-    .await?;
+    let names = group_names(pool, None).await?;
     let lagging = groups(pool, &names).await?.into_iter().filter_map(|g| {
         let kept: Vec<GroupQueue> = g
             .queues
@@ -560,17 +453,6 @@ impl MessageSql {
     }
 }
 
-/// A message row `m` of partition `p` (queue `q`) seen by the group whose cursor is `c`
-/// and whose dead letter of it is `d` (MGMT-6's four states).
-const MESSAGE_COLUMNS: &str = "m.id, m.transaction_id, m.trace_id, p.id AS partition_id, q.name AS queue,
-    p.name AS partition, m.data, m.sealed, m.created_at, m.producer_sub,
-    CASE WHEN d.seq IS NOT NULL THEN 'deadLettered'
-         WHEN c.committed IS NOT NULL AND m.\"offset\" <= c.committed THEN 'completed'
-         WHEN c.lease_id IS NOT NULL AND m.\"offset\" <= c.lease_end AND c.lease_deadline > now() THEN 'leased'
-         ELSE 'pending' END AS status,
-    COALESCE(d.retry_count, (c.retries ->> m.\"offset\"::text)::int, 0) AS retry_count,
-    d.error_message";
-
 async fn messages(
     pool: &Db,
     q: &MessageQuery,
@@ -598,15 +480,7 @@ async fn message(
     let Some(offset) = offset else {
         return Ok(Ok(Err(no_such_message(partition_id, txn))));
     };
-    let rows: Vec<(String, MessageSql)> = sqlx::query_as::<_, GroupMessageSql>(&format!(
-        "SELECT g.consumer_group AS grp, {MESSAGE_COLUMNS}
-         FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
-         JOIN queen_messages m ON m.partition_id = p.id AND m.\"offset\" = $2
-         LEFT JOIN (SELECT consumer_group FROM queen_cursors WHERE partition_id = $1) g ON true
-         LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = g.consumer_group
-         LEFT JOIN queen_dead_letters d ON d.partition_id = p.id AND d.\"offset\" = m.\"offset\" AND d.consumer_group = g.consumer_group
-         WHERE p.id = $1 ORDER BY g.consumer_group COLLATE \"C\""
-    ))
+    let rows: Vec<(String, MessageSql)> = sqlx::query_as::<_, GroupMessageSql>(sql::MESSAGE)
     .bind(pid)
     .bind(offset)
     .fetch_all(&mut *pool.acquire().await?)
