@@ -492,7 +492,7 @@ async fn pop_2_a_partition_locked_by_a_transaction_that_leases_nothing_is_not_sk
         // Look at every partition of the queue for group g, as a pop would, and hold on.
         let mut looking = app.broker.pool().begin().await.unwrap();
         for pid in &pids {
-            sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1::text || '/' || $2, 0))")
+            sqlx::query("SELECT pg_advisory_xact_lock(queen_pair_key($1::uuid, $2))")
                 .bind(pid)
                 .bind("g")
                 .execute(&mut *looking)
