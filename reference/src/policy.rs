@@ -111,8 +111,11 @@ pub enum PopOrder {
     NewestPartitionFirst,
 }
 
-/// The project's choices; `Policy::default()` is what our server does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// The project's choices; `Policy::default()` ([`Policy::ours`]) is what our server does,
+/// but for [`PopOrder`]: our memory engine takes the oldest partition first, our
+/// PostgreSQL engine goes round robin (POP-4 leaves the order open), and the checker
+/// follows whichever order the broker took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
     pub absent_payload: AbsentPayload,
     pub plain_push_trace: PlainPushTrace,
@@ -155,7 +158,41 @@ pub struct Policy {
     pub variants: crate::variant::VariantSet,
 }
 
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy::ours()
+    }
+}
+
 impl Policy {
+    /// Our choice at every point: what our server does, read by both engines (a
+    /// constant, so an engine's hot path holds it without building it).
+    pub const fn ours() -> Policy {
+        Policy {
+            absent_payload: AbsentPayload::Null,
+            plain_push_trace: PlainPushTrace::Drop,
+            blocked_completion: BlockedCompletion::Success,
+            pop_order: PopOrder::OldestFirst,
+            ack_beyond_dedup_window: 0,
+            ack_without_cursor: 0,
+            partition_pop_creates_queue: 0,
+            ack_outside_span: 0,
+            ack_charges_every_failure: 0,
+            ack_releases_on_partial_commit: 0,
+            txn_keeps_failed_ack: 0,
+            subscription_per_partition: 0,
+            txn_writes_under_maintenance: 0,
+            encryption_refused: 0,
+            retention_late: 0,
+            retention_ignored: 0,
+            retention_ungated: 0,
+            max_size_ignored: 0,
+            dedup_removed: 0,
+            message_delete_refused: 0,
+            variants: crate::variant::VariantSet::EMPTY,
+        }
+    }
+
     /// The other alternative at every OPEN point: a legal broker unlike ours, used to
     /// prove that checks accept every allowed behaviour.
     pub fn alternative() -> Policy {

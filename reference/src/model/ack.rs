@@ -662,19 +662,29 @@ fn evaluate(
         .policy_ref()
         .is_some_and(|p| p.blocked_completion == BlockedCompletion::Failure);
     for &(i, dlq, blocked) in &d.items {
-        let mut r = answer(i, &items[i].transaction_id, true, None, false);
-        r.lease_released = d.released_live;
-        r.dlq = dlq;
-        if blocked && refuse_blocked {
-            r.success = false;
-            r.error = Some(ERR_BLOCKED.into());
-        }
+        let r = d.answer(i, &items[i].transaction_id, dlq, blocked && refuse_blocked);
         // ACK step 6 [OPEN]: a checker also accepts a refusal of a blocked completion.
         out[i] = Some(AckOut {
             released: d.released_live.then(|| (ph, group.to_string())),
             result: r,
             may_fail: blocked && ctx.exploring(),
         });
+    }
+}
+
+impl Decision {
+    /// The answer to valid item `index` after steps 2–6: success with the pair's lease
+    /// release and its dead-letter flag, or, when `refuse` (a policy's choice at ACK
+    /// step 6 [OPEN] for a completion blocked by an earlier failure), a refusal.
+    pub fn answer(&self, index: usize, transaction_id: &str, dlq: bool, refuse: bool) -> AckResult {
+        let mut r = answer(index, transaction_id, true, None, false);
+        r.lease_released = self.released_live;
+        r.dlq = dlq;
+        if refuse {
+            r.success = false;
+            r.error = Some(ERR_BLOCKED.into());
+        }
+        r
     }
 }
 

@@ -11,6 +11,7 @@ use chrono::{DateTime, Duration, Utc};
 use queen_reference::model::ack::{
     decide, step_one, Decision, Found, PairView, StepOne, StepOneFacts, ValidAck,
 };
+use queen_reference::policy::{BlockedCompletion, ChoicePoint, Policy};
 use queen_reference::wire::{AckItem, AckResult, Answer, QueueOptions, WireId, ERR_UNRESOLVABLE};
 use serde_json::Value;
 use sqlx::{PgConnection, Row};
@@ -32,6 +33,10 @@ pub(crate) async fn ack_route(
     Ok(Answer::Acked(results))
 }
 
+/// Our choices where the spec leaves a point open or to the project: the default policy,
+/// which the model follows as our broker.
+const OURS: Policy = Policy::ours();
+
 /// A `(partition, group)`: the unit an ack call is evaluated and locked in.
 type Pair = (Uuid, String);
 
@@ -42,6 +47,14 @@ struct CursorRow {
     lease_end: Option<u32>,
     lease_deadline: Option<DateTime<Utc>>,
     retries: BTreeMap<u32, u32>,
+}
+
+impl CursorRow {
+    /// Whether the cursor's lease is live at `now`: until its deadline, as
+    /// `queen_lease_live` says in SQL.
+    fn lease_live(&self, now: DateTime<Utc>) -> bool {
+        self.lease_deadline.is_some_and(|d| d > now)
+    }
 }
 
 /// What resolution found: each partition's queue and options, and the items grouped by
@@ -99,9 +112,7 @@ pub(crate) async fn ack(
         let view = PairView {
             committed: c.committed,
             retries: &c.retries,
-            lease: c
-                .lease_end
-                .map(|end| (end, c.lease_deadline.is_some_and(|d| d > now))),
+            lease: c.lease_end.map(|end| (end, c.lease_live(now))),
             retry_limit: opts.retry_limit,
         };
         let d = decide(&view, &acks);
@@ -113,12 +124,9 @@ pub(crate) async fn ack(
             w.dead
                 .push((pi, *pid, group.clone(), *off, error.clone(), *retry_count));
         }
-        for &(i, dlq, _blocked) in &d.items {
-            // ACK step 6 [OPEN], ours: a blocked completion answers success, not noop.
-            let mut r = AckResult::new(i, &items[i].transaction_id, true, None, false);
-            r.lease_released = d.released_live;
-            r.dlq = dlq;
-            out[i] = Some(r);
+        let refuse_blocked = OURS.blocked_completion == BlockedCompletion::Failure;
+        for &(i, dlq, blocked) in &d.items {
+            out[i] = Some(d.answer(i, &items[i].transaction_id, dlq, blocked && refuse_blocked));
         }
     }
     write(conn, &mut w, now).await?;
@@ -240,15 +248,17 @@ fn judge(
         };
         match step_one(&found, &mut facts) {
             StepOne::Answered(r) => out[i] = Some(r),
-            // Our choice at step 7 never creates a cursor.
-            StepOne::Valid { .. } => valid.push((i, offset)),
+            StepOne::Valid { creates_cursor } => {
+                // Our choice at step 7 (`OURS`) never lets an ack create a cursor.
+                debug_assert!(!creates_cursor, "our policy creates no cursor on ack");
+                valid.push((i, offset))
+            }
         }
     }
     valid
 }
 
-/// Step 1's facts from the cursor row, with our choices (no commit without a cursor, no
-/// ack outside the lease's span).
+/// Step 1's facts from the cursor row, with our choices read from [`OURS`].
 struct RowFacts<'a> {
     cursor: Option<&'a CursorRow>,
     named: Option<Uuid>,
@@ -259,16 +269,16 @@ impl StepOneFacts for RowFacts<'_> {
     fn live_lease_end(&mut self) -> Option<u32> {
         let c = self.cursor?;
         let named = self.named?;
-        let live = c.lease_id == Some(named) && c.lease_deadline.is_some_and(|d| d > self.now);
+        let live = c.lease_id == Some(named) && c.lease_live(self.now);
         live.then_some(c.lease_end).flatten()
     }
 
     fn commit_without_cursor(&mut self) -> bool {
-        false
+        OURS.pick(ChoicePoint::AckWithoutCursor) == 1
     }
 
     fn accept_outside_span(&mut self) -> bool {
-        false
+        OURS.pick(ChoicePoint::AckOutsideSpan) == 1
     }
 }
 
