@@ -356,9 +356,8 @@ fn subscribe(st: &mut State, queue: &str, q: &PopQuery, ctx: &mut Ctx) {
         .subscriptions
         .contains_key(&q.consumer_group)
     {
-        let skips_backlog = q.subscription_mode == "new"
-            || q.subscription_from == "now"
-            || parse_iso(&q.subscription_from).is_some();
+        let skips_backlog = subscription_start(&q.subscription_mode, &q.subscription_from)
+            != SubscriptionStart::All;
         let unseeded = parts.iter().any(|ph| {
             st.part(*ph)
                 .is_some_and(|p| p.end() > 0 && !p.cursors.contains_key(&q.consumer_group))
@@ -404,22 +403,44 @@ fn subscribe(st: &mut State, queue: &str, q: &PopQuery, ctx: &mut Ctx) {
     );
 }
 
-/// Where a new cursor starts (POP-13). `subscriptionFrom` wins when it is `now` or a
-/// valid time [PROJECT: precedence over `subscriptionMode`]; an unparseable time is
-/// ignored; `new` skips the backlog; any other mode acts as `all`.
+/// Where a subscription's new cursors start (POP-13), read from a pop's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubscriptionStart {
+    /// `subscriptionFrom=now`: after the partition's last message.
+    Now,
+    /// `subscriptionFrom` a valid time: before the first message created at or after it.
+    Since(Millis),
+    /// `subscriptionMode=new`: after the partition's last message.
+    New,
+    /// Anything else, `all` included: at the oldest retained message (RET-4).
+    All,
+}
+
+/// Where a new cursor starts (POP-13), decided once for both engines.
+/// `subscriptionFrom` wins when it is `now` or a valid time [PROJECT: precedence over
+/// `subscriptionMode`]; an unparseable time is ignored; `new` skips the backlog; any
+/// other mode acts as `all`.
+pub fn subscription_start(mode: &str, from: &str) -> SubscriptionStart {
+    if from == "now" {
+        SubscriptionStart::Now
+    } else if let Some(t) = parse_iso(from) {
+        SubscriptionStart::Since(t)
+    } else if mode == "new" {
+        SubscriptionStart::New
+    } else {
+        SubscriptionStart::All
+    }
+}
+
+/// The offset a new cursor of partition `ph` starts at ([`subscription_start`]).
 fn seed_point(st: &State, ph: PartH, mode: &str, from: &str, ctx: &mut Ctx) -> u32 {
     let p = st.part(ph).expect("exists");
-    if from == "now" {
-        return p.end();
-    }
-    if let Some(t) = parse_iso(from) {
-        return last_before(st, p, t, ctx);
-    }
-    if mode == "new" && !ctx.deviates(Variant::SubscriptionNewIgnored) {
-        p.end()
-    } else {
+    match subscription_start(mode, from) {
+        SubscriptionStart::Now => p.end(),
+        SubscriptionStart::Since(t) => last_before(st, p, t, ctx),
+        SubscriptionStart::New if !ctx.deviates(Variant::SubscriptionNewIgnored) => p.end(),
         // "starts at the oldest retained message" (seed, RET-4).
-        p.floor
+        SubscriptionStart::New | SubscriptionStart::All => p.floor,
     }
 }
 

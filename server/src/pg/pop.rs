@@ -22,7 +22,7 @@ use super::rows::JsonText;
 use crate::broker::Popped;
 use crate::seal::{open_stored, Sealer, Unreadable, UNSEALABLE};
 use chrono::{DateTime, Utc};
-use queen_reference::time::parse_iso;
+use queen_reference::model::pop::{subscription_start, SubscriptionStart};
 use queen_reference::wire::{
     Answer, PopMessage, PopQuery, PopResponse, PopRoute, QueueOptions, RawJson, QUEUE_MODE,
 };
@@ -639,12 +639,12 @@ async fn subscribe(
     if queues.is_empty() {
         return Ok(());
     }
-    // [PROJECT] subscriptionFrom (`now` or a valid time) wins over subscriptionMode; an
-    // unparseable time is ignored; `new` skips the backlog; anything else is `all`.
-    let from_time =
-        parse_iso(&q.subscription_from).and_then(DateTime::<Utc>::from_timestamp_millis);
-    let skip_backlog =
-        q.subscription_from == "now" || (from_time.is_none() && q.subscription_mode == "new");
+    let start = subscription_start(&q.subscription_mode, &q.subscription_from);
+    let from_time = match start {
+        SubscriptionStart::Since(t) => DateTime::<Utc>::from_timestamp_millis(t),
+        _ => None,
+    };
+    let skip_backlog = matches!(start, SubscriptionStart::Now | SubscriptionStart::New);
     sqlx::query(
         "WITH ins AS (
              INSERT INTO queen_subscriptions (queue_id, consumer_group, mode, from_value, created_at)
