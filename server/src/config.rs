@@ -50,7 +50,7 @@ pub struct Config {
     /// default: half the pool.
     #[arg(long, env = "PUSH_WRITERS")]
     pub push_writers: Option<usize>,
-    /// The most items one group-commit write takes (see `pg/group.rs`).
+    /// The most items one group-commit write takes (see `pg/writers.rs`).
     #[arg(long, env = "PUSH_BATCH_ITEMS", default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
     pub push_batch_items: u32,
     /// Largest request body in bytes (413 above).

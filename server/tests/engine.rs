@@ -706,7 +706,7 @@ async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_aft
 
 /// PUSH-6 with two writers on one partition: a push of 50 items or more to a single
 /// partition goes to its partition's writer, smaller ones (and ones over several
-/// partitions) to their queue's (`group.rs`, `lane`). Pushed concurrently to the same
+/// partitions) to their queue's (`writers.rs`, `lane`). Pushed concurrently to the same
 /// partition, every message must still arrive exactly once, and each producer's
 /// messages in the order it pushed them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,9 +24,19 @@ async fn functions_are_replaced_only_when_a_file_changed() {
     let files = stored(&pool).await;
     let on_disk = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/sql"))
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "sql"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "sql")
+        })
         .count();
-    assert_eq!(files.len(), on_disk, "every file under server/sql is recorded");
+    assert_eq!(
+        files.len(),
+        on_disk,
+        "every file under server/sql is recorded"
+    );
     let oid = |pool: sqlx::PgPool| async move {
         let (oid, xmin): (i64, String) = sqlx::query_as(
             "SELECT oid::bigint, xmin::text FROM pg_proc WHERE proname = 'queen_claim'",

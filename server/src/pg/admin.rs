@@ -122,14 +122,15 @@ pub(crate) async fn list_dlq(
         .bind(&q.partition)
         .fetch_one(&mut *pool.acquire().await?)
         .await?;
-    let rows: Vec<DeadLetterRow> = sqlx::query_as(include_str!("../../sql/manage/dead_letters.sql"))
-    .bind(&q.queue)
-    .bind(&q.consumer_group)
-    .bind(&q.partition)
-    .bind(q.limit as i64)
-    .bind(i64::try_from(q.offset).unwrap_or(i64::MAX))
-    .fetch_all(&mut *pool.acquire().await?)
-    .await?;
+    let rows: Vec<DeadLetterRow> =
+        sqlx::query_as(include_str!("../../sql/manage/dead_letters.sql"))
+            .bind(&q.queue)
+            .bind(&q.consumer_group)
+            .bind(&q.partition)
+            .bind(q.limit as i64)
+            .bind(i64::try_from(q.offset).unwrap_or(i64::MAX))
+            .fetch_all(&mut *pool.acquire().await?)
+            .await?;
     let messages = rows
         .into_iter()
         .map(|r| {

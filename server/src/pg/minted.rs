@@ -4,7 +4,7 @@
 //! must follow commit order (PUSH-6): a pop must never see offset 7 committed while 6 is
 //! still on its way. Pushes that share a partition therefore write one after the other,
 //! and what bounds throughput is how long each holds those locks. The general path
-//! ([`super::push::write_at`]) holds them across several round trips (lock, dedup lookup,
+//! ([`super::write::write_at`]) holds them across several round trips (lock, dedup lookup,
 //! insert, commit). When the broker minted every item's `transactionId` (PUSH-4) no item
 //! can be a duplicate (PUSH-5), so nothing has to be read between locking and writing:
 //! lock, number, insert, bump the partitions' last offsets and notify other processes all
@@ -15,7 +15,7 @@
 //! general path.
 
 use super::db::Db;
-use super::push::Prepared;
+use crate::prepared::Prepared;
 use sqlx::Row;
 use std::collections::BTreeMap;
 use uuid::Uuid;

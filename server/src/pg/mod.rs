@@ -26,7 +26,6 @@ mod admin;
 mod analytics;
 mod db;
 mod deletion;
-mod group;
 mod groups;
 mod hosts;
 mod lease;
@@ -43,8 +42,10 @@ mod rows;
 mod schema;
 mod txn;
 mod views;
+mod write;
+mod writers;
 
-pub use push::Prepared;
+pub use crate::prepared::Prepared;
 pub use rows::unreachable;
 use rows::{logged, refused_for_good};
 
@@ -86,7 +87,7 @@ struct Inner {
     /// Bells for parked pops, rung by local pushes and by `LISTEN` for remote ones.
     wakes: Arc<Wakes>,
     /// The group-commit writers pushes are written through.
-    group: group::Group,
+    writers: writers::Group,
     /// Pushes accepted while the database cannot take them (PUSH-7).
     spool: Spool,
     /// How the spool's replay goes (PUSH-10, HEALTH-2).
@@ -199,7 +200,7 @@ impl PgBroker {
         let wakes = Arc::new(Wakes::new());
         // By default half the pool writes pushes; the rest serves pops, acks and the rest.
         let recoveries = Arc::new(crate::recoveries::Recoveries::default());
-        let (group, writers) = group::Group::spawn(
+        let (writer_group, writer_tasks) = writers::Group::spawn(
             pool.clone(),
             wakes.clone(),
             config
@@ -214,7 +215,7 @@ impl PgBroker {
             inner: Arc::new(Inner {
                 pool,
                 wakes,
-                group,
+                writers: writer_group,
                 spool,
                 replay: Replay {
                     running: Default::default(),
@@ -250,7 +251,7 @@ impl PgBroker {
         {
             let mut tasks = broker.inner.tasks.lock().expect("tasks lock");
             tasks.extend([listener, replayer, retention, follower]);
-            tasks.extend(writers);
+            tasks.extend(writer_tasks);
         }
         // A spool left behind is replayed by the replay loop: start-up does not wait.
         Ok(broker)
@@ -259,7 +260,7 @@ impl PgBroker {
     /// Ends push writer `lane` as a panic would; it is started again (tests).
     #[doc(hidden)]
     pub fn abort_push_writer(&self, lane: usize) {
-        self.inner.group.abort_writer(lane);
+        self.inner.writers.abort_writer(lane);
     }
 
     /// Forgets where every group's walk over a queue's partitions stands, so the next
@@ -272,7 +273,7 @@ impl PgBroker {
 
     /// Push writers that died and were started again.
     pub fn writer_restarts(&self) -> u64 {
-        self.inner.group.restarts()
+        self.inner.writers.restarts()
     }
 
     /// Runs one retention round now, as the job does on its timer (tests): the number of
@@ -356,7 +357,7 @@ impl PgBroker {
         let Some(chunk) = spool.next_chunk(limits).await? else {
             return Ok(());
         };
-        match push::replay(&self.inner.pool, &chunk.items, self.seal()).await {
+        match write::replay(&self.inner.pool, &chunk.items, self.seal()).await {
             Ok(queues) => {
                 spool.commit(chunk).await?;
                 for q in queues {

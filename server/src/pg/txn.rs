@@ -2,7 +2,8 @@
 //! rolled back as a whole when any ack would answer `success:false` (TXN-2).
 
 use super::db::Db;
-use super::push;
+use super::write;
+use crate::prepared::Prepared;
 use crate::seal::Sealer;
 use crate::wakes::Wakes;
 use queen_reference::model::txn::TXN_MAINTENANCE_ERROR;
@@ -84,11 +85,10 @@ async fn refusal(
     pushes: bool,
 ) -> Result<Option<Refusal>, sqlx::Error> {
     // "Now" and the maintenance switch in one round trip, as the push writers read them.
-    let (now, maintenance): (chrono::DateTime<chrono::Utc>, bool) = sqlx::query_as(
-        "SELECT now(), queen_switch('push_maintenance')",
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    let (now, maintenance): (chrono::DateTime<chrono::Utc>, bool) =
+        sqlx::query_as("SELECT now(), queen_switch('push_maintenance')")
+            .fetch_one(&mut *tx)
+            .await?;
     if pushes && maintenance {
         return Ok(Some(Refusal::Maintenance));
     }
@@ -118,7 +118,7 @@ async fn run(
     // Consecutive push operations are written as one: the same items in the same order
     // in the same transaction, so dedup and offsets come out as if written one by one,
     // at the cost of one write instead of one per operation.
-    let mut pending: Vec<push::Prepared> = Vec::new();
+    let mut pending: Vec<Prepared> = Vec::new();
     for (i, op) in req.operations.iter().enumerate() {
         if !matches!(op, TxnOp::Push(_)) && !pending.is_empty() {
             if let Err(full) =
@@ -129,11 +129,9 @@ async fn run(
         }
         match op {
             // The traceId of a transaction's push is kept (PUSH-9, seed pop-routes.md).
-            TxnOp::Push(items) => pending.extend(
-                items
-                    .iter()
-                    .map(|it| push::Prepared::from_item(it.clone(), true)),
-            ),
+            TxnOp::Push(items) => {
+                pending.extend(items.iter().map(|it| Prepared::from_item(it.clone(), true)))
+            }
             TxnOp::Ack(item) => {
                 let (mut r, touched) = super::ack::ack(tx, std::slice::from_ref(item)).await?;
                 let mut r = r.remove(0);
@@ -163,13 +161,13 @@ async fn run(
 /// RET-5's refusal.
 async fn write_pushes(
     tx: &mut PgConnection,
-    pending: &mut Vec<push::Prepared>,
+    pending: &mut Vec<Prepared>,
     results: &mut Vec<TxnResult>,
     queues: &mut Vec<String>,
     seal: Option<&Sealer>,
 ) -> Result<Result<(), queen_reference::wire::WireError>, sqlx::Error> {
     let items = pending.iter().collect::<Vec<_>>();
-    let written = match push::write(tx, &items, seal, push::Capacity::Enforced).await? {
+    let written = match write::write(tx, &items, seal, write::Capacity::Enforced).await? {
         Ok(w) => w,
         Err(full) => return Ok(Err(full)),
     };

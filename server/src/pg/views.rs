@@ -26,8 +26,7 @@ mod sql {
     pub(super) const QUEUES: &str = include_str!("../../sql/manage/queues.sql");
     pub(super) const QUEUES_COUNT: &str = include_str!("../../sql/manage/queues_count.sql");
     pub(super) const PARTITIONS: &str = include_str!("../../sql/manage/partitions.sql");
-    pub(super) const PARTITIONS_COUNT: &str =
-        include_str!("../../sql/manage/partitions_count.sql");
+    pub(super) const PARTITIONS_COUNT: &str = include_str!("../../sql/manage/partitions_count.sql");
     pub(super) const DEPTH: &str = include_str!("../../sql/manage/depth.sql");
     pub(super) const COUNTED: &str = include_str!("../../sql/manage/counted.sql");
     pub(super) const GROUP_NAMES: &str = include_str!("../../sql/manage/group_names.sql");
@@ -127,7 +126,7 @@ async fn overview(pool: &Db) -> Result<Overview, sqlx::Error> {
     let (queues, partitions, messages, unconsumed, groups, dead): (i64, i64, i64, i64, i64, i64) =
         sqlx::query_as(sql::OVERVIEW)
             .fetch_one(&mut *pool.acquire().await?)
-        .await?;
+            .await?;
     Ok(Overview {
         queues: n(queues),
         partitions: n(partitions),
@@ -243,11 +242,11 @@ async fn partitions(
         .fetch_one(&mut *pool.acquire().await?)
         .await?;
     let rows: Vec<PartitionSql> = sqlx::query_as(sql::PARTITIONS)
-    .bind(queue)
-    .bind(i64::from(page.limit))
-    .bind(i64::try_from(page.offset).unwrap_or(i64::MAX))
-    .fetch_all(&mut *pool.acquire().await?)
-    .await?;
+        .bind(queue)
+        .bind(i64::from(page.limit))
+        .bind(i64::try_from(page.offset).unwrap_or(i64::MAX))
+        .fetch_all(&mut *pool.acquire().await?)
+        .await?;
     Ok(PartitionsPage {
         partitions: rows
             .into_iter()
@@ -273,10 +272,10 @@ async fn depth(pool: &Db, queue: &str, group: Option<&str>, page: Page) -> Found
         return Ok(Err(no_such_queue(queue)));
     };
     let rows: Vec<(String, Option<i64>)> = sqlx::query_as(sql::DEPTH)
-    .bind(id)
-    .bind(group)
-    .fetch_all(&mut *pool.acquire().await?)
-    .await?;
+        .bind(id)
+        .bind(group)
+        .fetch_all(&mut *pool.acquire().await?)
+        .await?;
     let rows = rows.into_iter().filter_map(|(partition, pending)| {
         Some(PartitionDepth {
             partition,
@@ -361,9 +360,9 @@ async fn groups(pool: &Db, names: &[String]) -> Result<Vec<GroupView>, sqlx::Err
     .await?;
     let cursors = names.len() as f32 * partitions.max(1.0);
     let rows: Vec<GroupQueueSql> = sqlx::query_as(groups_sql(cursors, messages))
-    .bind(names)
-    .fetch_all(&mut *tx)
-    .await?;
+        .bind(names)
+        .fetch_all(&mut *tx)
+        .await?;
     tx.commit().await?;
     let mut by: BTreeMap<&str, Vec<GroupQueue>> =
         names.iter().map(|g| (g.as_str(), vec![])).collect();
@@ -481,13 +480,13 @@ async fn message(
         return Ok(Ok(Err(no_such_message(partition_id, txn))));
     };
     let rows: Vec<(String, MessageSql)> = sqlx::query_as::<_, GroupMessageSql>(sql::MESSAGE)
-    .bind(pid)
-    .bind(offset)
-    .fetch_all(&mut *pool.acquire().await?)
-    .await?
-    .into_iter()
-    .map(|r| (r.grp.unwrap_or_default(), r.row))
-    .collect();
+        .bind(pid)
+        .bind(offset)
+        .fetch_all(&mut *pool.acquire().await?)
+        .await?
+        .into_iter()
+        .map(|r| (r.grp.unwrap_or_default(), r.row))
+        .collect();
     let Some((_, first)) = rows.first() else {
         return Ok(Ok(Err(no_such_message(partition_id, txn))));
     };

@@ -6,9 +6,7 @@
 //! partition to its partition's (see [`Group`]), and a very large one is written on its
 //! own, outside the writers (see [`ALONE_ITEMS`]); a writer
 //! takes whatever has accumulated (up to `PUSH_BATCH_ITEMS` items), writes it in one
-//! transaction and answers every request from it. (Measured with 16 producers of
-//! 100-item batches on a quiet machine: caps of 600, 1,000 and 2,000 items gave the same
-//! throughput within noise, 41–44 K msgs/s.)
+//! transaction and answers every request from it.
 //! A lone request is written at once, so coalescing only happens under load. Requests
 //! keep their arrival order inside a transaction, so dedup and offsets behave as if
 //! they had been committed one after the other (PUSH-5, PUSH-6). If a shared
@@ -17,8 +15,9 @@
 
 use super::db::Db;
 use super::minted::{self, Minted};
-use super::push::{answers, write_at, Capacity, Prepared};
 use super::rows::unreachable;
+use super::write::{answers, write_at, Capacity};
+use crate::prepared::Prepared;
 use crate::recoveries::Recoveries;
 use crate::seal::Sealer;
 use crate::wakes::Wakes;
@@ -70,9 +69,7 @@ struct Job {
 /// partition, to its partition's: see [`lane`]). Pushes to one queue lock the
 /// same partition rows, so two writers working on them would only wait on each other;
 /// one writer takes them all, in bigger shared transactions, while other queues'
-/// pushes are written in parallel by the other writers. (Measured with 16 producers
-/// on 16 partitions of one queue, five writers sharing one request queue reached 28 K
-/// msgs/s at batch 100 and 3.2 K at batch 1; one writer per queue, 34 K and 5.4 K.)
+/// pushes are written in parallel by the other writers (decision record 0025).
 pub(crate) struct Group {
     writers: Vec<mpsc::Sender<Job>>,
     /// The running task of each writer, for [`Group::abort_writer`].
@@ -186,17 +183,12 @@ const OWN_LANE_ITEMS: usize = 50;
 /// Which writer takes a request: the one its first queue hashes to, or, for a large
 /// request to a single partition, the one that (queue, partition) hashes to.
 ///
-/// One writer per queue keeps small pushes coalesced into shared transactions (16
-/// producers of single messages: 6.8 K msgs/s, against 4.0–4.3 K when each partition
-/// had its own writer). But one writer is one PostgreSQL backend, and it bounds a
-/// queue's throughput however many cores the database has: with 16 producers of
-/// 100-item requests, each to its own partition, the one backend was busy 0.8 cores
-/// and the rest of the machine partly idle. Large requests already make large
-/// statements on their own, so they spread over the writers by partition and write in
-/// parallel: 45.9 K -> 49.9 K msgs/s (medians of 5 alternating runs each, 2 cores, the
-/// machine then saturated), though PostgreSQL spends about 45 % more CPU per message
-/// (smaller statements, and backends contending for the same locks on 2 cores). Their
-/// partition rows keep offsets in commit order whichever writer takes them (PUSH-6).
+/// One writer per queue keeps small pushes coalesced into shared transactions. But one
+/// writer is one PostgreSQL backend, and it bounds a queue's throughput however many
+/// cores the database has. Large requests already make large statements on their own,
+/// so they spread over the writers by partition and write in parallel (decision record
+/// 0025 has the figures). Their partition rows keep offsets in commit order whichever
+/// writer takes them (PUSH-6).
 fn lane(items: &[Prepared]) -> usize {
     let mut h = std::hash::DefaultHasher::new();
     let Some(first) = items.first() else { return 0 };
@@ -296,11 +288,10 @@ async fn write_all(
         }
     }
     let mut tx = pool.begin().await?;
-    let (now, maintenance): (DateTime<Utc>, bool) = sqlx::query_as(
-        "SELECT now(), queen_switch('push_maintenance')",
-    )
-    .fetch_one(&mut *tx)
-    .await?;
+    let (now, maintenance): (DateTime<Utc>, bool) =
+        sqlx::query_as("SELECT now(), queen_switch('push_maintenance')")
+            .fetch_one(&mut *tx)
+            .await?;
     if maintenance {
         return Ok(None);
     }
