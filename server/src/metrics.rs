@@ -14,7 +14,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A request's labels: its operation (`Request::name`, a closed set, or `other` for
@@ -62,10 +62,7 @@ pub struct Metrics {
     popped: Family<OutcomeLabels, Counter>,
     popped_messages: Counter,
     acked: Family<OutcomeLabels, Counter>,
-    queue_unconsumed: Family<QueueLabels, Gauge>,
-    queue_messages: Family<QueueLabels, Gauge>,
-    group_lag: Family<GroupLabels, Gauge>,
-    group_lag_seconds: Family<GroupLabels, Gauge>,
+    backlogs: Backlogs,
     queues_total: Gauge,
     /// Long polls parked now.
     pub parked: Gauge,
@@ -74,12 +71,7 @@ pub struct Metrics {
     pool_waiting: Gauge,
     /// Totals for the JSON `/metrics` (MGMT-10), by operation.
     totals: Totals,
-    spool_items: Gauge,
-    spool_bytes: Gauge,
-    spool_capacity: Gauge,
-    spool_stuck: Gauge,
-    /// PUSH-12: items in the spool's quarantine.
-    spool_quarantined: Gauge,
+    spool: SpoolGauges,
     /// POP-16: messages set aside because no consumer could read them.
     set_aside: Counter,
     /// CONN-1: connections answered 503 at the connection cap.
@@ -93,6 +85,79 @@ pub struct Metrics {
     pub forbidden: Counter,
 }
 
+/// The per-queue and per-group series of the deepest queues and most lagging groups.
+struct Backlogs {
+    queue_unconsumed: Family<QueueLabels, Gauge>,
+    queue_messages: Family<QueueLabels, Gauge>,
+    group_lag: Family<GroupLabels, Gauge>,
+    group_lag_seconds: Family<GroupLabels, Gauge>,
+}
+
+impl Backlogs {
+    fn register(r: &mut Registry) -> Backlogs {
+        Backlogs {
+            queue_unconsumed: add(
+                r,
+                "queue_unconsumed",
+                "Unconsumed messages (RET-5) of the METRICS_TOP deepest queues",
+            ),
+            queue_messages: add(r, "queue_messages", "Retained messages of the same queues"),
+            group_lag: add(
+                r,
+                "group_lag",
+                "Messages behind of the METRICS_TOP most lagging (group, queue) pairs (MGMT-3)",
+            ),
+            group_lag_seconds: add(
+                r,
+                "group_lag_seconds",
+                "Age of the oldest message those pairs have not committed",
+            ),
+        }
+    }
+}
+
+/// The spool's gauges (PUSH-7, PUSH-10, PUSH-12), set as each exposition is rendered.
+struct SpoolGauges {
+    items: Gauge,
+    bytes: Gauge,
+    capacity: Gauge,
+    stuck: Gauge,
+    /// PUSH-12: items in the spool's quarantine.
+    quarantined: Gauge,
+}
+
+impl SpoolGauges {
+    fn register(r: &mut Registry) -> SpoolGauges {
+        SpoolGauges {
+            items: add(
+                r,
+                "spool_items",
+                "Pushed items waiting in the spool for replay",
+            ),
+            bytes: add(r, "spool_bytes", "Bytes waiting in the spool for replay"),
+            capacity: add(r, "spool_capacity_bytes", "The spool's capacity"),
+            stuck: add(
+                r,
+                "spool_replay_stuck",
+                "1 while the spool's replay keeps failing with the database up",
+            ),
+            quarantined: add(
+                r,
+                "spool_quarantined_items",
+                "Spooled items the database refused for good, kept in the quarantine file",
+            ),
+        }
+    }
+
+    fn set(&self, s: &SpoolState) {
+        self.items.set(s.items as i64);
+        self.bytes.set(s.bytes as i64);
+        self.capacity.set(s.capacity as i64);
+        self.stuck.set(s.stuck as i64);
+        self.quarantined.set(s.quarantined as i64);
+    }
+}
+
 /// The counts `/metrics` answers as JSON.
 #[derive(Default)]
 struct Totals {
@@ -103,136 +168,84 @@ struct Totals {
     acks: AtomicU64,
 }
 
+/// A new series of kind `M`, registered under `name` with its help text.
+fn add<M: Metric + Default + Clone>(r: &mut Registry, name: &str, help: &str) -> M {
+    let m = M::default();
+    r.register(name, help, m.clone());
+    m
+}
+
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("queen");
-        let gauge = |r: &mut Registry, name: &str, help: &str| {
-            let g = Gauge::default();
-            r.register(name, help, g.clone());
-            g
-        };
-        let counter = |r: &mut Registry, name: &str, help: &str| {
-            let c = Counter::default();
-            r.register(name, help, c.clone());
-            c
-        };
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
+        let r = &mut registry;
+        let requests = add(
+            r,
             "requests",
             "Requests answered, by operation and status class",
-            requests.clone(),
         );
         let latency = Family::<RouteLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.0005, 2.0, 16))
         });
-        registry.register(
+        r.register(
             "request_duration_seconds",
             "Time from a request's head to its answer, by operation (long polls included)",
             latency.clone(),
         );
-        let family = |r: &mut Registry, name: &str, help: &str| {
-            let f = Family::<OutcomeLabels, Counter>::default();
-            r.register(name, help, f.clone());
-            f
-        };
-        let queue_unconsumed = Family::<QueueLabels, Gauge>::default();
-        registry.register(
-            "queue_unconsumed",
-            "Unconsumed messages (RET-5) of the METRICS_TOP deepest queues",
-            queue_unconsumed.clone(),
-        );
-        let queue_messages = Family::<QueueLabels, Gauge>::default();
-        registry.register(
-            "queue_messages",
-            "Retained messages of the same queues",
-            queue_messages.clone(),
-        );
-        let group_lag = Family::<GroupLabels, Gauge>::default();
-        registry.register(
-            "group_lag",
-            "Messages behind of the METRICS_TOP most lagging (group, queue) pairs (MGMT-3)",
-            group_lag.clone(),
-        );
-        let group_lag_seconds = Family::<GroupLabels, Gauge>::default();
-        registry.register(
-            "group_lag_seconds",
-            "Age of the oldest message those pairs have not committed",
-            group_lag_seconds.clone(),
-        );
-        let r = &mut registry;
         Metrics {
-            queue_unconsumed,
-            queue_messages,
-            group_lag,
-            group_lag_seconds,
-            queues_total: gauge(r, "queues", "Queues the broker holds"),
-            pushed: family(
+            requests,
+            latency,
+            backlogs: Backlogs::register(r),
+            queues_total: add(r, "queues", "Queues the broker holds"),
+            pushed: add(
                 r,
                 "pushed_items",
                 "Pushed items by status: queued, duplicate, buffered",
             ),
-            popped: family(r, "pops", "Pop answers by outcome: delivered, empty"),
-            popped_messages: counter(r, "popped_messages", "Messages delivered by pops"),
-            acked: family(
+            popped: add(r, "pops", "Pop answers by outcome: delivered, empty"),
+            popped_messages: add(r, "popped_messages", "Messages delivered by pops"),
+            acked: add(
                 r,
                 "acked_items",
                 "Acknowledgments by outcome: success, failure",
             ),
             started: std::time::Instant::now(),
-            requests,
-            latency,
-            parked: gauge(r, "parked_polls", "Long polls parked now"),
-            pool_size: gauge(
+            parked: add(r, "parked_polls", "Long polls parked now"),
+            pool_size: add(
                 r,
                 "db_pool_connections",
                 "Database connections open in the pool",
             ),
-            pool_idle: gauge(r, "db_pool_idle", "Database connections idle in the pool"),
-            pool_waiting: gauge(
+            pool_idle: add(r, "db_pool_idle", "Database connections idle in the pool"),
+            pool_waiting: add(
                 r,
                 "db_pool_waiting",
                 "Requests waiting for a database connection",
             ),
             totals: Totals::default(),
-            spool_items: gauge(
-                r,
-                "spool_items",
-                "Pushed items waiting in the spool for replay",
-            ),
-            spool_bytes: gauge(r, "spool_bytes", "Bytes waiting in the spool for replay"),
-            spool_capacity: gauge(r, "spool_capacity_bytes", "The spool's capacity"),
-            spool_stuck: gauge(
-                r,
-                "spool_replay_stuck",
-                "1 while the spool's replay keeps failing with the database up",
-            ),
-            spool_quarantined: gauge(
-                r,
-                "spool_quarantined_items",
-                "Spooled items the database refused for good, kept in the quarantine file",
-            ),
-            set_aside: counter(
+            spool: SpoolGauges::register(r),
+            set_aside: add(
                 r,
                 "messages_set_aside",
                 "Stored messages set aside as dead letters because no consumer could read them",
             ),
-            connections_refused: counter(
+            connections_refused: add(
                 r,
                 "connections_refused",
                 "Connections refused at the connection cap",
             ),
-            over_item_limit: counter(
+            over_item_limit: add(
                 r,
                 "requests_over_item_limit",
                 "Requests refused for carrying too many items",
             ),
-            internal_errors: counter(r, "internal_errors", "Requests answered 500"),
-            unauthenticated: counter(
+            internal_errors: add(r, "internal_errors", "Requests answered 500"),
+            unauthenticated: add(
                 r,
                 "requests_unauthenticated",
                 "Requests refused 401: no valid token",
             ),
-            forbidden: counter(
+            forbidden: add(
                 r,
                 "requests_forbidden",
                 "Requests refused 403: the token is below the route's level",
@@ -314,20 +327,21 @@ impl Metrics {
         groups: Option<queen_reference::wire::GroupsPage>,
         top: usize,
     ) {
-        self.queue_unconsumed.clear();
-        self.queue_messages.clear();
-        self.group_lag.clear();
-        self.group_lag_seconds.clear();
+        let b = &self.backlogs;
+        b.queue_unconsumed.clear();
+        b.queue_messages.clear();
+        b.group_lag.clear();
+        b.group_lag_seconds.clear();
         if let Some(page) = queues {
             self.queues_total.set(page.page.total as i64);
             let mut qs = page.queues;
             qs.sort_by(|a, b| b.unconsumed.cmp(&a.unconsumed).then(a.name.cmp(&b.name)));
             for q in qs.into_iter().take(top) {
                 let l = QueueLabels { queue: q.name };
-                self.queue_unconsumed
+                b.queue_unconsumed
                     .get_or_create(&l)
                     .set(q.unconsumed as i64);
-                self.queue_messages.get_or_create(&l).set(q.messages as i64);
+                b.queue_messages.get_or_create(&l).set(q.messages as i64);
             }
         }
         if let Some(page) = groups {
@@ -342,8 +356,8 @@ impl Metrics {
                     group,
                     queue: q.queue,
                 };
-                self.group_lag.get_or_create(&l).set(q.lag as i64);
-                self.group_lag_seconds
+                b.group_lag.get_or_create(&l).set(q.lag as i64);
+                b.group_lag_seconds
                     .get_or_create(&l)
                     .set(q.lag_seconds as i64);
             }
@@ -377,11 +391,7 @@ impl Metrics {
     /// spool) and the engine's count of messages set aside.
     pub fn render(&self, spool: Option<SpoolState>, set_aside: u64) -> String {
         if let Some(s) = spool {
-            self.spool_items.set(s.items as i64);
-            self.spool_bytes.set(s.bytes as i64);
-            self.spool_capacity.set(s.capacity as i64);
-            self.spool_stuck.set(s.stuck as i64);
-            self.spool_quarantined.set(s.quarantined as i64);
+            self.spool.set(&s);
         }
         self.set_aside
             .inc_by(set_aside.saturating_sub(self.set_aside.get()));

@@ -147,46 +147,51 @@ fn tune(options: PgConnectOptions) -> PgConnectOptions {
     options.options([("plan_cache_mode", "force_generic_plan"), ("jit", "off")])
 }
 
+/// The connection pool on the primary among `hosts`, sized and tuned for the broker.
+async fn open_pool(hosts: &hosts::Hosts, config: &Config) -> Result<PgPool, StartError> {
+    let primary = hosts.find().await.map_err(StartError::Connect)?;
+    let writable = hosts.writable();
+    PgPoolOptions::new()
+        // DB_POOL_SIZE counts every connection the broker opens: the pool, and the
+        // one `LISTEN` connection beside it.
+        .max_connections(config.pool_size.saturating_sub(1).max(2))
+        .acquire_timeout(Duration::from_secs(3))
+        // sqlx pings every connection it hands out by default: a round trip before
+        // each push, pop and ack, as long as the one statement of a push. Only a
+        // connection idle for a while can have died unnoticed (a database restart),
+        // so only such a one is pinged; a busy pool skips the ping.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_AFTER_IDLE {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
+        // Among several hosts, a connection that lands on a standby is refused, so
+        // the pool only ever holds the primary's.
+        .after_connect(move |conn, _| {
+            Box::pin(async move {
+                if writable && !hosts::accepts_writes(conn).await? {
+                    return Err(sqlx::Error::Configuration(
+                        "the host does not accept writes (a standby)".into(),
+                    ));
+                }
+                Ok(())
+            })
+        })
+        .connect_with(tune(primary))
+        .await
+        .map_err(StartError::Connect)
+}
+
 impl PgBroker {
     /// Connects, applies the migrations, starts listening for other processes' pushes and
     /// replays any spool left behind.
     pub async fn connect(url: &str, config: &Config) -> Result<PgBroker, StartError> {
         let hosts = hosts::Hosts::parse(url).map_err(StartError::Connect)?;
-        let primary = hosts.find().await.map_err(StartError::Connect)?;
-        let writable = hosts.writable();
-        let pool = PgPoolOptions::new()
-            // DB_POOL_SIZE counts every connection the broker opens: the pool, and the
-            // one `LISTEN` connection beside it.
-            .max_connections(config.pool_size.saturating_sub(1).max(2))
-            .acquire_timeout(Duration::from_secs(3))
-            // sqlx pings every connection it hands out by default: a round trip before
-            // each push, pop and ack, as long as the one statement of a push. Only a
-            // connection idle for a while can have died unnoticed (a database restart),
-            // so only such a one is pinged; a busy pool skips the ping.
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for >= PING_AFTER_IDLE {
-                        sqlx::Connection::ping(conn).await?;
-                    }
-                    Ok(true)
-                })
-            })
-            // Among several hosts, a connection that lands on a standby is refused, so
-            // the pool only ever holds the primary's.
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    if writable && !hosts::accepts_writes(conn).await? {
-                        return Err(sqlx::Error::Configuration(
-                            "the host does not accept writes (a standby)".into(),
-                        ));
-                    }
-                    Ok(())
-                })
-            })
-            .connect_with(tune(primary))
-            .await
-            .map_err(StartError::Connect)?;
+        let pool = open_pool(&hosts, config).await?;
         let seal = match &config.encryption_key {
             Some(k) => Some(Arc::new(
                 crate::seal::Sealer::from_hex(k).map_err(StartError::Encryption)?,
@@ -234,27 +239,37 @@ impl PgBroker {
                 tasks: Default::default(),
             }),
         };
-        let follower = tokio::spawn(hosts::follow(broker.inner.pool.pool().clone(), hosts, tune));
+        broker.start_tasks(hosts, config, writer_tasks);
+        // A spool left behind is replayed by the replay loop: start-up does not wait.
+        Ok(broker)
+    }
+
+    /// Starts the background tasks: following the primary among several hosts, listening
+    /// for other processes' pushes, the spool's replay and the retention sweep; keeps
+    /// their handles (and the writers') so that the broker can stop them.
+    fn start_tasks(
+        &self,
+        hosts: hosts::Hosts,
+        config: &Config,
+        writers: Vec<tokio::task::JoinHandle<()>>,
+    ) {
+        let follower = tokio::spawn(hosts::follow(self.inner.pool.pool().clone(), hosts, tune));
         let listener = listen::spawn(
-            broker.inner.pool.pool().clone(),
-            broker.clone_weak(),
-            broker.inner.wakes.clone(),
+            self.inner.pool.pool().clone(),
+            self.clone_weak(),
+            self.inner.wakes.clone(),
         );
-        let replayer = tokio::spawn(replay_loop(broker.clone_weak()));
+        let replayer = tokio::spawn(replay_loop(self.clone_weak()));
         let retention = tokio::spawn(retention::run(
-            broker.clone_weak(),
+            self.clone_weak(),
             retention::Schedule {
                 interval: Duration::from_millis(config.retention_interval_ms),
                 batch: config.retention_batch,
             },
         ));
-        {
-            let mut tasks = broker.inner.tasks.lock().expect("tasks lock");
-            tasks.extend([listener, replayer, retention, follower]);
-            tasks.extend(writer_tasks);
-        }
-        // A spool left behind is replayed by the replay loop: start-up does not wait.
-        Ok(broker)
+        let mut tasks = self.inner.tasks.lock().expect("tasks lock");
+        tasks.extend([listener, replayer, retention, follower]);
+        tasks.extend(writers);
     }
 
     /// Ends push writer `lane` as a panic would; it is started again (tests).

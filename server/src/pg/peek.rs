@@ -157,31 +157,12 @@ pub(crate) async fn messages(
     seal: Option<&Sealer>,
 ) -> Result<Result<MessagesPage, &'static str>, sqlx::Error> {
     let mut tx = pool.snapshot().await?;
-    let mut spans: Vec<Span> = sqlx::query_as(
-        "SELECT p.id, q.name AS queue, p.name, p.last_offset, p.removed_through, c.committed,
-                CASE WHEN queen_lease_live(c.lease_deadline, now()) THEN c.lease_end END AS lease_end,
-                c.retries,
-                COALESCE(d.offsets, '{}') AS dead, COALESCE(d.retry_counts, '{}') AS dead_retries,
-                CASE WHEN p.deleted = 0 THEN '{}' ELSE ARRAY(
-                    SELECT z.\"offset\" FROM queen_deleted_offsets z
-                    WHERE z.partition_id = p.id AND z.\"offset\" > p.removed_through ORDER BY z.\"offset\")
-                END AS deleted
-         FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
-         LEFT JOIN queen_cursors c ON c.partition_id = p.id AND c.consumer_group = $3
-         LEFT JOIN LATERAL (
-             SELECT array_agg(x.\"offset\" ORDER BY x.\"offset\") AS offsets,
-                    array_agg(x.retry_count ORDER BY x.\"offset\") AS retry_counts
-             FROM queen_dead_letters x
-             WHERE x.partition_id = p.id AND x.consumer_group = $3 AND x.\"offset\" > p.removed_through
-         ) d ON true
-         WHERE ($1::text IS NULL OR q.name = $1) AND ($2::text IS NULL OR p.name = $2)
-         ORDER BY q.name COLLATE \"C\", p.name COLLATE \"C\"",
-    )
-    .bind(&q.queue)
-    .bind(&q.partition)
-    .bind(&q.group)
-    .fetch_all(&mut *tx)
-    .await?;
+    let mut spans: Vec<Span> = sqlx::query_as(include_str!("../../sql/manage/peek_spans.sql"))
+        .bind(&q.queue)
+        .bind(&q.partition)
+        .bind(&q.group)
+        .fetch_all(&mut *tx)
+        .await?;
     spans.iter_mut().for_each(Span::drop_deleted_dead);
     let total: i64 = spans.iter().map(|s| s.count(q.status)).sum();
     let picked = pick(
@@ -203,20 +184,36 @@ pub(crate) async fn messages(
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
-    let mut by: HashMap<(Uuid, i64), Row> = rows
+    let by: HashMap<(Uuid, i64), Row> = rows
         .into_iter()
         .map(|r| ((r.partition_id, r.offset), r))
         .collect();
+    let messages = match page_rows(&spans, picked, by, seal) {
+        Ok(m) => m,
+        Err(why) => return Ok(Err(why)),
+    };
+    Ok(Ok(MessagesPage {
+        messages,
+        page: PageInfo::new(q.page, u64::try_from(total).unwrap_or(0)),
+    }))
+}
+
+/// The page's messages in `picked` order, from the rows read by key, each with its
+/// partition's state for the group; a sealed payload that cannot be opened names the
+/// cause instead.
+fn page_rows(
+    spans: &[Span],
+    picked: Vec<(usize, i64)>,
+    mut by: HashMap<(Uuid, i64), Row>,
+    seal: Option<&Sealer>,
+) -> Result<Vec<MessageRow>, &'static str> {
     let mut messages = Vec::with_capacity(picked.len());
     for (i, o) in picked {
         let span = &spans[i];
         let Some(r) = by.remove(&(span.id, o)) else {
             continue;
         };
-        let (data, data_error) = match shown(seal, r.sealed, r.data.0) {
-            Ok(d) => d,
-            Err(why) => return Ok(Err(why)),
-        };
+        let (data, data_error) = shown(seal, r.sealed, r.data.0)?;
         messages.push(MessageRow {
             message: MessageCore {
                 id: r.id.to_string(),
@@ -234,10 +231,7 @@ pub(crate) async fn messages(
             retry_count: span.retry_count(o),
         });
     }
-    Ok(Ok(MessagesPage {
-        messages,
-        page: PageInfo::new(q.page, u64::try_from(total).unwrap_or(0)),
-    }))
+    Ok(messages)
 }
 
 /// The `(span index, offset)` of one page: whole partitions skipped by their counts.

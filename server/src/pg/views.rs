@@ -62,17 +62,9 @@ pub(crate) async fn read(
         )
         .await?)),
         ManageRequest::Queue(name) => detail(pool, name).await?.map(to),
-        ManageRequest::StatusQueue { queue, page } => match detail(pool, queue).await? {
-            Ok(queue_view) => {
-                let p = partitions(pool, Some(queue), *page).await?;
-                Ok(to(StatusQueue {
-                    queue: queue_view,
-                    partitions: p.partitions,
-                    page: p.page,
-                }))
-            }
-            Err(e) => Err(e),
-        },
+        ManageRequest::StatusQueue { queue, page } => {
+            status_queue(pool, queue, *page).await?.map(to)
+        }
         ManageRequest::Depth { queue, group, page } => {
             depth(pool, queue, group.as_deref(), *page).await?.map(to)
         }
@@ -120,6 +112,21 @@ pub(crate) async fn read(
 
 fn n(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
+}
+
+/// MGMT-5: a queue with one page of its partitions.
+async fn status_queue(pool: &Db, queue: &str, page: Page) -> Found<StatusQueue> {
+    Ok(match detail(pool, queue).await? {
+        Ok(queue_view) => {
+            let p = partitions(pool, Some(queue), page).await?;
+            Ok(StatusQueue {
+                queue: queue_view,
+                partitions: p.partitions,
+                page: p.page,
+            })
+        }
+        Err(e) => Err(e),
+    })
 }
 
 async fn overview(pool: &Db) -> Result<Overview, sqlx::Error> {
