@@ -8,13 +8,13 @@
 #
 # Needs: perf, PostgreSQL 15 binaries (/usr/lib/postgresql/15/bin), and inferno
 # (`cargo install inferno`). Runs as root (the cluster runs as the `postgres` user).
-# Output: profiles/<workload>-{server,postgres}.svg and .txt
+# Output: docs/profiles/<workload>-{server,postgres}.svg and .txt
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workload=${1:?usage: scripts/profile.sh push-batch|push-single|consume [seconds]}
 secs=${2:-5}
 bin=/usr/lib/postgresql/15/bin
-out=profiles
+out=docs/profiles
 mkdir -p "$out"
 for t in perf inferno-collapse-perf inferno-flamegraph; do
     command -v "$t" >/dev/null || { echo "missing $t (perf: apt-get install linux-perf; inferno: cargo install inferno)"; exit 1; }
