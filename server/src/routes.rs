@@ -60,7 +60,7 @@ impl Drop for InFlight {
     }
 }
 
-/// The router: every path goes to [`handle`].
+/// The router: every path goes to one handler, which reads the route table.
 pub fn router(state: AppState) -> Router {
     Router::new().fallback(handle).with_state(state)
 }
