@@ -3,16 +3,16 @@
 //! Exists so no test, and no developer, has to set a database up by hand. Three sources are
 //! tried in order:
 //!
-//! 1. `DATABASE_URL`, when set: an existing server ([`Source::Url`]).
-//! 2. A container through testcontainers, when a Docker engine answers ([`Source::Docker`]);
-//!    the image is `QUEEN_PG_IMAGE`, default [`DEFAULT_IMAGE`]. `scripts/postgres-image.sh`
+//! 1. `DATABASE_URL`, when set: an existing server (`Source::Url`).
+//! 2. A container through testcontainers, when a Docker engine answers (`Source::Docker`);
+//!    the image is `QUEEN_PG_IMAGE`, default `DEFAULT_IMAGE`. `scripts/postgres-image.sh`
 //!    builds `queen-postgres:15` from Debian packages where no registry is reachable.
 //! 3. A throwaway cluster from the local binaries (`initdb`, `postgres`), in a temp dir on a
-//!    free loopback port ([`Source::Local`]). Under root it runs as the `postgres` user (or a
+//!    free loopback port (`Source::Local`). Under root it runs as the `postgres` user (or a
 //!    `queen-pg` user it creates), since PostgreSQL refuses root.
 //!
 //! `QUEEN_TEST_PG=url|docker|local` forces one. Each test binary starts at most one server per
-//! source ([`shared`], [`server`]); each test takes its own database on it ([`TestDb`]):
+//! source (`shared`, `server`); each test takes its own database on it (`TestDb`):
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), queen_pg::Error> {
@@ -21,7 +21,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The three sources and [`TestDb`] sit behind the `test-sources` feature, which the
+//! The three sources and `TestDb` sit behind the `test-sources` feature, which the
 //! workspace's tests turn on; `queen-server` itself links only the cluster code, so a production
 //! binary carries no Docker client.
 //!
