@@ -39,11 +39,7 @@ async fn conformance_suite_passes_on_the_pg_engine() {
     let report = Report::build(runner::run(&opts).await, true, &BTreeSet::new());
     let text = terminal::render(&report, true);
     println!("{text}");
+    // How long the suite takes is a figure of `queen-bench --workloads suite`.
     assert!(report.passed(), "{text}");
-    assert!(
-        report.duration_ms < 60_000,
-        "the suite took {} ms",
-        report.duration_ms
-    );
     let _ = std::fs::remove_dir_all(failures);
 }

@@ -32,6 +32,7 @@ mod report;
 mod scale;
 mod scaling;
 mod stats;
+mod suite;
 mod summary;
 mod target;
 mod wake;
@@ -52,7 +53,7 @@ struct Args {
     /// The target's database, for the raw ceiling and connection counts (with --target).
     #[arg(long)]
     database_url: Option<String>,
-    /// Comma-separated: pg-ceiling, push-batch, push-batch-spread, push-single, consume, drain, wake-latency, parked-polls, request-scaling, management-scale, scale, discovery.
+    /// Comma-separated: pg-ceiling, push-batch, push-batch-spread, push-single, consume, drain, wake-latency, parked-polls, request-scaling, management-scale, scale, discovery, suite.
     #[arg(
         long,
         default_value = "pg-ceiling,push-batch,push-batch-spread,push-single,consume,drain,wake-latency,parked-polls"
@@ -270,6 +271,7 @@ async fn run_round(
                 };
                 outcomes.push(discovery::run(&client, &p).await?);
             }
+            "suite" => outcomes.push(suite::run(&target.urls[0], &run_id).await?),
             other => return Err(format!("unknown workload {other}")),
         }
         // The whole workload's, unless it measured its own (wake-latency, per parking time).

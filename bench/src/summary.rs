@@ -179,6 +179,13 @@ fn targets() -> Vec<(&'static str, Measure, Bound, f64, &'static str)> {
             "MiB",
         ),
         (
+            "conformance suite, catalog and strict lockstep 24×40",
+            |r| r.value("suite"),
+            AtMost,
+            60.0,
+            "s",
+        ),
+        (
             "per-pop rate, 1 message in each of many partitions / one partition",
             |r| r.ratio("drain-many-partitions", "drain-one-partition"),
             AtLeast,
