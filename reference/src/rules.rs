@@ -261,6 +261,8 @@ pub mod ids {
     pub const ENC_2: RuleId = RuleId("ENC-2");
     /// our server's key; an undecryptable message answers 500 and stays
     pub const ENC_3: RuleId = RuleId("ENC-3");
+    /// our embedded database keeps a key of its own; with DATABASE_URL a key must be given
+    pub const ENC_4: RuleId = RuleId("ENC-4");
     /// only retention removes messages; a removed message is never delivered again
     pub const RET_1: RuleId = RuleId("RET-1");
     /// what is removable: age limits, completed retention, the retentionEnabled gate, prefixes
@@ -318,7 +320,7 @@ pub use ids::*;
 /// by the server's own tests and the fault scenarios, not by conformance cases.
 pub const OPERATIONAL: &[RuleId] = &[
     PUSH_10, PUSH_12, POP_16, HEALTH_2, HEALTH_3, LIMIT_1, ERR_1, CONN_1, STOP_1, AUTH_5, ENC_3,
-    CLUSTER_3, CLUSTER_4,
+    ENC_4, CLUSTER_3, CLUSTER_4,
 ];
 /// Rules a conformance case cannot state through the suite's typed requests (a query
 /// pair is text, so it cannot carry bytes that are not UTF-8): our server's tests check
@@ -724,6 +726,11 @@ pub const RULES: &[Rule] = &[
         id: ENC_3,
         level: Project,
         title: "our server's key; an undecryptable message answers 500 and stays",
+    },
+    Rule {
+        id: ENC_4,
+        level: Project,
+        title: "our embedded database keeps a key of its own; with DATABASE_URL a key must be given",
     },
     Rule {
         id: RET_1,

@@ -1,5 +1,6 @@
 //! Opening the PostgreSQL engine: on `DATABASE_URL`, or on an embedded cluster kept in
-//! a data directory that survives restarts (the provider's [`PersistentCluster`]).
+//! a data directory that survives restarts (the provider's [`PersistentCluster`]), which
+//! keeps an encryption key of its own unless one is given (ENC-4, `keyfile.rs`).
 
 use crate::config::Config;
 use crate::pg::PgBroker;
@@ -32,12 +33,43 @@ pub async fn open(config: &Config) -> Result<PgEngine, Box<dyn std::error::Error
             (c.url().to_string(), Some(c), location)
         }
     };
-    let broker = PgBroker::connect(&url, config).await?;
+    let config = with_key(config, cluster.as_ref().map(PersistentCluster::data_dir))?;
+    let broker = PgBroker::connect(&url, &config).await?;
     Ok(PgEngine {
         broker,
         cluster,
         location,
     })
+}
+
+/// ENC-4: `config` with the embedded cluster's own key when none was given; with
+/// `DATABASE_URL` and no key, one line says why encryption is refused.
+fn with_key(
+    config: &Config,
+    embedded: Option<&std::path::Path>,
+) -> Result<Config, Box<dyn std::error::Error + Send + Sync>> {
+    let mut config = config.clone();
+    match (embedded, &config.encryption_key) {
+        (_, Some(_)) => {}
+        (None, None) => tracing::info!(
+            "no QUEEN_ENCRYPTION_KEY: queues with encryptionEnabled are refused (ENC-2); \
+             on DATABASE_URL a key must be given, since a key this broker made up could not \
+             be shared with the other brokers on that database"
+        ),
+        (Some(data_dir), None) => {
+            let path = crate::keyfile::path_for(data_dir);
+            let (key, made) = crate::keyfile::load_or_create(&path)?;
+            if made {
+                tracing::info!(
+                    "made the embedded database's encryption key in {} (mode 0600): keep it \
+                     with the data, sealed payloads cannot be read without it",
+                    path.display()
+                );
+            }
+            config.encryption_key = Some(key);
+        }
+    }
+    Ok(config)
 }
 
 /// A connection URL without its password.

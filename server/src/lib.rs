@@ -18,6 +18,7 @@ pub mod broker;
 pub mod clock;
 pub mod config;
 pub mod embedded;
+pub mod keyfile;
 pub mod logging;
 pub mod longpoll;
 pub mod memory;

@@ -1,5 +1,6 @@
 //! The `queen-server` binary as an operator runs it: with no arguments it starts the
-//! embedded PostgreSQL, answers `/health`, and keeps its data across a restart; two
+//! embedded PostgreSQL, answers `/health`, keeps its data across a restart, and seals
+//! encrypted queues with a key of its own (ENC-4); two
 //! processes on one database share leases (ACK-4) and wake each other's pops (POP-11).
 
 mod common;
@@ -55,7 +56,12 @@ async fn no_arguments_starts_embedded_postgres_and_keeps_data_across_restart() {
     let c = reqwest::Client::new();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
-    let server = Server::start(&[("PORT", port.to_string())], &dir);
+    let pg_port = free_port();
+    let envs = [
+        ("PORT", port.to_string()),
+        ("QUEEN_EMBEDDED_PG_PORT", pg_port.to_string()),
+    ];
+    let server = Server::start(&envs, &dir);
     wait_healthy(&c, &base, Duration::from_secs(90)).await;
     let (s, body) = get(&c, &format!("{base}/health")).await;
     let mut body = body.unwrap();
@@ -80,19 +86,72 @@ async fn no_arguments_starts_embedded_postgres_and_keeps_data_across_restart() {
     )
     .await;
     assert_eq!(s, 201);
+    enc_4_an_encrypted_queue_works_and_is_sealed(&c, &base, pg_port).await;
     server.terminate();
     assert!(
         dir.join(".queen/postgres/PG_VERSION").is_file(),
         "the default data directory is ./.queen/postgres"
     );
+    let key = dir.join(".queen/postgres.key");
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&key).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "the key file is its owner's only");
+    let made = std::fs::read_to_string(&key).unwrap();
 
-    let server = Server::start(&[("PORT", port.to_string())], &dir);
+    let server = Server::start(&envs, &dir);
     wait_healthy(&c, &base, Duration::from_secs(60)).await;
     let (s, body) = get(&c, &format!("{base}/api/v1/pop/queue/kept")).await;
     assert_eq!(s, 200, "the message survived the restart");
     assert_eq!(body.unwrap()["messages"][0]["transactionId"], "survivor");
+    // The key is read back, not made again: the sealed message opens after the restart.
+    let (s, body) = get(&c, &format!("{base}/api/v1/pop/queue/sealed")).await;
+    assert_eq!(
+        (s, &body.unwrap()["messages"][0]["data"]),
+        (200, &json!({"secret": 7}))
+    );
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), made);
     server.terminate();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// ENC-4: with no key given, the embedded broker configures an encrypted queue and the
+/// stored row is sealed, read straight from the embedded cluster on `pg_port`.
+async fn enc_4_an_encrypted_queue_works_and_is_sealed(
+    c: &reqwest::Client,
+    base: &str,
+    pg_port: u16,
+) {
+    let (s, _) = post(
+        c,
+        &format!("{base}/api/v1/configure"),
+        &json!({"queue": "sealed", "options": {"encryptionEnabled": true}}),
+    )
+    .await;
+    assert_eq!(
+        s, 200,
+        "encryption works out of the box on the embedded database"
+    );
+    let (s, _) = post(
+        c,
+        &format!("{base}/api/v1/push"),
+        &json!({"items": [{"queue": "sealed", "transactionId": "s1", "payload": {"secret": 7}}]}),
+    )
+    .await;
+    assert_eq!(s, 201);
+    let url = format!("postgres://postgres@127.0.0.1:{pg_port}/postgres");
+    let pool = sqlx::PgPool::connect(&url)
+        .await
+        .expect("the embedded cluster");
+    let (sealed, data): (bool, String) = sqlx::query_as(
+        "SELECT m.sealed, m.data::text FROM queen_messages m
+         JOIN queen_partitions p ON p.id = m.partition_id
+         JOIN queen_queues q ON q.id = p.queue_id WHERE q.name = 'sealed'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(sealed && !data.contains("secret"), "stored sealed: {data}");
+    pool.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
