@@ -121,5 +121,5 @@ async fn every_shape_of_junit_report_is_valid_against_junit_10_xsd() {
     let bad = "<?xml version=\"1.0\"?><testsuites skipped=\"1\"><testsuite name=\"a\" tests=\"1\" \
                failures=\"0\" errors=\"0\"><testcase name=\"x\"><properties/></testcase></testsuite></testsuites>";
     assert!(errors(&python, "bad", bad).len() >= 2);
-    let _ = server.running.stop().await;
+    let _ = server.server.stop().await;
 }

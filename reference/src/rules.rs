@@ -730,7 +730,8 @@ pub const RULES: &[Rule] = &[
     Rule {
         id: ENC_4,
         level: Project,
-        title: "our embedded database keeps a key of its own; with DATABASE_URL a key must be given",
+        title:
+            "our embedded database keeps a key of its own; with DATABASE_URL a key must be given",
     },
     Rule {
         id: RET_1,

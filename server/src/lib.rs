@@ -29,4 +29,6 @@ pub mod recoveries;
 pub mod routes;
 pub mod seal;
 pub mod spool;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod wakes;

@@ -1,11 +1,7 @@
 //! Helpers for the server's own tests: JSON over HTTP, free ports, the binary.
 #![allow(dead_code)]
 
-use queen_server::app::spawn;
-use queen_server::config::Config;
-use queen_server::pg::PgBroker;
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::Duration;
 
 pub async fn get(c: &reqwest::Client, url: &str) -> (u16, Option<Value>) {
@@ -117,67 +113,5 @@ pub async fn wait_healthy(c: &reqwest::Client, base: &str, within: Duration) {
     }
 }
 
-pub fn config(spool: &std::path::Path) -> Config {
-    let mut c = Config::defaults();
-    c.spool_dir = spool.to_path_buf();
-    c
-}
-
-/// Our server with the PostgreSQL engine on a fresh database, with what must outlive it.
-pub struct PgApp {
-    pub server: queen_server::app::Running,
-    /// The broker behind the server: tests look at its tables through its pool.
-    pub broker: PgBroker,
-    pub _db: queen_pg::TestDb,
-    pub dir: std::path::PathBuf,
-}
-
-pub async fn pg_app(tag: &str) -> PgApp {
-    pg_app_with(tag, |_| {}).await
-}
-
-/// [`pg_app`] with `adjust` applied to the configuration first.
-pub async fn pg_app_with(tag: &str, adjust: impl FnOnce(&mut Config)) -> PgApp {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
-    let dir = temp_dir(tag);
-    let mut cfg = config(&dir);
-    adjust(&mut cfg);
-    PgApp::start(db, dir, &cfg).await
-}
-
-impl PgApp {
-    /// A broker and its server on `db`, with its spool in `dir`.
-    async fn start(db: queen_pg::TestDb, dir: std::path::PathBuf, cfg: &Config) -> PgApp {
-        let broker = PgBroker::connect(db.url(), cfg).await.unwrap();
-        let server = spawn(
-            Arc::new(broker.clone()),
-            cfg,
-            "127.0.0.1:0".parse().unwrap(),
-        )
-        .await
-        .unwrap();
-        PgApp {
-            server,
-            broker,
-            _db: db,
-            dir,
-        }
-    }
-
-    /// Stops this server and its broker (the process is gone: its spool's lock with it)
-    /// and starts a new one on the same database and spool directory.
-    pub async fn restart(self) -> PgApp {
-        let PgApp {
-            server,
-            broker,
-            _db,
-            dir,
-        } = self;
-        server.stop().await.unwrap();
-        drop(broker);
-        let cfg = config(&dir);
-        PgApp::start(_db, dir, &cfg).await
-    }
-}
+#[allow(unused_imports)]
+pub use queen_server::testing::{config, pg_server, pg_server_with, TestServer};

@@ -17,10 +17,12 @@ const OTHER_KEY: &str = "1111111111111111111111111111111111111111111111111111111
 const SECRET: &str = r#"{"card":"4111-1111","big":18446744073709551616,"f":0.10}"#;
 
 /// Another server on `app`'s database with `key`.
-async fn restarted(app: &PgApp, tag: &str, key: Option<&str>) -> queen_server::app::Running {
+async fn restarted(app: &TestServer, tag: &str, key: Option<&str>) -> queen_server::app::Running {
     let mut cfg = config(&temp_dir(tag));
     cfg.encryption_key = key.map(str::to_string);
-    let broker = PgBroker::connect(app._db.url(), &cfg).await.unwrap();
+    let broker = PgBroker::connect(app.database_url().unwrap(), &cfg)
+        .await
+        .unwrap();
     spawn(Arc::new(broker), &cfg, "127.0.0.1:0".parse().unwrap())
         .await
         .unwrap()
@@ -38,14 +40,14 @@ async fn push_raw(c: &reqwest::Client, base: &str, body: String) -> u16 {
 }
 
 /// The stored rows of `queue`: (sealed, data as stored), in offset order.
-async fn stored(app: &PgApp, queue: &str) -> Vec<(bool, Value)> {
+async fn stored(app: &TestServer, queue: &str) -> Vec<(bool, Value)> {
     sqlx::query_as(
         "SELECT m.sealed, m.data::jsonb FROM queen_messages m
          JOIN queen_partitions p ON p.id = m.partition_id JOIN queen_queues q ON q.id = p.queue_id
          WHERE q.name = $1 ORDER BY m.\"offset\"",
     )
     .bind(queue)
-    .fetch_all(app.broker.pool())
+    .fetch_all(app.broker().pool())
     .await
     .unwrap()
 }
@@ -57,7 +59,7 @@ async fn configure(c: &reqwest::Client, base: &str, queue: &str, encrypted: bool
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enc_2_payloads_are_sealed_in_the_table_and_verbatim_on_the_wire() {
-    let app = pg_app_with("enc", |c| c.encryption_key = Some(KEY.into())).await;
+    let app = pg_server_with(|c| c.encryption_key = Some(KEY.into())).await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     assert_eq!(configure(&c, &base, "e", true).await, 200);
     // Every write path: client ids (the general path), minted ids, a transaction.
@@ -108,7 +110,7 @@ async fn enc_2_payloads_are_sealed_in_the_table_and_verbatim_on_the_wire() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enc_3_the_wrong_key_answers_500_and_loses_nothing() {
-    let app = pg_app_with("enc-key", |c| c.encryption_key = Some(KEY.into())).await;
+    let app = pg_server_with(|c| c.encryption_key = Some(KEY.into())).await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     assert_eq!(configure(&c, &base, "w", true).await, 200);
     push_raw(
@@ -146,7 +148,7 @@ async fn enc_3_the_wrong_key_answers_500_and_loses_nothing() {
             assert_eq!(configure(&c, &ob, "fresh", true).await, 400);
             let rows: i64 =
                 sqlx::query_scalar("SELECT count(*) FROM queen_queues WHERE name = 'fresh'")
-                    .fetch_one(app.broker.pool())
+                    .fetch_one(app.broker().pool())
                     .await
                     .unwrap();
             assert_eq!(rows, 0, "a refused configure created nothing");

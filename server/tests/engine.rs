@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_11_push_wakes_parked_pops_at_once_and_parked_pops_hold_no_connection() {
-    let PgApp {
+    let TestServer {
         server,
         broker: _,
-        _db,
+        db: _db,
         dir,
-    } = pg_app_with("wake", |c| {
+    } = pg_server_with(|c| {
         c.pool_size = 4;
         // A parked pop looks again only after a minute: one that delivers before its
         // timeout was woken by the push's bell, however slow the machine.
@@ -164,9 +164,12 @@ async fn push_7_postgres_down_spools_and_replays_exactly_once_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maint_1_push_maintenance_spools_then_replays_on_switch_off() {
-    let PgApp {
-        server, _db, dir, ..
-    } = pg_app("maint").await;
+    let TestServer {
+        server,
+        db: _db,
+        dir,
+        ..
+    } = pg_server().await;
     let base = server.url();
     let c = reqwest::Client::new();
     let (_, b) = post(
@@ -343,9 +346,12 @@ async fn pop_15_min_pop_wait_time_fills_under_full_batches() {
 /// nothing is written — not a 500 from the database half-way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nul_characters_are_400_and_change_nothing() {
-    let PgApp {
-        server, _db, dir, ..
-    } = pg_app("nul").await;
+    let TestServer {
+        server,
+        db: _db,
+        dir,
+        ..
+    } = pg_server().await;
     let base = server.url();
     let c = reqwest::Client::new();
     for body in [
@@ -372,9 +378,12 @@ async fn nul_characters_are_400_and_change_nothing() {
 /// POP-5: `data` comes back verbatim, object key order included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_5_data_keeps_its_key_order() {
-    let PgApp {
-        server, _db, dir, ..
-    } = pg_app("order").await;
+    let TestServer {
+        server,
+        db: _db,
+        dir,
+        ..
+    } = pg_server().await;
     let base = server.url();
     let c = reqwest::Client::new();
     let payload = r#"{"zebra":1,"apple":{"z":[3,2,1],"a":null},"mid":"x"}"#;
@@ -395,9 +404,12 @@ async fn pop_5_data_keeps_its_key_order() {
 /// rather than reproducing the race every time.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn txn_2_abort_releases_locks_before_answering() {
-    let PgApp {
-        server, _db, dir, ..
-    } = pg_app("abort").await;
+    let TestServer {
+        server,
+        db: _db,
+        dir,
+        ..
+    } = pg_server().await;
     let base = server.url();
     let c = reqwest::Client::new();
     let items = json!({"items": [{"queue": "abort", "partition": "p", "payload": 1},
@@ -447,9 +459,12 @@ async fn txn_2_abort_releases_locks_before_answering() {
 /// than reproducing the race every time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_12_abandoned_requests_leave_no_transaction_behind() {
-    let PgApp {
-        server, _db, dir, ..
-    } = pg_app("cancel").await;
+    let TestServer {
+        server,
+        db: _db,
+        dir,
+        ..
+    } = pg_server().await;
     let base = server.url();
     let impatient = reqwest::Client::builder()
         .timeout(Duration::from_millis(3))
@@ -483,7 +498,9 @@ async fn pop_12_abandoned_requests_leave_no_transaction_behind() {
         t.await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let pool = sqlx::PgPool::connect(_db.url()).await.unwrap();
+    let pool = sqlx::PgPool::connect(_db.as_ref().unwrap().url())
+        .await
+        .unwrap();
     let rows: Vec<(uuid::Uuid, i64)> = sqlx::query_as(
         "SELECT id, (extract(epoch FROM created_at) * 1000)::bigint FROM queen_messages",
     )
@@ -513,9 +530,12 @@ async fn pop_12_abandoned_requests_leave_no_transaction_behind() {
 /// a lockstep run (seed 9622367076) caught the listing differing from the model's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dlq_2_one_batch_ack_files_dead_letters_in_the_order_it_names_them() {
-    let PgApp {
-        server, _db, dir, ..
-    } = pg_app("dlqorder").await;
+    let TestServer {
+        server,
+        db: _db,
+        dir,
+        ..
+    } = pg_server().await;
     let base = server.url();
     let c = reqwest::Client::new();
     // Partition "a" is created first, so its id (a UUIDv7) sorts before "b"'s.
@@ -569,9 +589,12 @@ async fn dlq_2_one_batch_ack_files_dead_letters_in_the_order_it_names_them() {
 /// what the partition already held, and a pop returns them in that order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_6_a_minted_push_over_interleaved_partitions_keeps_request_order() {
-    let PgApp {
-        server, _db, dir, ..
-    } = pg_app("interleave").await;
+    let TestServer {
+        server,
+        db: _db,
+        dir,
+        ..
+    } = pg_server().await;
     let base = server.url();
     let c = reqwest::Client::new();
     let push = |items: serde_json::Value| {
@@ -633,12 +656,13 @@ async fn push_6_a_minted_push_over_interleaved_partitions_keeps_request_order() 
 /// moved and claim nothing, instead of leasing the span a second time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_after_its_snapshot() {
-    let PgApp {
+    let TestServer {
         server,
         broker,
-        _db,
+        db: _db,
         dir,
-    } = pg_app("cas").await;
+    } = pg_server().await;
+    let broker = broker.expect("the PostgreSQL engine");
     let base = server.url();
     let c = reqwest::Client::new();
     for m in ["m1", "m2"] {
@@ -711,9 +735,12 @@ async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_aft
 /// messages in the order it pushed them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_6_large_and_small_pushes_to_one_partition_keep_each_producers_order() {
-    let PgApp {
-        server, _db, dir, ..
-    } = pg_app("lanes").await;
+    let TestServer {
+        server,
+        db: _db,
+        dir,
+        ..
+    } = pg_server().await;
     let base = server.url();
     let c = reqwest::Client::new();
     // Creates the partitions (the general path), so that the rest race on the minted path.
@@ -801,12 +828,13 @@ async fn push_6_large_and_small_pushes_to_one_partition_keep_each_producers_orde
 /// messages left behind.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn del_1_a_queue_deleted_while_pushes_race_leaves_no_message_behind() {
-    let PgApp {
+    let TestServer {
         server,
         broker,
-        _db,
+        db: _db,
         dir,
-    } = pg_app("delrace").await;
+    } = pg_server().await;
+    let broker = broker.expect("the PostgreSQL engine");
     let base = server.url();
     let c = reqwest::Client::new();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 /// database's index, and no queue row appears.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cfg_3_an_oversized_namespace_or_task_is_400_and_changes_nothing() {
-    let app = pg_app("longns").await;
+    let app = pg_server().await;
     let c = reqwest::Client::new();
     let base = app.server.url();
     for key in ["namespace", "task"] {
@@ -22,7 +22,7 @@ async fn cfg_3_an_oversized_namespace_or_task_is_400_and_changes_nothing() {
         assert!(error.contains(key) && error.contains("255"), "{error}");
     }
     let queues: i64 = sqlx::query_scalar("SELECT count(*) FROM queen_queues")
-        .fetch_one(app.broker.pool())
+        .fetch_one(app.broker().pool())
         .await
         .unwrap();
     assert_eq!(queues, 0);
@@ -37,7 +37,7 @@ async fn cfg_3_an_oversized_namespace_or_task_is_400_and_changes_nothing() {
 /// unparseable time (the group starts at the oldest message), not a 500.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_13_an_out_of_range_subscription_time_is_ignored() {
-    let app = pg_app("fromrange").await;
+    let app = pg_server().await;
     let c = reqwest::Client::new();
     let base = app.server.url();
     let push = json!({"items": [{"queue": "q", "payload": 1}]});
@@ -64,7 +64,7 @@ fn urlencode(s: &str) -> String {
 /// 500 (a foreign-key violation from writing a cursor under a partition just deleted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn err_1_pops_racing_a_queue_delete_never_answer_500() {
-    let app = pg_app("popdel").await;
+    let app = pg_server().await;
     let c = reqwest::Client::new();
     let base = app.server.url();
     let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
@@ -98,9 +98,9 @@ async fn err_1_pops_racing_a_queue_delete_never_answer_500() {
 /// under, never the database's words.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn err_1_an_internal_error_says_nothing_of_the_database() {
-    let app = pg_app("err500").await;
+    let app = pg_server().await;
     sqlx::query("ALTER TABLE queen_dead_letters RENAME TO queen_dead_letters_gone")
-        .execute(app.broker.pool())
+        .execute(app.broker().pool())
         .await
         .unwrap();
     let c = reqwest::Client::new();
@@ -123,7 +123,7 @@ async fn err_1_an_internal_error_says_nothing_of_the_database() {
 /// limit" (413 is for bodies that are too large).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_chunked_body_is_400() {
-    let app = pg_app("chunked").await;
+    let app = pg_server().await;
     let addr = app.server.addr;
     let answer = tokio::task::spawn_blocking(move || {
         let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -179,7 +179,7 @@ fn short_timeouts(c: &mut queen_server::config::Config) {
 /// a connection for ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conn_1_slow_clients_are_cut_off() {
-    let app = pg_app_with("slow", short_timeouts).await;
+    let app = pg_server_with(short_timeouts).await;
     let addr = app.server.addr;
     let (head, body, idle) = tokio::task::spawn_blocking(move || {
         let head = raw(addr, b"POST /api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Le");
@@ -212,7 +212,7 @@ async fn conn_1_slow_clients_are_cut_off() {
 /// head and body timeouts, and then answers 204.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conn_1_a_parked_pop_outlives_the_connection_timeouts() {
-    let app = pg_app_with("parked", short_timeouts).await;
+    let app = pg_server_with(short_timeouts).await;
     let started = std::time::Instant::now();
     let r = reqwest::Client::new()
         .get(format!(
@@ -234,7 +234,7 @@ async fn conn_1_a_parked_pop_outlives_the_connection_timeouts() {
 /// served, and a freed slot serves the next one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conn_1_connections_past_the_cap_are_refused() {
-    let app = pg_app_with("cap", |c| c.max_connections = 3).await;
+    let app = pg_server_with(|c| c.max_connections = 3).await;
     let addr = app.server.addr;
     let held: Vec<_> = (0..3)
         .map(|_| raw(addr, b"GET /health HTTP/1.1\r\nHost: x\r\n"))
@@ -269,7 +269,7 @@ async fn conn_1_connections_past_the_cap_are_refused() {
 /// every parked pop 204 at once and ends; the flush has run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_1_shutdown_answers_parked_pops_and_ends() {
-    let app = pg_app_with("stop", |c| c.shutdown_grace_ms = 2000).await;
+    let app = pg_server_with(|c| c.shutdown_grace_ms = 2000).await;
     let (url, addr) = (app.server.url(), app.server.addr);
     let c = reqwest::Client::new();
     let pops: Vec<_> = (0..50)
@@ -285,7 +285,7 @@ async fn stop_1_shutdown_answers_parked_pops_and_ends() {
         .map(|_| raw(addr, b"POST /api/v1/push HTTP/1.1\r\nHost: x\r\n"))
         .collect();
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let PgApp { server, .. } = app;
+    let TestServer { server, .. } = app;
     let stopped = tokio::time::timeout(std::time::Duration::from_secs(30), server.stop()).await;
     assert!(
         matches!(stopped, Ok(Ok(()))),
@@ -304,8 +304,8 @@ async fn stop_1_shutdown_answers_parked_pops_and_ends() {
 /// 201 said was queued is in the table afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_1_shutdown_under_push_load_loses_nothing_acknowledged() {
-    let app = pg_app("stopload").await;
-    let (url, pool) = (app.server.url(), app.broker.pool().clone());
+    let app = pg_server().await;
+    let (url, pool) = (app.server.url(), app.broker().pool().clone());
     let c = reqwest::Client::new();
     let producers: Vec<_> = (0..8)
         .map(|p| {
@@ -342,7 +342,9 @@ async fn stop_1_shutdown_under_push_load_loses_nothing_acknowledged() {
         })
         .collect();
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
-    let PgApp { server, _db, .. } = app;
+    let TestServer {
+        server, db: _db, ..
+    } = app;
     server.stop().await.unwrap();
     let mut acked = Vec::new();
     for p in producers {
@@ -370,7 +372,7 @@ async fn stop_1_shutdown_under_push_load_loses_nothing_acknowledged() {
 /// the limit, and nothing of it is written; at the limit it goes through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limit_1_requests_over_the_item_limit_are_413_and_write_nothing() {
-    let app = pg_app_with("limit", |c| c.max_items = 50).await;
+    let app = pg_server_with(|c| c.max_items = 50).await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let items = |n: usize| {
         (0..n)
@@ -405,7 +407,7 @@ async fn limit_1_requests_over_the_item_limit_are_413_and_write_nothing() {
         );
     }
     let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM queen_messages")
-        .fetch_one(app.broker.pool())
+        .fetch_one(app.broker().pool())
         .await
         .unwrap();
     assert_eq!(stored, 0);
@@ -429,7 +431,7 @@ async fn limit_1_requests_over_the_item_limit_are_413_and_write_nothing() {
 async fn pop_5_numbers_come_back_as_written() {
     let payload =
         r#"[18446744073709551616,-0,1E2,3.141592653589793238462643383279,{"b":1e-7,"a":[0.10]}]"#;
-    let app = pg_app("verbatim").await;
+    let app = pg_server().await;
     let mem: std::sync::Arc<dyn queen_server::broker::Broker> =
         std::sync::Arc::new(queen_server::memory::MemoryBroker::new(30_000, 1 << 20));
     let mem_server = queen_server::app::spawn(
@@ -460,7 +462,7 @@ async fn pop_5_numbers_come_back_as_written() {
 /// answer 204: it asks again, waiting for the lock, and claims the message.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_2_a_partition_locked_by_a_transaction_that_leases_nothing_is_not_skipped() {
-    let app = pg_app("lockedlook").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     for queue in ["lone", "two"] {
         // "lone": one candidate (the pop's one-statement head); "two": the general path.
@@ -486,11 +488,11 @@ async fn pop_2_a_partition_locked_by_a_transaction_that_leases_nothing_is_not_sk
             "SELECT p.id FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id WHERE q.name = $1",
         )
         .bind(queue)
-        .fetch_all(app.broker.pool())
+        .fetch_all(app.broker().pool())
         .await
         .unwrap();
         // Look at every partition of the queue for group g, as a pop would, and hold on.
-        let mut looking = app.broker.pool().begin().await.unwrap();
+        let mut looking = app.broker().pool().begin().await.unwrap();
         for pid in &pids {
             sqlx::query("SELECT pg_advisory_xact_lock(queen_pair_key($1::uuid, $2))")
                 .bind(pid)
@@ -519,18 +521,18 @@ async fn pop_2_a_partition_locked_by_a_transaction_that_leases_nothing_is_not_sk
 /// written, and `/health` counts the restart and lists the writer as degraded (HEALTH-3).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_writer_that_dies_is_started_again() {
-    let app = pg_app_with("writer", |c| c.push_writers = Some(1)).await;
+    let app = pg_server_with(|c| c.push_writers = Some(1)).await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let push = json!({"items": [{"queue": "q", "transactionId": "a"}]});
     assert_eq!(post(&c, &format!("{base}/api/v1/push"), &push).await.0, 201);
-    app.broker.abort_push_writer(0);
+    app.broker().abort_push_writer(0);
     for (n, t) in ["b", "c"].iter().enumerate() {
         let push = json!({"items": [{"queue": "q", "transactionId": t}]});
         let (status, body) = post(&c, &format!("{base}/api/v1/push"), &push).await;
         assert_eq!(status, 201, "push {n} after the writer died: {body:?}");
         assert_eq!(body.unwrap()[0]["status"], "queued");
     }
-    assert_eq!(app.broker.writer_restarts(), 1);
+    assert_eq!(app.broker().writer_restarts(), 1);
     let (_, health) = get(&c, &format!("{base}/health")).await;
     let health = health.unwrap();
     assert_eq!(health["pushWriterRestarts"], 1);
@@ -551,7 +553,7 @@ async fn a_push_writer_that_dies_is_started_again() {
 /// writes nothing (it was a 500); the edges that fit are kept, and so is an empty key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cfg_4_numbers_postgresql_cannot_keep_are_400_and_an_empty_key_is_kept() {
-    let app = pg_app("cfgnumbers").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let configure = |text: &str| {
         let body = format!(r#"{{"queue":"q","options":{{"x":{text}}}}}"#);
@@ -566,7 +568,7 @@ async fn cfg_4_numbers_postgresql_cannot_keep_are_400_and_an_empty_key_is_kept()
         assert!(r.text().await.unwrap().contains("digits"), "{past}");
     }
     let queues: i64 = sqlx::query_scalar("SELECT count(*) FROM queen_queues")
-        .fetch_one(app.broker.pool())
+        .fetch_one(app.broker().pool())
         .await
         .unwrap();
     assert_eq!(queues, 0, "a refused configure writes nothing");
@@ -592,7 +594,7 @@ async fn cfg_4_numbers_postgresql_cannot_keep_are_400_and_an_empty_key_is_kept()
 /// 404, on both engines, while the same filter on `/api/v1/messages` is an empty page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mgmt_5_the_messages_of_a_missing_queue_are_404() {
-    let app = pg_app("missingmsgs").await;
+    let app = pg_server().await;
     let memory = queen_server::app::spawn(
         std::sync::Arc::new(queen_server::memory::MemoryBroker::new(30_000, 1 << 20)),
         &config(&app.dir),
@@ -622,7 +624,7 @@ async fn mgmt_5_the_messages_of_a_missing_queue_are_404() {
 /// never a group named with U+FFFD that the client did not send.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wire_1_query_escapes_that_are_not_utf8_are_400_and_make_no_group() {
-    let app = pg_app("queryutf8").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     push_one(&c, &base, "q", json!(1)).await;
     for url in [
@@ -635,7 +637,7 @@ async fn wire_1_query_escapes_that_are_not_utf8_are_400_and_make_no_group() {
         assert!(b.unwrap()["error"].as_str().unwrap().contains("UTF-8"));
     }
     let cursors: i64 = sqlx::query_scalar("SELECT count(*) FROM queen_cursors")
-        .fetch_one(app.broker.pool())
+        .fetch_one(app.broker().pool())
         .await
         .unwrap();
     assert_eq!(cursors, 0, "no group consumed anything");
@@ -651,7 +653,7 @@ async fn wire_1_query_escapes_that_are_not_utf8_are_400_and_make_no_group() {
 /// other: an empty page, and no group lagging that much.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mgmt_2_offsets_and_lags_of_any_size_are_pages() {
-    let app = pg_app("bignumbers").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     push_one(&c, &base, "q", json!(1)).await;
     let (s, b) = get(
@@ -681,7 +683,7 @@ async fn mgmt_2_offsets_and_lags_of_any_size_are_pages() {
 /// more is a 431 with a JSON error, not a bare status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conn_1_headers_up_to_32_kib_are_read_and_more_is_a_json_431() {
-    let app = pg_app("bighead").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let with = |bytes: usize| {
         c.get(format!("{base}/health"))

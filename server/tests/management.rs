@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 
 /// Every row a read could touch, as text: cursors (leases, retries), subscriptions,
 /// queues, partitions, messages and dead letters.
-async fn tables(app: &PgApp) -> Vec<String> {
+async fn tables(app: &TestServer) -> Vec<String> {
     let mut out = Vec::new();
     for sql in [
         "SELECT row_to_json(c)::text FROM queen_cursors c ORDER BY 1",
@@ -20,7 +20,7 @@ async fn tables(app: &PgApp) -> Vec<String> {
         "SELECT row_to_json(d)::text FROM queen_dead_letters d ORDER BY 1",
     ] {
         let rows: Vec<String> = sqlx::query_scalar(sql)
-            .fetch_all(app.broker.pool())
+            .fetch_all(app.broker().pool())
             .await
             .unwrap();
         out.extend(rows);
@@ -30,7 +30,7 @@ async fn tables(app: &PgApp) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mgmt_1_no_read_changes_a_table() {
-    let app = pg_app("mgmt-reads").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     post(
         &c,
@@ -131,7 +131,7 @@ async fn mgmt_1_no_read_changes_a_table() {
 /// MGMT-10: with more queues than METRICS_TOP, only the deepest get series.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mgmt_10_backlog_series_are_bounded() {
-    let app = pg_app_with("mgmt-top", |c| c.metrics_top = 2).await;
+    let app = pg_server_with(|c| c.metrics_top = 2).await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     for (queue, n) in [("a", 1), ("b", 3), ("c", 2), ("d", 0)] {
         let items: Vec<Value> = (0..n)
@@ -161,7 +161,7 @@ async fn mgmt_10_backlog_series_are_bounded() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mgmt_10_a_prometheus_scrape_parses_and_counts_what_happened() {
-    let app = pg_app("mgmt-metrics").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     post(
         &c,
@@ -257,7 +257,7 @@ async fn mgmt_10_requests_waiting_for_a_connection_are_counted() {
     use queen_server::broker::Broker;
     use sqlx::Connection;
     // Two pooled connections: DB_POOL_SIZE counts the listener's too.
-    let app = pg_app_with("mgmt-pool-waiting", |c| c.pool_size = 3).await;
+    let app = pg_server_with(|c| c.pool_size = 3).await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     post(
         &c,
@@ -266,7 +266,9 @@ async fn mgmt_10_requests_waiting_for_a_connection_are_counted() {
     )
     .await;
     // Every queue listing blocks on this lock, holding its connection; the rest queue.
-    let mut blocker = sqlx::PgConnection::connect(app._db.url()).await.unwrap();
+    let mut blocker = sqlx::PgConnection::connect(app.database_url().unwrap())
+        .await
+        .unwrap();
     let mut lock = blocker.begin().await.unwrap();
     sqlx::query("LOCK TABLE queen_queues IN ACCESS EXCLUSIVE MODE")
         .execute(&mut *lock)
@@ -280,7 +282,7 @@ async fn mgmt_10_requests_waiting_for_a_connection_are_counted() {
         .collect();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let queued = loop {
-        let stats = app.broker.pool_stats().expect("the engine has a pool");
+        let stats = app.broker().pool_stats().expect("the engine has a pool");
         if stats.waiting >= 3 || std::time::Instant::now() > deadline {
             break stats;
         }
@@ -296,10 +298,10 @@ async fn mgmt_10_requests_waiting_for_a_connection_are_counted() {
         assert_eq!(l.await.unwrap(), 200);
     }
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while app.broker.pool_stats().unwrap().waiting > 0 && std::time::Instant::now() < deadline {
+    while app.broker().pool_stats().unwrap().waiting > 0 && std::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert_eq!(app.broker.pool_stats().unwrap().waiting, 0);
+    assert_eq!(app.broker().pool_stats().unwrap().waiting, 0);
     let waiting = metric(&base, "queen_db_pool_waiting").await;
     assert_eq!(waiting, 0.0, "the gauge is exposed");
 }
@@ -308,7 +310,7 @@ async fn mgmt_10_requests_waiting_for_a_connection_are_counted() {
 /// its partitions and with its figures after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mgmt_3_a_subscribed_queue_is_listed_once() {
-    let app = pg_app("mgmt-subscribed").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     post(
         &c,
@@ -344,7 +346,7 @@ async fn mgmt_3_a_subscribed_queue_is_listed_once() {
 /// seek) fills with the partition's queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mgmt_4_every_way_to_make_a_cursor_counts_its_group_for_the_queue() {
-    let app = pg_app("mgmt-cursor-queue").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let items: Vec<Value> = ["a.q", "b.q"]
         .iter()
@@ -373,7 +375,7 @@ async fn mgmt_4_every_way_to_make_a_cursor_counts_its_group_for_the_queue() {
          FROM queen_cursors c JOIN queen_partitions p ON p.id = c.partition_id
          GROUP BY 1 ORDER BY 1",
     )
-    .fetch_all(app.broker.pool())
+    .fetch_all(app.broker().pool())
     .await
     .unwrap();
     // Every group holds a cursor on each partition of its queue, none naming another.
@@ -402,7 +404,7 @@ async fn mgmt_4_every_way_to_make_a_cursor_counts_its_group_for_the_queue() {
 /// tables) and by a hash join otherwise; both answer the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mgmt_3_probe_and_hash_join_answer_alike() {
-    let app = pg_app("mgmt-probe").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let items: Vec<Value> = (0..40)
         .map(|i| json!({"queue": "pr.q", "partition": format!("p{}", i % 2), "transactionId": format!("t{i}"), "payload": i}))
@@ -421,7 +423,7 @@ async fn mgmt_3_probe_and_hash_join_answer_alike() {
     // Never analysed: the planner knows no row counts, and the listing hashes.
     let hashed = listing().await;
     sqlx::query("ANALYZE queen_messages, queen_partitions")
-        .execute(app.broker.pool())
+        .execute(app.broker().pool())
         .await
         .unwrap();
     let probed = listing().await;
@@ -446,7 +448,7 @@ async fn mgmt_3_probe_and_hash_join_answer_alike() {
 /// the queues kept) agree, bucket by bucket, for messages and dead letters alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mgmt_13_filtered_and_unfiltered_analytics_agree() {
-    let app = pg_app("mgmt-analytics").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     for q in ["a.one", "b.two"] {
         post(

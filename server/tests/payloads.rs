@@ -10,44 +10,31 @@
 mod common;
 use common::*;
 use proptest::prelude::*;
-use queen_server::app::{spawn, Running};
-use queen_server::memory::MemoryBroker;
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 /// A broker under test: its name, its URL and what keeps it running.
 struct Target {
     name: &'static str,
     base: String,
-    _server: Running,
-    _db: Option<queen_pg::TestDb>,
+    _server: TestServer,
 }
 
 async fn memory() -> Target {
-    let cfg = config(&temp_dir("payload-mem"));
-    let server = spawn(
-        Arc::new(MemoryBroker::new(30_000, 1 << 20)),
-        &cfg,
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let server = queen_server::testing::memory_server().await;
     Target {
         name: "memory",
         base: server.url(),
         _server: server,
-        _db: None,
     }
 }
 
-async fn postgres(tag: &str) -> Target {
-    let PgApp { server, _db, .. } = pg_app(tag).await;
+async fn postgres() -> Target {
+    let server = pg_server().await;
     Target {
         name: "postgres",
         base: server.url(),
         _server: server,
-        _db: Some(_db),
     }
 }
 
@@ -172,7 +159,7 @@ fn fresh_queue(tag: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_11_undeliverable_payloads_are_400_everywhere_and_the_rest_come_back() {
     let c = reqwest::Client::new();
-    for t in [memory().await, postgres("payload-door").await] {
+    for t in [memory().await, postgres().await] {
         let base = &t.base;
         for (what, payload) in refused() {
             for (path, body) in [
@@ -375,7 +362,7 @@ async fn round_trip(c: &reqwest::Client, t: &Target, texts: &[Text], spooled: bo
 /// reason the spec gives, with nothing written (the drain finds only the accepted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_11_accepted_payloads_round_trip_on_both_engines_and_through_the_spool() {
-    let targets = [memory().await, postgres("payload-prop").await];
+    let targets = [memory().await, postgres().await];
     let c = reqwest::Client::new();
     let rt = tokio::runtime::Handle::current();
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
@@ -412,14 +399,14 @@ async fn push_items(c: &reqwest::Client, base: &str, queue: &str, items: &[(&str
 
 /// Writes `text` as the stored payload of message `txn` straight into the table, as an
 /// older version (or a damaged disk) could have left it: the partition id.
-async fn damage(app: &PgApp, txn: &str, text: &str) -> String {
+async fn damage(app: &TestServer, txn: &str, text: &str) -> String {
     let pid: uuid::Uuid = sqlx::query_scalar(
         "UPDATE queen_messages SET data = $2::text::json WHERE transaction_id = $1
          RETURNING partition_id",
     )
     .bind(txn)
     .bind(text)
-    .fetch_one(app.broker.pool())
+    .fetch_one(app.broker().pool())
     .await
     .unwrap();
     pid.to_string()
@@ -455,7 +442,7 @@ fn datas(popped: &Value) -> Vec<Value> {
 /// a message as `data: null` with `dataError`, never a 500.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_16_an_undeliverable_stored_message_is_set_aside_and_the_partition_goes_on() {
-    let app = pg_app("setaside").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     for (queue, bad) in [("deep", nested(200)), ("lone", r#""\ud800""#.to_string())] {
         push_items(&c, &base, queue, &[("a", "1"), ("b", "2"), ("c", "3")]).await;
@@ -529,7 +516,7 @@ async fn pop_16_an_undeliverable_stored_message_is_set_aside_and_the_partition_g
 /// while nothing else is replayed twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_12_a_refused_spooled_push_is_quarantined_and_the_rest_is_delivered() {
-    let app = pg_app("quarantine").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let line = |queue: &str, txn: &str| {
         let item = serde_json::json!({"queue": queue, "partition": "Default", "data": {"n": txn},
@@ -586,7 +573,7 @@ async fn push_12_a_refused_spooled_push_is_quarantined_and_the_rest_is_delivered
     .await;
     assert_eq!(quarantines(&app.dir).len(), 1);
     let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM queen_messages")
-        .fetch_one(app.broker.pool())
+        .fetch_one(app.broker().pool())
         .await
         .unwrap();
     assert_eq!(stored, 2, "the two good pushes, once each");

@@ -9,17 +9,17 @@ use common::*;
 use serde_json::{json, Value};
 
 /// A server whose retention job never fires on its own during a test.
-async fn manual(tag: &str) -> PgApp {
-    pg_app_with(tag, |c| c.retention_interval_ms = 3_600_000).await
+async fn manual() -> TestServer {
+    pg_server_with(|c| c.retention_interval_ms = 3_600_000).await
 }
 
-async fn rows(app: &PgApp, queue: &str) -> i64 {
+async fn rows(app: &TestServer, queue: &str) -> i64 {
     sqlx::query_scalar(
         "SELECT count(*) FROM queen_messages m JOIN queen_partitions p ON p.id = m.partition_id
          JOIN queen_queues q ON q.id = p.queue_id WHERE q.name = $1",
     )
     .bind(queue)
-    .fetch_one(app.broker.pool())
+    .fetch_one(app.broker().pool())
     .await
     .unwrap()
 }
@@ -54,7 +54,7 @@ async fn push(c: &reqwest::Client, base: &str, items: Value) -> (u16, Option<Val
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ret_4_a_round_removes_by_age_and_moves_what_pointed_at_the_messages() {
-    let app = manual("ret-age").await;
+    let app = manual().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let opts = json!({"queue": "r", "options": {"maxWaitTimeSeconds": 1, "retryLimit": 0, "leaseTime": 600}});
     assert_eq!(
@@ -76,12 +76,12 @@ async fn ret_4_a_round_removes_by_age_and_moves_what_pointed_at_the_messages() {
         .unwrap();
     assert_eq!(txns(&Some(second.clone())), ["b"]);
     assert_eq!(
-        app.broker.retention_round(100).await.unwrap(),
+        app.broker().retention_round(100).await.unwrap(),
         0,
         "not removable yet"
     );
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    assert_eq!(app.broker.retention_round(100).await.unwrap(), 2);
+    assert_eq!(app.broker().retention_round(100).await.unwrap(), 2);
     assert_eq!(rows(&app, "r").await, 0);
     // The dead letter kept its own copy of `a`.
     let (_, dlq) = get(&c, &format!("{base}/api/v1/dlq?queue=r")).await;
@@ -95,7 +95,7 @@ async fn ret_4_a_round_removes_by_age_and_moves_what_pointed_at_the_messages() {
     assert_eq!(a.unwrap()[0]["error"], "unresolvable");
     let (committed, lease): (i64, Option<uuid::Uuid>) =
         sqlx::query_as("SELECT committed, lease_id FROM queen_cursors WHERE consumer_group = 'g'")
-            .fetch_one(app.broker.pool())
+            .fetch_one(app.broker().pool())
             .await
             .unwrap();
     assert_eq!((committed, lease), (2, None));
@@ -115,7 +115,7 @@ async fn ret_4_a_round_removes_by_age_and_moves_what_pointed_at_the_messages() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ret_2_completed_retention_and_the_gate() {
-    let app = manual("ret-done").await;
+    let app = manual().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     for (q, enabled) in [("done", true), ("gated", false)] {
         let opts = json!({"queue": q, "options": {"retentionEnabled": enabled, "completedRetentionSeconds": 1, "retentionSeconds": 1}});
@@ -142,13 +142,13 @@ async fn ret_2_completed_retention_and_the_gate() {
         .await
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    app.broker.retention_round(100).await.unwrap();
+    app.broker().retention_round(100).await.unwrap();
     assert_eq!(rows(&app, "done").await, 2, "h has committed nothing");
     assert_eq!(rows(&app, "gated").await, 2, "retentionEnabled is off");
     let m = &held["messages"][0];
     let done = json!({"transactionId": "a", "partitionId": m["partitionId"], "leaseId": held["leaseId"], "consumerGroup": "h", "status": "completed"});
     assert_eq!(post(&c, &format!("{base}/api/v1/ack"), &done).await.0, 200);
-    app.broker.retention_round(100).await.unwrap();
+    app.broker().retention_round(100).await.unwrap();
     assert_eq!(
         rows(&app, "done").await,
         1,
@@ -160,7 +160,7 @@ async fn ret_2_completed_retention_and_the_gate() {
 /// passes it, and once below the floor it is no longer counted as deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mgmt_11_retention_passes_a_deleted_offset() {
-    let app = manual("ret-deleted").await;
+    let app = manual().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let opts = json!({"queue": "d", "options": {"retentionEnabled": true, "completedRetentionSeconds": 1}});
     assert_eq!(
@@ -187,13 +187,13 @@ async fn mgmt_11_retention_passes_a_deleted_offset() {
              FROM queen_partitions p WHERE p.id = $1",
         )
         .bind(uuid::Uuid::parse_str(&pid).unwrap())
-        .fetch_one(app.broker.pool())
+        .fetch_one(app.broker().pool())
         .await
         .unwrap()
     };
     assert_eq!(figures().await, (0, 1, 1));
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
-    app.broker.retention_round(100).await.unwrap();
+    app.broker().retention_round(100).await.unwrap();
     // a (committed and old) goes, b's offset is passed, c (pending) stays.
     assert_eq!(figures().await, (2, 0, 0));
     assert_eq!(rows(&app, "d").await, 1);
@@ -208,7 +208,7 @@ async fn mgmt_11_retention_passes_a_deleted_offset() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ret_3_the_job_removes_on_its_own() {
-    let app = pg_app_with("ret-job", |c| c.retention_interval_ms = 100).await;
+    let app = pg_server_with(|c| c.retention_interval_ms = 100).await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let opts = json!({"queue": "j", "options": {"maxWaitTimeSeconds": 1}});
     assert_eq!(
@@ -231,7 +231,7 @@ async fn ret_3_the_job_removes_on_its_own() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ret_5_concurrent_pushes_never_pass_max_size() {
-    let app = manual("ret-size").await;
+    let app = manual().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let opts = json!({"queue": "s", "options": {"maxSize": 5}});
     assert_eq!(
@@ -286,7 +286,7 @@ async fn ret_5_concurrent_pushes_never_pass_max_size() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cfg_4_unknown_options_are_stored_and_echoed() {
-    let app = manual("cfg-4").await;
+    let app = manual().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let opts = json!({"queue": "o", "options": {"deadLetterQueue": true, "ttl": {"s": 3}, "leaseTime": 9}});
     let (status, r) = post(&c, &format!("{base}/api/v1/configure"), &opts).await;
@@ -301,7 +301,7 @@ async fn cfg_4_unknown_options_are_stored_and_echoed() {
         (json!(true), json!({"s": 3}), json!(9))
     );
     let stored: Value = sqlx::query_scalar("SELECT options FROM queen_queues WHERE name = 'o'")
-        .fetch_one(app.broker.pool())
+        .fetch_one(app.broker().pool())
         .await
         .unwrap();
     assert_eq!(stored["ttl"], json!({"s": 3}));
@@ -312,7 +312,7 @@ async fn cfg_4_unknown_options_are_stored_and_echoed() {
         400
     );
     let after: Value = sqlx::query_scalar("SELECT options FROM queen_queues WHERE name = 'o'")
-        .fetch_one(app.broker.pool())
+        .fetch_one(app.broker().pool())
         .await
         .unwrap();
     assert_eq!(after, stored);

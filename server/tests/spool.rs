@@ -80,7 +80,7 @@ async fn drain(c: &reqwest::Client, base: &str, queue: &str) -> Vec<String> {
 /// the configured items (one transaction each: one `createdAt` each).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_10_a_full_spool_refuses_with_503_and_replays_in_chunks() {
-    let app = pg_app_with("spoolfull", |c| {
+    let app = pg_server_with(|c| {
         c.spool_max_bytes = 64 * 1024;
         c.spool_chunk_items = 7;
     })
@@ -134,7 +134,7 @@ async fn push_10_a_full_spool_refuses_with_503_and_replays_in_chunks() {
         "each accepted push once, in order"
     );
     let chunks: i64 = sqlx::query_scalar("SELECT count(DISTINCT created_at) FROM queen_messages")
-        .fetch_one(app.broker.pool())
+        .fetch_one(app.broker().pool())
         .await
         .unwrap();
     let lines = accepted.len() / 5;
@@ -155,11 +155,11 @@ async fn push_10_a_full_spool_refuses_with_503_and_replays_in_chunks() {
 /// back. Start-up does not wait for a spool it cannot replay.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_2_a_stuck_replay_is_unhealthy_until_it_goes_through() {
-    let app = pg_app("spoolstuck").await;
+    let app = pg_server().await;
     let (c, base) = (reqwest::Client::new(), app.server.url());
     maintenance(&c, &base, true).await;
     let (_, accepted, _) = push(&c, &base, "q", 0, 3, 10).await;
-    let pool = app.broker.pool().clone();
+    let pool = app.broker().pool().clone();
     sqlx::query("ALTER TABLE queen_messages RENAME TO queen_messages_away")
         .execute(&pool)
         .await
@@ -170,19 +170,20 @@ async fn health_2_a_stuck_replay_is_unhealthy_until_it_goes_through() {
     assert_eq!(metric(&base, "queen_spool_replay_stuck").await, 1.0);
     assert_eq!(stuck["database"], "connected");
     // A restart meanwhile starts serving without waiting for the replay.
-    let PgApp {
+    let TestServer {
         server,
-        _db,
+        db: _db,
         dir,
         broker,
     } = app;
+    let broker = broker.expect("the PostgreSQL engine");
     server.stop().await.unwrap();
     drop(broker); // the process is gone: its spool's lock with it
     let mut cfg = config(&dir);
-    cfg.spool_dir = dir.clone();
+    cfg.spool_dir = dir.to_path_buf();
     let broker = tokio::time::timeout(
         Duration::from_secs(30),
-        queen_server::pg::PgBroker::connect(_db.url(), &cfg),
+        queen_server::pg::PgBroker::connect(_db.as_ref().unwrap().url(), &cfg),
     )
     .await
     .expect("start-up does not wait for the replay")
