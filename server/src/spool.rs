@@ -409,7 +409,7 @@ impl Spool {
 
     /// PUSH-12: moves `chunk`'s lines, which the database refused for good, to the
     /// quarantine file, then moves the spool past them, so the pushes behind them are
-    /// replayed. Nothing is lost: an operator can re-admit the file (see the README).
+    /// replayed. Nothing is lost: an operator can re-admit the file (see `docs/operating.md`).
     pub async fn quarantine(&self, chunk: Chunk) -> std::io::Result<()> {
         {
             let _appends = self.file.lock().await;
