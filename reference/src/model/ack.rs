@@ -227,10 +227,10 @@ pub struct Found<'a> {
 pub trait StepOneFacts {
     /// The end of the item's lease span when the lease it names is the pair's live one.
     fn live_lease_end(&mut self) -> Option<u32>;
-    /// Step 7 [OPEN]: an ack with no lease for a group without a cursor commits (ours:
+    /// Step 7 \[OPEN\]: an ack with no lease for a group without a cursor commits (ours:
     /// it is unresolvable).
     fn commit_without_cursor(&mut self) -> bool;
-    /// ACK-5 [PROJECT]: an offset outside the live lease's span is accepted (ours: no).
+    /// ACK-5 \[PROJECT\]: an offset outside the live lease's span is accepted (ours: no).
     fn accept_outside_span(&mut self) -> bool;
 }
 
@@ -337,7 +337,7 @@ pub struct ValidAck<'a> {
     pub error: Option<&'a str>,
 }
 
-/// Departures from this project's decisions in steps 3 and 5 [PROJECT] that another
+/// Departures from this project's decisions in steps 3 and 5 \[PROJECT\] that another
 /// broker plausibly makes; all false is ours. Only a checker that is not strict uses them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StepAlternatives {
@@ -694,7 +694,7 @@ fn evaluate(
 impl Decision {
     /// The answer to valid item `index` after steps 2–6: success with the pair's lease
     /// release and its dead-letter flag, or, when `refuse` (a policy's choice at ACK
-    /// step 6 [OPEN] for a completion blocked by an earlier failure), a refusal.
+    /// step 6 \[OPEN\] for a completion blocked by an earlier failure), a refusal.
     pub fn answer(&self, index: usize, transaction_id: &str, dlq: bool, refuse: bool) -> AckResult {
         let mut r = answer(index, transaction_id, true, None, false);
         r.lease_released = self.released_live;

@@ -138,7 +138,7 @@ pub struct Queue {
     pub options: QueueOptions,
     /// Partition names to handles, in creation order of handles.
     pub partitions: BTreeMap<String, PartH>,
-    /// Named groups' durable subscriptions (POP-13 [PROJECT]).
+    /// Named groups' durable subscriptions (POP-13 \[PROJECT\]).
     pub subscriptions: BTreeMap<String, Subscription>,
     /// Option keys stored without acting on them, as the last configure sent them (CFG-4).
     pub extra: crate::wire::ExtraOptions,

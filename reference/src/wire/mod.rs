@@ -128,7 +128,7 @@ pub fn parse_json(body: &[u8]) -> Result<Value, WireError> {
     Ok(v)
 }
 
-/// [PROJECT] Text may not contain U+0000: PostgreSQL cannot store it in `text` or
+/// \[PROJECT\] Text may not contain U+0000: PostgreSQL cannot store it in `text` or
 /// `jsonb`, so a broker on it could not keep such a message. Rejected up front, for
 /// every route, instead of failing half-way.
 pub const NUL_ERROR: &str =

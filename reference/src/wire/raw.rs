@@ -42,7 +42,7 @@ impl RawJson {
     }
 }
 
-/// [PROJECT] PUSH-11: the deepest nesting of arrays and objects a payload may have. Every
+/// \[PROJECT\] PUSH-11: the deepest nesting of arrays and objects a payload may have. Every
 /// answer that carries a payload wraps it in a few levels of its own, and common JSON
 /// parsers (serde_json among them) stop at 128 levels, so a payload deeper than this could
 /// be stored but not read back by its consumer.

@@ -22,7 +22,7 @@ pub enum TxnOp {
 pub struct TxnRequest {
     /// `operations`: the pushes and acks to commit together (TXN-1); never empty.
     pub operations: Vec<TxnOp>,
-    /// Lease ids that must all be live for the transaction to commit [PROJECT].
+    /// Lease ids that must all be live for the transaction to commit \[PROJECT\].
     pub required_leases: Vec<WireId>,
 }
 
