@@ -16,7 +16,7 @@ use crate::rules::*;
 pub struct Route {
     /// What the route does, the key other tables and the parser name it by.
     pub id: RouteId,
-    /// The HTTP method (`GET`, `POST` or `DELETE`; `GET+POST` joins two methods on one path).
+    /// The HTTP method: `GET`, `POST` or `DELETE`.
     pub method: &'static str,
     /// The path with its variable segments in braces (`/api/v1/lease/{leaseId}/extend`).
     pub path: &'static str,
