@@ -15,11 +15,15 @@ use serde_json::Value;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DiffKind {
+    /// The HTTP status differs.
     Status,
+    /// Expected in the model's answer, absent from the broker's.
     Missing,
     /// Present in the broker's answer only (allowed).
     Extra,
+    /// The JSON type differs.
     Type,
+    /// Same type, another value.
     Value,
 }
 
@@ -28,9 +32,12 @@ pub enum DiffKind {
 pub struct Difference {
     /// `status`, `$` for the whole body, `$.messages[0].noop`, ...
     pub path: String,
+    /// How the place differs.
     pub kind: DiffKind,
+    /// The model's value there, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expected: Option<Value>,
+    /// The broker's value there, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub actual: Option<Value>,
 }

@@ -41,9 +41,13 @@ impl IdSource for SeqIds {
 
 /// A deterministic broker over the reference model.
 pub struct Engine<I: IdSource = SeqIds> {
+    /// The model state the engine has reached.
     pub state: State,
+    /// The ids the engine has minted, tied to the model's handles.
     pub ids: IdBook,
+    /// How the engine answers the points the spec leaves open.
     pub policy: Policy,
+    /// Where the engine's minted ids come from.
     pub source: I,
     /// The pop `timeout` default (the broker's `DEFAULT_TIMEOUT`).
     pub default_timeout_ms: u64,
@@ -58,6 +62,7 @@ impl Default for Engine<SeqIds> {
 }
 
 impl<I: IdSource> Engine<I> {
+    /// An empty broker minting ids from `source`, with the default policy, timeout and body limit.
     pub fn new(source: I) -> Engine<I> {
         Engine {
             state: State::new(),

@@ -50,6 +50,7 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// Every kind, in report order.
     pub const ALL: [Kind; 12] = [
         Kind::Status,
         Kind::MissingField,
@@ -65,6 +66,7 @@ impl Kind {
         Kind::State,
     ];
 
+    /// The kind's kebab-case name, as reports and `--accept RULE:kind` spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Status => "status",
@@ -82,6 +84,7 @@ impl Kind {
         }
     }
 
+    /// The kind named `s` (as [`Kind::as_str`] spells it), if any.
     pub fn parse(s: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.as_str() == s.trim())
     }
@@ -106,6 +109,7 @@ impl std::fmt::Display for Kind {
 pub struct Finding {
     /// The one rule this departure breaks.
     pub rule: RuleId,
+    /// What sort of departure it is.
     pub kind: Kind,
     /// How binding the departure is: its rule's level, PROJECT for the PROJECT half of a
     /// rule marked with two levels and for every [`Kind::Alternative`], SEED for a route
@@ -123,6 +127,7 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// A finding of `kind` under `rule`, at the level that kind of departure has under that rule.
     pub fn new(rule: RuleId, kind: Kind, what: impl Into<String>) -> Finding {
         let level = match kind {
             Kind::RouteMissing => Level::Seed,
@@ -191,6 +196,7 @@ pub fn note(into: &mut Vec<Finding>, d: Finding) -> bool {
 /// rule is still checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Accept {
+    /// The rule whose departures are accepted.
     pub rule: RuleId,
     /// `None`: every kind of departure from that rule.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -247,6 +253,7 @@ impl Accept {
         Ok(Accept::of(rule, kind))
     }
 
+    /// Whether this acceptance covers the finding `f`.
     pub fn covers(&self, f: &Finding) -> bool {
         self.rule == f.rule
             && self.kind.is_none_or(|k| k == f.kind)

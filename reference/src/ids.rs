@@ -44,14 +44,17 @@ impl<H: std::hash::Hash + Ord + Copy + std::fmt::Debug> Bimap<H> {
         self.by_handle.len()
     }
 
+    /// Whether no handle has an id yet.
     pub fn is_empty(&self) -> bool {
         self.by_handle.is_empty()
     }
 
+    /// The broker's id tied to handle `h`, if learnt.
     pub fn id(&self, h: H) -> Option<&str> {
         self.by_handle.get(&h).map(String::as_str)
     }
 
+    /// The handle tied to the broker's id `id`, if learnt.
     pub fn handle(&self, id: &str) -> Option<H> {
         self.by_id.get(id).copied()
     }
@@ -87,8 +90,11 @@ impl<H: std::hash::Hash + Ord + Copy + std::fmt::Debug> Bimap<H> {
 /// Every id known for one model state.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct IdBook {
+    /// Message ids (`id`, `message_id`) by message handle.
     pub msgs: Bimap<MsgH>,
+    /// Partition ids (`partitionId`) by partition handle.
     pub parts: Bimap<PartH>,
+    /// Lease ids (`leaseId`) by lease handle.
     pub leases: Bimap<LeaseH>,
 }
 

@@ -15,6 +15,8 @@
 //!
 //! See `ARCHITECTURE.md` at the workspace root for how the pieces fit together.
 
+#![warn(missing_docs)]
+
 pub mod checker;
 pub mod choice;
 pub mod diff;

@@ -22,23 +22,23 @@ pub enum ChoicePoint {
     PartitionPopCreatesQueue,
     // ---- PROJECT points another broker plausibly decides otherwise; 0 = ours. A
     // checker explores the alternative only when not strict (see `Ctx::project`).
-    /// ACK-5 [PROJECT]: the live lease id with an offset outside its span.
+    /// ACK-5 \[PROJECT\]: the live lease id with an offset outside its span.
     /// 0 = `invalid or expired lease`, 1 = accepted as a valid ack.
     AckOutsideSpan,
-    /// ACK step 3 [PROJECT]: 0 = at most one retry charged per call, 1 = every
+    /// ACK step 3 \[PROJECT\]: 0 = at most one retry charged per call, 1 = every
     /// failed offset of the call is charged one retry.
     AckChargesEveryFailure,
-    /// ACK step 5 [PROJECT]: 0 = the lease is kept while part of its span stays
+    /// ACK step 5 \[PROJECT\]: 0 = the lease is kept while part of its span stays
     /// uncommitted and nothing comes back, 1 = any accepted ack releases it.
     AckReleasesOnPartialCommit,
-    /// TXN-2 [PROJECT]: 0 = an ack answering `success:false` aborts the transaction,
+    /// TXN-2 \[PROJECT\]: 0 = an ack answering `success:false` aborts the transaction,
     /// 1 = the transaction commits and reports that ack's failure in its results.
     TxnKeepsFailedAck,
-    /// POP-13 [PROJECT]: 0 = the first pop records the group's subscription (later
+    /// POP-13 \[PROJECT\]: 0 = the first pop records the group's subscription (later
     /// partitions start at their beginning), 1 = every pop seeds the partitions the
     /// group has no cursor on yet with that pop's subscription parameters.
     SubscriptionPerPartition,
-    /// TXN-4 [PROJECT]: 0 = a transaction with a push is refused (503) while push
+    /// TXN-4 \[PROJECT\]: 0 = a transaction with a push is refused (503) while push
     /// maintenance is on, 1 = it is written as if maintenance were off.
     TxnWritesUnderMaintenance,
     /// ENC-2 [OPEN for the checker: the broker's key is its operator's setting]: a
@@ -48,18 +48,18 @@ pub enum ChoicePoint {
     /// RET-3 [OPEN inside the window]: a message removable for less than the broker's
     /// retention interval. 0 = removed (as soon as it may be), 1 = still there.
     RetentionLate,
-    /// RET-3 [PROJECT]: 0 = a message past its age limit and the retention interval is
+    /// RET-3 \[PROJECT\]: 0 = a message past its age limit and the retention interval is
     /// removed, 1 = the broker does not remove it (nor anything after).
     RetentionIgnored,
-    /// RET-2 [PROJECT]: 0 = `retentionSeconds`/`completedRetentionSeconds` remove nothing
+    /// RET-2 \[PROJECT\]: 0 = `retentionSeconds`/`completedRetentionSeconds` remove nothing
     /// without `retentionEnabled`, 1 = the broker removes by them anyway.
     RetentionUngated,
-    /// RET-5 [PROJECT]: 0 = a push past `maxSize` is refused 429, 1 = it is written.
+    /// RET-5 \[PROJECT\]: 0 = a push past `maxSize` is refused 429, 1 = it is written.
     MaxSizeIgnored,
-    /// RET-4 [PROJECT]: 0 = a message retention removed deduplicates nothing, 1 = a push
+    /// RET-4 \[PROJECT\]: 0 = a message retention removed deduplicates nothing, 1 = a push
     /// with its transactionId within the window is still a duplicate.
     DedupRemoved,
-    /// MGMT-11 [PROJECT]: 0 = one message is deleted by its address, 1 = the delete is
+    /// MGMT-11 \[PROJECT\]: 0 = one message is deleted by its address, 1 = the delete is
     /// refused with 405 and changes nothing.
     MessageDeleteRefused,
     /// MAINT-3 [OPEN inside the bound]: a spool whose replay may still be running.
@@ -117,9 +117,13 @@ pub enum PopOrder {
 /// follows whichever order the broker took.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Policy {
+    /// What an absent `payload` is stored as (PUSH-9).
     pub absent_payload: AbsentPayload,
+    /// Whether a plain push's `traceId` is returned or dropped (PUSH-9).
     pub plain_push_trace: PlainPushTrace,
+    /// How a completion above a blocked cursor is answered (ACK step 6).
     pub blocked_completion: BlockedCompletion,
+    /// Which claimable partitions a queue-scoped or discovery pop takes first (POP-4).
     pub pop_order: PopOrder,
     /// Alternative index taken at [`ChoicePoint::AckBeyondDedupWindow`].
     pub ack_beyond_dedup_window: u32,

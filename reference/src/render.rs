@@ -13,8 +13,11 @@ use serde_json::{json, Value};
 
 /// What a renderer needs besides the outcome.
 pub struct Renderer<'a> {
+    /// The model state the outcome was reached in.
     pub state: &'a State,
+    /// The ids known for that state, extended with any the renderer makes.
     pub ids: &'a mut IdBook,
+    /// How the points the spec leaves open are answered.
     pub policy: &'a Policy,
     /// Makes an id for a handle the book does not know: (kind, handle number).
     pub mint: &'a mut dyn FnMut(&str, u32) -> String,

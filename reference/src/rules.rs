@@ -4,11 +4,11 @@
 //! in a string would silently attribute a finding to no rule, so every rule is a
 //! [`RuleId`] constant here and the table [`RULES`] says how binding each one is.
 //!
-//! A rule marked with two levels in the spec (e.g. ACK-0 "[SEED] ... [PROJECT] ...") is
+//! A rule marked with two levels in the spec (e.g. ACK-0 "\[SEED\] ... \[PROJECT\] ...") is
 //! listed at its first, most binding level; the cases that check only the PROJECT half
 //! carry the PROJECT level themselves. CFG-2 carries no marker in the spec; its defaults
 //! come from the seeds' configure documentation, so it is treated as SEED. The steps of
-//! section 4's ack evaluation [PROJECT] that the model explores as alternatives have ids
+//! section 4's ack evaluation \[PROJECT\] that the model explores as alternatives have ids
 //! of their own, `ACK-STEP-<n>`.
 
 use serde::Serialize;
@@ -26,6 +26,7 @@ pub enum Level {
 }
 
 impl Level {
+    /// The level as PROTOCOL.md writes it (`SEED`, `PROJECT`, `OPEN`).
     pub fn as_str(self) -> &'static str {
         match self {
             Level::Seed => "SEED",
@@ -34,6 +35,7 @@ impl Level {
         }
     }
 
+    /// Every level, most binding first.
     pub const ALL: [Level; 3] = [Level::Seed, Level::Project, Level::Open];
 }
 
@@ -48,6 +50,7 @@ impl std::fmt::Display for Level {
 pub struct RuleId(&'static str);
 
 impl RuleId {
+    /// The id as PROTOCOL.md writes it (`POP-13`).
     pub const fn as_str(self) -> &'static str {
         self.0
     }
@@ -60,6 +63,7 @@ impl RuleId {
             .expect("every RuleId constant is in RULES")
     }
 
+    /// The level of the rule, as PROTOCOL.md gives it.
     pub fn level(self) -> Level {
         self.rule().level
     }
@@ -94,8 +98,11 @@ impl PartialEq<&str> for RuleId {
 /// One rule of PROTOCOL.md.
 #[derive(Clone, Copy, Debug)]
 pub struct Rule {
+    /// The rule's id (`ACK-5`).
     pub id: RuleId,
+    /// How binding the rule is.
     pub level: Level,
+    /// The rule in a few words, as reports show it.
     pub title: &'static str,
 }
 
@@ -299,6 +306,7 @@ pub mod ids {
     pub const MGMT_11: RuleId = RuleId("MGMT-11");
     /// a dead letter's retry puts its message back at the end of its partition
     pub const MGMT_12: RuleId = RuleId("MGMT-12");
+    /// analytics: per bucket of a window, the messages created and the dead letters filed
     pub const MGMT_13: RuleId = RuleId("MGMT-13");
     /// health carries the broker's version and uptime
     pub const HEALTH_4: RuleId = RuleId("HEALTH-4");

@@ -16,15 +16,20 @@ pub type Millis = i64;
 /// A moment known to lie in `[lo, hi]` (milliseconds, both ends included).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Stamp {
+    /// The earliest the moment may be, in milliseconds since the Unix epoch.
     pub lo: Millis,
+    /// The latest the moment may be, in milliseconds since the Unix epoch.
     pub hi: Millis,
 }
 
 /// The answer to a comparison between uncertain moments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Tri {
+    /// True for every moment the stamps allow.
     Yes,
+    /// False for every moment the stamps allow.
     No,
+    /// True for some moments the stamps allow and false for others.
     Maybe,
 }
 
@@ -43,6 +48,7 @@ impl Stamp {
         }
     }
 
+    /// Whether the moment is known exactly (`lo == hi`).
     pub fn is_exact(&self) -> bool {
         self.lo == self.hi
     }

@@ -21,51 +21,96 @@ use crate::wire::HttpRequest;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Variant {
     // ---- pop
+    /// The broker ignores `leaseSeconds`: a pop's lease lasts the queue's leaseTime. Breaks POP-9.
     LeaseSecondsIgnored,
+    /// The broker ignores `autoAck=true`: the pop leases instead of committing. Breaks POP-7.
     AutoAckIgnored,
+    /// The broker ignores `delayedProcessing`: messages are delivered at once. Breaks POP-14.
     DelayIgnored,
+    /// The broker ignores `windowBuffer`: a partition written to just now is delivered. Breaks
+    /// POP-14.
     WindowBufferIgnored,
+    /// The broker ignores `partitions`: one pop claims every claimable partition. Breaks POP-3.
     PartitionCapIgnored,
+    /// The broker ignores `subscriptionMode=new`: a new group starts at the oldest message. Breaks
+    /// POP-13.
     SubscriptionNewIgnored,
+    /// An expired lease spends one retry of its first message. Breaks ACK-7.
     ExpiryChargesRetry,
+    /// A queue created by a push or a pop gets leaseTime 300 instead of 60. Breaks PUSH-2.
     ImplicitLease300,
+    /// The broker ignores `batch`: a pop delivers every message of the partitions it claims. Breaks
+    /// POP-3.
     BatchIgnored,
+    /// A discovery pop given `namespace` and `task` matches the namespace alone. Breaks POP-10.
     DiscoveryIgnoresTask,
     // ---- push
+    /// A transactionId stays a duplicate forever: the dedup window is never applied. Breaks PUSH-5.
     DedupWithoutWindow,
+    /// A push repeating a transactionId within the window is written again. Breaks PUSH-5.
     DedupIgnored,
     // ---- ack
+    /// An ack that commits the whole leased span keeps the lease until it expires. Breaks ACK-1.
     CompletionKeepsLease,
+    /// A `failed` or `retry` ack keeps the lease until it expires, so what comes back waits for it.
+    /// Breaks ACK-6.
     FailureKeepsLease,
+    /// A failure signal at or below the cursor is accepted and moves the cursor back. Breaks ACK-3.
     FailureBelowCursorMovesBack,
+    /// A `retry` ack spends a retry like `failed`. Breaks ACK-6.
     RetryCharged,
+    /// `retryLimit` N allows N+1 failure-driven redeliveries before the dead letter. Breaks DLQ-1.
     RetryLimitOffByOne,
+    /// Every failed offset of one call after the first is dead-lettered at once. Breaks DLQ-1.
     EveryFailureDeadLettered,
+    /// A later completion moves the cursor past a failure of the same call. Breaks ACK-2.
     FailureNotClamping,
+    /// A call that completes a message of a partition ignores its failure signals there. Breaks
+    /// ACK-2.
     FailureDroppedBySuccess,
+    /// An ack carrying an expired lease id is accepted. Breaks ACK-5.
     ExpiredLeaseAccepted,
+    /// An ack without `leaseId` is refused as an invalid lease instead of being accepted unchecked.
+    /// Breaks ACK-5.
     AckWithoutLeaseRefused,
+    /// A failed message comes back at once, without waiting `retryDelay`. Breaks ACK-6.
     RetryDelayIgnored,
+    /// `failed` spends no retry: a message that keeps failing never becomes a dead letter. Breaks
+    /// DLQ-1.
     FailureNeverCharged,
+    /// A `dlq` ack commits the message without filing a dead letter. Breaks ACK-6.
     DlqStatusCommits,
     // ---- lease
+    /// An extend adds its seconds to the current deadline instead of to now. Breaks LEASE-1.
     ExtendFromDeadline,
+    /// An extend renews a lease that has already expired. Breaks LEASE-1.
     ExtendRevivesExpired,
     // ---- configure, delete, maintenance, transactions
+    /// An extend renews by the lease's own duration whatever `seconds` it is given. Breaks LEASE-1.
     ExtendIgnoresSeconds,
+    /// An extend sets the deadline to now + seconds even when that shortens the lease. Breaks
+    /// LEASE-1.
     ExtendShortens,
+    /// Deleting a queue keeps its partitions, messages and cursors. Breaks DEL-1.
     DeleteKeepsMessages,
+    /// Pushes under push maintenance are written at once instead of buffered. Breaks MAINT-1.
     PushMaintenanceIgnored,
+    /// Pops under pop maintenance deliver as usual. Breaks MAINT-2.
     PopMaintenanceIgnored,
+    /// A transaction whose ack fails still writes its pushes. Breaks TXN-1.
     TxnNotAtomic,
     // ---- how the request is read
+    /// The broker does not percent-decode names in paths: `a%20b` names the queue `a%20b`. Breaks
+    /// WIRE-2.
     PathNotDecoded,
+    /// The broker reads `partitions` 0 or negative as 1 instead of no cap. Breaks POP-3.
     PartitionsZeroAsOne,
 }
 
 /// A variant's entry in the library.
 #[derive(Clone, Copy, Debug)]
 pub struct Def {
+    /// The variant this entry describes.
     pub variant: Variant,
     /// The one rule the variant breaks (a diagnosed cause is filed under it, at its level).
     pub rule: RuleId,
@@ -161,6 +206,7 @@ pub const VARIANTS: &[Def] = &[
 ];
 
 impl Variant {
+    /// How many variants the library holds (the length of [`VARIANTS`]).
     pub const COUNT: usize = 35;
 
     /// The variant's entry in [`VARIANTS`].
@@ -168,10 +214,12 @@ impl Variant {
         &VARIANTS[self as usize]
     }
 
+    /// The one rule the variant breaks.
     pub fn rule(self) -> RuleId {
         self.def().rule
     }
 
+    /// The variant's stable kebab-case name.
     pub fn name(self) -> &'static str {
         self.def().name
     }
@@ -239,32 +287,40 @@ impl std::fmt::Display for Variant {
 pub struct VariantSet(u64);
 
 impl VariantSet {
+    /// The set of no variants: the protocol as specified.
     pub const EMPTY: VariantSet = VariantSet(0);
 
+    /// The set of the variants `vs`.
     pub fn of(vs: &[Variant]) -> VariantSet {
         vs.iter().fold(VariantSet::EMPTY, |s, v| s.with(*v))
     }
 
+    /// This set with `v` added.
     pub fn with(self, v: Variant) -> VariantSet {
         VariantSet(self.0 | 1 << v as u64)
     }
 
+    /// Whether `v` is in the set.
     pub fn contains(self, v: Variant) -> bool {
         self.0 & (1 << v as u64) != 0
     }
 
+    /// Whether the set holds no variant.
     pub fn is_empty(self) -> bool {
         self.0 == 0
     }
 
+    /// The variants in either set.
     pub fn union(self, o: VariantSet) -> VariantSet {
         VariantSet(self.0 | o.0)
     }
 
+    /// How many variants the set holds.
     pub fn len(self) -> usize {
         self.0.count_ones() as usize
     }
 
+    /// The set's variants, in library order.
     pub fn iter(self) -> impl Iterator<Item = Variant> {
         Variant::all().filter(move |v| self.contains(*v))
     }

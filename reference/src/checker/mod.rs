@@ -7,7 +7,7 @@
 //! model allows for that time interval and the OPEN points, follows the broker's own
 //! choices where the protocol lets it choose (which partitions a pop claims, POP-4;
 //! which ids and timestamps it mints), and keeps the outcomes whose answer matches
-//! ([`answer`]). No world left is a divergence: the broker *did* something no allowed
+//! (its `answer` module). No world left is a divergence: the broker *did* something no allowed
 //! behaviour does. Nothing is ever decided by a guess about timing, so a check is never
 //! flaky.
 //!
@@ -42,7 +42,9 @@ use serde_json::Value;
 /// One possible state of the broker, with the ids learnt in it.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct World {
+    /// The model state this world stands for.
     pub state: State,
+    /// The broker's ids learnt so far in this world, tied to the model's handles.
     pub ids: IdBook,
     /// How the broker departed from the protocol on the way to this state (empty under a
     /// strict checker, where a departure is a divergence).
@@ -163,7 +165,9 @@ impl Next {
 /// A broker answer no allowed behaviour produces.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Divergence {
+    /// The request the broker answered.
     pub request: HttpRequest,
+    /// The broker's answer.
     pub actual: HttpResponse,
     /// Answers the model would accept (rendered with placeholders), one per outcome.
     pub expected: Vec<HttpResponse>,
@@ -212,6 +216,7 @@ fn body_text(b: &Option<Value>) -> String {
 /// What a step may end with besides a divergence.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StepError {
+    /// A broker answer no allowed behaviour produces.
     Diverged(Box<Divergence>),
     /// The model could not decide (too many branches or worlds): never a pass.
     Inconclusive(String),
@@ -224,7 +229,9 @@ pub struct Checker {
     worlds: Vec<World>,
     /// Milliseconds the broker's clock may differ from the client's.
     pub skew_ms: Millis,
+    /// The pop `timeout` default the broker uses (its `DEFAULT_TIMEOUT`), in milliseconds.
     pub default_timeout_ms: u64,
+    /// The largest body the broker accepts, in bytes (413 above).
     pub body_limit: usize,
     /// The most worlds kept before the check is inconclusive.
     pub max_worlds: usize,
@@ -295,6 +302,8 @@ impl Default for Checker {
 }
 
 impl Checker {
+    /// A checker of one fresh broker: one world, the default timeout and limits, strict on PROJECT
+    /// points.
     pub fn new() -> Checker {
         Checker {
             worlds: vec![World::default()],

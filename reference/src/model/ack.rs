@@ -29,12 +29,17 @@ pub enum LeaseRef {
 /// One acknowledgment with its ids resolved to handles.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AckIn {
+    /// The transactionId the ack names (ACK-8).
     pub transaction_id: String,
     /// `None`: a partitionId no pop ever answered with.
     pub part: Option<PartH>,
+    /// The ack's signal.
     pub status: AckStatus,
+    /// The group acked for, defaulted to `__QUEUE_MODE__`.
     pub group: String,
+    /// The lease the ack carries, as the model knows it (ACK-5).
     pub lease: LeaseRef,
+    /// The `error` the ack gives, kept on a dead letter (ACK-6).
     pub error: Option<String>,
 }
 
@@ -203,9 +208,13 @@ fn moves_back(st: &mut State, ph: PartH, it: &AckIn, offset: u32, ctx: &mut Ctx)
 /// An ack item whose message step 1 found: what the rest of step 1 needs to know.
 #[derive(Clone, Copy, Debug)]
 pub struct Found<'a> {
+    /// The item's place in the call (`index`).
     pub index: usize,
+    /// The transactionId the item named.
     pub transaction_id: &'a str,
+    /// The offset it resolved to (ACK-8).
     pub offset: u32,
+    /// The item's signal.
     pub status: AckStatus,
     /// The group's committed offset on the partition; `None`: the group has no cursor.
     pub committed: Option<u32>,
@@ -218,10 +227,10 @@ pub struct Found<'a> {
 pub trait StepOneFacts {
     /// The end of the item's lease span when the lease it names is the pair's live one.
     fn live_lease_end(&mut self) -> Option<u32>;
-    /// Step 7 [OPEN]: an ack with no lease for a group without a cursor commits (ours:
+    /// Step 7 \[OPEN\]: an ack with no lease for a group without a cursor commits (ours:
     /// it is unresolvable).
     fn commit_without_cursor(&mut self) -> bool;
-    /// ACK-5 [PROJECT]: an offset outside the live lease's span is accepted (ours: no).
+    /// ACK-5 \[PROJECT\]: an offset outside the live lease's span is accepted (ours: no).
     fn accept_outside_span(&mut self) -> bool;
 }
 
@@ -232,7 +241,10 @@ pub enum StepOne {
     Answered(AckResult),
     /// The item goes on to steps 2–6; `creates_cursor`: it commits for a group that had
     /// no cursor (step 7's alternative).
-    Valid { creates_cursor: bool },
+    Valid {
+        /// The item commits for a group that had no cursor (step 7's alternative).
+        creates_cursor: bool,
+    },
 }
 
 /// Step 1 after resolution, for both engines: step 7 for a group without a cursor,
@@ -302,24 +314,30 @@ impl StepOneFacts for ModelFacts<'_, '_> {
 /// What one `(partition, group)` looks like to an ack call (after step 1).
 #[derive(Clone, Debug)]
 pub struct PairView<'a> {
+    /// The pair's committed offset before the call (`c` of the evaluation).
     pub committed: u32,
     /// Charged retries per offset above the cursor.
     pub retries: &'a BTreeMap<u32, u32>,
     /// The lease on the span, if any: its end and whether it is still live.
     pub lease: Option<(u32, bool)>,
+    /// The queue's `retryLimit` (DLQ-1).
     pub retry_limit: u32,
 }
 
 /// One valid acknowledgment of the pair (step 1 passed).
 #[derive(Clone, Debug)]
 pub struct ValidAck<'a> {
+    /// The item's place in the call.
     pub index: usize,
+    /// The offset it resolved to.
     pub offset: u32,
+    /// The item's signal.
     pub status: AckStatus,
+    /// The `error` the item gives, kept on a dead letter (ACK-6).
     pub error: Option<&'a str>,
 }
 
-/// Departures from this project's decisions in steps 3 and 5 [PROJECT] that another
+/// Departures from this project's decisions in steps 3 and 5 \[PROJECT\] that another
 /// broker plausibly makes; all false is ours. Only a checker that is not strict uses them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StepAlternatives {
@@ -345,6 +363,7 @@ pub struct StepAlternatives {
 /// to its state, the server applies it with SQL, so both follow the same rules.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
+    /// The pair's cursor after the call: `max(c, min(T, F - 1))` (ACK step 4).
     pub new_cursor: u32,
     /// The offset charged one retry (at most one per call).
     pub charged: Option<u32>,
@@ -675,7 +694,7 @@ fn evaluate(
 impl Decision {
     /// The answer to valid item `index` after steps 2–6: success with the pair's lease
     /// release and its dead-letter flag, or, when `refuse` (a policy's choice at ACK
-    /// step 6 [OPEN] for a completion blocked by an earlier failure), a refusal.
+    /// step 6 \[OPEN\] for a completion blocked by an earlier failure), a refusal.
     pub fn answer(&self, index: usize, transaction_id: &str, dlq: bool, refuse: bool) -> AckResult {
         let mut r = answer(index, transaction_id, true, None, false);
         r.lease_released = self.released_live;

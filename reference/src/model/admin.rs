@@ -112,6 +112,7 @@ pub fn set_push_maintenance(st: &mut State, enabled: bool, ctx: &mut Ctx) -> Out
     push_maintenance(st)
 }
 
+/// The push maintenance answer: the switch and the spool's item count (MAINT-1).
 pub fn push_maintenance(st: &State) -> Outcome {
     Outcome::Maintenance {
         enabled: st.push_maintenance,

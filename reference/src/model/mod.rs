@@ -39,30 +39,49 @@ pub enum Op {
     Rejected(WireError),
     /// A discovery pop without scope (POP-10).
     DiscoveryRejected,
+    /// A push's items (section 2).
     Push(Vec<PushItem>),
+    /// A pop (section 3).
     Pop(PopRequest),
     /// Single and batch acks answer the same array.
     Ack(Vec<AckIn>),
+    /// A lease extend (section 5).
     Extend {
+        /// The lease the path names, as the model knows it.
         lease: LeaseRef,
+        /// The lease id as the client sent it, echoed in the answer.
         lease_id: String,
+        /// `seconds`, or `None` for the lease's own duration (LEASE-3).
         seconds: Option<u32>,
     },
+    /// A transaction (section 7).
     Txn {
+        /// Its operations, in order.
         ops: Vec<TxnOpIn>,
+        /// The `requiredLeases` that must all be live, each with the id as sent.
         required: Vec<(LeaseRef, String)>,
     },
+    /// A configure (section 8).
     Configure(ConfigureRequest),
+    /// A queue delete, naming the queue (DEL-1).
     Delete(String),
+    /// A dead-letter listing (DLQ-2).
     Dlq(DlqQuery),
+    /// Turns push maintenance on or off (MAINT-1).
     SetPushMaintenance(bool),
+    /// Reads the push maintenance switch (MAINT-1).
     GetPushMaintenance,
+    /// Turns pop maintenance on or off (MAINT-2).
     SetPopMaintenance(bool),
+    /// Reads the pop maintenance switch (MAINT-2).
     GetPopMaintenance,
+    /// The health check (HEALTH-1).
     Health,
     /// Section 17; `part` is the partition a per-message read names, when known.
     Manage {
+        /// The management request.
         req: ManageRequest,
+        /// The partition a per-message read names, when the model knows it.
         part: Option<PartH>,
     },
 }

@@ -38,15 +38,25 @@ pub enum Outcome {
     /// 200 dead-letter listing (DLQ-2).
     Dlq(DlqOut),
     /// 200 push maintenance state (MAINT-1).
-    Maintenance { enabled: bool, buffered: u64 },
+    Maintenance {
+        /// Whether push maintenance is on (`maintenanceMode`).
+        enabled: bool,
+        /// The items in the spool (`bufferedMessages`).
+        buffered: u64,
+    },
     /// 200 pop maintenance state (MAINT-2).
-    PopMaintenance { enabled: bool },
+    PopMaintenance {
+        /// Whether pop maintenance is on (`popMaintenanceMode`).
+        enabled: bool,
+    },
     /// 200 health (HEALTH-1).
     Health,
     /// 200 management answer (section 17), judged under `rule`: the wire view as JSON,
     /// with the symbols of [`super::views::sym`] where ids and times go.
     View {
+        /// The rule the answer is judged under.
         rule: crate::rules::RuleId,
+        /// The wire view as JSON, with symbols where ids and times go.
         value: serde_json::Value,
     },
 }
@@ -54,14 +64,18 @@ pub enum Outcome {
 /// One push result.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PushOut {
+    /// The item's place in the request (`index`).
     pub index: usize,
     /// The message written (`queued`) or found (`duplicate`); `None` for `buffered`,
     /// whose id the model does not tie to the message written at replay.
     pub msg: Option<MsgH>,
+    /// The item's transactionId, given or minted (`transaction_id`).
     pub transaction_id: String,
     /// The broker minted `transaction_id` (it must be a UUID).
     pub minted_txn: bool,
+    /// The name of the queue the item went to (`queueName`).
     pub queue: String,
+    /// What became of the item (`status`).
     pub status: PushStatus,
 }
 
@@ -74,15 +88,18 @@ pub struct PopOut {
     pub first: PartH,
     /// `None` with `autoAck` (then `leaseId` is `""`).
     pub lease: Option<LeaseH>,
+    /// The group the pop read for (`consumerGroup`).
     pub group: String,
     /// Messages in delivery order: `(partition, offset)`.
     pub messages: Vec<(PartH, u32)>,
+    /// How many partitions the pop claimed (`partitionsClaimed`).
     pub partitions_claimed: u32,
 }
 
 /// One ack result: the expected item, plus the OPEN alternative of ACK step 6.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AckOut {
+    /// The wire item as the model expects it.
     pub result: AckResult,
     /// `success:false` with any error is also accepted (ACK step 6 OPEN).
     pub may_fail: bool,
@@ -94,8 +111,11 @@ pub struct AckOut {
 /// An extend answer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExtendOut {
+    /// The lease id the call named (`leaseId`).
     pub lease_id: String,
+    /// How many live leases with that id were renewed (LEASE-1).
     pub renewed: u32,
+    /// The renewed deadline (`expiresAt`); `None` when nothing was renewed.
     pub expires_at: Option<Stamp>,
     /// The extend named no `seconds`: each lease renewed by its own duration (LEASE-3).
     pub own_duration: bool,
@@ -104,23 +124,32 @@ pub struct ExtendOut {
 /// One transaction result.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TxnItemOut {
+    /// A pushed item's result.
     Push(PushOut),
+    /// An ack's result.
     Ack(AckOut),
 }
 
 /// A transaction answer; `results` is empty when it aborted.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TxnOut {
+    /// Whether every operation committed (TXN-1).
     pub success: bool,
+    /// One per pushed item and per ack, in order; empty when aborted.
     pub results: Vec<TxnItemOut>,
+    /// Why the transaction aborted, if it did.
     pub error: Option<String>,
 }
 
 /// A dead-letter listing: the records by index into [`super::State::dead_letters`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct DlqOut {
+    /// The page's dead letters, as indexes into the state's records.
     pub items: Vec<usize>,
+    /// How many dead letters match, over all pages.
     pub total: u64,
+    /// The page size used.
     pub limit: u32,
+    /// How many matching rows come before the page.
     pub offset: u64,
 }

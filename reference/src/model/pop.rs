@@ -13,7 +13,9 @@ use crate::wire::{PopQuery, PopRoute, QueueOptions, QUEUE_MODE};
 /// A pop request, validated.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PopRequest {
+    /// Which pop route was called, with its path's names.
     pub route: PopRoute,
+    /// The pop's query, defaults applied.
     pub query: PopQuery,
 }
 

@@ -23,6 +23,7 @@ pub enum PushKind {
 /// Mints transactionIds for items that have none (PUSH-4). An engine mints UUIDv7s;
 /// a checker takes the ones the broker answered with.
 pub trait TxnMinter {
+    /// The transactionId of the request's item `index`, which came without one.
     fn mint_txn(&mut self, index: usize) -> String;
 }
 

@@ -128,13 +128,17 @@ impl PartialEq for State {
 /// One queue's configuration row and its partitions.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Queue {
+    /// The queue's name.
     pub name: String,
+    /// The queue's namespace, configured or derived from its name (CFG-3).
     pub namespace: String,
+    /// The queue's task, configured or derived from its name (CFG-3).
     pub task: String,
+    /// The queue's known options, as the last configure set them or their defaults (CFG-1, CFG-2).
     pub options: QueueOptions,
     /// Partition names to handles, in creation order of handles.
     pub partitions: BTreeMap<String, PartH>,
-    /// Named groups' durable subscriptions (POP-13 [PROJECT]).
+    /// Named groups' durable subscriptions (POP-13 \[PROJECT\]).
     pub subscriptions: BTreeMap<String, Subscription>,
     /// Option keys stored without acting on them, as the last configure sent them (CFG-4).
     pub extra: crate::wire::ExtraOptions,
@@ -143,16 +147,22 @@ pub struct Queue {
 /// A named group's subscription, recorded by its first pop on the queue.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Subscription {
+    /// The `subscriptionMode` the first pop gave (`all`, `new`, ...; POP-13).
     pub mode: String,
+    /// The `subscriptionFrom` the first pop gave (`now`, an ISO-8601 time, or empty; POP-13).
     pub from: String,
+    /// When the first pop ran: the moment `new` and `now` start from.
     pub at: Stamp,
 }
 
 /// An ordered, append-only log with a cursor per group.
 #[derive(Clone, Debug)]
 pub struct Partition {
+    /// The partition's model handle, which the broker's `partitionId` maps to.
     pub handle: PartH,
+    /// The name of the queue the partition belongs to.
     pub queue: String,
+    /// The partition's name (`Default` when a push names none).
     pub name: String,
     /// The message at offset `n` is `messages[n - 1]`.
     pub messages: Log<Message>,
@@ -251,6 +261,7 @@ impl Partition {
 /// What a pop will show as `traceId`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Trace {
+    /// No `traceId` was given: a pop shows `null`.
     None,
     /// Written by a transaction: always returned.
     Kept(String),
@@ -261,6 +272,7 @@ pub enum Trace {
 /// What a pop will show as `data`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Data {
+    /// The payload as pushed, shown verbatim.
     Value(Arc<Value>),
     /// `payload` absent: `null` or `{}` (PUSH-9 OPEN); narrowed on first sight.
     Absent,
@@ -269,11 +281,15 @@ pub enum Data {
 /// One stored message.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Message {
+    /// The message's model handle, which the broker's message `id` maps to.
     pub msg: MsgH,
+    /// The message's transactionId, client-given or broker-minted (PUSH-4).
     pub transaction_id: String,
     /// The broker minted the transactionId (PUSH-4).
     pub minted_txn: bool,
+    /// What a pop will show as its `traceId`.
     pub trace: Trace,
+    /// What a pop will show as its `data`.
     pub data: Data,
     /// Index into [`State::writes`]: its `createdAt`.
     pub write: u32,
@@ -285,7 +301,9 @@ pub struct Message {
 /// span after it.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Cursor {
+    /// The last committed offset (0: nothing yet); everything at or below it is done for the group.
     pub committed: u32,
+    /// The group's live or expired lease on the span after `committed`, if any.
     pub lease: Option<Lease>,
     /// After a `failed` ack the span comes back only at this time (ACK-6 `retryDelay`).
     pub not_before: Option<Stamp>,
@@ -296,8 +314,11 @@ pub struct Cursor {
 /// A claim on `(committed, end]` until `deadline`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Lease {
+    /// The lease's model handle, which the broker's `leaseId` maps to.
     pub id: LeaseH,
+    /// The last offset of the leased span `(committed, end]`.
     pub end: u32,
+    /// When the lease expires, unless an extend renews it (LEASE-1).
     pub deadline: Stamp,
     /// The lease's own duration, used by an extend without `seconds` (LEASE-3).
     pub duration_ms: i64,
@@ -306,28 +327,38 @@ pub struct Lease {
 /// A message filed as a dead letter for one group (DLQ-2).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeadLetterRec {
+    /// The partition of the dead-lettered message.
     pub part: PartH,
+    /// The offset of the dead-lettered message in its partition.
     pub offset: u32,
+    /// The group the dead letter was filed for.
     pub group: String,
+    /// The ack's `error`, shown as the dead letter's `errorMessage` (ACK-6).
     pub error: Option<String>,
+    /// The retries charged to the message for the group when it was filed.
     pub retry_count: u32,
+    /// When the dead letter was filed: its `failedAt`.
     pub failed_at: Stamp,
 }
 
 /// A push item waiting in the spool (PUSH-7).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SpooledItem {
+    /// The item as pushed, replayed as such (subject to dedup).
     pub item: crate::wire::PushItem,
     /// The transactionId answered with `buffered` (given or minted); replay keeps it.
     pub transaction_id: String,
+    /// The broker minted the item's transactionId (PUSH-4).
     pub minted_txn: bool,
 }
 
 impl State {
+    /// An empty broker: no queues, no messages, both maintenance switches off.
     pub fn new() -> State {
         State::default()
     }
 
+    /// The live partition `h`; `None` once its queue was deleted.
     pub fn part(&self, h: PartH) -> Option<&Partition> {
         self.partitions.get(h.0 as usize).and_then(|p| p.as_deref())
     }
@@ -435,11 +466,13 @@ impl State {
         h
     }
 
+    /// A fresh message handle.
     pub fn mint_msg(&mut self) -> MsgH {
         self.next_msg += 1;
         MsgH(self.next_msg - 1)
     }
 
+    /// A fresh lease handle.
     pub fn mint_lease(&mut self) -> LeaseH {
         self.next_lease += 1;
         LeaseH(self.next_lease - 1)

@@ -13,7 +13,9 @@ use crate::wire::PushItem;
 /// One operation with its ids resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TxnOpIn {
+    /// A push operation's items (section 2).
     Push(Vec<PushItem>),
+    /// One acknowledgment, its ids resolved (section 4).
     Ack(AckIn),
 }
 
@@ -21,7 +23,7 @@ pub enum TxnOpIn {
 pub const TXN_MAINTENANCE_ERROR: &str =
     "push maintenance is on: a transaction with a push cannot be spooled; try again later";
 
-/// TXN-4 [PROJECT]: under push maintenance a transaction with a push is refused (503),
+/// TXN-4 \[PROJECT\]: under push maintenance a transaction with a push is refused (503),
 /// since it cannot be spooled as a unit; another broker may write it anyway.
 pub fn refused_under_maintenance(
     st: &State,
@@ -44,7 +46,7 @@ pub fn refused_under_maintenance(
 }
 
 /// TXN-1..3. `required` are the `requiredLeases`: each must be a live lease
-/// [PROJECT], else the transaction aborts. A push past a queue's `maxSize` refuses it
+/// \[PROJECT\], else the transaction aborts. A push past a queue's `maxSize` refuses it
 /// (RET-5: the error, nothing applied). `minter` is asked for transactionIds by the
 /// running index of pushed items across the call.
 pub fn transaction(

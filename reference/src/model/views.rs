@@ -23,14 +23,17 @@ pub mod sym {
     /// The marker that opens every symbol: no client writes it at the start of a string.
     pub const MARK: char = '\u{1}';
 
+    /// The symbol standing for partition `h`'s `partitionId`.
     pub fn part(h: PartH) -> String {
         format!("{MARK}part:{}", h.0)
     }
 
+    /// The symbol standing for message `h`'s `id`.
     pub fn msg(h: MsgH) -> String {
         format!("{MARK}msg:{}", h.0)
     }
 
+    /// The symbol standing for the moment `t`, an ISO-8601 time on the wire.
     pub fn time(t: Stamp) -> String {
         format!("{MARK}time:{}:{}", t.lo, t.hi)
     }
@@ -43,12 +46,17 @@ pub mod sym {
     /// What a symbol stands for.
     #[derive(Debug, PartialEq)]
     pub enum Sym {
+        /// A partition's `partitionId`.
         Part(PartH),
+        /// A message's `id`.
         Msg(MsgH),
+        /// A moment, rendered as an ISO-8601 time.
         Time(Stamp),
+        /// A value the protocol leaves open (PUSH-9): any answer is allowed.
         Any,
     }
 
+    /// What the string `s` stands for, when it is a symbol.
     pub fn read(s: &str) -> Option<Sym> {
         let rest = s.strip_prefix(MARK)?;
         let (kind, arg) = rest.split_once(':').unwrap_or((rest, ""));

@@ -8,23 +8,47 @@ use serde_json::{Map, Value};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+// The variants' docs are left out of the `openapi` build: a doc on a unit variant
+// would turn the schema's string `enum` into a `oneOf` (spec/openapi.json).
+#[cfg_attr(feature = "openapi", allow(missing_docs))]
 pub enum AckStatus {
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "`completed`: commits the cursor to the message (ACK-1)."
+    )]
     Completed,
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "`retry`: releases the lease; the message comes back at once, no retry spent (ACK-6)."
+    )]
     Retry,
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "`failed`: releases the lease and spends one retry, or files a dead letter when none is left (ACK-6, DLQ-1)."
+    )]
     Failed,
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "`dlq`: files the message in the dead-letter queue now, spending nothing (ACK-6)."
+    )]
     Dlq,
 }
 
 /// One validated acknowledgment.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct AckItem {
+    /// `transactionId`: names, with the partition, the newest message with that id (ACK-8).
     pub transaction_id: String,
+    /// `partitionId`: the partition of the acknowledged message.
     pub partition_id: WireId,
+    /// `status`: the ack's signal; `completed` when absent or `true`, `failed` for `false`.
     pub status: AckStatus,
     /// Already defaulted to `__QUEUE_MODE__`.
     pub consumer_group: String,
     /// `None` when absent, `null` or `""` (an autoAck message carries `""`).
     pub lease_id: Option<WireId>,
+    /// `error`: the reason a `failed` or `dlq` ack gives, kept as the dead letter's `errorMessage`
+    /// (ACK-6).
     pub error: Option<String>,
 }
 
@@ -33,12 +57,27 @@ pub struct AckItem {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct AckResult {
+    /// `index`: the acknowledgment's place in the request, from 0.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub index: usize,
+    /// `transactionId`: the transactionId the acknowledgment named.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub transaction_id: String,
+    /// `success`: whether the ack was accepted (ACK-0).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub success: bool,
+    /// `error`: why it was not (`already committed`, `unresolvable`, `invalid or expired lease`),
+    /// else `null`.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub error: Option<String>,
+    /// `leaseReleased`: whether this call released the `(partition, group)`'s lease (ACK step 5).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub lease_released: bool,
+    /// `dlq`: whether this call filed the message as a dead letter.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub dlq: bool,
+    /// `noop`: a completion at or below the cursor, accepted without effect (ACK-3).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub noop: bool,
 }
 
@@ -63,9 +102,13 @@ impl AckResult {
     }
 }
 
-/// Error texts fixed by the spec.
+/// The error of a failure signal at or below the cursor (ACK-3); the texts below are fixed by
+/// the spec too.
 pub const ERR_ALREADY_COMMITTED: &str = "already committed";
+/// The error of an ack whose message cannot be resolved in its partition (ACK-3, ACK-8).
 pub const ERR_UNRESOLVABLE: &str = "unresolvable";
+/// The error of an ack whose `leaseId` is not the live lease, or whose offset is outside it (ACK-5,
+/// ACK-10).
 pub const ERR_INVALID_LEASE: &str = "invalid or expired lease";
 
 fn parse_status(v: Option<&Value>, ctx: &str) -> Result<AckStatus, WireError> {

@@ -8,8 +8,14 @@ use serde_json::Value;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct DeleteResponse {
+    /// `deleted`: always true on a 200.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub deleted: bool,
+    /// `queue`: the name of the queue deleted.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queue: String,
+    /// `existed`: whether there was such a queue.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub existed: bool,
 }
 
@@ -19,7 +25,11 @@ pub struct DeleteResponse {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct HealthResponse {
+    /// `status`: `healthy`, or `unhealthy` with a 503.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub status: String,
+    /// `database`: `connected`, or what a broker says of an unreachable database.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub database: String,
     /// Why the database is not connected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,7 +72,11 @@ impl HealthResponse {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MaintenanceResponse {
+    /// `maintenanceMode`: whether push maintenance is on.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub maintenance_mode: bool,
+    /// `bufferedMessages`: the items in the answering broker's spool (CLUSTER-1).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub buffered_messages: u64,
 }
 
@@ -71,6 +85,8 @@ pub struct MaintenanceResponse {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PopMaintenanceResponse {
+    /// `popMaintenanceMode`: whether pop maintenance is on.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub pop_maintenance_mode: bool,
 }
 

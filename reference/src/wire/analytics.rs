@@ -18,14 +18,28 @@ pub const DEFAULT_ANALYTICS_WINDOW: Millis = 24 * 3600 * 1000;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+// The variants' docs are left out of the `openapi` build: a doc on a unit variant
+// would turn the schema's string `enum` into a `oneOf` (spec/openapi.json).
+#[cfg_attr(feature = "openapi", allow(missing_docs))]
 pub enum Interval {
+    #[cfg_attr(not(feature = "openapi"), doc = "`minute`: one-minute buckets.")]
     Minute,
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "`hour`: one-hour buckets, the default."
+    )]
     #[default]
     Hour,
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "`day`: one-day buckets, aligned on UTC midnight."
+    )]
     Day,
 }
 
 impl Interval {
+    /// The interval named by an `interval` query value; `None` for anything but `minute`, `hour` or
+    /// `day` (MGMT-13: 400).
     pub fn parse(s: &str) -> Option<Interval> {
         match s {
             "minute" => Some(Interval::Minute),
@@ -35,6 +49,7 @@ impl Interval {
         }
     }
 
+    /// The interval's width in milliseconds.
     pub fn millis(self) -> Millis {
         match self {
             Interval::Minute => 60_000,
@@ -53,11 +68,17 @@ impl Interval {
 /// `GET /api/v1/status/analytics`, validated: the window's ends as given.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AnalyticsQuery {
+    /// `from`: the window's start, if given; else 24 hours before `to`.
     pub from: Option<Millis>,
+    /// `to`: the window's end (exclusive), if given; else just after now.
     pub to: Option<Millis>,
+    /// `interval`: the buckets' width; default `hour`.
     pub interval: Interval,
+    /// The `queue` filter: only that queue's messages are counted.
     pub queue: Option<String>,
+    /// The `namespace` filter: only queues in that namespace are counted.
     pub namespace: Option<String>,
+    /// The `task` filter: only queues with that task are counted.
     pub task: Option<String>,
 }
 
@@ -133,10 +154,20 @@ pub fn buckets(from: Millis, to: Millis, interval: Interval) -> Result<Vec<Milli
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct Analytics {
+    /// `from`: the window's start, ISO-8601 UTC.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub from: String,
+    /// `to`: the window's end (exclusive), ISO-8601 UTC.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub to: String,
+    /// `interval`: the buckets' width.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub interval: Interval,
+    /// `buckets`: every bucket that meets the window, oldest first, empty ones included.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub buckets: Vec<AnalyticsBucket>,
+    /// `totals`: the buckets' counts summed.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub totals: AnalyticsTotals,
 }
 
@@ -145,6 +176,8 @@ pub struct Analytics {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct AnalyticsBucket {
+    /// `timestamp`: the bucket's start, ISO-8601 UTC.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub timestamp: String,
     /// Retained messages created then.
     pub ingested: u64,
@@ -152,11 +185,17 @@ pub struct AnalyticsBucket {
     pub dead_lettered: u64,
 }
 
+/// The counts of every bucket summed (MGMT-13).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", schemars(description = ""))]
 pub struct AnalyticsTotals {
+    /// `ingested`: retained messages created in the window.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub ingested: u64,
+    /// `deadLettered`: dead-letter records filed in the window.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub dead_lettered: u64,
 }
 

@@ -41,9 +41,17 @@ pub enum Answer {
     /// HEALTH-1: 200 while `status` is `healthy`, 503 otherwise.
     Health(HealthResponse),
     /// `{"error": message}` with a 4xx or 5xx status.
-    Error { status: u16, message: String },
+    Error {
+        /// The HTTP status, 4xx or 5xx.
+        status: u16,
+        /// The `error` text of the body.
+        message: String,
+    },
     /// ERR-1: a 500 that names only the request, whose cause went to the broker's log.
-    Internal { request_id: String },
+    Internal {
+        /// The `requestId` the body carries and the broker's log names the cause under.
+        request_id: String,
+    },
     /// The exact 400 of a discovery pop without scope (POP-10).
     DiscoveryScope,
     /// 200: a management answer (section 17), one of the views of `wire::manage`.

@@ -23,6 +23,7 @@ pub enum Access {
 }
 
 impl Access {
+    /// The level's name as AUTH-3's table spells it (`public`, `read-only`, `read-write`, `admin`).
     pub fn as_str(self) -> &'static str {
         match self {
             Access::Public => "public",
@@ -53,8 +54,11 @@ pub struct Principal {
 /// The names of the three roles in a token's role claims (AUTH-5).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RoleNames {
+    /// The role granting admin (`JWT_ROLE_ADMIN`, default `admin`).
     pub admin: String,
+    /// The role granting read-write (`JWT_ROLE_READ_WRITE`, default `read-write`).
     pub read_write: String,
+    /// The role granting read-only (`JWT_ROLE_READ_ONLY`, default `read-only`).
     pub read_only: String,
 }
 
@@ -100,7 +104,9 @@ pub enum Caller<'a> {
 /// the book is one the suite made invalid on purpose.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TokenBook {
+    /// The principal of every valid token the suite sends, by token.
     pub principals: std::collections::HashMap<String, Principal>,
+    /// The paths the broker serves without a token (AUTH-3).
     pub public: Vec<String>,
 }
 

@@ -113,15 +113,21 @@ pub type ExtraOptions = Map<String, Value>;
 
 /// CFG-4's bounds on the option keys a broker stores without acting on them.
 pub const MAX_EXTRA_OPTIONS: usize = 64;
+/// The longest stored extra option key, in bytes (CFG-4).
 pub const MAX_EXTRA_KEY_BYTES: usize = 255;
+/// The most bytes of JSON the stored extra option values may take in all (CFG-4).
 pub const MAX_EXTRA_VALUE_BYTES: usize = 16 * 1024;
 
 /// A validated configure call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConfigureRequest {
+    /// `queue`: the name of the queue configured, created if unknown.
     pub queue: String,
+    /// `namespace`: given, or derived from the queue name's first dotted segment (CFG-3).
     pub namespace: String,
+    /// `task`: given, or derived from the queue name's second dotted segment (CFG-3).
     pub task: String,
+    /// `options`: every known option, the omitted ones at their defaults (CFG-1, CFG-2).
     pub options: QueueOptions,
     /// The option keys this protocol does not act on, kept and echoed (CFG-4).
     pub extra: ExtraOptions,
@@ -132,9 +138,13 @@ pub struct ConfigureRequest {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct EchoedOptions {
+    /// The effective known options.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub known: QueueOptions,
+    /// The stored unknown keys, beside the known ones.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub extra: ExtraOptions,
 }
 
@@ -142,10 +152,20 @@ pub struct EchoedOptions {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ConfigureResponse {
+    /// `configured`: always true on a 200.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub configured: bool,
+    /// `queue`: the name of the queue configured.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queue: String,
+    /// `namespace`: the queue's namespace, given or derived (CFG-3).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub namespace: String,
+    /// `task`: the queue's task, given or derived (CFG-3).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub task: String,
+    /// `options`: every effective option with the stored extras (CFG-4).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub options: EchoedOptions,
 }
 
@@ -304,6 +324,7 @@ pub fn parse_configure(body: &Value) -> Result<ConfigureRequest, WireError> {
 /// CFG-4: the most digits a kept number may have before its point and after it, once
 /// its exponent is applied (PostgreSQL's `numeric`, which stores option values).
 pub const MAX_INTEGER_DIGITS: i64 = 131_072;
+/// The most digits after the point a kept number may have (CFG-4).
 pub const MAX_FRACTION_DIGITS: i64 = 16_383;
 
 /// The first number in `v` (as written) that passes CFG-4's bounds.

@@ -7,10 +7,15 @@ use serde_json::Value;
 /// A validated listing query; every filter is optional.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DlqQuery {
+    /// The `queue` filter: only dead letters of that queue's messages.
     pub queue: Option<String>,
+    /// The `consumerGroup` filter: only dead letters filed for that group.
     pub consumer_group: Option<String>,
+    /// The `partition` filter by partition name.
     pub partition: Option<String>,
+    /// `limit`: rows per page, 1 to 1000; default 100 (MGMT-2).
     pub limit: u32,
+    /// `offset`: how many matching rows the page skips; default 0.
     pub offset: u64,
 }
 
@@ -44,9 +49,17 @@ pub fn parse_dlq_query(pairs: &[(String, String)]) -> Result<DlqQuery, WireError
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct DlqResponse {
+    /// `messages`: this page of the dead letters.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub messages: Vec<DeadLetter>,
+    /// `total`: how many dead letters match, over all pages.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub total: u64,
+    /// `limit`: the page size used.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub limit: u32,
+    /// `offset`: how many matching rows come before this page.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub offset: u64,
 }
 
@@ -55,20 +68,43 @@ pub struct DlqResponse {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct DeadLetter {
+    /// `id`: the message's id.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub id: String,
+    /// `transactionId`: the message's transactionId.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub transaction_id: String,
+    /// `partitionId`: the UUID of the message's partition.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partition_id: String,
+    /// `partition`: the name of the message's partition.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partition: String,
+    /// `queue`: the name of the message's queue.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queue: String,
+    /// `consumerGroup`: the group the dead letter was filed for.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub consumer_group: String,
+    /// `errorMessage`: the `error` of the ack that filed it (ACK-6), or `null`.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub error_message: Option<String>,
+    /// `retryCount`: the retries charged to the message for that group when it was filed.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub retry_count: u32,
+    /// `data`: the payload as a pop delivers it (ENC-1); `null` beside `dataError` when it cannot
+    /// be delivered.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub data: Value,
     /// POP-16: why the stored payload cannot be shown (`data` is then `null`); absent
     /// for every payload a consumer can read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_error: Option<String>,
+    /// `createdAt`: when the message was written, ISO-8601 UTC (POP-12).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub created_at: String,
+    /// `failedAt`: when the dead letter was filed, ISO-8601 UTC.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub failed_at: String,
 }
 

@@ -8,7 +8,10 @@ use serde_json::Value;
 /// `{"seconds":null}` (LEASE-3: then the lease's own duration).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExtendRequest {
+    /// The lease id from the path.
     pub lease_id: WireId,
+    /// `seconds`: how far past now the new deadline lies; `None` for the lease's own duration
+    /// (LEASE-3).
     pub seconds: Option<u32>,
 }
 
@@ -17,10 +20,20 @@ pub struct ExtendRequest {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ExtendResponse {
+    /// `leaseId`: the lease id the call named.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub lease_id: String,
+    /// `success`: whether some lease was renewed (LEASE-2).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub success: bool,
+    /// `renewed`: how many live leases with that id were renewed (LEASE-1).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub renewed: u32,
+    /// `expiresAt`: the renewed deadline, ISO-8601 UTC; `null` when nothing was renewed.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub expires_at: Option<String>,
+    /// `error`: why nothing was renewed, else `null`.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub error: Option<String>,
 }
 

@@ -24,6 +24,7 @@ pub const DEFAULT_MIN_LAG_SECONDS: u64 = 60;
 /// One page of a listing (MGMT-2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Page {
+    /// Rows per page, 1 to `MAX_PAGE_LIMIT` (MGMT-2); `DEFAULT_PAGE_LIMIT` when `limit` is absent.
     pub limit: u32,
     /// Any integer ≥ 0 (MGMT-2); one past every row is an empty page.
     pub offset: u64,
@@ -57,14 +58,35 @@ impl Page {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+// The variants' docs are left out of the `openapi` build: a doc on a unit variant
+// would turn the schema's string `enum` into a `oneOf` (spec/openapi.json).
+#[cfg_attr(feature = "openapi", allow(missing_docs))]
 pub enum MessageStatus {
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "Above the group's cursor, outside its live lease and not dead-lettered by it (`pending`)."
+    )]
     Pending,
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "Inside the group's live lease, above its cursor (`leased`)."
+    )]
     Leased,
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "At or below the group's cursor (`completed`)."
+    )]
     Completed,
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "The group filed a dead letter of the message (`deadLettered`), whatever its cursor."
+    )]
     DeadLettered,
 }
 
 impl MessageStatus {
+    /// The status named by a `status` query value (`pending`, `leased`, `completed`,
+    /// `deadLettered`); `None` for any other text, which MGMT-6 answers 400.
     pub fn parse(s: &str) -> Option<MessageStatus> {
         serde_json::from_value(Value::String(s.to_string())).ok()
     }
@@ -82,80 +104,132 @@ pub enum SeekTo {
 /// The peek query (MGMT-6).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MessageQuery {
+    /// The `queue` filter, or the queue named in the path of MGMT-5's peek route; `None` peeks
+    /// every queue.
     pub queue: Option<String>,
     /// MGMT-5's route named the queue in its path: a queue that does not exist is 404
     /// (MGMT-1), where the `queue` filter of `/api/v1/messages` simply finds nothing.
     pub in_path: bool,
+    /// The `partition` filter by partition name; `None` peeks every partition.
     pub partition: Option<String>,
+    /// The group whose `status` and `retryCount` each row shows (`consumerGroup`, default
+    /// `__QUEUE_MODE__`).
     pub group: String,
+    /// The `status` filter: only rows in that state for the group; `None` keeps every row.
     pub status: Option<MessageStatus>,
+    /// Which page of the matching rows to answer (MGMT-2).
     pub page: Page,
 }
 
 /// Every management request, validated.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ManageRequest {
+    /// `GET /api/v1/resources/overview`: the system's totals (MGMT-4).
     Overview,
+    /// `GET /api/v1/status`: the overview with the maintenance switches (MGMT-5).
     Status,
+    /// `GET /api/v1/resources/queues` and `/status/queues`: a page of queues (MGMT-4, MGMT-5).
     Queues {
+        /// The `namespace` filter: only queues in this namespace.
         namespace: Option<String>,
+        /// The `task` filter: only queues with this task.
         task: Option<String>,
+        /// Which page of the matching queues to answer (MGMT-2).
         page: Page,
     },
+    /// `GET /api/v1/resources/queues/{queue}`: one queue with its options (MGMT-4).
     Queue(String),
+    /// `GET /api/v1/status/queues/{queue}`: one queue with a page of its partitions (MGMT-5).
     StatusQueue {
+        /// The queue named in the path.
         queue: String,
+        /// Which page of the queue's partitions to answer (MGMT-2).
         page: Page,
     },
+    /// `GET /api/v1/resources/queues/{queue}/depth`: the queue's backlog (MGMT-4).
     Depth {
+        /// The queue named in the path.
         queue: String,
+        /// The `group` whose lag is counted; `None` takes per partition the largest lag of the
+        /// groups reading it.
         group: Option<String>,
+        /// Which page of the partitions with something pending to answer (MGMT-2).
         page: Page,
     },
+    /// `GET /api/v1/resources/partitions`: a page of partitions (MGMT-4).
     Partitions {
+        /// The `queue` filter: only that queue's partitions; `None` lists every queue's.
         queue: Option<String>,
+        /// Which page of the matching partitions to answer (MGMT-2).
         page: Page,
     },
+    /// `GET /api/v1/resources/namespaces`: a page of namespaces with their queue counts (MGMT-4).
     Namespaces(Page),
+    /// `GET /api/v1/resources/tasks`: a page of tasks with their queue counts (MGMT-4).
     Tasks(Page),
+    /// `GET /api/v1/consumer-groups`: a page of the listed groups (MGMT-3).
     Groups(Page),
+    /// `GET /api/v1/consumer-groups/{group}`: one group, 404 when it is not listed (MGMT-3).
     Group(String),
+    /// `GET /api/v1/consumer-groups/lagging`: the groups lagging on some queue (MGMT-3).
     Lagging {
+        /// `minLagSeconds`: the lag in seconds a group must reach on a queue to be listed.
         min_lag_seconds: u64,
+        /// Which page of the lagging groups to answer (MGMT-2).
         page: Page,
     },
+    /// `GET /api/v1/messages` or `/status/queues/{queue}/messages`: the peek (MGMT-6, MGMT-5).
     Messages(MessageQuery),
     /// MGMT-13.
     Analytics(super::AnalyticsQuery),
+    /// `GET /api/v1/messages/{partitionId}/{transactionId}`: one message with every reading group's
+    /// view of it (MGMT-7).
     Message {
+        /// The partition's UUID from the path.
         partition_id: String,
+        /// The message's transactionId from the path.
         transaction_id: String,
     },
     /// One partition when `partition` is named, else every partition of the queue.
     Seek {
+        /// The consumer group whose cursors move.
         group: String,
+        /// The queue whose partitions are sought.
         queue: String,
+        /// The one partition named in the path, or `None` for every partition of the queue.
         partition: Option<String>,
+        /// Where the cursors go: the end, or a moment (`toEnd` or `timestamp`).
         to: SeekTo,
     },
     /// The seek to a time on every queue the group reads or subscribed to (MGMT-8).
     Subscription {
+        /// The consumer group sought.
         group: String,
+        /// The `subscriptionTimestamp`: where its cursors go and its subscriptions start.
         at: Millis,
     },
     /// MGMT-12.
     Retry {
+        /// The partition's UUID from the path.
         partition_id: String,
+        /// The dead-lettered message's transactionId from the path.
         transaction_id: String,
     },
+    /// `DELETE /api/v1/consumer-groups/{group}[/queues/{queue}]`: removes a group's cursors and
+    /// leases (MGMT-9).
     DeleteGroup {
+        /// The consumer group deleted.
         group: String,
+        /// The queue the delete keeps to, or `None` for every queue.
         queue: Option<String>,
+        /// `deleteMetadata` (default true): whether the group's subscriptions go too.
         delete_metadata: bool,
     },
     /// MGMT-11.
     DeleteMessage {
+        /// The partition's UUID from the path.
         partition_id: String,
+        /// The transactionId of the message deleted, the newest retained one with it.
         transaction_id: String,
     },
 }
@@ -417,12 +491,19 @@ fn parse_seek(body: &[u8]) -> Result<SeekTo, WireError> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PageInfo {
+    /// `total`: how many rows match, over all pages.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub total: u64,
+    /// `limit`: the page size the listing used.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub limit: u32,
+    /// `offset`: how many matching rows come before this page.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub offset: u64,
 }
 
 impl PageInfo {
+    /// The bookkeeping of `page` out of `total` matching rows.
     pub fn new(page: Page, total: u64) -> PageInfo {
         PageInfo {
             total,
@@ -437,12 +518,19 @@ impl PageInfo {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct Overview {
+    /// `queues`: how many queues exist.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queues: u64,
+    /// `partitions`: how many partitions exist, over every queue.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partitions: u64,
     /// Retained messages.
     pub messages: u64,
     /// Messages as RET-5 counts them.
     pub unconsumed: u64,
+    /// `consumerGroups`: how many groups are listed (MGMT-3): reading some partition or holding a
+    /// subscription.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub consumer_groups: u64,
     /// Dead-letter records (one per message and group).
     pub dead_letters: u64,
@@ -453,9 +541,15 @@ pub struct Overview {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct StatusView {
+    /// The system's totals, flattened beside the switches.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub overview: Overview,
+    /// `pushMaintenance`: whether push maintenance is on (MAINT-1).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub push_maintenance: bool,
+    /// `popMaintenance`: whether pop maintenance is on (MAINT-2).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub pop_maintenance: bool,
 }
 
@@ -464,14 +558,28 @@ pub struct StatusView {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct QueueSummary {
+    /// `name`: the queue's name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub name: String,
+    /// `namespace`: the queue's namespace, configured or derived from its name (CFG-3).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub namespace: String,
+    /// `task`: the queue's task, configured or derived from its name (CFG-3).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub task: String,
+    /// `partitions`: how many partitions the queue has.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partitions: u64,
+    /// `messages`: the queue's retained messages.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub messages: u64,
+    /// `unconsumed`: the queue's unconsumed messages as RET-5 counts them.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub unconsumed: u64,
     /// Groups reading some partition of the queue.
     pub consumer_groups: u64,
+    /// `deadLetters`: the dead-letter records of the queue's messages (one per message and group).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub dead_letters: u64,
 }
 
@@ -479,8 +587,12 @@ pub struct QueueSummary {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct QueuesPage {
+    /// `queues`: this page's queues, by name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queues: Vec<QueueSummary>,
+    /// The page's bookkeeping (`total`, `limit`, `offset`), flattened.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub page: PageInfo,
 }
 
@@ -488,8 +600,12 @@ pub struct QueuesPage {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct QueueDetail {
+    /// The queue's figures, flattened.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub summary: QueueSummary,
+    /// `options`: every effective option, as the configure answer shows them (CFG-4).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub options: EchoedOptions,
 }
 
@@ -497,9 +613,15 @@ pub struct QueueDetail {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct StatusQueue {
+    /// `queue`: the queue with its options, as MGMT-4 shows it.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queue: QueueDetail,
+    /// `partitions`: this page of the queue's partitions, by name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partitions: Vec<PartitionRow>,
+    /// The page's bookkeeping over the queue's partitions, flattened.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub page: PageInfo,
 }
 
@@ -508,13 +630,21 @@ pub struct StatusQueue {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PartitionRow {
+    /// `id`: the partition's UUID (`partitionId`).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub id: String,
+    /// `queue`: the name of the queue it belongs to.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queue: String,
+    /// `name`: the partition's name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub name: String,
     /// Retained messages.
     pub messages: u64,
     /// The highest offset written.
     pub last_offset: u64,
+    /// `consumerGroups`: how many groups read the partition (have a cursor on it).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub consumer_groups: u64,
 }
 
@@ -522,8 +652,12 @@ pub struct PartitionRow {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PartitionsPage {
+    /// `partitions`: this page's partitions, by queue then name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partitions: Vec<PartitionRow>,
+    /// The page's bookkeeping (`total`, `limit`, `offset`), flattened.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub page: PageInfo,
 }
 
@@ -531,7 +665,12 @@ pub struct PartitionsPage {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PartitionDepth {
+    /// `partition`: the partition's name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partition: String,
+    /// `pending`: its backlog: the group's lag, or without a group the largest lag of the groups
+    /// reading it, or all its retained messages when none does.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub pending: u64,
 }
 
@@ -540,14 +679,30 @@ pub struct PartitionDepth {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct Depth {
+    /// `queue`: the queue's name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queue: String,
+    /// `group`: the group whose lag is counted, or `null` for the largest of every group's.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub group: Option<String>,
+    /// `pending`: the backlog summed over the queue's partitions.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub pending: u64,
+    /// `partitionsPending`: how many partitions have pending > 0.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partitions_pending: u64,
+    /// `conflation`: always false; the client's shape carries it.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub conflation: bool,
+    /// `effectivePending`: equal to `pending` (no conflation).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub effective_pending: u64,
+    /// `partitions`: this page of the partitions with pending > 0, by name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partitions: Vec<PartitionDepth>,
+    /// The page's bookkeeping over the pending partitions, flattened.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub page: PageInfo,
 }
 
@@ -581,30 +736,52 @@ impl Depth {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct NamespaceRow {
+    /// `namespace`: the namespace's name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub namespace: String,
+    /// `queues`: how many queues are in it.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queues: u64,
 }
 
+/// A task with how many queues it has (MGMT-4).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", schemars(description = ""))]
 pub struct TaskRow {
+    /// `task`: the task's name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub task: String,
+    /// `queues`: how many queues have it.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queues: u64,
 }
 
+/// `GET /api/v1/resources/namespaces` (MGMT-4).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", schemars(description = ""))]
 pub struct Namespaces {
+    /// `namespaces`: this page's namespaces, by name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub namespaces: Vec<NamespaceRow>,
+    /// The page's bookkeeping (`total`, `limit`, `offset`), flattened.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub page: PageInfo,
 }
 
+/// `GET /api/v1/resources/tasks` (MGMT-4).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+#[cfg_attr(feature = "openapi", schemars(description = ""))]
 pub struct Tasks {
+    /// `tasks`: this page's tasks, by name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub tasks: Vec<TaskRow>,
+    /// The page's bookkeeping (`total`, `limit`, `offset`), flattened.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub page: PageInfo,
 }
 
@@ -640,9 +817,21 @@ impl Tasks {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+// The variants' docs are left out of the `openapi` build: a doc on a unit variant
+// would turn the schema's string `enum` into a `oneOf` (spec/openapi.json).
+#[cfg_attr(feature = "openapi", allow(missing_docs))]
 pub enum GroupState {
+    #[cfg_attr(not(feature = "openapi"), doc = "`caughtUp`: the lag is 0.")]
     CaughtUp,
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "`behind`: some lag and no live lease."
+    )]
     Behind,
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "`consuming`: some lag and some live lease."
+    )]
     Consuming,
 }
 
@@ -662,11 +851,24 @@ impl GroupState {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct GroupQueue {
+    /// `queue`: the queue's name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queue: String,
+    /// `partitions`: how many of its partitions the group reads.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partitions: u64,
+    /// `lag`: the group's retained messages after its cursors, summed over those partitions.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub lag: u64,
+    /// `lagSeconds`: age in whole seconds of the oldest retained message after the group's cursor,
+    /// the largest over those partitions (MGMT-3); 0 when none.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub lag_seconds: u64,
+    /// `leased`: how many of those partitions hold a live lease of the group.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub leased: u64,
+    /// `state`: the group's state on this queue, from its lag and leases.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub state: GroupState,
 }
 
@@ -675,10 +877,20 @@ pub struct GroupQueue {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct GroupView {
+    /// `name`: the group's name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub name: String,
+    /// `queues`: the queues it reads or lags on, by name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queues: Vec<GroupQueue>,
+    /// `lag`: the lag summed over those queues.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub lag: u64,
+    /// `lagSeconds`: the largest lag in seconds of those queues; 0 when none.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub lag_seconds: u64,
+    /// `state`: `consuming` when any queue is, else `behind` when any is, else `caughtUp`.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub state: GroupState,
 }
 
@@ -705,8 +917,12 @@ impl GroupView {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct GroupsPage {
+    /// `consumerGroups`: this page of the listed groups, by name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub consumer_groups: Vec<GroupView>,
+    /// The page's bookkeeping (`total`, `limit`, `offset`), flattened.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub page: PageInfo,
 }
 
@@ -715,9 +931,16 @@ pub struct GroupsPage {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct Lagging {
+    /// `consumerGroups`: this page of the lagging groups, by name, each with only its lagging
+    /// queues.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub consumer_groups: Vec<GroupView>,
+    /// `minLagSeconds`: the threshold the groups reach.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub min_lag_seconds: u64,
+    /// The page's bookkeeping; `total` counts the lagging groups.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub page: PageInfo,
 }
 
@@ -738,18 +961,37 @@ impl Lagging {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MessageCore {
+    /// `id`: the message's id (UUIDv7, broker-minted).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub id: String,
+    /// `transactionId`: the message's transactionId, client-given or broker-minted.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub transaction_id: String,
+    /// `traceId`: the trace id the push gave, or `null`.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub trace_id: Option<String>,
+    /// `partitionId`: the UUID of the message's partition.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partition_id: String,
+    /// `queue`: the name of the message's queue.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queue: String,
+    /// `partition`: the name of the message's partition.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partition: String,
+    /// `data`: the payload as a pop delivers it (POP-5, decrypted as ENC-1 says); `null` beside
+    /// `dataError` when it cannot be delivered.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub data: Value,
     /// POP-16: why the stored payload cannot be shown (`data` is then `null`); absent
     /// for every payload a consumer can read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_error: Option<String>,
+    /// `createdAt`: the time of the write that stored the message, ISO-8601 UTC (POP-12).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub created_at: String,
+    /// `producerSub`: the `sub` of the token that pushed it (AUTH-2), or `null`.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub producer_sub: Option<String>,
 }
 
@@ -758,9 +1000,15 @@ pub struct MessageCore {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MessageRow {
+    /// The message itself, flattened.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub message: MessageCore,
+    /// `status`: the message's state for the queried group.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub status: MessageStatus,
+    /// `retryCount`: the retries charged to it for that group, or recorded on its dead letter.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub retry_count: u32,
 }
 
@@ -768,8 +1016,12 @@ pub struct MessageRow {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MessagesPage {
+    /// `messages`: this page of the matching messages, by queue, partition, then offset.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub messages: Vec<MessageRow>,
+    /// The page's bookkeeping (`total`, `limit`, `offset`), flattened.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub page: PageInfo,
 }
 
@@ -778,9 +1030,18 @@ pub struct MessagesPage {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MessageGroup {
+    /// `group`: the name of a group reading the message's partition.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub group: String,
+    /// `status`: the message's state for that group.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub status: MessageStatus,
+    /// `retryCount`: the retries charged to the message for that group, or recorded on its dead
+    /// letter.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub retry_count: u32,
+    /// `errorMessage`: the error its dead letter for that group keeps, else `null`.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub error_message: Option<String>,
 }
 
@@ -788,8 +1049,12 @@ pub struct MessageGroup {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MessageDetail {
+    /// The message itself, flattened.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub message: MessageCore,
+    /// `groups`: every group reading the partition, by name.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub groups: Vec<MessageGroup>,
 }
 
@@ -797,8 +1062,14 @@ pub struct MessageDetail {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SeekResponse {
+    /// `success`: always true on a 200.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub success: bool,
+    /// `group`: the group sought.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub group: String,
+    /// `queue`: the queue it was sought on.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queue: String,
     /// How many cursors the seek set.
     pub partitions: u64,
@@ -808,7 +1079,11 @@ pub struct SeekResponse {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct SubscriptionResponse {
+    /// `success`: always true on a 200.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub success: bool,
+    /// `group`: the group sought.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub group: String,
     /// How many queues the group was sought on.
     pub queues: u64,
@@ -821,9 +1096,13 @@ pub struct SubscriptionResponse {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct RetryResponse {
+    /// `success`: always true on a 200.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub success: bool,
     /// The new message's transactionId (minted by the broker).
     pub transaction_id: String,
+    /// `messageId`: the new message's id.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub message_id: String,
     /// How many dead letters went.
     pub retried: u64,
@@ -839,8 +1118,14 @@ pub const MESSAGE_DELETE_REFUSED: &str =
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MessageDeleted {
+    /// `success`: always true on a 200.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub success: bool,
+    /// `partitionId`: the UUID of the partition the message was in.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partition_id: String,
+    /// `transactionId`: the transactionId the delete named.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub transaction_id: String,
     /// The id of the message that went.
     pub message_id: String,
@@ -870,9 +1155,15 @@ pub fn no_dead_letter(partition_id: &str, transaction_id: &str) -> WireError {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct GroupDeleted {
+    /// `success`: always true, including for a group that is not there.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub success: bool,
+    /// `group`: the group deleted.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub group: String,
+    /// `queue`: the one queue of a per-queue delete; absent for a delete on every queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queue: Option<String>,
     /// How many cursors went.
     pub deleted: u64,
@@ -883,12 +1174,18 @@ pub struct GroupDeleted {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct MetricsView {
+    /// `uptimeSeconds`: whole seconds since the broker started.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub uptime_seconds: u64,
     /// Requests answered.
     pub requests: u64,
     /// Requests answered 5xx.
     pub errors: u64,
+    /// `pushes`: push calls answered.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub pushes: u64,
+    /// `pops`: pop calls answered.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub pops: u64,
     /// Ack calls, single and batch.
     pub acks: u64,

@@ -62,7 +62,9 @@ pub const MAX_NAME_BYTES: usize = 255;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct WireError {
+    /// The HTTP status of the refusal: 400, or 413 for an oversized body.
     pub status: u16,
+    /// The `error` text of the answer: what is wrong with the request.
     pub message: String,
     /// The rule that refuses, where it is not the route's own bad-input rule (PUSH-11 for
     /// a payload that could not be delivered): the checker files a difference under it.
@@ -70,6 +72,7 @@ pub struct WireError {
 }
 
 impl WireError {
+    /// A 400 refusal saying `message`.
     pub fn bad(message: impl Into<String>) -> WireError {
         WireError {
             rule: None,
@@ -95,6 +98,8 @@ impl WireError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct ErrorBody {
+    /// `error`: what is wrong, or `internal error` (ERR-1).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub error: String,
 }
 
@@ -123,7 +128,7 @@ pub fn parse_json(body: &[u8]) -> Result<Value, WireError> {
     Ok(v)
 }
 
-/// [PROJECT] Text may not contain U+0000: PostgreSQL cannot store it in `text` or
+/// \[PROJECT\] Text may not contain U+0000: PostgreSQL cannot store it in `text` or
 /// `jsonb`, so a broker on it could not keep such a message. Rejected up front, for
 /// every route, instead of failing half-way.
 pub const NUL_ERROR: &str =

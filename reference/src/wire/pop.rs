@@ -13,7 +13,9 @@ pub enum PopRoute {
     Partition(String, String),
     /// `/api/v1/pop?namespace=&task=`: discovery (at least one of the two).
     Discovery {
+        /// The `namespace` the popped queues must have, if given.
         namespace: Option<String>,
+        /// The `task` the popped queues must have, if given.
         task: Option<String>,
     },
 }
@@ -49,16 +51,25 @@ pub fn encode_segment(s: &str) -> String {
 /// The validated query of a pop, with the defaults of section 3 applied.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PopQuery {
+    /// `batch`: the call's total message budget, spent partition by partition (POP-3); default 200.
     pub batch: u32,
     /// `None` means no cap (`partitions` 0 or negative).
     pub partitions: Option<u32>,
+    /// `autoAck`: commit each claimed span inside the pop instead of leasing it (POP-7); default
+    /// false.
     pub auto_ack: bool,
+    /// `wait`: park until a message is claimable or `timeout` passes (POP-11); default false.
     pub wait: bool,
+    /// `timeout`: how long, in milliseconds, a `wait` pop parks (POP-11).
     pub timeout_ms: u64,
     /// `None` when absent or `<= 0` (POP-9: then the queue's `leaseTime`).
     pub lease_seconds: Option<u32>,
+    /// `consumerGroup`: the group whose cursors the pop reads; default `__QUEUE_MODE__`.
     pub consumer_group: String,
+    /// `subscriptionMode`: where a group without a cursor starts (`all`, `new`; POP-13); default
+    /// `all`.
     pub subscription_mode: String,
+    /// `subscriptionFrom`: `now` or an ISO-8601 time a new group starts at (POP-13); default empty.
     pub subscription_from: String,
 }
 
@@ -186,12 +197,19 @@ pub const DISCOVERY_SCOPE_ERROR: &str = "namespace or task is required";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct DiscoveryError {
+    /// `success`: always false.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub success: bool,
+    /// `error`: always [`DISCOVERY_SCOPE_ERROR`].
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub error: String,
+    /// `messages`: always empty.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub messages: Vec<Value>,
 }
 
 impl DiscoveryError {
+    /// The one body POP-10 prescribes.
     pub fn new() -> DiscoveryError {
         DiscoveryError {
             success: false,
@@ -212,13 +230,29 @@ impl Default for DiscoveryError {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PopResponse {
+    /// `success`: always true on a 200.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub success: bool,
+    /// `queue`: the popped queue's name; `""` on a discovery pop.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queue: String,
+    /// `partition`: the name of the first claimed partition.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partition: String,
+    /// `partitionId`: the UUID of the first claimed partition.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partition_id: String,
+    /// `leaseId`: the lease the pop took on every claimed partition; `""` with `autoAck` (POP-7).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub lease_id: String,
+    /// `consumerGroup`: the group the pop read for.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub consumer_group: String,
+    /// `messages`: the delivered messages, partition by partition in offset order.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub messages: Vec<PopMessage>,
+    /// `partitionsClaimed`: how many partitions the pop claimed.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partitions_claimed: u32,
 }
 
@@ -227,16 +261,36 @@ pub struct PopResponse {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PopMessage {
+    /// `id`: the message's id (UUIDv7, broker-minted).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub id: String,
+    /// `transactionId`: the message's transactionId, client-given or broker-minted (PUSH-4).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub transaction_id: String,
+    /// `traceId`: the trace id the push gave, or `null` (PUSH-9).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub trace_id: Option<String>,
     // The payload as pushed, carried as its text (`RawJson`); described as any value.
+    /// `data`: the pushed payload, verbatim (POP-17).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub data: super::RawJson,
+    /// `producerSub`: the `sub` of the token that pushed it (AUTH-2), or `null`.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub producer_sub: Option<String>,
+    /// `createdAt`: the time of the write that stored it, ISO-8601 UTC with `Z` (POP-12).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub created_at: String,
+    /// `partitionId`: the UUID of its partition.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partition_id: String,
+    /// `partition`: the name of its partition.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partition: String,
+    /// `leaseId`: the pop's lease id; `""` with `autoAck` (POP-7).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub lease_id: String,
+    /// `consumerGroup`: the group it was delivered to.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub consumer_group: String,
 }
 

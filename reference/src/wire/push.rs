@@ -12,18 +12,25 @@ use std::collections::HashMap;
 /// Kept as the text it came in (shared, so the model stores it without copying).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Payload {
+    /// No `payload` key: stored as `null` or `{}` (PUSH-9).
     Absent,
+    /// The `payload` value as sent, `null` included.
     Given(RawJson),
 }
 
 /// One validated push item.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PushItem {
+    /// `queue`: the name of the queue pushed to, created if unknown (PUSH-2).
     pub queue: String,
     /// Already defaulted to `Default` (PUSH-3).
     pub partition: String,
+    /// `payload`: the message's data, returned verbatim by a pop (POP-17).
     pub payload: Payload,
+    /// `transactionId`: the client's id for dedup (PUSH-5); the broker mints one when absent
+    /// (PUSH-4).
     pub transaction_id: Option<String>,
+    /// `traceId`: a UUID the pop returns as the message's `traceId` (PUSH-9).
     pub trace_id: Option<String>,
     /// The `sub` of the token that pushed it (AUTH-2): set by [`Request::stamp_producer`]
     /// from the caller, never read from the body.
@@ -35,6 +42,7 @@ pub struct PushItem {
 /// A validated push request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PushRequest {
+    /// `items`: the messages to write, atomically and in request order (PUSH-3).
     pub items: Vec<PushItem>,
 }
 
@@ -42,9 +50,21 @@ pub struct PushRequest {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+// The variants' docs are left out of the `openapi` build: a doc on a unit variant
+// would turn the schema's string `enum` into a `oneOf` (spec/openapi.json).
+#[cfg_attr(feature = "openapi", allow(missing_docs))]
 pub enum PushStatus {
+    #[cfg_attr(not(feature = "openapi"), doc = "`queued`: written now.")]
     Queued,
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "`duplicate`: not written: its transactionId is already in the partition within the dedup window (PUSH-5)."
+    )]
     Duplicate,
+    #[cfg_attr(
+        not(feature = "openapi"),
+        doc = "`buffered`: spooled to disk, written when the spool is replayed (PUSH-7)."
+    )]
     Buffered,
 }
 
@@ -53,11 +73,21 @@ pub enum PushStatus {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct PushResult {
+    /// `index`: the item's place in the request, from 0.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub index: usize,
+    /// `message_id`: the written message's id, or the original's for a duplicate (PUSH-13).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub message_id: String,
+    /// `transaction_id`: the item's transactionId, given or minted (PUSH-4).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub transaction_id: String,
+    /// `queueName`: the name of the queue the item went to.
     #[serde(rename = "queueName")]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub queue_name: String,
+    /// `status`: what became of the item.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub status: PushStatus,
 }
 

@@ -42,7 +42,7 @@ impl RawJson {
     }
 }
 
-/// [PROJECT] PUSH-11: the deepest nesting of arrays and objects a payload may have. Every
+/// \[PROJECT\] PUSH-11: the deepest nesting of arrays and objects a payload may have. Every
 /// answer that carries a payload wraps it in a few levels of its own, and common JSON
 /// parsers (serde_json among them) stop at 128 levels, so a payload deeper than this could
 /// be stored but not read back by its consumer.
@@ -51,13 +51,16 @@ pub const PAYLOAD_DEPTH_LIMIT: usize = 64;
 /// Why a payload's text could not be delivered as it is (PUSH-11).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Undeliverable {
+    /// Nested deeper than [`PAYLOAD_DEPTH_LIMIT`].
     #[error("is nested more than {PAYLOAD_DEPTH_LIMIT} levels deep")]
     TooDeep,
+    /// Holds a `\u` escape of a lone UTF-16 surrogate, quoted here.
     #[error(
         "holds a lone UTF-16 surrogate escape ({0}), which is not a character and which \
          most JSON parsers refuse"
     )]
     LoneSurrogate(String),
+    /// Not exactly one JSON value; the parser's complaint.
     #[error("is not one JSON value: {0}")]
     NotJson(String),
 }

@@ -10,15 +10,20 @@ use super::*;
 /// A request as sent: the path is percent-encoded, the query is decoded pairs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HttpRequest {
+    /// The HTTP method, upper case (`GET`, `POST`, `DELETE`).
     pub method: String,
+    /// The path, percent-encoded as sent (WIRE-2).
     pub path: String,
+    /// The query string's pairs, already percent-decoded (WIRE-1).
     pub query: Vec<(String, String)>,
+    /// The body's bytes as sent; empty for none.
     pub body: Vec<u8>,
     /// The token sent as `Authorization: Bearer` (section 14), if any.
     pub bearer: Option<String>,
 }
 
 impl HttpRequest {
+    /// A `GET` of `path` with `query`.
     pub fn get(path: impl Into<String>, query: &[(&str, &str)]) -> HttpRequest {
         HttpRequest {
             method: "GET".into(),
@@ -32,6 +37,7 @@ impl HttpRequest {
         }
     }
 
+    /// A `POST` of `path` with `body` as its JSON.
     pub fn post(path: impl Into<String>, body: &Value) -> HttpRequest {
         HttpRequest {
             method: "POST".into(),
@@ -42,6 +48,7 @@ impl HttpRequest {
         }
     }
 
+    /// A `POST` of `path` with `body` sent as is, JSON or not.
     pub fn post_raw(path: impl Into<String>, body: impl Into<Vec<u8>>) -> HttpRequest {
         HttpRequest {
             method: "POST".into(),
@@ -65,6 +72,7 @@ impl HttpRequest {
         self
     }
 
+    /// A `DELETE` of `path`.
     pub fn delete(path: impl Into<String>) -> HttpRequest {
         HttpRequest {
             method: "DELETE".into(),
@@ -79,29 +87,47 @@ impl HttpRequest {
 /// An answer as received: status and body (`None` for an empty body).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HttpResponse {
+    /// The HTTP status code.
     pub status: u16,
+    /// The body as JSON; `None` for an empty body.
     pub body: Option<Value>,
 }
 
 /// Every request of the protocol, validated, with ids still as strings.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
+    /// `POST /api/v1/push` (section 2).
     Push(PushRequest),
+    /// One of the three pop routes (section 3).
     Pop {
+        /// Which pop route, with its path's names.
         route: PopRoute,
+        /// The pop's query, defaults applied.
         query: PopQuery,
     },
+    /// `POST /api/v1/ack` (section 4).
     Ack(AckItem),
+    /// `POST /api/v1/ack/batch`, each item carrying the batch's `consumerGroup` (section 4).
     AckBatch(Vec<AckItem>),
+    /// `POST /api/v1/lease/{leaseId}/extend` (section 5).
     Extend(ExtendRequest),
+    /// `POST /api/v1/transaction` (section 7).
     Transaction(TxnRequest),
+    /// `POST /api/v1/configure` (section 8).
     Configure(ConfigureRequest),
+    /// `DELETE /api/v1/resources/queues/{queue}`, naming the queue (DEL-1).
     DeleteQueue(String),
+    /// `GET /api/v1/dlq` (DLQ-2).
     Dlq(DlqQuery),
+    /// `POST /api/v1/system/maintenance` with `enabled` (MAINT-1).
     SetPushMaintenance(bool),
+    /// `GET /api/v1/system/maintenance` (MAINT-1).
     GetPushMaintenance,
+    /// `POST /api/v1/system/maintenance/pop` with `enabled` (MAINT-2).
     SetPopMaintenance(bool),
+    /// `GET /api/v1/system/maintenance/pop` (MAINT-2).
     GetPopMaintenance,
+    /// `GET /health` (HEALTH-1).
     Health,
     /// Section 17: the management and observability routes.
     Manage(ManageRequest),

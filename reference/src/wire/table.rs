@@ -14,7 +14,9 @@ use crate::rules::*;
 /// One row of [`ROUTES`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Route {
+    /// What the route does, the key other tables and the parser name it by.
     pub id: RouteId,
+    /// The HTTP method: `GET`, `POST` or `DELETE`.
     pub method: &'static str,
     /// The path with its variable segments in braces (`/api/v1/lease/{leaseId}/extend`).
     pub path: &'static str,
@@ -29,45 +31,85 @@ pub struct Route {
 /// Every route, by what it does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RouteId {
+    /// `POST /api/v1/push` (section 2).
     Push,
+    /// `GET /api/v1/pop?namespace=&task=`: the discovery pop (POP-10).
     PopDiscovery,
+    /// `GET /api/v1/pop/queue/{queue}`: the queue-scoped pop (POP-5).
     PopQueue,
+    /// `GET /api/v1/pop/queue/{queue}/partition/{partition}`: the partition pop (POP-5).
     PopPartition,
+    /// `POST /api/v1/ack`: one acknowledgment (section 4).
     Ack,
+    /// `POST /api/v1/ack/batch`: several acknowledgments (section 4).
     AckBatch,
+    /// `POST /api/v1/lease/{leaseId}/extend` (section 5).
     Extend,
+    /// `POST /api/v1/transaction` (section 7).
     Transaction,
+    /// `POST /api/v1/configure` (section 8).
     Configure,
+    /// `DELETE /api/v1/resources/queues/{queue}` (DEL-1).
     DeleteQueue,
+    /// `GET /api/v1/dlq`: the dead-letter listing (DLQ-2).
     Dlq,
+    /// `GET /api/v1/system/maintenance`: the push maintenance switch (MAINT-1).
     GetPushMaintenance,
+    /// `POST /api/v1/system/maintenance`: sets the push maintenance switch (MAINT-1).
     SetPushMaintenance,
+    /// `GET /api/v1/system/maintenance/pop`: the pop maintenance switch (MAINT-2).
     GetPopMaintenance,
+    /// `POST /api/v1/system/maintenance/pop`: sets the pop maintenance switch (MAINT-2).
     SetPopMaintenance,
+    /// `GET /health` (HEALTH-1).
     Health,
+    /// `GET /api/v1/resources/overview` (MGMT-4).
     Overview,
+    /// `GET /api/v1/status` (MGMT-5).
     Status,
+    /// `GET /api/v1/resources/queues` (MGMT-4).
     Queues,
+    /// `GET /api/v1/status/queues` (MGMT-5).
     StatusQueues,
+    /// `GET /api/v1/resources/queues/{queue}` (MGMT-4).
     Queue,
+    /// `GET /api/v1/status/queues/{queue}` (MGMT-5).
     StatusQueue,
+    /// `GET /api/v1/resources/queues/{queue}/depth` (MGMT-4).
     Depth,
+    /// `GET /api/v1/resources/partitions` (MGMT-4).
     Partitions,
+    /// `GET /api/v1/resources/namespaces` (MGMT-4).
     Namespaces,
+    /// `GET /api/v1/resources/tasks` (MGMT-4).
     Tasks,
+    /// `GET /api/v1/consumer-groups` (MGMT-3).
     Groups,
+    /// `GET /api/v1/consumer-groups/lagging` (MGMT-3).
     Lagging,
+    /// `GET /api/v1/consumer-groups/{group}` (MGMT-3).
     Group,
+    /// `GET /api/v1/status/analytics` (MGMT-13).
     Analytics,
+    /// `GET /api/v1/messages`: the peek (MGMT-6).
     Messages,
+    /// `GET /api/v1/status/queues/{queue}/messages`: the peek of one queue (MGMT-5).
     QueueMessages,
+    /// `GET /api/v1/messages/{partitionId}/{transactionId}` (MGMT-7).
     Message,
+    /// `POST /api/v1/consumer-groups/{group}/queues/{queue}/seek` (MGMT-8).
     Seek,
+    /// `POST /api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek` (MGMT-8).
     SeekPartition,
+    /// `POST /api/v1/consumer-groups/{group}/subscription` (MGMT-8).
     Subscription,
+    /// `POST /api/v1/messages/{partitionId}/{transactionId}/retry` (MGMT-12).
     Retry,
+    /// `DELETE /api/v1/messages/{partitionId}/{transactionId}` (MGMT-11).
     DeleteMessage,
+    /// `DELETE /api/v1/consumer-groups/{group}` (MGMT-9).
     DeleteGroup,
+    /// `DELETE /api/v1/consumer-groups/{group}/queues/{queue}` (MGMT-9).
     DeleteGroupQueue,
 }
 

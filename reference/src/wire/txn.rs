@@ -11,15 +11,18 @@ use serde_json::Value;
 /// One operation of a transaction.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TxnOp {
+    /// `{"type":"push","items":[...]}`: push items, following section 2.
     Push(Vec<PushItem>),
+    /// `{"type":"ack", ...}`: one acknowledgment, following section 4.
     Ack(AckItem),
 }
 
 /// A validated transaction.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TxnRequest {
+    /// `operations`: the pushes and acks to commit together (TXN-1); never empty.
     pub operations: Vec<TxnOp>,
-    /// Lease ids that must all be live for the transaction to commit [PROJECT].
+    /// Lease ids that must all be live for the transaction to commit \[PROJECT\].
     pub required_leases: Vec<WireId>,
 }
 
@@ -29,7 +32,11 @@ pub struct TxnRequest {
 #[serde(tag = "type", rename_all = "lowercase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub enum TxnResult {
+    /// A pushed item's result, tagged `"type":"push"`.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     Push(PushResult),
+    /// An ack's result, tagged `"type":"ack"`.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     Ack(AckResult),
 }
 
@@ -38,10 +45,18 @@ pub enum TxnResult {
 #[serde(rename_all = "camelCase")]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
 pub struct TxnResponse {
+    /// `transactionId`: the broker's id for this transaction.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub transaction_id: String,
+    /// `success`: whether every operation committed (TXN-1).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub success: bool,
+    /// `results`: one per pushed item and per ack, in order.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub results: Vec<TxnResult>,
+    /// `error`: why the transaction aborted; absent on success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub error: Option<String>,
 }
 

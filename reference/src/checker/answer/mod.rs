@@ -37,8 +37,11 @@ use txn::txn;
 /// How much an answer may differ from the model's (see the checker's module doc).
 #[derive(Clone, Copy, Debug)]
 pub struct Judge<'a> {
+    /// Hold the broker to every PROJECT decision: a departure is a divergence.
     pub strict_project: bool,
+    /// Record an answer that differs only in what it says as a finding and go on, on any rule.
     pub keep_going: bool,
+    /// Deviations declared known (`--accept`): allowed everywhere, listed as findings.
     pub accept: &'a [Accept],
 }
 
