@@ -200,7 +200,7 @@ fn manage(
         } => deletion::delete_message(st, part, partition_id, transaction_id).map(|msg| {
             to_json(&crate::wire::MessageDeleted {
                 success: true,
-                partition_id: partition_id.clone(),
+                partition_id: partition_id.as_str().to_string(),
                 transaction_id: transaction_id.clone(),
                 message_id: views::sym::msg(msg),
             })

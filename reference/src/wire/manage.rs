@@ -8,8 +8,9 @@
 //! cursors and are the only ones that do.
 
 use super::{
-    check_name, check_uuid, parse_json, route::decode_segment, EchoedOptions, RouteId, WireError,
+    check_name, parse_json, route::decode_segment, EchoedOptions, RouteId, WireError,
 };
+use super::WireId;
 use crate::time::{parse_iso, Millis};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -185,8 +186,8 @@ pub enum ManageRequest {
     /// `GET /api/v1/messages/{partitionId}/{transactionId}`: one message with every reading group's
     /// view of it (MGMT-7).
     Message {
-        /// The partition's UUID from the path.
-        partition_id: String,
+        /// The partition's UUID from the path, parsed once.
+        partition_id: WireId,
         /// The message's transactionId from the path.
         transaction_id: String,
     },
@@ -210,8 +211,8 @@ pub enum ManageRequest {
     },
     /// MGMT-12.
     Retry {
-        /// The partition's UUID from the path.
-        partition_id: String,
+        /// The partition's UUID from the path, parsed once.
+        partition_id: WireId,
         /// The dead-lettered message's transactionId from the path.
         transaction_id: String,
     },
@@ -227,8 +228,8 @@ pub enum ManageRequest {
     },
     /// MGMT-11.
     DeleteMessage {
-        /// The partition's UUID from the path.
-        partition_id: String,
+        /// The partition's UUID from the path, parsed once.
+        partition_id: WireId,
         /// The transactionId of the message deleted, the newest retained one with it.
         transaction_id: String,
     },
@@ -256,9 +257,8 @@ pub fn parse_manage(
         check_name(kind, &s)?;
         Ok(s)
     };
-    let message = |i: usize| -> Result<(String, String), WireError> {
-        let partition_id = seg(i)?;
-        check_uuid("partitionId", &partition_id)?;
+    let message = |i: usize| -> Result<(WireId, String), WireError> {
+        let partition_id = WireId::parse("partitionId", &seg(i)?)?;
         Ok((partition_id, seg(i + 1)?))
     };
     let r = match route {

@@ -11,19 +11,20 @@ use super::db::Db;
 use super::pair;
 use crate::wakes::Wakes;
 use queen_reference::wire::*;
+use queen_reference::wire::WireId;
 use uuid::Uuid;
 
 pub(crate) async fn delete_message(
     pool: &Db,
     wakes: &Wakes,
-    partition_id: &str,
+    partition_id: &WireId,
     txn: &str,
 ) -> Result<Answer, sqlx::Error> {
     let missing = || {
         let e = no_such_message(partition_id, txn);
         Answer::error(e.status, e.message)
     };
-    let pid: Uuid = partition_id.parse().expect("validated as a UUID");
+    let pid = partition_id.uuid();
     let mut tx = pool.begin().await?;
     let Some(queue) = queue_of(&mut tx, pid).await? else {
         return Ok(missing());

@@ -8,6 +8,7 @@ use super::PgBroker;
 use crate::seal::{open_stored, Unreadable};
 use queen_reference::model::redrive::RETRY_UNDER_MAINTENANCE;
 use queen_reference::wire::*;
+use queen_reference::wire::WireId;
 use uuid::Uuid;
 
 #[derive(sqlx::FromRow)]
@@ -23,11 +24,11 @@ struct Retried {
 
 pub(crate) async fn retry(
     b: &PgBroker,
-    partition_id: &str,
+    partition_id: &WireId,
     txn: &str,
 ) -> Result<Answer, sqlx::Error> {
     let pool = &b.inner.pool;
-    let pid: Uuid = partition_id.parse().expect("validated as a UUID");
+    let pid = partition_id.uuid();
     let found: Option<Retried> = sqlx::query_as(
         "SELECT d.\"offset\", q.name AS queue, p.name AS partition,
                 COALESCE(m.data, d.data) AS data, COALESCE(m.sealed, d.sealed, false) AS sealed,

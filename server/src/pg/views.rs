@@ -16,6 +16,7 @@ use chrono::{DateTime, Utc};
 use queen_reference::wire::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use queen_reference::wire::WireId;
 use uuid::Uuid;
 
 type Found<T> = Result<Result<T, WireError>, sqlx::Error>;
@@ -469,11 +470,11 @@ async fn messages(
 
 async fn message(
     pool: &Db,
-    partition_id: &str,
+    partition_id: &WireId,
     txn: &str,
     seal: Option<&Sealer>,
 ) -> Result<Result<Result<MessageDetail, WireError>, &'static str>, sqlx::Error> {
-    let pid: Uuid = partition_id.parse().expect("validated as a UUID");
+    let pid = partition_id.uuid();
     let offset: Option<i64> = sqlx::query_scalar(
         "SELECT m.\"offset\" FROM queen_messages m JOIN queen_partitions p ON p.id = m.partition_id
          WHERE m.partition_id = $1 AND m.transaction_id = $2 AND m.\"offset\" > p.removed_through
