@@ -567,26 +567,7 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
             expect::write(p, &listed, &expected.accept)
                 .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
             // The file now matches this run: judge it again against the new list.
-            let fixed: BTreeSet<String> = report.failing_ids();
-            report
-                .problems
-                .retain(|p| !p.contains("listed as an expected failure"));
-            for e in &mut report.entries {
-                if e.verdict == report::Verdict::StalePass {
-                    e.verdict = report::Verdict::Passed;
-                    e.fails_run = false;
-                }
-                if e.verdict == report::Verdict::Failed && fixed.contains(&e.id) {
-                    e.verdict = report::Verdict::ExpectedFailure;
-                    if e.fails_run {
-                        e.fails_run = false;
-                        let id = e.id.clone();
-                        report
-                            .problems
-                            .retain(|p| !p.starts_with(&format!("{id} failed")));
-                    }
-                }
-            }
+            report.judge(&listed);
         }
     }
     if let Some(p) = &args.write_accepts {
