@@ -525,54 +525,10 @@ async fn open_target(
 pub async fn run(args: &RunArgs) -> Result<Report, String> {
     let selection = selection(args)?;
     let without = capabilities(&args.broker.without)?;
-    for (flag, p) in [
-        ("--junit", &args.reports.junit),
-        ("--json", &args.reports.json),
-        ("--timeline", &args.concurrent.timeline),
-        ("--write-accepts", &args.verdict.write_accepts),
-    ] {
-        if let Some(p) = p {
-            check_writable(flag, p)?;
-        }
-    }
-    let expected = match &args.verdict.expect_failures {
-        Some(p) if p.exists() => {
-            expect::load(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?
-        }
-        Some(p) if !args.verdict.fix => {
-            return Err(format!(
-                "{} does not exist (use --fix to create it)",
-                p.display()
-            ))
-        }
-        _ => expect::Expectations::default(),
-    };
-    let mut accept = expected.accept.clone();
-    for a in args.verdict.accept.iter().flat_map(|a| a.split(',')) {
-        accept.push(Accept::parse(a).map_err(|e| format!("--accept {a}: {e}"))?);
-    }
-    let keep_going =
-        !args.verdict.no_keep_going && (args.verdict.keep_going || args.broker.target.is_some());
+    check_outputs(args)?;
+    let (expected, accept) = expectations(args)?;
     let tokens = suite_tokens(args);
-    let settings = CheckSettings {
-        skew_ms: args.limits.skew_ms,
-        default_timeout_ms: args.limits.default_timeout_ms,
-        body_limit: args.limits.body_limit,
-        // Without --strict the model accepts departures from PROJECT decisions and the
-        // report lists them ("differs on project-resolved points").
-        strict_project: args.verdict.strict,
-        keep_going,
-        accept: accept.clone(),
-        auth: tokens.as_ref().map(|t| std::sync::Arc::new(t.book())),
-        retention_lag_ms: args.limits.retention_interval_ms.unwrap_or(
-            if args.broker.target.is_some() {
-                queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS
-            } else {
-                EMBEDDED_RETENTION_LAG_MS
-            },
-        ),
-        request_timeout_ms: args.limits.request_timeout_s * 1000,
-    };
+    let settings = check_settings(args, &accept, tokens.as_ref());
     let starting = crate::progress::Progress::spinner(
         !args.terminal.no_progress,
         if args.broker.target.is_some() {
@@ -593,11 +549,103 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
     .await;
     starting.finish();
     let (target, _url, label, server) = opened?;
+    let opts = run_options(args, target, label, without, selection);
+    let results = runner::run(&opts).await;
+    server.stop().await;
+    let mut report = Report::build_with(results, args.verdict.strict, &expected.cases, &accept);
+    if args.verdict.fix {
+        fix_expectations(args, &expected, &mut report)?;
+    }
+    if let Some(p) = &args.verdict.write_accepts {
+        report::accepts::write(p, &report)
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
+    write_concurrent_files(args, &mut report)?;
+    write_reports(args, &report)?;
+    Ok(report)
+}
+
+/// Every output path the run will write, checked before the first request.
+fn check_outputs(args: &RunArgs) -> Result<(), String> {
+    for (flag, p) in [
+        ("--junit", &args.reports.junit),
+        ("--json", &args.reports.json),
+        ("--timeline", &args.concurrent.timeline),
+        ("--write-accepts", &args.verdict.write_accepts),
+    ] {
+        if let Some(p) = p {
+            check_writable(flag, p)?;
+        }
+    }
+    Ok(())
+}
+
+/// The expected failures (`--expect-failures`) and every accepted deviation: the file's
+/// `accept` lines, then `--accept`'s.
+fn expectations(args: &RunArgs) -> Result<(expect::Expectations, Vec<Accept>), String> {
+    let expected = match &args.verdict.expect_failures {
+        Some(p) if p.exists() => {
+            expect::load(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?
+        }
+        Some(p) if !args.verdict.fix => {
+            return Err(format!(
+                "{} does not exist (use --fix to create it)",
+                p.display()
+            ))
+        }
+        _ => expect::Expectations::default(),
+    };
+    let mut accept = expected.accept.clone();
+    for a in args.verdict.accept.iter().flat_map(|a| a.split(',')) {
+        accept.push(Accept::parse(a).map_err(|e| format!("--accept {a}: {e}"))?);
+    }
+    Ok((expected, accept))
+}
+
+/// What the model allows for this broker: its clock, limits and timeouts, the level it
+/// is held to, and the deviations accepted.
+fn check_settings(
+    args: &RunArgs,
+    accept: &[Accept],
+    tokens: Option<&crate::auth::Tokens>,
+) -> CheckSettings {
+    let keep_going =
+        !args.verdict.no_keep_going && (args.verdict.keep_going || args.broker.target.is_some());
+    CheckSettings {
+        skew_ms: args.limits.skew_ms,
+        default_timeout_ms: args.limits.default_timeout_ms,
+        body_limit: args.limits.body_limit,
+        // Without --strict the model accepts departures from PROJECT decisions and the
+        // report lists them ("differs on project-resolved points").
+        strict_project: args.verdict.strict,
+        keep_going,
+        accept: accept.to_vec(),
+        auth: tokens.map(|t| std::sync::Arc::new(t.book())),
+        retention_lag_ms: args.limits.retention_interval_ms.unwrap_or(
+            if args.broker.target.is_some() {
+                queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS
+            } else {
+                EMBEDDED_RETENTION_LAG_MS
+            },
+        ),
+        request_timeout_ms: args.limits.request_timeout_s * 1000,
+    }
+}
+
+/// What the runner runs against the opened target: the cases, the lockstep run and
+/// the concurrent scenario, all from one seed.
+fn run_options(
+    args: &RunArgs,
+    target: Target,
+    label: String,
+    without: BTreeSet<Capability>,
+    selection: Selection,
+) -> RunOptions {
     let seed = args.lockstep.seed.unwrap_or_else(|| {
         let u = uuid::Uuid::new_v4().as_u64_pair().0;
         u % 10_000_000_000
     });
-    let opts = RunOptions {
+    RunOptions {
         target,
         target_label: label,
         without: without.clone(),
@@ -630,34 +678,33 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
             search_limit: std::time::Duration::from_secs(args.concurrent.search_limit_s.max(1)),
         }),
         progress: !args.terminal.no_progress,
+    }
+}
+
+/// `--fix`: rewrites the expected failures with this run's failures, and judges the
+/// run again against them.
+fn fix_expectations(
+    args: &RunArgs,
+    expected: &expect::Expectations,
+    report: &mut Report,
+) -> Result<(), String> {
+    let Some(p) = &args.verdict.expect_failures else {
+        return Ok(());
     };
-    let results = runner::run(&opts).await;
-    server.stop().await;
-    let mut report = Report::build_with(results, args.verdict.strict, &expected.cases, &accept);
-    if args.verdict.fix {
-        if let Some(p) = &args.verdict.expect_failures {
-            // Entries this run did not cover (left out by the selection) keep their lines.
-            let mut listed = report.failing_ids();
-            listed.extend(
-                expected
-                    .cases
-                    .iter()
-                    .filter(|id| !report.entries.iter().any(|e| &e.id == *id))
-                    .cloned(),
-            );
-            expect::write(p, &listed, &expected.accept)
-                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-            // The file now matches this run: judge it again against the new list.
-            report.judge(&listed);
-        }
-    }
-    if let Some(p) = &args.verdict.write_accepts {
-        report::accepts::write(p, &report)
-            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-    }
-    write_concurrent_files(args, &mut report)?;
-    write_reports(args, &report)?;
-    Ok(report)
+    // Entries this run did not cover (left out by the selection) keep their lines.
+    let mut listed = report.failing_ids();
+    listed.extend(
+        expected
+            .cases
+            .iter()
+            .filter(|id| !report.entries.iter().any(|e| &e.id == *id))
+            .cloned(),
+    );
+    expect::write(p, &listed, &expected.accept)
+        .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    // The file now matches this run: judge it again against the new list.
+    report.judge(&listed);
+    Ok(())
 }
 
 /// Where the concurrent scenario's timeline goes when `--timeline` is not given.
