@@ -193,6 +193,34 @@ struct Shared {
     done: AtomicU64,
 }
 
+impl Shared {
+    /// Counts a sequence run to its end (not a shrinking rerun): its coverage, its
+    /// exchanges, and one more tick of the progress bar.
+    fn count_sequence(&self, cov: &Coverage, exchanges: usize, tick: Option<&Tick>, total: u64) {
+        self.coverage.lock().expect("coverage").merge(cov);
+        self.sequences.fetch_add(1, Ordering::SeqCst);
+        self.exchanges.fetch_add(exchanges as u64, Ordering::SeqCst);
+        let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some(t) = tick {
+            t(done, total);
+        }
+    }
+
+    /// Keeps the findings of a passing sequence that no sequence met before, up to
+    /// [`MAX_FINDINGS_LISTED`].
+    fn note_findings(&self, found: Vec<Example>) {
+        let mut all = self.findings.lock().expect("findings");
+        for e in found {
+            let known = all
+                .iter()
+                .any(|x| x.seen.finding.key() == e.seen.finding.key());
+            if !known && all.len() < MAX_FINDINGS_LISTED {
+                all.push(e);
+            }
+        }
+    }
+}
+
 /// A sequence that stopped on a PROJECT point, kept as a finding of the run (its rule,
 /// at PROJECT level) with the transcript that reproduces it.
 fn note_project_stop(shared: &Shared, f: &Failure, transcript: &[Exchange]) {
@@ -310,17 +338,7 @@ fn worker(
     if cases == 0 {
         return Ok(None);
     }
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        max_shrink_iters: 4096,
-        max_shrink_time: opts.max_shrink_secs.saturating_mul(1000),
-        ..Config::default()
-    };
-    let mut runner = TestRunner::new_with_rng(
-        config,
-        TestRng::from_seed(RngAlgorithm::ChaCha, &worker_seed(opts.seed, w)),
-    );
+    let mut runner = test_runner(opts, w, cases);
     let without = opts.without.clone();
     let allowed = move |c: Capability| !without.contains(&c);
     let strategy = proptest::collection::vec(gen::step(&allowed), 1..=opts.steps.max(1) as usize);
@@ -342,28 +360,12 @@ fn worker(
         let (res, transcript) =
             handle.block_on(run_sequence(target, prefix, &steps, Some(&mut cov)));
         if !shrinking {
-            shared.coverage.lock().expect("coverage").merge(&cov);
-            shared.sequences.fetch_add(1, Ordering::SeqCst);
-            shared
-                .exchanges
-                .fetch_add(transcript.len() as u64, Ordering::SeqCst);
-            let done = shared.done.fetch_add(1, Ordering::SeqCst) + 1;
-            if let Some(t) = &tick {
-                t(done, total);
-            }
+            shared.count_sequence(&cov, transcript.len(), tick.as_ref(), total);
         }
         match res {
             SeqResult::Pass(found) => {
                 if !shrinking {
-                    let mut all = shared.findings.lock().expect("findings");
-                    for e in found {
-                        let known = all
-                            .iter()
-                            .any(|x| x.seen.finding.key() == e.seen.finding.key());
-                        if !known && all.len() < MAX_FINDINGS_LISTED {
-                            all.push(e);
-                        }
-                    }
+                    shared.note_findings(found);
                 }
                 Ok(())
             }
@@ -409,31 +411,63 @@ fn worker(
                 .ok_or("no failing run was recorded")?;
             // The last failing run is the minimal one proptest reports.
             debug_assert_eq!(steps, minimal);
-            let prefix = transcript_prefix(&transcript);
-            let curl = repro::curl_script(&transcript, &prefix, Some(&failure));
-            let rust = repro::rust_test(
-                &steps,
-                &format!("lockstep_seed_{}_worker_{w}", opts.seed),
-                &format!(
-                    "Counterexample of queen-conformance (seed {}, worker {w}): {} steps, shrunk from {}. {}",
-                    opts.seed,
-                    steps.len(),
-                    first_len.get(),
-                    failure.headline()
-                ),
-            );
-            Ok(Some(Counterexample {
-                seed: opts.seed,
-                worker: w,
-                first_len: first_len.get(),
-                steps,
-                transcript,
-                failure,
-                curl,
-                rust,
-                saved: vec![],
-            }))
+            Ok(Some(counterexample(
+                opts,
+                w,
+                first_len.get(),
+                (steps, transcript, failure),
+            )))
         }
+    }
+}
+
+/// A worker's proptest runner: its share of the cases, seeded from the run's seed and
+/// the worker's index so that `--seed` replays it.
+fn test_runner(opts: &LockstepOptions, w: usize, cases: u32) -> TestRunner {
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 4096,
+        max_shrink_time: opts.max_shrink_secs.saturating_mul(1000),
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(
+        config,
+        TestRng::from_seed(RngAlgorithm::ChaCha, &worker_seed(opts.seed, w)),
+    )
+}
+
+/// The minimal failing sequence of worker `w` (shrunk from `first_len` steps) with its
+/// curl script and Rust test.
+fn counterexample(
+    opts: &LockstepOptions,
+    w: usize,
+    first_len: usize,
+    (steps, transcript, failure): (Vec<Step>, Vec<Exchange>, Failure),
+) -> Counterexample {
+    let prefix = transcript_prefix(&transcript);
+    let curl = repro::curl_script(&transcript, &prefix, Some(&failure));
+    let rust = repro::rust_test(
+        &steps,
+        &format!("lockstep_seed_{}_worker_{w}", opts.seed),
+        &format!(
+            "Counterexample of queen-conformance (seed {}, worker {w}): {} steps, shrunk from {}. {}",
+            opts.seed,
+            steps.len(),
+            first_len,
+            failure.headline()
+        ),
+    );
+    Counterexample {
+        seed: opts.seed,
+        worker: w,
+        first_len,
+        steps,
+        transcript,
+        failure,
+        curl,
+        rust,
+        saved: vec![],
     }
 }
 
