@@ -170,8 +170,34 @@ async fn spool_capacity(
     let c = http(Duration::from_secs(120));
     let base = d.url(0);
     let queue = "stress-spool";
+    let accepted = fill_spool(&c, &base, queue, s, figures, problems).await?;
+    let health: Value = c
+        .get(format!("{base}/health"))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .unwrap_or(Value::Null);
+    figures.push(format!("health while full: {}", health["spool"]));
+    // Replay, then a SIGKILL mid-way and a restart: the rest must follow, once.
+    kill_mid_replay(d, &c, &base, accepted.len() as u64, figures, problems).await?;
+    restart_and_replay(d, figures).await?;
+    check_replayed(&c, &base, queue, &accepted, figures, problems).await
+}
+
+/// Pushes under maintenance until the spool refuses three times; the transaction ids
+/// it accepted.
+async fn fill_spool(
+    c: &reqwest::Client,
+    base: &str,
+    queue: &str,
+    s: &StressSizes,
+    figures: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> Result<Vec<String>, String> {
     post(
-        &c,
+        c,
         &format!("{base}/api/v1/system/maintenance"),
         &json!({"enabled": true}),
     )
@@ -181,7 +207,7 @@ async fn spool_capacity(
     let t = Instant::now();
     for n in 0.. {
         let body = json!({"items": [{"queue": queue, "transactionId": format!("s{n}"), "payload": payload}]});
-        let (status, answer, retry) = post(&c, &format!("{base}/api/v1/push"), &body).await?;
+        let (status, answer, retry) = post(c, &format!("{base}/api/v1/push"), &body).await?;
         match status {
             201 if answer[0]["status"] == "buffered" => accepted.push(format!("s{n}")),
             503 => {
@@ -209,24 +235,25 @@ async fn spool_capacity(
             "the spool did not refuse with 503 and Retry-After at its capacity (PUSH-10)".into(),
         );
     }
-    let health: Value = c
-        .get(format!("{base}/health"))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .json()
-        .await
-        .unwrap_or(Value::Null);
-    figures.push(format!("health while full: {}", health["spool"]));
-    // Replay, then a SIGKILL mid-way and a restart: the rest must follow, once.
+    Ok(accepted)
+}
+
+/// Ends maintenance and SIGKILLs the server once part of the spool is replayed and
+/// part is not.
+async fn kill_mid_replay(
+    d: &mut Deployment,
+    c: &reqwest::Client,
+    base: &str,
+    total: u64,
+    figures: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> Result<(), String> {
     let t = Instant::now();
     let off = c
         .post(format!("{base}/api/v1/system/maintenance"))
         .json(&json!({"enabled": false}))
         .send();
     let off = tokio::spawn(off);
-    // Killed once part of the spool is replayed and part is not.
-    let total = accepted.len() as u64;
     let mut left = total;
     while t.elapsed() < Duration::from_secs(120) {
         left = d.buffered(0).await.unwrap_or(total);
@@ -248,6 +275,12 @@ async fn spool_capacity(
             "the kill did not land mid-replay ({left} of {total} left)"
         ));
     }
+    Ok(())
+}
+
+/// Restarts the killed server and waits (ten minutes at most) for the rest of the
+/// spool to be replayed, noting the server's memory peak.
+async fn restart_and_replay(d: &mut Deployment, figures: &mut Vec<String>) -> Result<(), String> {
     let t = Instant::now();
     d.restart_server(0).await?;
     figures.push(format!(
@@ -267,7 +300,20 @@ async fn spool_capacity(
         "replay finished {:.1} s after the restart; server RSS peak {peak:.0} MiB",
         t.elapsed().as_secs_f64()
     ));
-    let got = drain(&c, &base, queue).await?;
+    Ok(())
+}
+
+/// Every accepted push is delivered exactly once after the replay, and the broker
+/// takes pushes again.
+async fn check_replayed(
+    c: &reqwest::Client,
+    base: &str,
+    queue: &str,
+    accepted: &[String],
+    figures: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> Result<(), String> {
+    let got = drain(c, base, queue).await?;
     let unique: BTreeSet<&String> = got.iter().collect();
     let want: BTreeSet<&String> = accepted.iter().collect();
     figures.push(format!(
@@ -290,7 +336,7 @@ async fn spool_capacity(
         ));
     }
     let (status, _, _) = post(
-        &c,
+        c,
         &format!("{base}/api/v1/push"),
         &json!({"items": [{"queue": queue}]}),
     )
