@@ -431,17 +431,11 @@ async fn slow_client(
     Ok(())
 }
 
-/// shutdown-under-load: see the module documentation.
-async fn shutdown_under_load(
-    d: &mut Deployment,
-    s: &StressSizes,
-    figures: &mut Vec<String>,
-    problems: &mut Vec<String>,
-) -> Result<(), String> {
-    use tokio::io::AsyncWriteExt;
-    let base = d.url(0);
+/// Long polls that wait (an hour) on queues nothing pushes to, each answering with its
+/// status once the server lets it go.
+fn park_pops(base: &str, n: usize) -> Vec<tokio::task::JoinHandle<reqwest::Result<u16>>> {
     let c = http(Duration::from_secs(3600));
-    let parked: Vec<_> = (0..s.parked)
+    (0..n)
         .map(|k| {
             let (c, url) = (
                 c.clone(),
@@ -449,7 +443,12 @@ async fn shutdown_under_load(
             );
             tokio::spawn(async move { c.get(url).send().await.map(|r| r.status().as_u16()) })
         })
-        .collect();
+        .collect()
+}
+
+/// Fifty connections that sent half a request head and hold it, open until dropped.
+async fn half_sent_heads(base: &str) -> Result<Vec<tokio::net::TcpStream>, String> {
+    use tokio::io::AsyncWriteExt;
     let addr: std::net::SocketAddr = base
         .trim_start_matches("http://")
         .parse()
@@ -463,24 +462,52 @@ async fn shutdown_under_load(
             heads.push(conn);
         }
     }
-    let producers: Vec<_> = (0..s.producers)
-        .map(|p| {
-            let (c, base) = (http(Duration::from_secs(30)), base.clone());
-            tokio::spawn(async move {
-                let mut acked = Vec::new();
-                for n in 0.. {
-                    let items: Vec<Value> = (0..10).map(|i| json!({"queue": "stress-load", "transactionId": format!("p{p}-{n}-{i}")})).collect();
-                    match post(&c, &format!("{base}/api/v1/push"), &json!({ "items": items })).await {
-                        Ok((201, answer, _)) => acked.extend(
-                            answer.as_array().into_iter().flatten().filter(|r| r["status"] == "queued" || r["status"] == "buffered").map(|r| r["transaction_id"].as_str().unwrap_or("").to_string()),
-                        ),
-                        _ => break,
-                    }
-                }
-                acked
-            })
-        })
-        .collect();
+    Ok(heads)
+}
+
+/// Producer `p`: pushes batches of ten until a push fails; the transaction ids the
+/// broker acknowledged (queued or buffered).
+fn produce(base: &str, p: usize) -> tokio::task::JoinHandle<Vec<String>> {
+    let (c, base) = (http(Duration::from_secs(30)), base.to_string());
+    tokio::spawn(async move {
+        let mut acked = Vec::new();
+        for n in 0.. {
+            let items: Vec<Value> = (0..10)
+                .map(|i| json!({"queue": "stress-load", "transactionId": format!("p{p}-{n}-{i}")}))
+                .collect();
+            match post(
+                &c,
+                &format!("{base}/api/v1/push"),
+                &json!({ "items": items }),
+            )
+            .await
+            {
+                Ok((201, answer, _)) => acked.extend(
+                    answer
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|r| r["status"] == "queued" || r["status"] == "buffered")
+                        .map(|r| r["transaction_id"].as_str().unwrap_or("").to_string()),
+                ),
+                _ => break,
+            }
+        }
+        acked
+    })
+}
+
+/// shutdown-under-load: see the module documentation.
+async fn shutdown_under_load(
+    d: &mut Deployment,
+    s: &StressSizes,
+    figures: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> Result<(), String> {
+    let base = d.url(0);
+    let parked = park_pops(&base, s.parked);
+    let heads = half_sent_heads(&base).await?;
+    let producers: Vec<_> = (0..s.producers).map(|p| produce(&base, p)).collect();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let took = d.terminate_server(0, Duration::from_secs(60)).await;
     match took {
