@@ -342,13 +342,10 @@ fn worker(
     let without = opts.without.clone();
     let allowed = move |c: Capability| !without.contains(&c);
     let strategy = proptest::collection::vec(gen::step(&allowed), 1..=opts.steps.max(1) as usize);
-    let failed_here = std::cell::Cell::new(false);
-    let first_len = std::cell::Cell::new(0usize);
-    type Last = (Vec<Step>, Vec<Exchange>, Failure);
-    let last: Mutex<Option<Last>> = Mutex::new(None);
+    let search = Search::default();
     let total = opts.cases as u64;
     let result = runner.run(&strategy, |steps| {
-        let shrinking = failed_here.get();
+        let shrinking = search.failed_here.get();
         if shared.stop.load(Ordering::SeqCst) && !shrinking {
             return Ok(()); // another worker found a counterexample
         }
@@ -362,6 +359,54 @@ fn worker(
         if !shrinking {
             shared.count_sequence(&cov, transcript.len(), tick.as_ref(), total);
         }
+        search.outcome(res, steps, transcript, target, shared)
+    });
+    match result {
+        Ok(()) => Ok(None),
+        Err(TestError::Abort(why)) => Err(format!("lockstep run aborted: {why}")),
+        Err(TestError::Fail(_, minimal)) => {
+            let (steps, transcript, failure) = search
+                .last
+                .lock()
+                .expect("last")
+                .take()
+                .ok_or("no failing run was recorded")?;
+            // The last failing run is the minimal one proptest reports.
+            debug_assert_eq!(steps, minimal);
+            Ok(Some(counterexample(
+                opts,
+                w,
+                search.first_len.get(),
+                (steps, transcript, failure),
+            )))
+        }
+    }
+}
+
+/// A worker's search for a counterexample: whether it found one (so that proptest's
+/// reruns are shrinking), how long the first was, and the last failing run.
+#[derive(Default)]
+struct Search {
+    failed_here: std::cell::Cell<bool>,
+    first_len: std::cell::Cell<usize>,
+    last: Mutex<Option<FailingRun>>,
+}
+
+/// A failing sequence with its transcript and why it failed.
+type FailingRun = (Vec<Step>, Vec<Exchange>, Failure);
+
+impl Search {
+    /// What one sequence's result means to proptest: an error only for a counterexample
+    /// (which it then shrinks); findings and stops are noted unless shrinking.
+    fn outcome(
+        &self,
+        res: SeqResult,
+        steps: Vec<Step>,
+        transcript: Vec<Exchange>,
+        target: &Target,
+        shared: &Shared,
+    ) -> Result<(), TestCaseError> {
+        let shrinking = self.failed_here.get();
         match res {
             SeqResult::Pass(found) => {
                 if !shrinking {
@@ -390,33 +435,14 @@ fn worker(
             }
             SeqResult::Fail(f) => {
                 if !shrinking {
-                    failed_here.set(true);
-                    first_len.set(steps.len());
+                    self.failed_here.set(true);
+                    self.first_len.set(steps.len());
                     shared.stop.store(true, Ordering::SeqCst);
                 }
                 let headline = f.headline();
-                *last.lock().expect("last") = Some((steps, transcript, f));
+                *self.last.lock().expect("last") = Some((steps, transcript, f));
                 Err(TestCaseError::fail(headline))
             }
-        }
-    });
-    match result {
-        Ok(()) => Ok(None),
-        Err(TestError::Abort(why)) => Err(format!("lockstep run aborted: {why}")),
-        Err(TestError::Fail(_, minimal)) => {
-            let (steps, transcript, failure) = last
-                .lock()
-                .expect("last")
-                .take()
-                .ok_or("no failing run was recorded")?;
-            // The last failing run is the minimal one proptest reports.
-            debug_assert_eq!(steps, minimal);
-            Ok(Some(counterexample(
-                opts,
-                w,
-                first_len.get(),
-                (steps, transcript, failure),
-            )))
         }
     }
 }
@@ -443,7 +469,7 @@ fn counterexample(
     opts: &LockstepOptions,
     w: usize,
     first_len: usize,
-    (steps, transcript, failure): (Vec<Step>, Vec<Exchange>, Failure),
+    (steps, transcript, failure): FailingRun,
 ) -> Counterexample {
     let prefix = transcript_prefix(&transcript);
     let curl = repro::curl_script(&transcript, &prefix, Some(&failure));
