@@ -412,25 +412,7 @@ async fn delete_message(s: &mut Session) -> CaseResult {
         .pop_some(&q, &[("consumerGroup", &g), ("batch", "3")])
         .await?;
     let pid = held.messages[0].partition_id.clone();
-    let path = |t: &str| format!("/api/v1/messages/{pid}/{t}");
-    for t in ["c", "b"] {
-        let r = s.send(HttpRequest::delete(path(t))).await?;
-        let r: MessageDeleted = decode(&r, 200, "a message delete")?;
-        ensure!(
-            r.success && r.transaction_id == t,
-            MGMT_11,
-            "the delete of {t} answered {r:?}"
-        )?;
-    }
-    let again = s.send(HttpRequest::delete(path("c"))).await?;
-    let view = s.get(&path("c"), &[]).await?;
-    ensure!(
-        again.status == 404 && view.status == 404,
-        MGMT_11,
-        "after its delete, a second delete answered {} and the message view {}",
-        again.status,
-        view.status
-    )?;
+    delete_c_and_b(s, &pid).await?;
     // The span ended at c, which went: acking a releases the lease.
     let first = held.messages.first().map(|m| m.transaction_id.clone());
     let acks: Vec<_> = acks_for(&held, "completed")
@@ -451,8 +433,37 @@ async fn delete_message(s: &mut Session) -> CaseResult {
         MGMT_11,
         "an ack of the deleted c answered {late:?}"
     )?;
+    deleted_is_gone(s, &q, &g).await
+}
+
+/// MGMT-11: deleting c and b answers their ids; c, deleted, is then neither deleted
+/// again nor shown.
+async fn delete_c_and_b(s: &mut Session, pid: &str) -> CaseResult {
+    let path = |t: &str| format!("/api/v1/messages/{pid}/{t}");
+    for t in ["c", "b"] {
+        let r = s.send(HttpRequest::delete(path(t))).await?;
+        let r: MessageDeleted = decode(&r, 200, "a message delete")?;
+        ensure!(
+            r.success && r.transaction_id == t,
+            MGMT_11,
+            "the delete of {t} answered {r:?}"
+        )?;
+    }
+    let again = s.send(HttpRequest::delete(path("c"))).await?;
+    let view = s.get(&path("c"), &[]).await?;
+    ensure!(
+        again.status == 404 && view.status == 404,
+        MGMT_11,
+        "after its delete, a second delete answered {} and the message view {}",
+        again.status,
+        view.status
+    )
+}
+
+/// MGMT-11, after the delete: c is neither listed, counted, delivered nor a duplicate.
+async fn deleted_is_gone(s: &mut Session, q: &str, g: &str) -> CaseResult {
     let peek: MessagesPage = decode(
-        &s.get("/api/v1/messages", &[("queue", &q), ("consumerGroup", &g)])
+        &s.get("/api/v1/messages", &[("queue", q), ("consumerGroup", g)])
             .await?,
         200,
         "peek",
@@ -470,7 +481,7 @@ async fn delete_message(s: &mut Session) -> CaseResult {
     let depth: Depth = decode(
         &s.get(
             &format!("/api/v1/resources/queues/{q}/depth"),
-            &[("group", &g)],
+            &[("group", g)],
         )
         .await?,
         200,
@@ -483,7 +494,7 @@ async fn delete_message(s: &mut Session) -> CaseResult {
         depth.pending
     )?;
     let rest = txns(
-        &s.pop_q(&q, &[("consumerGroup", &g), ("autoAck", "true")])
+        &s.pop_q(q, &[("consumerGroup", g), ("autoAck", "true")])
             .await?,
     );
     ensure!(
@@ -491,7 +502,7 @@ async fn delete_message(s: &mut Session) -> CaseResult {
         MGMT_11,
         "the next pop delivered {rest:?}, not d alone"
     )?;
-    let again = s.push1(&q, "p", "c").await?;
+    let again = s.push1(q, "p", "c").await?;
     ensure!(
         again.status == PushStatus::Queued,
         MGMT_11,
