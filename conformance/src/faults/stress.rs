@@ -347,22 +347,16 @@ async fn check_replayed(
     Ok(())
 }
 
-/// slow-client: see the module documentation.
-async fn slow_client(
-    d: &Deployment,
-    s: &StressSizes,
-    figures: &mut Vec<String>,
-    problems: &mut Vec<String>,
-) -> Result<(), String> {
+/// What a stalled connection saw: whether the server closed it, after how long, and
+/// the bytes it answered.
+type Stalled = tokio::task::JoinHandle<(bool, Duration, Vec<u8>)>;
+
+/// Opens `n` connections that send part of a request head and stall, each watched
+/// (for 30 s of silence at most) until the server closes it.
+async fn stall(addr: std::net::SocketAddr, n: usize) -> Vec<Stalled> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr: std::net::SocketAddr = d
-        .url(0)
-        .trim_start_matches("http://")
-        .parse()
-        .map_err(|e| format!("{e}"))?;
-    let t = Instant::now();
     let mut stalled = Vec::new();
-    for _ in 0..s.stalled {
+    for _ in 0..n {
         let Ok(mut conn) = tokio::net::TcpStream::connect(addr).await else {
             continue;
         };
@@ -382,6 +376,23 @@ async fn slow_client(
             }
         }));
     }
+    stalled
+}
+
+/// slow-client: see the module documentation.
+async fn slow_client(
+    d: &Deployment,
+    s: &StressSizes,
+    figures: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> Result<(), String> {
+    let addr: std::net::SocketAddr = d
+        .url(0)
+        .trim_start_matches("http://")
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let t = Instant::now();
+    let stalled = stall(addr, s.stalled).await;
     // A well-behaved client meanwhile (a fresh connection per call: the cap may refuse).
     let c = http(Duration::from_secs(10));
     let (mut served, mut tries, mut worst) = (0, 0, Duration::ZERO);
