@@ -13,7 +13,7 @@ use crate::report::{self, Report};
 use crate::rules::RULES;
 use crate::runner::{self, RunOptions};
 use crate::select::{Entry, Selection};
-use crate::session::{CheckSettings, Target};
+use crate::target::{CheckSettings, Target};
 use clap::{Args, Parser, Subcommand};
 use queen_reference::finding::Accept;
 use std::collections::BTreeSet;

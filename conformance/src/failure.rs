@@ -172,6 +172,14 @@ impl std::fmt::Display for Failure {
     }
 }
 
+/// An explicit assertion failure naming rules.
+pub fn fail(message: impl Into<String>, rules: &[RuleId]) -> Failure {
+    Failure::Assertion {
+        message: message.into(),
+        rules: rules.to_vec(),
+    }
+}
+
 /// Fails the check unless `cond`, naming the rule (or `[rules]`) it checks: an
 /// assertion built from the format arguments only when the check fails.
 ///

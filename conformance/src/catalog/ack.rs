@@ -1,6 +1,7 @@
 //! Acknowledgement cases (PROTOCOL.md section 4: ACK-0..8 and the evaluation steps).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
 use crate::failure::ensure;
 use crate::rules::*;

@@ -3,10 +3,12 @@
 //! cases run alone ("exclusive"), after every other case, and always switch off again.
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
-use crate::failure::ensure;
+use crate::failure::{ensure, fail};
 use crate::rules::*;
 use crate::session::*;
+use crate::transport::transmit;
 use queen_reference::wire::*;
 use serde_json::json;
 

@@ -7,8 +7,9 @@
 
 use super::cases;
 use crate::auth::Tokens;
+use crate::calls::*;
 use crate::case::{CaseResult, Failure};
-use crate::failure::ensure;
+use crate::failure::{ensure, fail};
 use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;

@@ -5,6 +5,7 @@
 //! the unchanged state (a follow-up pop or listing shows no effect).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
 use crate::failure::ensure;
 use crate::rules::*;

@@ -1,6 +1,7 @@
 //! Configure cases (PROTOCOL.md section 8: CFG-1..3).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
 use crate::failure::ensure;
 use crate::rules::*;

@@ -1,6 +1,7 @@
 //! Retry budget and dead-letter cases (PROTOCOL.md section 6: DLQ-1..2).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
 use crate::failure::ensure;
 use crate::rules::*;

@@ -1,6 +1,7 @@
 //! Lease extension cases (PROTOCOL.md section 5: LEASE-1..3).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
 use crate::failure::ensure;
 use crate::rules::*;

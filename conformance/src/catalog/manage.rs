@@ -6,10 +6,12 @@
 //! shared broker; those are read unchecked and held only to what this session added.
 
 use super::cases;
+use crate::calls::*;
 use crate::case::CaseResult;
 use crate::failure::ensure;
 use crate::rules::*;
 use crate::session::*;
+use crate::transport::now_ms;
 use queen_reference::wire::*;
 use serde_json::json;
 

@@ -7,11 +7,13 @@
 //! answer is checked against that. They run alone, last, and always restart the database.
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult, Failure};
 use crate::database::Database;
-use crate::failure::ensure;
+use crate::failure::{ensure, fail};
 use crate::rules::*;
 use crate::session::*;
+use crate::transport::{now_ms, transmit};
 use queen_reference::time::Millis;
 use queen_reference::wire::*;
 use serde_json::{json, Value};

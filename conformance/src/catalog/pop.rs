@@ -1,10 +1,12 @@
 //! Pop cases (PROTOCOL.md section 3: PROTO-GROUP-1, POP-1..15).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
 use crate::failure::ensure;
 use crate::rules::*;
 use crate::session::*;
+use crate::transport::now_ms;
 use queen_reference::time::format_iso;
 use queen_reference::wire::*;
 use serde_json::{json, Value};

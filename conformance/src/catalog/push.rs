@@ -2,6 +2,7 @@
 //! the maintenance cases, bad input (PUSH-8) with the bad-input cases.
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
 use crate::failure::ensure;
 use crate::rules::*;

@@ -5,6 +5,7 @@
 //! before that the model allows both, and after it the model requires the removal.
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
 use crate::failure::ensure;
 use crate::rules::*;

@@ -1,6 +1,7 @@
 //! Transaction cases (PROTOCOL.md section 7: TXN-1..3).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
 use crate::failure::ensure;
 use crate::rules::*;

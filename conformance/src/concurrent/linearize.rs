@@ -25,7 +25,7 @@
 //! search is sound under unknown answers).
 
 use super::history::{Answer, History, Op};
-use crate::session::CheckSettings;
+use crate::target::CheckSettings;
 use queen_reference::checker::{Checker, StepError, World};
 use queen_reference::time::Millis;
 use queen_reference::variant::{Variant, VariantSet, VARIANTS};

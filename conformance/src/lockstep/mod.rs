@@ -15,10 +15,13 @@ pub mod repro;
 pub use coverage::Coverage;
 pub use gen::{Route, Step};
 
+use crate::calls::sleep_ms;
 use crate::case::{Capability, Failure};
 use crate::exchange::Exchange;
+use crate::findings::{Example, Seen};
 use crate::rules::Level;
-use crate::session::{sleep_ms, CheckSettings, Example, Seen, Session, Target};
+use crate::session::Session;
+use crate::target::{CheckSettings, Target};
 use gen::{Delivered, Names};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use queen_reference::finding::{Finding, Kind};
@@ -522,7 +525,7 @@ fn transcript_prefix(t: &[Exchange]) -> String {
 
 /// The command that runs the same sequences under the same judgement: the seed and
 /// size, and every flag that changes what the checker allows.
-pub fn reproduce(opts: &LockstepOptions, settings: &crate::session::CheckSettings) -> String {
+pub fn reproduce(opts: &LockstepOptions, settings: &crate::target::CheckSettings) -> String {
     let mut line = format!(
         "queen-conformance run --only lockstep --seed {} --cases {} --steps {} --lockstep-workers {}",
         opts.seed, opts.cases, opts.steps, opts.workers
@@ -548,7 +551,7 @@ fn save(
     dir: &std::path::Path,
     c: &Counterexample,
     opts: &LockstepOptions,
-    settings: &crate::session::CheckSettings,
+    settings: &crate::target::CheckSettings,
 ) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let stem = format!("lockstep-seed{}-w{}", c.seed, c.worker);

@@ -20,11 +20,11 @@ use crate::case::{Capability, Failure};
 use crate::concurrent::Scenario;
 use crate::concurrent::CONCURRENT_ID;
 use crate::exchange::Exchange;
+use crate::findings::Example;
 use crate::lockstep::repro::{curl_marked, curl_script};
 use crate::lockstep::LockstepOutcome;
 use crate::rules::{Level, RuleId, ACK_1, ACK_2, ACK_4, ACK_6, ACK_7, PUSH_7};
 use crate::runner::{RunResults, Status};
-use crate::session::Example;
 use queen_reference::diff::{diff, Difference};
 use queen_reference::finding::{Accept, Finding, Kind};
 use std::collections::BTreeSet;
@@ -494,7 +494,7 @@ fn divergence_example(
         finding = finding.example(why.clone());
     }
     Some(Example {
-        seen: crate::session::Seen {
+        seen: crate::findings::Seen {
             finding,
             step: *step,
             expected: divergence.expected.first().cloned(),
