@@ -13,7 +13,7 @@ use crate::report::{self, Report};
 use crate::rules::RULES;
 use crate::runner::{self, RunOptions};
 use crate::select::{Entry, Selection};
-use crate::session::{CheckSettings, Target};
+use crate::target::{CheckSettings, Target};
 use clap::{Args, Parser, Subcommand};
 use queen_reference::finding::Accept;
 use std::collections::BTreeSet;
@@ -36,6 +36,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the suite.
+    // Every flag's help on its own line under every heading, as the longest ones need.
+    #[command(next_line_help = true)]
     Run(Box<RunArgs>),
     /// List the cases with their rules, level and capability.
     List {
@@ -154,6 +156,30 @@ pub struct RecheckArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub broker: TargetArgs,
+    #[command(flatten)]
+    pub select: SelectionArgs,
+    #[command(flatten)]
+    pub concurrent: ConcurrencyArgs,
+    #[command(flatten)]
+    pub lockstep: LockstepArgs,
+    #[command(flatten)]
+    pub auth: AuthArgs,
+    #[command(flatten)]
+    pub reports: ReportArgs,
+    #[command(flatten)]
+    pub verdict: VerdictArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    #[command(flatten)]
+    pub terminal: TerminalArgs,
+}
+
+/// The broker under test and what it lacks.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Target")]
+pub struct TargetArgs {
     /// The broker's base URL (http only); several, comma-separated, for brokers that
     /// form one system (requests go round robin over them, the concurrent clients
     /// spread). Without it, our server runs in-process.
@@ -170,6 +196,12 @@ pub struct RunArgs {
     /// management (a broker that answers 404 to the overview is without management anyway).
     #[arg(long, value_delimiter = ',')]
     pub without: Vec<String>,
+}
+
+/// Which entries of the catalog run, and how many cases at once.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Selection")]
+pub struct SelectionArgs {
     /// Run only what this selects (repeatable, or comma-separated): a case id, a family
     /// (`pop-1`: every `pop-1/...` case, not `pop-10`), a pattern with `*`
     /// (`ack-6/retry-*`), `rule:ACK-2`, `capability:dedup` or `level:seed`. `lockstep`
@@ -188,6 +220,12 @@ pub struct RunArgs {
     /// Cases running at once.
     #[arg(long, short, default_value_t = 12)]
     pub jobs: usize,
+}
+
+/// The concurrent scenario: clients calling at once, and the search that checks their history.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Concurrent scenario")]
+pub struct ConcurrencyArgs {
     /// Also run the concurrent scenario with N clients calling at once: the history is
     /// checked for linearizability, every queue is drained, and the invariants are
     /// checked (reported as `concurrent/linearizable-and-drained`; `--only concurrent`
@@ -223,6 +261,12 @@ pub struct RunArgs {
     /// `conformance-failures/concurrent-timeline.html`; with it, it is always written.
     #[arg(long)]
     pub timeline: Option<PathBuf>,
+}
+
+/// The lockstep property run: generated sequences checked step by step against the model.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Lockstep run")]
+pub struct LockstepArgs {
     /// Seed of the lockstep run and the concurrent scenario (default: random, printed).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -241,6 +285,12 @@ pub struct RunArgs {
     /// Where lockstep counterexamples are saved.
     #[arg(long, default_value = "conformance-failures")]
     pub failures_dir: PathBuf,
+}
+
+/// The tokens of a broker with authentication on: minted from its secret, or given.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Authentication")]
+pub struct AuthArgs {
     /// The broker has authentication on with this HS256 secret: the suite mints a token
     /// per level (roles in the `role` claim) and runs the `auth` cases (section 14).
     #[arg(long, env = "QUEEN_JWT_SECRET", hide_env_values = true, conflicts_with_all = ["token_admin", "token_rw", "token_ro"])]
@@ -261,12 +311,24 @@ pub struct RunArgs {
     /// A token with the read-only role.
     #[arg(long, requires_all = ["token_admin", "token_rw"])]
     pub token_ro: Option<String>,
+}
+
+/// The report files a run writes beside its terminal output.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Reports")]
+pub struct ReportArgs {
     /// Write a JUnit XML report here.
     #[arg(long)]
     pub junit: Option<PathBuf>,
     /// Write a JSON report here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+/// What fails the run: the level held to, known deviations and the expected failures.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Verdict")]
+pub struct VerdictArgs {
     /// PROJECT-level differences fail the run too.
     #[arg(long)]
     pub strict: bool,
@@ -297,6 +359,12 @@ pub struct RunArgs {
     /// Rewrite the --expect-failures file with this run's failures.
     #[arg(long, requires = "expect_failures")]
     pub fix: bool,
+}
+
+/// The broker's clock, limits and timeouts the model must allow for, and the time a case may take.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Broker limits and timing")]
+pub struct LimitArgs {
     /// Milliseconds the broker's clock may differ from this machine's.
     #[arg(long, default_value_t = 5)]
     pub skew_ms: i64,
@@ -318,6 +386,12 @@ pub struct RunArgs {
     /// Seconds one case may take.
     #[arg(long, default_value_t = 60)]
     pub case_timeout: u64,
+}
+
+/// What the terminal shows while and after the run.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Terminal")]
+pub struct TerminalArgs {
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -379,14 +453,18 @@ impl Started {
 #[allow(unused_mut)]
 /// The tokens of a broker with authentication on, from `--jwt-secret` or `--token-*`.
 fn suite_tokens(args: &RunArgs) -> Option<crate::auth::Tokens> {
-    if let Some(secret) = &args.jwt_secret {
+    if let Some(secret) = &args.auth.jwt_secret {
         return Some(crate::auth::Tokens::minted(
             secret,
-            args.jwt_issuer.clone(),
-            args.jwt_audience.clone(),
+            args.auth.jwt_issuer.clone(),
+            args.auth.jwt_audience.clone(),
         ));
     }
-    match (&args.token_admin, &args.token_rw, &args.token_ro) {
+    match (
+        &args.auth.token_admin,
+        &args.auth.token_rw,
+        &args.auth.token_ro,
+    ) {
         (Some(a), Some(w), Some(r)) => {
             Some(crate::auth::Tokens::given(a.clone(), w.clone(), r.clone()))
         }
@@ -446,22 +524,70 @@ async fn open_target(
 /// Runs `queen-conformance run` and returns the report (also written where asked).
 pub async fn run(args: &RunArgs) -> Result<Report, String> {
     let selection = selection(args)?;
-    let without = capabilities(&args.without)?;
+    let without = capabilities(&args.broker.without)?;
+    check_outputs(args)?;
+    let (expected, accept) = expectations(args)?;
+    let tokens = suite_tokens(args);
+    let settings = check_settings(args, &accept, tokens.as_ref());
+    let starting = crate::progress::Progress::spinner(
+        !args.terminal.no_progress,
+        if args.broker.target.is_some() {
+            "checking the target answers"
+        } else {
+            "starting our server and checking it answers"
+        },
+    );
+    let opened = open_target(
+        TargetChoice {
+            target: args.broker.target.clone(),
+            #[cfg(feature = "embedded")]
+            engine: args.broker.engine,
+        },
+        settings,
+        tokens,
+    )
+    .await;
+    starting.finish();
+    let (target, _url, label, server) = opened?;
+    let opts = run_options(args, target, label, without, selection);
+    let results = runner::run(&opts).await;
+    server.stop().await;
+    let mut report = Report::build_with(results, args.verdict.strict, &expected.cases, &accept);
+    if args.verdict.fix {
+        fix_expectations(args, &expected, &mut report)?;
+    }
+    if let Some(p) = &args.verdict.write_accepts {
+        report::accepts::write(p, &report)
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    }
+    write_concurrent_files(args, &mut report)?;
+    write_reports(args, &report)?;
+    Ok(report)
+}
+
+/// Every output path the run will write, checked before the first request.
+fn check_outputs(args: &RunArgs) -> Result<(), String> {
     for (flag, p) in [
-        ("--junit", &args.junit),
-        ("--json", &args.json),
-        ("--timeline", &args.timeline),
-        ("--write-accepts", &args.write_accepts),
+        ("--junit", &args.reports.junit),
+        ("--json", &args.reports.json),
+        ("--timeline", &args.concurrent.timeline),
+        ("--write-accepts", &args.verdict.write_accepts),
     ] {
         if let Some(p) = p {
             check_writable(flag, p)?;
         }
     }
-    let expected = match &args.expect_failures {
+    Ok(())
+}
+
+/// The expected failures (`--expect-failures`) and every accepted deviation: the file's
+/// `accept` lines, then `--accept`'s.
+fn expectations(args: &RunArgs) -> Result<(expect::Expectations, Vec<Accept>), String> {
+    let expected = match &args.verdict.expect_failures {
         Some(p) if p.exists() => {
             expect::load(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?
         }
-        Some(p) if !args.fix => {
+        Some(p) if !args.verdict.fix => {
             return Err(format!(
                 "{} does not exist (use --fix to create it)",
                 p.display()
@@ -470,132 +596,115 @@ pub async fn run(args: &RunArgs) -> Result<Report, String> {
         _ => expect::Expectations::default(),
     };
     let mut accept = expected.accept.clone();
-    for a in args.accept.iter().flat_map(|a| a.split(',')) {
+    for a in args.verdict.accept.iter().flat_map(|a| a.split(',')) {
         accept.push(Accept::parse(a).map_err(|e| format!("--accept {a}: {e}"))?);
     }
-    let keep_going = !args.no_keep_going && (args.keep_going || args.target.is_some());
-    let tokens = suite_tokens(args);
-    let settings = CheckSettings {
-        skew_ms: args.skew_ms,
-        default_timeout_ms: args.default_timeout_ms,
-        body_limit: args.body_limit,
+    Ok((expected, accept))
+}
+
+/// What the model allows for this broker: its clock, limits and timeouts, the level it
+/// is held to, and the deviations accepted.
+fn check_settings(
+    args: &RunArgs,
+    accept: &[Accept],
+    tokens: Option<&crate::auth::Tokens>,
+) -> CheckSettings {
+    let keep_going =
+        !args.verdict.no_keep_going && (args.verdict.keep_going || args.broker.target.is_some());
+    CheckSettings {
+        skew_ms: args.limits.skew_ms,
+        default_timeout_ms: args.limits.default_timeout_ms,
+        body_limit: args.limits.body_limit,
         // Without --strict the model accepts departures from PROJECT decisions and the
         // report lists them ("differs on project-resolved points").
-        strict_project: args.strict,
+        strict_project: args.verdict.strict,
         keep_going,
-        accept: accept.clone(),
-        auth: tokens.as_ref().map(|t| std::sync::Arc::new(t.book())),
-        retention_lag_ms: args
-            .retention_interval_ms
-            .unwrap_or(if args.target.is_some() {
+        accept: accept.to_vec(),
+        auth: tokens.map(|t| std::sync::Arc::new(t.book())),
+        retention_lag_ms: args.limits.retention_interval_ms.unwrap_or(
+            if args.broker.target.is_some() {
                 queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS
             } else {
                 EMBEDDED_RETENTION_LAG_MS
-            }),
-        request_timeout_ms: args.request_timeout_s * 1000,
-    };
-    let starting = crate::progress::Progress::spinner(
-        !args.no_progress,
-        if args.target.is_some() {
-            "checking the target answers"
-        } else {
-            "starting our server and checking it answers"
-        },
-    );
-    let opened = open_target(
-        TargetChoice {
-            target: args.target.clone(),
-            #[cfg(feature = "embedded")]
-            engine: args.engine,
-        },
-        settings,
-        tokens,
-    )
-    .await;
-    starting.finish();
-    let (target, _url, label, server) = opened?;
-    let seed = args.seed.unwrap_or_else(|| {
+            },
+        ),
+        request_timeout_ms: args.limits.request_timeout_s * 1000,
+    }
+}
+
+/// What the runner runs against the opened target: the cases, the lockstep run and
+/// the concurrent scenario, all from one seed.
+fn run_options(
+    args: &RunArgs,
+    target: Target,
+    label: String,
+    without: BTreeSet<Capability>,
+    selection: Selection,
+) -> RunOptions {
+    let seed = args.lockstep.seed.unwrap_or_else(|| {
         let u = uuid::Uuid::new_v4().as_u64_pair().0;
         u % 10_000_000_000
     });
-    let opts = RunOptions {
+    RunOptions {
         target,
         target_label: label,
         without: without.clone(),
         selection,
-        jobs: args.jobs,
-        case_timeout_s: args.case_timeout,
+        jobs: args.select.jobs,
+        case_timeout_s: args.limits.case_timeout,
         lockstep: Some(LockstepOptions {
             seed,
-            cases: args.cases,
-            steps: args.steps,
-            workers: args.lockstep_workers,
+            cases: args.lockstep.cases,
+            steps: args.lockstep.steps,
+            workers: args.lockstep.lockstep_workers,
             without,
-            failures_dir: Some(args.failures_dir.clone()),
-            max_shrink_secs: args.shrink_secs,
+            failures_dir: Some(args.lockstep.failures_dir.clone()),
+            max_shrink_secs: args.lockstep.shrink_secs,
         }),
-        concurrent: (args.concurrency > 0).then(|| crate::concurrent::ScenarioOptions {
+        concurrent: (args.concurrent.concurrency > 0).then(|| crate::concurrent::ScenarioOptions {
             workload: crate::concurrent::Workload {
-                op_timeout_ms: args.op_timeout_ms,
-                lease_seconds: Some(args.lease_seconds.max(1)),
+                op_timeout_ms: args.concurrent.op_timeout_ms,
+                lease_seconds: Some(args.concurrent.lease_seconds.max(1)),
                 ..crate::concurrent::Workload::new(
-                    args.concurrency,
-                    args.ops,
-                    args.queues.unwrap_or(args.concurrency.div_ceil(2).max(2)),
+                    args.concurrent.concurrency,
+                    args.concurrent.ops,
+                    args.concurrent
+                        .queues
+                        .unwrap_or(args.concurrent.concurrency.div_ceil(2).max(2)),
                     seed,
                 )
             },
-            budget: args.budget,
-            search_limit: std::time::Duration::from_secs(args.search_limit_s.max(1)),
+            budget: args.concurrent.budget,
+            search_limit: std::time::Duration::from_secs(args.concurrent.search_limit_s.max(1)),
         }),
-        progress: !args.no_progress,
+        progress: !args.terminal.no_progress,
+    }
+}
+
+/// `--fix`: rewrites the expected failures with this run's failures, and judges the
+/// run again against them.
+fn fix_expectations(
+    args: &RunArgs,
+    expected: &expect::Expectations,
+    report: &mut Report,
+) -> Result<(), String> {
+    let Some(p) = &args.verdict.expect_failures else {
+        return Ok(());
     };
-    let results = runner::run(&opts).await;
-    server.stop().await;
-    let mut report = Report::build_with(results, args.strict, &expected.cases, &accept);
-    if args.fix {
-        if let Some(p) = &args.expect_failures {
-            // Entries this run did not cover (left out by the selection) keep their lines.
-            let mut listed = report.failing_ids();
-            listed.extend(
-                expected
-                    .cases
-                    .iter()
-                    .filter(|id| !report.entries.iter().any(|e| &e.id == *id))
-                    .cloned(),
-            );
-            expect::write(p, &listed, &expected.accept)
-                .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-            // The file now matches this run: judge it again against the new list.
-            let fixed: BTreeSet<String> = report.failing_ids();
-            report
-                .problems
-                .retain(|p| !p.contains("listed as an expected failure"));
-            for e in &mut report.entries {
-                if e.verdict == report::Verdict::StalePass {
-                    e.verdict = report::Verdict::Passed;
-                    e.fails_run = false;
-                }
-                if e.verdict == report::Verdict::Failed && fixed.contains(&e.id) {
-                    e.verdict = report::Verdict::ExpectedFailure;
-                    if e.fails_run {
-                        e.fails_run = false;
-                        let id = e.id.clone();
-                        report
-                            .problems
-                            .retain(|p| !p.starts_with(&format!("{id} failed")));
-                    }
-                }
-            }
-        }
-    }
-    if let Some(p) = &args.write_accepts {
-        report::accepts::write(p, &report)
-            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-    }
-    write_concurrent_files(args, &mut report)?;
-    write_reports(args, &report)?;
-    Ok(report)
+    // Entries this run did not cover (left out by the selection) keep their lines.
+    let mut listed = report.failing_ids();
+    listed.extend(
+        expected
+            .cases
+            .iter()
+            .filter(|id| !report.entries.iter().any(|e| &e.id == *id))
+            .cloned(),
+    );
+    expect::write(p, &listed, &expected.accept)
+        .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    // The file now matches this run: judge it again against the new list.
+    report.judge(&listed);
+    Ok(())
 }
 
 /// Where the concurrent scenario's timeline goes when `--timeline` is not given.
@@ -608,6 +717,7 @@ fn write_concurrent_files(args: &RunArgs, report: &mut Report) -> Result<(), Str
         return Ok(());
     };
     let path = args
+        .concurrent
         .timeline
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_TIMELINE));
@@ -617,7 +727,7 @@ fn write_concurrent_files(args: &RunArgs, report: &mut Report) -> Result<(), Str
         }
         std::fs::write(p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))
     };
-    if args.timeline.is_some() || !c.passed() {
+    if args.concurrent.timeline.is_some() || !c.passed() {
         write(
             &path,
             crate::concurrent::timeline::html(&c.history, &c.outcome),
@@ -635,11 +745,11 @@ fn write_concurrent_files(args: &RunArgs, report: &mut Report) -> Result<(), Str
 /// The selection of `--only`, `--rule` and `--skip`, checked against every entry a run
 /// can have.
 fn selection(args: &RunArgs) -> Result<Selection, String> {
-    let mut only = args.only.clone();
-    only.extend(args.rule.iter().map(|r| format!("rule:{r}")));
-    let sel = Selection::for_run(&only, &args.skip)?;
+    let mut only = args.select.only.clone();
+    only.extend(args.select.rule.iter().map(|r| format!("rule:{r}")));
+    let sel = Selection::for_run(&only, &args.select.skip)?;
     let concurrent = Entry::named(runner::CONCURRENT_ID);
-    if args.concurrency == 0 && sel.only.iter().any(|s| s.matches(&concurrent)) {
+    if args.concurrent.concurrency == 0 && sel.only.iter().any(|s| s.matches(&concurrent)) {
         return Err("--only concurrent needs --concurrency N (N clients at once)".into());
     }
     Ok(sel)
@@ -664,12 +774,12 @@ fn check_writable(flag: &str, p: &std::path::Path) -> Result<(), String> {
 /// other from being written.
 fn write_reports(args: &RunArgs, report: &Report) -> Result<(), String> {
     let mut errors = Vec::new();
-    if let Some(p) = &args.junit {
+    if let Some(p) = &args.reports.junit {
         if let Err(e) = std::fs::write(p, report::junit::render(report)) {
             errors.push(format!("cannot write {}: {e}", p.display()));
         }
     }
-    if let Some(p) = &args.json {
+    if let Some(p) = &args.reports.json {
         let text =
             serde_json::to_string_pretty(&report::json::render(report)).expect("JSON serializes");
         if let Err(e) = std::fs::write(p, text) {
@@ -848,7 +958,7 @@ pub async fn main_with(cli: Cli) -> i32 {
                 let paint = report::terminal::Paint::for_stdout();
                 print!(
                     "{}",
-                    report::terminal::render_with(&report, args.verbose, paint)
+                    report::terminal::render_with(&report, args.terminal.verbose, paint)
                 );
                 report.exit_code()
             }
@@ -952,8 +1062,8 @@ mod tests {
     #[tokio::test]
     async fn an_unwritable_report_path_is_refused_before_the_run() {
         let mut a = RunArgs::defaults();
-        a.target = Some("http://127.0.0.1:9".into());
-        a.junit = Some("/nonexistent-dir/report.xml".into());
+        a.broker.target = Some("http://127.0.0.1:9".into());
+        a.reports.junit = Some("/nonexistent-dir/report.xml".into());
         let err = run(&a).await.err().expect("refused");
         assert!(
             err.starts_with("--junit /nonexistent-dir/report.xml: cannot write there"),

@@ -171,3 +171,56 @@ impl std::fmt::Display for Failure {
         f.write_str(&self.details())
     }
 }
+
+/// An explicit assertion failure naming rules.
+pub fn fail(message: impl Into<String>, rules: &[RuleId]) -> Failure {
+    Failure::Assertion {
+        message: message.into(),
+        rules: rules.to_vec(),
+    }
+}
+
+/// Fails the check unless `cond`, naming the rule (or `[rules]`) it checks: an
+/// assertion built from the format arguments only when the check fails.
+///
+/// `ensure!(r.len() == 3, PUSH_1, "3 items, {} results", r.len())?` and
+/// `ensure!(done, [ACK_0, ACK_6], "status false is a failure")`.
+macro_rules! ensure {
+    ($cond:expr, [$($rule:expr),+ $(,)?], $($message:tt)+) => {
+        if $cond {
+            Ok(())
+        } else {
+            Err($crate::failure::Failure::Assertion {
+                message: format!($($message)+),
+                rules: vec![$($rule),+],
+            })
+        }
+    };
+    ($cond:expr, $rule:expr, $($message:tt)+) => {
+        $crate::failure::ensure!($cond, [$rule], $($message)+)
+    };
+}
+pub(crate) use ensure;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::{ACK_0, ACK_6, PUSH_1};
+
+    #[test]
+    fn a_failed_check_names_the_rules_it_checks() {
+        let n = 2;
+        let one: Result<(), Failure> = ensure!(n == 3, PUSH_1, "3 items, {n} results");
+        let Err(Failure::Assertion { message, rules }) = one else {
+            panic!("a false check fails");
+        };
+        assert_eq!(
+            (message.as_str(), rules),
+            ("3 items, 2 results", vec![PUSH_1])
+        );
+        let two: Result<(), Failure> = ensure!(false, [ACK_0, ACK_6], "status false");
+        assert_eq!(two.unwrap_err().rules(), [ACK_0, ACK_6]);
+        let held: Result<(), Failure> = ensure!(n == 2, PUSH_1, "never built");
+        assert!(held.is_ok());
+    }
+}

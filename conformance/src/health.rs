@@ -110,26 +110,7 @@ impl Health {
         if let Some(why) = self.down() {
             return Some(why);
         }
-        // Of several brokers, every one must answer: one that died ends the run.
-        let mut silent = "";
-        for _ in 0..3 {
-            silent = "";
-            for url in urls {
-                let ping = client
-                    .get(format!("{url}/health"))
-                    .timeout(Duration::from_secs(2))
-                    .send()
-                    .await;
-                if ping.is_err() {
-                    silent = url;
-                    break;
-                }
-            }
-            if silent.is_empty() {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        let silent = silent_broker(client, urls).await?;
         // The requests without an answer, oldest first: the last one the broker received
         // is among them (with several cases at once, which one cannot be told).
         let mut open: Vec<(String, HttpRequest, Option<String>)> = {
@@ -180,4 +161,30 @@ impl Health {
         let mut down = self.down.lock().expect("health");
         Some(down.get_or_insert(why).clone())
     }
+}
+
+/// The broker of `urls` that did not answer `GET /health` at any of three tries over a
+/// second and a half; `None` when every one answered at some try. Of several brokers,
+/// every one must answer: one that died ends the run.
+async fn silent_broker<'u>(client: &reqwest::Client, urls: &[&'u str]) -> Option<&'u str> {
+    let mut silent = "";
+    for _ in 0..3 {
+        silent = "";
+        for url in urls {
+            let ping = client
+                .get(format!("{url}/health"))
+                .timeout(Duration::from_secs(2))
+                .send()
+                .await;
+            if ping.is_err() {
+                silent = url;
+                break;
+            }
+        }
+        if silent.is_empty() {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Some(silent)
 }

@@ -14,6 +14,7 @@
 //!   server process is paused or killed, on a deployment the harness starts.
 
 pub mod auth;
+pub mod calls;
 pub mod case;
 pub mod catalog;
 pub mod cli;
@@ -26,6 +27,7 @@ pub mod expect;
 pub mod failure;
 #[cfg(feature = "embedded")]
 pub mod faults;
+pub mod findings;
 pub mod health;
 pub mod lockstep;
 pub mod probe;
@@ -35,4 +37,6 @@ pub mod rules;
 pub mod runner;
 pub mod select;
 pub mod session;
+pub mod target;
+pub mod transport;
 pub mod version;

@@ -1,7 +1,8 @@
 //! Is the target a Queen broker at all, and which parts of the protocol does it serve?
 //! Asked once before a run, through a target like any session's.
 
-use crate::session::{transmit, Target};
+use crate::target::Target;
+use crate::transport::transmit;
 use queen_reference::wire::HttpRequest;
 use serde_json::{json, Value};
 

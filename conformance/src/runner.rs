@@ -8,11 +8,14 @@ use crate::case::{Capability, Case, Failure};
 use crate::catalog;
 use crate::concurrent::{self, Scenario};
 use crate::exchange::Exchange;
+use crate::findings::Seen;
 use crate::lockstep::LOCKSTEP_ID;
 use crate::lockstep::{self, LockstepOptions, LockstepOutcome};
 use crate::progress::Progress;
 use crate::select::{Entry, Selection};
-use crate::session::{now_ms, transmit, Seen, Session, Target};
+use crate::session::Session;
+use crate::target::Target;
+use crate::transport::{now_ms, transmit};
 use queen_reference::wire::HttpRequest;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -202,41 +205,7 @@ pub async fn run(opts: &RunOptions) -> RunResults {
     let mut concurrent = Vec::new();
     let mut alone = Vec::new();
     for (i, case) in all.iter().enumerate() {
-        let missing: Vec<_> = case
-            .capabilities()
-            .filter(|c| opts.without.contains(c))
-            .collect();
-        let no_db = opts.target.database.is_none()
-            && case
-                .capabilities()
-                .any(|c| c == Capability::DatabaseControl);
-        let no_tokens =
-            opts.target.tokens.is_none() && case.capabilities().any(|c| c == Capability::Auth);
-        let no_management =
-            !serves_management && case.capabilities().any(|c| c == Capability::Management);
-        if !missing.is_empty() || no_db || no_tokens || no_management {
-            let why = if no_management {
-                "needs management: the broker answered 404 to GET /api/v1/resources/overview, \
-                 so it has no management routes (PROTOCOL.md section 17)"
-                    .to_string()
-            } else if missing.is_empty() && no_tokens {
-                "needs auth: a broker with authentication on, and its tokens for the suite \
-                 (--jwt-secret, or --token-admin, --token-rw and --token-ro)"
-                    .to_string()
-            } else if missing.is_empty() {
-                "needs database-control: only when queen-conformance starts the broker itself \
-                 on its own PostgreSQL cluster (no --target, no DATABASE_URL)"
-                    .to_string()
-            } else {
-                format!(
-                    "--without {}",
-                    missing
-                        .iter()
-                        .map(|c| c.as_str())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                )
-            };
+        if let Some(why) = skip_reason(case, opts, serves_management) {
             outcomes[i] = Some(CaseOutcome {
                 case: case.clone(),
                 status: Status::Skipped(why),
@@ -251,98 +220,21 @@ pub async fn run(opts: &RunOptions) -> RunResults {
             concurrent.push(i);
         }
     }
-    let total = (concurrent.len() + alone.len()) as u64;
-    let mut done = 0u64;
-    let prefix = |i: usize| format!("cf{run_id}c{i:03}");
-
-    // Cases that share the broker peacefully, at most `concurrency` at a time.
-    let sem = Arc::new(tokio::sync::Semaphore::new(opts.jobs.max(1)));
-    let mut set = tokio::task::JoinSet::new();
-    let mut task_case = std::collections::HashMap::new();
-    for &i in &concurrent {
-        let (target, case, p, sem) = (opts.target.clone(), all[i].clone(), prefix(i), sem.clone());
-        let timeout = opts.case_timeout_s;
-        let task = set.spawn(async move {
-            let _permit = sem.acquire_owned().await.expect("semaphore open");
-            (i, run_case(target, case, p, timeout).await)
-        });
-        task_case.insert(task.id(), i);
-    }
-    progress.update("cases", 0, total);
-    while let Some(r) = set.join_next().await {
-        let (i, o) = match r {
-            Ok(done) => done,
-            Err(e) if e.is_panic() => {
-                let i = task_case[&e.id()];
-                (i, panicked(&all[i], e.into_panic()))
-            }
-            Err(_) => continue, // aborted below, once the broker stopped answering
-        };
-        outcomes[i] = Some(o);
-        done += 1;
-        progress.update("cases", done, total);
-        if opts.target.health.down().is_some() {
-            set.abort_all();
-        }
-    }
-    let down = opts.target.health.down();
-
-    // The lockstep property run.
-    let lockstep = match &opts.lockstep {
-        Some(l)
-            if down.is_none()
-                && l.cases > 0
-                && opts.selection.covers(&Entry::named(LOCKSTEP_ID)) =>
-        {
-            let p = progress.clone();
-            let tick: lockstep::Tick = Arc::new(move |d, t| p.update("lockstep sequences", d, t));
-            let mut l = l.clone();
-            if !serves_management {
-                // Nor does the lockstep run send management requests.
-                l.without.insert(Capability::Management);
-            }
-            Some(lockstep::run(&opts.target, &run_id, &l, Some(tick)).await)
-        }
-        _ => None,
+    let mut cases = CaseRun {
+        opts,
+        run_id: &run_id,
+        all: &all,
+        outcomes,
+        progress: &progress,
+        done: 0,
+        total: (concurrent.len() + alone.len()) as u64,
     };
-
-    // N clients at once on queues of their own, then the drain.
-    let down = opts.target.health.down();
-    let concurrent = match &opts.concurrent {
-        Some(c) if down.is_none() && opts.selection.covers(&Entry::named(CONCURRENT_ID)) => {
-            progress.update("concurrent scenario", 0, 1);
-            let s = concurrent::run_scenario_within(
-                &opts.target,
-                &c.workload,
-                c.budget,
-                c.search_limit,
-            )
-            .await;
-            progress.update("concurrent scenario", 1, 1);
-            Some(s)
-        }
-        _ => None,
-    };
-
-    // Broker-wide switches: alone.
-    for &i in &alone {
-        if opts.target.health.down().is_some() {
-            break;
-        }
-        let task = tokio::spawn(run_case(
-            opts.target.clone(),
-            all[i].clone(),
-            prefix(i),
-            opts.case_timeout_s,
-        ));
-        outcomes[i] = Some(match task.await {
-            Ok(o) => o,
-            Err(e) => panicked(&all[i], e.into_panic()),
-        });
-        done += 1;
-        progress.update("cases", done, total);
-    }
+    cases.run_shared(&concurrent).await;
+    let lockstep = lockstep_run(opts, &run_id, &progress, serves_management).await;
+    let concurrent = concurrent_scenario(opts, &progress).await;
+    cases.run_alone(&alone).await;
     progress.finish();
+    let mut outcomes = cases.outcomes;
     let target_down = opts.target.health.down();
     if let Some(why) = &target_down {
         for (o, case) in outcomes.iter_mut().zip(&all) {
@@ -366,4 +258,169 @@ pub async fn run(opts: &RunOptions) -> RunResults {
         target_down,
         left_out: catalog_len - all.len(),
     }
+}
+
+/// Why `case` cannot run against this target (a capability it lacks or the suite
+/// cannot use there), if it cannot.
+fn skip_reason(case: &Case, opts: &RunOptions, serves_management: bool) -> Option<String> {
+    let missing: Vec<_> = case
+        .capabilities()
+        .filter(|c| opts.without.contains(c))
+        .collect();
+    let no_db = opts.target.database.is_none()
+        && case
+            .capabilities()
+            .any(|c| c == Capability::DatabaseControl);
+    let no_tokens =
+        opts.target.tokens.is_none() && case.capabilities().any(|c| c == Capability::Auth);
+    let no_management =
+        !serves_management && case.capabilities().any(|c| c == Capability::Management);
+    if missing.is_empty() && !no_db && !no_tokens && !no_management {
+        return None;
+    }
+    Some(if no_management {
+        "needs management: the broker answered 404 to GET /api/v1/resources/overview, \
+         so it has no management routes (PROTOCOL.md section 17)"
+            .to_string()
+    } else if missing.is_empty() && no_tokens {
+        "needs auth: a broker with authentication on, and its tokens for the suite \
+         (--jwt-secret, or --token-admin, --token-rw and --token-ro)"
+            .to_string()
+    } else if missing.is_empty() {
+        "needs database-control: only when queen-conformance starts the broker itself \
+         on its own PostgreSQL cluster (no --target, no DATABASE_URL)"
+            .to_string()
+    } else {
+        format!(
+            "--without {}",
+            missing
+                .iter()
+                .map(|c| c.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    })
+}
+
+/// The named cases of one run as they finish: shared by the phase that runs them side
+/// by side and the one that runs the broker-wide switches alone.
+struct CaseRun<'a> {
+    opts: &'a RunOptions,
+    run_id: &'a str,
+    all: &'a [Case],
+    outcomes: Vec<Option<CaseOutcome>>,
+    progress: &'a Progress,
+    done: u64,
+    total: u64,
+}
+
+impl CaseRun<'_> {
+    /// The names case `i` creates start with this, so cases never share a queue.
+    fn prefix(&self, i: usize) -> String {
+        format!("cf{}c{i:03}", self.run_id)
+    }
+
+    /// Records case `i`'s outcome and moves the progress bar.
+    fn finished(&mut self, i: usize, o: CaseOutcome) {
+        self.outcomes[i] = Some(o);
+        self.done += 1;
+        self.progress.update("cases", self.done, self.total);
+    }
+
+    /// Cases that share the broker peacefully, at most `jobs` at a time; once the broker
+    /// stops answering, those still running are cut short.
+    async fn run_shared(&mut self, concurrent: &[usize]) {
+        let opts = self.opts;
+        let sem = Arc::new(tokio::sync::Semaphore::new(opts.jobs.max(1)));
+        let mut set = tokio::task::JoinSet::new();
+        let mut task_case = std::collections::HashMap::new();
+        for &i in concurrent {
+            let (target, case, p, sem) = (
+                opts.target.clone(),
+                self.all[i].clone(),
+                self.prefix(i),
+                sem.clone(),
+            );
+            let timeout = opts.case_timeout_s;
+            let task = set.spawn(async move {
+                let _permit = sem.acquire_owned().await.expect("semaphore open");
+                (i, run_case(target, case, p, timeout).await)
+            });
+            task_case.insert(task.id(), i);
+        }
+        self.progress.update("cases", 0, self.total);
+        while let Some(r) = set.join_next().await {
+            let (i, o) = match r {
+                Ok(done) => done,
+                Err(e) if e.is_panic() => {
+                    let i = task_case[&e.id()];
+                    (i, panicked(&self.all[i], e.into_panic()))
+                }
+                Err(_) => continue, // aborted below, once the broker stopped answering
+            };
+            self.finished(i, o);
+            if opts.target.health.down().is_some() {
+                set.abort_all();
+            }
+        }
+    }
+
+    /// Broker-wide switches, one at a time with nothing else running, until the broker
+    /// stops answering.
+    async fn run_alone(&mut self, alone: &[usize]) {
+        for &i in alone {
+            if self.opts.target.health.down().is_some() {
+                break;
+            }
+            let task = tokio::spawn(run_case(
+                self.opts.target.clone(),
+                self.all[i].clone(),
+                self.prefix(i),
+                self.opts.case_timeout_s,
+            ));
+            let o = match task.await {
+                Ok(o) => o,
+                Err(e) => panicked(&self.all[i], e.into_panic()),
+            };
+            self.finished(i, o);
+        }
+    }
+}
+
+/// The lockstep property run, when selected and the broker still answers.
+async fn lockstep_run(
+    opts: &RunOptions,
+    run_id: &str,
+    progress: &Arc<Progress>,
+    serves_management: bool,
+) -> Option<LockstepOutcome> {
+    let l = opts.lockstep.as_ref()?;
+    if opts.target.health.down().is_some()
+        || l.cases == 0
+        || !opts.selection.covers(&Entry::named(LOCKSTEP_ID))
+    {
+        return None;
+    }
+    let p = progress.clone();
+    let tick: lockstep::Tick = Arc::new(move |d, t| p.update("lockstep sequences", d, t));
+    let mut l = l.clone();
+    if !serves_management {
+        // Nor does the lockstep run send management requests.
+        l.without.insert(Capability::Management);
+    }
+    Some(lockstep::run(&opts.target, run_id, &l, Some(tick)).await)
+}
+
+/// N clients at once on queues of their own, then the drain, when selected and the
+/// broker still answers.
+async fn concurrent_scenario(opts: &RunOptions, progress: &Progress) -> Option<Scenario> {
+    let c = opts.concurrent.as_ref()?;
+    if opts.target.health.down().is_some() || !opts.selection.covers(&Entry::named(CONCURRENT_ID)) {
+        return None;
+    }
+    progress.update("concurrent scenario", 0, 1);
+    let s =
+        concurrent::run_scenario_within(&opts.target, &c.workload, c.budget, c.search_limit).await;
+    progress.update("concurrent scenario", 1, 1);
+    Some(s)
 }

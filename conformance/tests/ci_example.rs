@@ -83,10 +83,10 @@ fn the_ci_example_runs_real_commands_and_uploads_what_they_write() {
         }
     }
     let run = run.expect("the workflow runs the suite");
-    assert_eq!(run.target.as_deref(), Some("http://127.0.0.1:6632"));
-    let junit = run.junit.expect("--junit").display().to_string();
-    let json = run.json.expect("--json").display().to_string();
-    let failures = format!("{}/", run.failures_dir.display());
+    assert_eq!(run.broker.target.as_deref(), Some("http://127.0.0.1:6632"));
+    let junit = run.reports.junit.expect("--junit").display().to_string();
+    let json = run.reports.json.expect("--json").display().to_string();
+    let failures = format!("{}/", run.lockstep.failures_dir.display());
 
     // The install names the package, the slim build and a profile the workspace has.
     let install = cmds

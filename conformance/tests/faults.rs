@@ -212,16 +212,16 @@ async fn the_suite_checks_two_servers_on_a_replicated_database_as_one_system() {
         .await
         .expect("the deployment starts");
     let mut a = queen_conformance::cli::RunArgs::defaults();
-    a.target = Some(d.urls().join(","));
-    a.no_progress = true;
-    a.failures_dir = std::env::temp_dir().join("queen-cluster-failures");
-    a.seed = Some(20_261_203);
-    a.strict = true;
-    a.concurrency = 8;
+    a.broker.target = Some(d.urls().join(","));
+    a.terminal.no_progress = true;
+    a.lockstep.failures_dir = std::env::temp_dir().join("queen-cluster-failures");
+    a.lockstep.seed = Some(20_261_203);
+    a.verdict.strict = true;
+    a.concurrent.concurrency = 8;
     // The point is two brokers as one system, not the search: its cost grows steeply with
     // the calls overlapping on a queue, and a synchronous standby's slower commits make
     // more of them overlap.
-    a.ops = 20;
+    a.concurrent.ops = 20;
     let report = queen_conformance::cli::run(&a)
         .await
         .expect("the suite runs");

@@ -10,13 +10,18 @@ use std::path::Path;
 
 /// The floors, bottom first. Each module of `conformance/src` is on exactly one.
 const FLOORS: &[&[&str]] = &[
-    // What every floor reads: one exchange, a failure, rule ids, tokens, versions, files.
+    // What every floor reads: one exchange, a failure, the findings seen, rule ids,
+    // tokens, versions, files.
     &[
-        "exchange", "failure", "rules", "auth", "version", "expect", "progress", "database",
+        "exchange", "failure", "findings", "rules", "auth", "version", "expect", "progress",
+        "database",
     ],
     &["health"],
+    // The broker and one request to it, unchecked.
+    &["target", "transport"],
     &["session"],
-    &["case", "probe"],
+    // What a case does with a session: the protocol's calls.
+    &["calls", "case", "probe"],
     // The entries of a run: named cases, lockstep sequences, concurrent and fault runs.
     &["catalog", "lockstep", "concurrent", "faults"],
     &["select"],

@@ -8,6 +8,7 @@ mod common;
 
 use queen_conformance::cli::{self, RunArgs};
 use queen_conformance::embedded::Engine;
+use queen_conformance::report::Problem;
 use queen_conformance::rules::RULES;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -23,12 +24,12 @@ fn temp(name: &str) -> PathBuf {
 
 fn args(dir: &std::path::Path) -> RunArgs {
     let mut a = RunArgs::defaults();
-    a.engine = Some(Engine::Memory);
-    a.no_progress = true;
-    a.failures_dir = dir.join("failures");
-    a.seed = Some(20_260_101);
+    a.broker.engine = Some(Engine::Memory);
+    a.terminal.no_progress = true;
+    a.lockstep.failures_dir = dir.join("failures");
+    a.lockstep.seed = Some(20_260_101);
     // Our own server is held to every PROJECT decision.
-    a.strict = true;
+    a.verdict.strict = true;
     a
 }
 
@@ -36,14 +37,14 @@ fn args(dir: &std::path::Path) -> RunArgs {
 async fn full_suite_passes_on_the_memory_engine_with_reports() {
     let dir = temp("full");
     let mut a = args(&dir);
-    a.junit = Some(dir.join("report.xml"));
-    a.json = Some(dir.join("report.json"));
-    a.concurrency = 4;
-    a.ops = 20;
-    a.timeline = Some(dir.join("timeline.html"));
+    a.reports.junit = Some(dir.join("report.xml"));
+    a.reports.json = Some(dir.join("report.json"));
+    a.concurrent.concurrency = 4;
+    a.concurrent.ops = 20;
+    a.concurrent.timeline = Some(dir.join("timeline.html"));
     // Authentication on (section 14): the embedded server checks the suite's minted
     // tokens, so the auth cases run and every other case and run carries a token.
-    a.jwt_secret = Some("suite-test-secret-of-32-bytes-or-more".into());
+    a.auth.jwt_secret = Some("suite-test-secret-of-32-bytes-or-more".into());
     let t0 = Instant::now();
     let report = cli::run(&a).await.expect("the suite runs");
     let took = t0.elapsed();
@@ -161,16 +162,16 @@ async fn expected_failures_stale_entries_fail_and_fix_rewrites() {
     )
     .unwrap();
     let mut a = args(&dir);
-    a.only = vec!["health-1".into()];
-    a.cases = 0;
-    a.expect_failures = Some(file.clone());
+    a.select.only = vec!["health-1".into()];
+    a.lockstep.cases = 0;
+    a.verdict.expect_failures = Some(file.clone());
     let report = cli::run(&a).await.unwrap();
     assert!(!report.passed(), "a listed case that passes is stale");
     assert!(report
         .problems
         .iter()
-        .any(|p| p.contains("expected failure")));
-    a.fix = true;
+        .any(|p| matches!(p, Problem::StalePass { .. })));
+    a.verdict.fix = true;
     let report = cli::run(&a).await.unwrap();
     assert!(report.passed(), "{:?}", report.problems);
     let listed = queen_conformance::expect::load(&file).unwrap();
@@ -186,17 +187,17 @@ async fn expected_failures_stale_entries_fail_and_fix_rewrites() {
 async fn a_run_that_executes_nothing_fails_and_without_lists_skips() {
     let dir = temp("none");
     let mut a = args(&dir);
-    a.only = vec!["health-1".into()];
-    a.without = vec!["core".into()];
-    a.cases = 0;
+    a.select.only = vec!["health-1".into()];
+    a.broker.without = vec!["core".into()];
+    a.lockstep.cases = 0;
     let report = cli::run(&a).await.unwrap();
     assert!(!report.passed());
-    assert!(report.problems.iter().any(|p| p.contains("no case")));
+    assert!(report.problems.contains(&Problem::NothingRan));
 
     let mut a = args(&dir);
-    a.only = vec!["maint-*".into(), "del-1/".into()];
-    a.without = vec!["maintenance".into(), "delete".into()];
-    a.cases = 0;
+    a.select.only = vec!["maint-*".into(), "del-1/".into()];
+    a.broker.without = vec!["maintenance".into(), "delete".into()];
+    a.lockstep.cases = 0;
     let report = cli::run(&a).await.unwrap();
     let text = queen_conformance::report::terminal::render(&report, false);
     assert!(
@@ -216,23 +217,23 @@ async fn a_selector_that_selects_nothing_is_refused_before_any_request() {
         ("", "", "NOPE-1"),
     ] {
         let mut a = args(&dir);
-        a.only = [only]
+        a.select.only = [only]
             .into_iter()
             .filter(|s| !s.is_empty())
             .map(String::from)
             .collect();
-        a.skip = [skip]
+        a.select.skip = [skip]
             .into_iter()
             .filter(|s| !s.is_empty())
             .map(String::from)
             .collect();
-        a.rule = [rule]
+        a.select.rule = [rule]
             .into_iter()
             .filter(|s| !s.is_empty())
             .map(String::from)
             .collect();
         // An unreachable target: a selection error must come before any request.
-        a.target = Some("http://127.0.0.1:9".into());
+        a.broker.target = Some("http://127.0.0.1:9".into());
         let e = cli::run(&a).await.err().expect("refused");
         assert!(e.contains("nothing") || e.contains("no rule"), "{e}");
     }
@@ -243,12 +244,12 @@ async fn a_selector_that_selects_nothing_is_refused_before_any_request() {
 async fn cases_left_out_by_the_selection_are_not_reported_at_all() {
     let dir = temp("selection");
     let mut a = args(&dir);
-    a.only = vec!["pop-6".into()];
-    a.rule = vec!["ACK-6".into()];
-    a.skip = vec!["ack-6/retry-*".into()];
-    a.cases = 0;
-    a.junit = Some(dir.join("report.xml"));
-    a.json = Some(dir.join("report.json"));
+    a.select.only = vec!["pop-6".into()];
+    a.select.rule = vec!["ACK-6".into()];
+    a.select.skip = vec!["ack-6/retry-*".into()];
+    a.lockstep.cases = 0;
+    a.reports.junit = Some(dir.join("report.xml"));
+    a.reports.json = Some(dir.join("report.json"));
     let report = cli::run(&a).await.expect("runs");
     let text = queen_conformance::report::terminal::render(&report, false);
     assert!(report.passed(), "{text}");

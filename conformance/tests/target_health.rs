@@ -23,11 +23,12 @@ async fn not_a_broker() -> String {
 
 fn against(url: &str) -> RunArgs {
     let mut a = RunArgs::defaults();
-    a.target = Some(url.to_string());
-    a.no_progress = true;
-    a.cases = 4;
-    a.steps = 10;
-    a.failures_dir = std::env::temp_dir().join(format!("queen-health-{}", std::process::id()));
+    a.broker.target = Some(url.to_string());
+    a.terminal.no_progress = true;
+    a.lockstep.cases = 4;
+    a.lockstep.steps = 10;
+    a.lockstep.failures_dir =
+        std::env::temp_dir().join(format!("queen-health-{}", std::process::id()));
     a
 }
 

@@ -1,7 +1,9 @@
 //! Acknowledgement cases (PROTOCOL.md section 4: ACK-0..8 and the evaluation steps).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
+use crate::failure::ensure;
 use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
@@ -56,16 +58,13 @@ async fn well_formed_200(s: &mut Session) -> CaseResult {
             ],
         )
         .await?;
-    ensure(r.len() == 2 && r.iter().all(|x| !x.success), || {
-        (
-            "unresolvable acks still answer 200 with success:false".into(),
-            vec![ACK_0],
-        )
-    })?;
+    ensure!(
+        r.len() == 2 && r.iter().all(|x| !x.success),
+        ACK_0,
+        "unresolvable acks still answer 200 with success:false"
+    )?;
     let empty = s.ack_batch(None, vec![]).await?;
-    ensure(empty.is_empty(), || {
-        ("an empty batch answers []".into(), vec![ACK_0])
-    })
+    ensure!(empty.is_empty(), ACK_0, "an empty batch answers []")
 }
 
 async fn single_route(s: &mut Session) -> CaseResult {
@@ -77,17 +76,17 @@ async fn single_route(s: &mut Session) -> CaseResult {
     body["status"] = json!(false); // false means failed
     body["consumerGroup"] = json!("g");
     let r = s.ack(body.clone()).await?;
-    ensure(r.success && r.lease_released, || {
-        ("status false is a failure".into(), vec![ACK_0, ACK_6])
-    })?;
+    ensure!(
+        r.success && r.lease_released,
+        [ACK_0, ACK_6],
+        "status false is a failure"
+    )?;
     let p = s.pop_some(&q, &[("consumerGroup", "g")]).await?;
     let mut body = ack_item(&p.messages[0], "x", true);
     body["status"] = json!(true);
     body["consumerGroup"] = json!("g");
     let r = s.ack(body).await?;
-    ensure(r.success && !r.noop, || {
-        ("status true completes".into(), vec![ACK_0])
-    })
+    ensure!(r.success && !r.noop, ACK_0, "status true completes")
 }
 
 async fn cumulative(s: &mut Session) -> CaseResult {
@@ -97,13 +96,13 @@ async fn cumulative(s: &mut Session) -> CaseResult {
     let r = s
         .ack_batch(None, vec![ack_item(&p.messages[2], "completed", true)])
         .await?;
-    ensure(r[0].success && r[0].lease_released, || {
-        ("acking the last releases the lease".into(), vec![ACK_1])
-    })?;
+    ensure!(
+        r[0].success && r[0].lease_released,
+        ACK_1,
+        "acking the last releases the lease"
+    )?;
     let next = s.pop_q(&q, &[]).await?;
-    ensure(next.is_none(), || {
-        ("a and b were completed with c".into(), vec![ACK_1])
-    })
+    ensure!(next.is_none(), ACK_1, "a and b were completed with c")
 }
 
 async fn clamp(s: &mut Session) -> CaseResult {
@@ -120,15 +119,12 @@ async fn clamp(s: &mut Session) -> CaseResult {
     )
     .await?;
     let again = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
-    ensure(txns(&again) == ["m1", "m2", "m3"], || {
-        (
-            format!(
-                "after failing m1 and completing m3, {:?} came back",
-                txns(&again)
-            ),
-            vec![ACK_2],
-        )
-    })
+    ensure!(
+        txns(&again) == ["m1", "m2", "m3"],
+        ACK_2,
+        "after failing m1 and completing m3, {:?} came back",
+        txns(&again)
+    )
 }
 
 async fn precedence(s: &mut Session) -> CaseResult {
@@ -144,23 +140,15 @@ async fn precedence(s: &mut Session) -> CaseResult {
             vec![ack_item(m, "retry", true), ack_item(m, "failed", true), dlq],
         )
         .await?;
-    ensure(r.iter().all(|x| x.success), || {
-        ("all three accepted".into(), vec![ACK_2])
-    })?;
+    ensure!(r.iter().all(|x| x.success), ACK_2, "all three accepted")?;
     let d = s.dlq(&[("queue", &q)]).await?;
-    ensure(
+    ensure!(
         d.total == 1 && d.messages[0].error_message.as_deref() == Some("poison"),
-        || {
-            (
-                "dlq won: the message is a dead letter with its error".into(),
-                vec![ACK_2, ACK_6],
-            )
-        },
+        [ACK_2, ACK_6],
+        "dlq won: the message is a dead letter with its error"
     )?;
     let next = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
-    ensure(next.is_none(), || {
-        ("a dead letter is terminal".into(), vec![ACK_6])
-    })
+    ensure!(next.is_none(), ACK_6, "a dead letter is terminal")
 }
 
 async fn no_faked(s: &mut Session) -> CaseResult {
@@ -177,20 +165,15 @@ async fn no_faked(s: &mut Session) -> CaseResult {
             ],
         )
         .await?;
-    ensure(r[0].success && r[0].noop, || {
-        (
-            "a completion below the cursor is a noop".into(),
-            vec![ACK_3],
-        )
-    })?;
-    ensure(
+    ensure!(
+        r[0].success && r[0].noop,
+        ACK_3,
+        "a completion below the cursor is a noop"
+    )?;
+    ensure!(
         !r[1].success && r[1].error.as_deref() == Some(ERR_ALREADY_COMMITTED),
-        || {
-            (
-                "a failure below the cursor is 'already committed'".into(),
-                vec![ACK_3],
-            )
-        },
+        ACK_3,
+        "a failure below the cursor is 'already committed'"
     )
 }
 
@@ -201,19 +184,13 @@ async fn unresolvable(s: &mut Session) -> CaseResult {
     let r = s
         .ack_batch(None, vec![json!({"transactionId": "never-pushed", "partitionId": p.partition_id, "leaseId": p.lease_id})])
         .await?;
-    ensure(
+    ensure!(
         !r[0].success && r[0].error.as_deref() == Some(ERR_UNRESOLVABLE),
-        || {
-            (
-                "an unknown transactionId is unresolvable".into(),
-                vec![ACK_3],
-            )
-        },
+        ACK_3,
+        "an unknown transactionId is unresolvable"
     )?;
     let held = s.pop_q(&q, &[]).await?;
-    ensure(held.is_none(), || {
-        ("the lease is untouched".into(), vec![ACK_3])
-    })
+    ensure!(held.is_none(), ACK_3, "the lease is untouched")
 }
 
 async fn one_batch(s: &mut Session) -> CaseResult {
@@ -221,18 +198,20 @@ async fn one_batch(s: &mut Session) -> CaseResult {
     s.push1(&q, "p", "m").await?;
     s.pop_some(&q, &[("consumerGroup", "g")]).await?;
     let second = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
-    ensure(second.is_none(), || {
-        ("a second consumer of g gets nothing".into(), vec![ACK_4])
-    })?;
+    ensure!(
+        second.is_none(),
+        ACK_4,
+        "a second consumer of g gets nothing"
+    )?;
     s.push1(&q, "p", "n").await?;
     let still = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
-    ensure(still.is_none(), || {
-        ("not even a later message".into(), vec![ACK_4])
-    })?;
+    ensure!(still.is_none(), ACK_4, "not even a later message")?;
     let other = s.pop_q(&q, &[("consumerGroup", "h")]).await?;
-    ensure(txns(&other) == ["m", "n"], || {
-        ("another group is not blocked".into(), vec![ACK_4])
-    })
+    ensure!(
+        txns(&other) == ["m", "n"],
+        ACK_4,
+        "another group is not blocked"
+    )
 }
 
 async fn wrong_lease(s: &mut Session) -> CaseResult {
@@ -242,14 +221,13 @@ async fn wrong_lease(s: &mut Session) -> CaseResult {
     let mut bad = ack_item(&p.messages[0], "completed", false);
     bad["leaseId"] = json!(uuid::Uuid::new_v4().to_string());
     let r = s.ack_batch(None, vec![bad]).await?;
-    ensure(
+    ensure!(
         !r[0].success && r[0].error.as_deref() == Some(ERR_INVALID_LEASE),
-        || ("another lease id is refused".into(), vec![ACK_5]),
+        ACK_5,
+        "another lease id is refused"
     )?;
     let r = s.ack_batch(None, acks_for(&p, "completed")).await?;
-    ensure(r[0].success, || {
-        ("the live lease is accepted".into(), vec![ACK_5])
-    })
+    ensure!(r[0].success, ACK_5, "the live lease is accepted")
 }
 
 async fn expired_lease(s: &mut Session) -> CaseResult {
@@ -258,14 +236,13 @@ async fn expired_lease(s: &mut Session) -> CaseResult {
     let p = s.pop_some(&q, &[("leaseSeconds", "1")]).await?;
     sleep_ms(1300).await;
     let r = s.ack_batch(None, acks_for(&p, "completed")).await?;
-    ensure(
+    ensure!(
         !r[0].success && r[0].error.as_deref() == Some(ERR_INVALID_LEASE),
-        || ("an expired lease is refused".into(), vec![ACK_5]),
+        ACK_5,
+        "an expired lease is refused"
     )?;
     let again = s.pop_q(&q, &[]).await?;
-    ensure(txns(&again) == ["m"], || {
-        ("the span is claimable again".into(), vec![ACK_7])
-    })
+    ensure!(txns(&again) == ["m"], ACK_7, "the span is claimable again")
 }
 
 async fn no_lease(s: &mut Session) -> CaseResult {
@@ -276,16 +253,17 @@ async fn no_lease(s: &mut Session) -> CaseResult {
     let r = s
         .ack_batch(None, vec![ack_item(&p.messages[0], "completed", false)])
         .await?;
-    ensure(r[0].success, || {
-        (
-            "an ack without leaseId is not lease-checked".into(),
-            vec![ACK_5],
-        )
-    })?;
+    ensure!(
+        r[0].success,
+        ACK_5,
+        "an ack without leaseId is not lease-checked"
+    )?;
     let late = s.ack_batch(None, acks_for(&p, "completed")).await?;
-    ensure(late[0].success && late[0].noop, || {
-        ("the holder's ack is now a noop".into(), vec![ACK_3])
-    })
+    ensure!(
+        late[0].success && late[0].noop,
+        ACK_3,
+        "the holder's ack is now a noop"
+    )
 }
 
 async fn outside_span(s: &mut Session) -> CaseResult {
@@ -301,14 +279,10 @@ async fn outside_span(s: &mut Session) -> CaseResult {
             ],
         )
         .await?;
-    ensure(
+    ensure!(
         !r[0].success && r[0].error.as_deref() == Some(ERR_INVALID_LEASE),
-        || {
-            (
-                "a live lease does not cover a later offset".into(),
-                vec![ACK_10],
-            )
-        },
+        ACK_10,
+        "a live lease does not cover a later offset"
     )
 }
 
@@ -328,29 +302,27 @@ async fn statuses(s: &mut Session) -> CaseResult {
     let mut a = acks_for(&p, "dlq");
     a[0]["error"] = json!("bad payload");
     let r = s.ack_batch(None, a).await?;
-    ensure(r[0].dlq, || {
-        ("dlq:true on the filed item".into(), vec![ACK_6])
-    })?;
+    ensure!(r[0].dlq, ACK_6, "dlq:true on the filed item")?;
     let d = s.dlq(&[("queue", &q)]).await?;
-    ensure(
+    ensure!(
         d.messages.first().and_then(|m| m.error_message.as_deref()) == Some("bad payload"),
-        || {
-            (
-                "the error is the dead letter's errorMessage".into(),
-                vec![ACK_6],
-            )
-        },
+        ACK_6,
+        "the error is the dead letter's errorMessage"
     )?;
-    ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("nothing comes back after dlq".into(), vec![ACK_6])
-    })?;
+    ensure!(
+        s.pop_q(&q, &[]).await?.is_none(),
+        ACK_6,
+        "nothing comes back after dlq"
+    )?;
     // completed: commits.
     s.push1(&q, "p", "n").await?;
     let p = s.pop_some(&q, &[]).await?;
     s.ack_batch(None, acks_for(&p, "completed")).await?;
-    ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("completed commits".into(), vec![ACK_6])
-    })
+    ensure!(
+        s.pop_q(&q, &[]).await?.is_none(),
+        ACK_6,
+        "completed commits"
+    )
 }
 
 async fn expiry_free(s: &mut Session) -> CaseResult {
@@ -363,18 +335,15 @@ async fn expiry_free(s: &mut Session) -> CaseResult {
     // The expiry spent nothing: one failure still comes back...
     let p = s.pop_some(&q, &[]).await?;
     let r = s.ack_batch(None, acks_for(&p, "failed")).await?;
-    ensure(!r[0].dlq, || {
-        (
-            "the first failure is a retry, not a dead letter".into(),
-            vec![ACK_7],
-        )
-    })?;
+    ensure!(
+        !r[0].dlq,
+        ACK_7,
+        "the first failure is a retry, not a dead letter"
+    )?;
     // ...and the second one exhausts the budget of 1.
     let p = s.pop_some(&q, &[]).await?;
     let r = s.ack_batch(None, acks_for(&p, "failed")).await?;
-    ensure(r[0].dlq, || {
-        ("the second failure is a dead letter".into(), vec![DLQ_1])
-    })
+    ensure!(r[0].dlq, DLQ_1, "the second failure is a dead letter")
 }
 
 /// Acks the message `status` `times` times in a row, popping it again before each; each
@@ -383,12 +352,11 @@ async fn comes_back_after(s: &mut Session, q: &str, status: &str, times: usize) 
     for n in 1..=times {
         let p = s.pop_some(q, &[]).await?;
         let r = s.ack_batch(None, acks_for(&p, status)).await?;
-        ensure(r[0].success && !r[0].dlq, || {
-            (
-                format!("`{status}` ack {n} of {times} is not a dead letter"),
-                vec![ACK_6],
-            )
-        })?;
+        ensure!(
+            r[0].success && !r[0].dlq,
+            ACK_6,
+            "`{status}` ack {n} of {times} is not a dead letter"
+        )?;
     }
     Ok(())
 }
@@ -397,7 +365,7 @@ async fn comes_back_after(s: &mut Session, q: &str, status: &str, times: usize) 
 async fn fail_once(s: &mut Session, q: &str, dead: bool, why: &str) -> CaseResult {
     let p = s.pop_some(q, &[]).await?;
     let r = s.ack_batch(None, acks_for(&p, "failed")).await?;
-    ensure(r[0].dlq == dead, || (why.to_string(), vec![DLQ_1, ACK_6]))
+    ensure!(r[0].dlq == dead, [DLQ_1, ACK_6], "{why}")
 }
 
 async fn retry_free(s: &mut Session) -> CaseResult {
@@ -438,9 +406,11 @@ async fn newest(s: &mut Session) -> CaseResult {
     s.push1(&q, "p", "t").await?;
     sleep_ms(1300).await;
     let again = s.push1(&q, "p", "t").await?;
-    ensure(again.status == PushStatus::Queued, || {
-        ("outside the window: a new message".into(), vec![PUSH_5])
-    })?;
+    ensure!(
+        again.status == PushStatus::Queued,
+        PUSH_5,
+        "outside the window: a new message"
+    )?;
     let p = s
         .pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")])
         .await?;
@@ -451,10 +421,11 @@ async fn newest(s: &mut Session) -> CaseResult {
             vec![ack_item(&p.messages[0], "completed", false)],
         )
         .await?;
-    ensure(r[0].success, || ("the ack resolves".into(), vec![ACK_8]))?;
-    ensure(
+    ensure!(r[0].success, ACK_8, "the ack resolves")?;
+    ensure!(
         s.pop_q(&q, &[("consumerGroup", "g")]).await?.is_none(),
-        || ("the cursor passed the newest t".into(), vec![ACK_8, ACK_1]),
+        [ACK_8, ACK_1],
+        "the cursor passed the newest t"
     )
 }
 
@@ -468,16 +439,16 @@ async fn one_retry_per_call(s: &mut Session) -> CaseResult {
     // m1 was charged; m2 and m3 came back uncharged.
     let p = s.pop_some(&q, &[("consumerGroup", "g")]).await?;
     let r = s.ack_batch(Some("g"), acks_for(&p, "failed")).await?;
-    ensure(r[0].dlq && !r[1].dlq, || {
-        (
-            "m1 exhausted becomes a dead letter; m2 is charged and comes back".into(),
-            vec![DLQ_1, ACK_6],
-        )
-    })?;
+    ensure!(
+        r[0].dlq && !r[1].dlq,
+        [DLQ_1, ACK_6],
+        "m1 exhausted becomes a dead letter; m2 is charged and comes back"
+    )?;
     let p = s.pop_some(&q, &[("consumerGroup", "g")]).await?;
-    ensure(
+    ensure!(
         p.messages.first().is_some_and(|m| m.transaction_id == "m2"),
-        || ("m2 comes back".into(), vec![ACK_6]),
+        ACK_6,
+        "m2 comes back"
     )
 }
 
@@ -488,18 +459,20 @@ async fn partial_keeps_lease(s: &mut Session) -> CaseResult {
     let r = s
         .ack_batch(None, vec![ack_item(&p.messages[0], "completed", true)])
         .await?;
-    ensure(r[0].success && !r[0].lease_released, || {
-        ("a partial ack keeps the lease".into(), vec![ACK_1])
-    })?;
-    ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("the rest is still leased".into(), vec![ACK_4])
-    })?;
+    ensure!(
+        r[0].success && !r[0].lease_released,
+        ACK_1,
+        "a partial ack keeps the lease"
+    )?;
+    ensure!(
+        s.pop_q(&q, &[]).await?.is_none(),
+        ACK_4,
+        "the rest is still leased"
+    )?;
     let r = s
         .ack_batch(None, vec![ack_item(&p.messages[2], "completed", true)])
         .await?;
-    ensure(r[0].lease_released, || {
-        ("acking the end releases it".into(), vec![ACK_1])
-    })
+    ensure!(r[0].lease_released, ACK_1, "acking the end releases it")
 }
 
 async fn no_cursor_group(s: &mut Session) -> CaseResult {

@@ -3,9 +3,12 @@
 //! cases run alone ("exclusive"), after every other case, and always switch off again.
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
+use crate::failure::{ensure, fail};
 use crate::rules::*;
 use crate::session::*;
+use crate::transport::transmit;
 use queen_reference::wire::*;
 use serde_json::json;
 
@@ -30,47 +33,39 @@ async fn delete_all(s: &mut Session) -> CaseResult {
     s.ack_batch(Some("g"), acks_for(&p, "dlq")).await?;
     s.pop_some(&q, &[]).await?; // a live lease too
     let d = s.delete(&q).await?;
-    ensure(d.deleted && d.existed, || {
-        ("the queue existed".into(), vec![DEL_1])
-    })?;
+    ensure!(d.deleted && d.existed, DEL_1, "the queue existed")?;
     let l = s.dlq(&[("queue", &q)]).await?;
-    ensure(l.total == 0, || {
-        ("its dead letters are gone".into(), vec![DEL_1])
-    })?;
-    ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("its messages are gone".into(), vec![DEL_1])
-    })?;
+    ensure!(l.total == 0, DEL_1, "its dead letters are gone")?;
+    ensure!(
+        s.pop_q(&q, &[]).await?.is_none(),
+        DEL_1,
+        "its messages are gone"
+    )?;
     // Messages pushed again start a fresh queue: no leases or cursors survive.
     s.push1(&q, "p", "c").await?;
     let p = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
-    ensure(txns(&p) == ["c"], || {
-        ("a fresh queue after delete".into(), vec![DEL_1])
-    })
+    ensure!(txns(&p) == ["c"], DEL_1, "a fresh queue after delete")
 }
 
 async fn delete_unknown(s: &mut Session) -> CaseResult {
     let q = s.name("never");
     let d = s.delete(&q).await?;
-    ensure(d.deleted && !d.existed, || {
-        ("existed:false".into(), vec![DEL_1])
-    })?;
+    ensure!(d.deleted && !d.existed, DEL_1, "existed:false")?;
     s.push1(&q, "p", "x").await?;
     let d = s.delete(&q).await?;
-    ensure(d.existed, || {
-        ("existed:true after a push".into(), vec![DEL_1])
-    })?;
+    ensure!(d.existed, DEL_1, "existed:true after a push")?;
     let d = s.delete(&q).await?;
-    ensure(!d.existed, || {
-        ("existed:false the second time".into(), vec![DEL_1])
-    })
+    ensure!(!d.existed, DEL_1, "existed:false the second time")
 }
 
 async fn health(s: &mut Session) -> CaseResult {
     let r = s.get("/health", &[]).await?;
     let h: HealthResponse = decode(&r, 200, "health")?;
-    ensure(h.status == "healthy" && h.database == "connected", || {
-        (format!("{h:?}"), vec![HEALTH_1])
-    })
+    ensure!(
+        h.status == "healthy" && h.database == "connected",
+        HEALTH_1,
+        "{h:?}"
+    )
 }
 
 /// Switches both maintenance modes off without checking (cleanup after a failure too).
@@ -100,9 +95,7 @@ async fn push_maintenance_body(s: &mut Session) -> CaseResult {
         200,
         "maintenance",
     )?;
-    ensure(!off.maintenance_mode, || {
-        ("maintenance starts off".into(), vec![MAINT_1])
-    })?;
+    ensure!(!off.maintenance_mode, MAINT_1, "maintenance starts off")?;
     s.push1(&q, "p", "before").await?;
     let on: MaintenanceResponse = decode(
         &s.post("/api/v1/system/maintenance", json!({"enabled": true}))
@@ -110,35 +103,35 @@ async fn push_maintenance_body(s: &mut Session) -> CaseResult {
         200,
         "maintenance",
     )?;
-    ensure(on.maintenance_mode, || {
-        ("maintenance on".into(), vec![MAINT_1])
-    })?;
+    ensure!(on.maintenance_mode, MAINT_1, "maintenance on")?;
     let r = s.push_many(&q, "p", &["s1", "s2", "before"]).await?;
-    ensure(r.iter().all(|x| x.status == PushStatus::Buffered), || {
-        (
-            "pushes under maintenance are buffered".into(),
-            vec![PUSH_7, MAINT_1],
-        )
-    })?;
+    ensure!(
+        r.iter().all(|x| x.status == PushStatus::Buffered),
+        [PUSH_7, MAINT_1],
+        "pushes under maintenance are buffered"
+    )?;
     let st: MaintenanceResponse = decode(
         &s.get("/api/v1/system/maintenance", &[]).await?,
         200,
         "maintenance",
     )?;
-    ensure(st.buffered_messages == 3, || {
-        (
-            format!("bufferedMessages {}", st.buffered_messages),
-            vec![MAINT_1],
-        )
-    })?;
+    ensure!(
+        st.buffered_messages == 3,
+        MAINT_1,
+        "bufferedMessages {}",
+        st.buffered_messages
+    )?;
     s.post("/api/v1/system/maintenance", json!({"enabled": false}))
         .await?;
     replayed(s).await?;
     // Replayed in order, subject to dedup ("before" was already written).
     let p = s.pop_q(&q, &[("batch", "10")]).await?;
-    ensure(txns(&p) == ["before", "s1", "s2"], || {
-        (format!("after replay: {:?}", txns(&p)), vec![PUSH_7])
-    })
+    ensure!(
+        txns(&p) == ["before", "s1", "s2"],
+        PUSH_7,
+        "after replay: {:?}",
+        txns(&p)
+    )
 }
 
 /// MAINT-3: waits (asking `bufferedMessages`) until the replay that switching push
@@ -193,39 +186,33 @@ async fn txn_under_maintenance_body(s: &mut Session) -> CaseResult {
             json!({"operations": [push, ack.clone()]}),
         )
         .await?;
-    ensure(r.status == 503, || {
-        (
-            format!(
-                "a transaction with a push under maintenance answered {}",
-                r.status
-            ),
-            vec![TXN_4],
-        )
-    })?;
+    ensure!(
+        r.status == 503,
+        TXN_4,
+        "a transaction with a push under maintenance answered {}",
+        r.status
+    )?;
     let r = s
         .post("/api/v1/transaction", json!({"operations": [ack]}))
         .await?;
     let t: TxnResponse = decode(&r, 200, "transaction")?;
-    ensure(t.success, || {
-        (
-            format!("an acks-only transaction under maintenance: {:?}", t.error),
-            vec![TXN_4],
-        )
-    })?;
+    ensure!(
+        t.success,
+        TXN_4,
+        "an acks-only transaction under maintenance: {:?}",
+        t.error
+    )?;
     s.post("/api/v1/system/maintenance", json!({"enabled": false}))
         .await?;
     let next = s
         .pop_q(&q, &[("consumerGroup", "g"), ("batch", "10")])
         .await?;
-    ensure(txns(&next) == ["b"], || {
-        (
-            format!(
-                "after the refused transaction (lease {lease}): {:?}",
-                txns(&next)
-            ),
-            vec![TXN_4],
-        )
-    })
+    ensure!(
+        txns(&next) == ["b"],
+        TXN_4,
+        "after the refused transaction (lease {lease}): {:?}",
+        txns(&next)
+    )
 }
 
 async fn pop_maintenance(s: &mut Session) -> CaseResult {
@@ -243,38 +230,33 @@ async fn pop_maintenance_body(s: &mut Session) -> CaseResult {
         200,
         "pop maintenance",
     )?;
-    ensure(on.pop_maintenance_mode, || {
-        ("pop maintenance on".into(), vec![MAINT_2])
-    })?;
+    ensure!(on.pop_maintenance_mode, MAINT_2, "pop maintenance on")?;
     let r = s.get(&PopRoute::Queue(q.clone()).path(), &[]).await?;
-    ensure(r.status == 204 && r.body.is_none(), || {
-        (
-            "a bare 204 under pop maintenance".into(),
-            vec![MAINT_2, POP_6],
-        )
-    })?;
+    ensure!(
+        r.status == 204 && r.body.is_none(),
+        [MAINT_2, POP_6],
+        "a bare 204 under pop maintenance"
+    )?;
     let r = s
         .get(
             &PopRoute::Queue(q.clone()).path(),
             &[("wait", "true"), ("timeout", "500")],
         )
         .await?;
-    ensure(r.status == 204, || {
-        ("a long poll too".into(), vec![MAINT_2])
-    })?;
+    ensure!(r.status == 204, MAINT_2, "a long poll too")?;
     let st: PopMaintenanceResponse = decode(
         &s.get("/api/v1/system/maintenance/pop", &[]).await?,
         200,
         "pop maintenance",
     )?;
-    ensure(st.pop_maintenance_mode, || {
-        ("GET shows it on".into(), vec![MAINT_2])
-    })?;
+    ensure!(st.pop_maintenance_mode, MAINT_2, "GET shows it on")?;
     s.post("/api/v1/system/maintenance/pop", json!({"enabled": false}))
         .await?;
-    ensure(txns(&s.pop_q(&q, &[]).await?) == ["m"], || {
-        ("pops deliver again".into(), vec![MAINT_2])
-    })
+    ensure!(
+        txns(&s.pop_q(&q, &[]).await?) == ["m"],
+        MAINT_2,
+        "pops deliver again"
+    )
 }
 
 async fn maintenance_body(s: &mut Session) -> CaseResult {
@@ -295,10 +277,14 @@ async fn maintenance_body_inner(s: &mut Session) -> CaseResult {
     // Nothing was switched on: a push is queued, a pop delivers.
     let q = s.name("q");
     let r = s.push1(&q, "p", "m").await?;
-    ensure(r.status == PushStatus::Queued, || {
-        ("still no maintenance".into(), vec![MAINT_1])
-    })?;
-    ensure(s.pop_q(&q, &[]).await?.is_some(), || {
-        ("pops still deliver".into(), vec![MAINT_2])
-    })
+    ensure!(
+        r.status == PushStatus::Queued,
+        MAINT_1,
+        "still no maintenance"
+    )?;
+    ensure!(
+        s.pop_q(&q, &[]).await?.is_some(),
+        MAINT_2,
+        "pops still deliver"
+    )
 }

@@ -7,7 +7,9 @@
 
 use super::cases;
 use crate::auth::Tokens;
+use crate::calls::*;
 use crate::case::{CaseResult, Failure};
+use crate::failure::{ensure, fail};
 use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
@@ -53,12 +55,14 @@ async fn refused(
     };
     let what = format!("{} {}", req.method, req.path);
     let r = s.send(req).await?;
-    ensure(r.status == status, || {
-        (
+    if r.status == status {
+        Ok(())
+    } else {
+        Err(fail(
             format!("{what} answered {} where {status} is due", r.status),
-            rules.to_vec(),
-        )
-    })
+            rules,
+        ))
+    }
 }
 
 async fn pop_read_only(s: &mut Session) -> CaseResult {
@@ -69,12 +73,11 @@ async fn pop_read_only(s: &mut Session) -> CaseResult {
     refused(s, pop.clone(), Some(&t.ro), 403, &[AUTH_1]).await?;
     // Nothing was claimed: the read-write token gets the message at once.
     let r = s.send(pop.with_bearer(&t.rw)).await?;
-    ensure(r.status == 200, || {
-        (
-            "a refused pop must leave its message claimable".into(),
-            vec![AUTH_1],
-        )
-    })
+    ensure!(
+        r.status == 200,
+        AUTH_1,
+        "a refused pop must leave its message claimable"
+    )
 }
 
 async fn pop_anonymous(s: &mut Session) -> CaseResult {
@@ -90,12 +93,11 @@ async fn pop_anonymous(s: &mut Session) -> CaseResult {
         refused(s, req.clone(), None, 401, &[AUTH_1]).await?;
         refused(s, req, Some("not-a-token"), 401, &[AUTH_1]).await?;
     }
-    ensure(s.pop_q(&q, &[]).await?.is_some(), || {
-        (
-            "a refused pop must leave its message claimable".into(),
-            vec![AUTH_1],
-        )
-    })
+    ensure!(
+        s.pop_q(&q, &[]).await?.is_some(),
+        AUTH_1,
+        "a refused pop must leave its message claimable"
+    )
 }
 
 /// The `producerSub` of each popped message, by transactionId.
@@ -130,12 +132,12 @@ async fn producer_sub(s: &mut Session) -> CaseResult {
         ("by-admin".to_string(), want(&t.admin)),
         ("by-txn".to_string(), want(&t.rw)),
     ];
-    ensure(subs(&p) == expected, || {
-        (
-            format!("producerSub by message: {:?}", subs(&p)),
-            vec![AUTH_2],
-        )
-    })
+    ensure!(
+        subs(&p) == expected,
+        AUTH_2,
+        "producerSub by message: {:?}",
+        subs(&p)
+    )
 }
 
 async fn producer_sub_forged(s: &mut Session) -> CaseResult {
@@ -149,12 +151,11 @@ async fn producer_sub_forged(s: &mut Session) -> CaseResult {
     let _: Vec<PushResult> = decode(&r, 201, "push")?;
     let p = s.pop_some(&q, &[]).await?;
     let sub = p.messages.first().and_then(|m| m.producer_sub.clone());
-    ensure(sub.as_deref() != Some("someone-else"), || {
-        (
-            "the push body chose its own producerSub".into(),
-            vec![AUTH_2],
-        )
-    })
+    ensure!(
+        sub.as_deref() != Some("someone-else"),
+        AUTH_2,
+        "the push body chose its own producerSub"
+    )
 }
 
 async fn levels(s: &mut Session) -> CaseResult {
@@ -201,20 +202,19 @@ async fn levels(s: &mut Session) -> CaseResult {
         .await?;
     let _: DlqResponse = decode(&r, 200, "dlq")?;
     let r = s.send(HttpRequest::get("/health", &[]).anonymous()).await?;
-    ensure((200..300).contains(&r.status) || r.status == 503, || {
-        (
-            format!("/health without a token answered {}", r.status),
-            vec![AUTH_3],
-        )
-    })?;
+    ensure!(
+        (200..300).contains(&r.status) || r.status == 503,
+        AUTH_3,
+        "/health without a token answered {}",
+        r.status
+    )?;
     // Nothing refused took effect: the lease is still the pop's, and the ack completes it.
     let done = s.ack(ack).await?;
-    ensure(done.success, || {
-        (
-            "the refused requests changed the lease".into(),
-            vec![AUTH_4],
-        )
-    })
+    ensure!(
+        done.success,
+        AUTH_4,
+        "the refused requests changed the lease"
+    )
 }
 
 fn ack_of(popped: &PopResponse, p: &PushResult) -> Value {
@@ -237,12 +237,11 @@ async fn invalid_tokens(s: &mut Session) -> CaseResult {
         refused(s, push.clone(), token.as_deref(), 401, &[AUTH_4]).await?;
     }
     // None of them wrote anything.
-    ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        (
-            "a push with an invalid token was written".into(),
-            vec![AUTH_4],
-        )
-    })
+    ensure!(
+        s.pop_q(&q, &[]).await?.is_none(),
+        AUTH_4,
+        "a push with an invalid token was written"
+    )
 }
 
 async fn before_bad_input(s: &mut Session) -> CaseResult {
@@ -251,10 +250,10 @@ async fn before_bad_input(s: &mut Session) -> CaseResult {
     refused(s, malformed.clone(), None, 401, &[AUTH_4]).await?;
     refused(s, malformed.clone(), Some(&t.ro), 403, &[AUTH_4]).await?;
     let r = s.send(malformed.with_bearer(&t.rw)).await?;
-    ensure(r.status == 400, || {
-        (
-            format!("a malformed push with a valid token answered {}", r.status),
-            vec![PUSH_8],
-        )
-    })
+    ensure!(
+        r.status == 400,
+        PUSH_8,
+        "a malformed push with a valid token answered {}",
+        r.status
+    )
 }

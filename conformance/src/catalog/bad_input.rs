@@ -5,7 +5,9 @@
 //! the unchanged state (a follow-up pop or listing shows no effect).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
+use crate::failure::ensure;
 use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
@@ -33,9 +35,7 @@ pub fn cases() -> Vec<Case> {
 /// A pop on `q` that must find nothing (nothing was written).
 async fn nothing_in(s: &mut Session, q: &str) -> CaseResult {
     let p = s.pop_q(q, &[("partitions", "0")]).await?;
-    ensure(p.is_none(), || {
-        ("a rejected request wrote something".into(), vec![PUSH_8])
-    })
+    ensure!(p.is_none(), PUSH_8, "a rejected request wrote something")
 }
 
 async fn reject_all(s: &mut Session, path: &str, bodies: &[Vec<u8>]) -> CaseResult {
@@ -118,9 +118,7 @@ async fn push_wrong_types(s: &mut Session) -> CaseResult {
 
 async fn push_empty(s: &mut Session) -> CaseResult {
     let r = s.push(json!([])).await?;
-    ensure(r.is_empty(), || {
-        ("empty items is 201 []".into(), vec![PUSH_8])
-    })
+    ensure!(r.is_empty(), PUSH_8, "empty items is 201 []")
 }
 
 async fn oversized(s: &mut Session) -> CaseResult {
@@ -182,13 +180,17 @@ async fn ack_malformed(s: &mut Session) -> CaseResult {
     ])
     .await?;
     // Nothing was acknowledged: the lease is still held and still acks.
-    ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("the lease is still held".into(), vec![ACK_9])
-    })?;
+    ensure!(
+        s.pop_q(&q, &[]).await?.is_none(),
+        ACK_9,
+        "the lease is still held"
+    )?;
     let r = s.ack_batch(None, acks_for(&p, "completed")).await?;
-    ensure(r[0].success && !r[0].noop, || {
-        ("the message was not committed by a 400".into(), vec![ACK_9])
-    })
+    ensure!(
+        r[0].success && !r[0].noop,
+        ACK_9,
+        "the message was not committed by a 400"
+    )
 }
 
 async fn bad_uuids(s: &mut Session) -> CaseResult {
@@ -229,9 +231,7 @@ async fn bad_uuids(s: &mut Session) -> CaseResult {
             vec![json!({"transactionId": t, "partitionId": pid, "leaseId": l})],
         )
         .await?;
-    ensure(r[0].success, || {
-        ("nothing changed: the lease still acks".into(), vec![ACK_9])
-    })
+    ensure!(r[0].success, ACK_9, "nothing changed: the lease still acks")
 }
 
 async fn pop_params(s: &mut Session) -> CaseResult {
@@ -252,9 +252,11 @@ async fn pop_params(s: &mut Session) -> CaseResult {
         s.rejected(HttpRequest::get(&path, &[(k, v)]), 400).await?;
     }
     // None of them claimed anything.
-    ensure(txns(&s.pop_q(&q, &[]).await?) == ["m"], || {
-        ("the message is still there".into(), vec![POP_10])
-    })
+    ensure!(
+        txns(&s.pop_q(&q, &[]).await?) == ["m"],
+        POP_10,
+        "the message is still there"
+    )
 }
 
 async fn dlq_params(s: &mut Session) -> CaseResult {
@@ -272,9 +274,11 @@ async fn dlq_params(s: &mut Session) -> CaseResult {
         .await?;
     }
     let d = s.dlq(&[("queue", &q), ("limit", "1000")]).await?;
-    ensure(d.total == 0 && d.limit == 1000, || {
-        ("limit 1000 is allowed".into(), vec![DLQ_2])
-    })
+    ensure!(
+        d.total == 0 && d.limit == 1000,
+        DLQ_2,
+        "limit 1000 is allowed"
+    )
 }
 
 async fn txn_malformed(s: &mut Session) -> CaseResult {
@@ -315,14 +319,14 @@ async fn hostile_names(s: &mut Session) -> CaseResult {
         let p = s
             .pop(PopRoute::Partition(q.clone(), partition.into()), &[])
             .await?;
-        ensure(txns(&p) == [t.clone()], || {
-            (format!("queue {q:?} round-trips"), vec![PUSH_1, POP_1])
-        })?;
+        ensure!(
+            txns(&p) == [t.clone()],
+            [PUSH_1, POP_1],
+            "queue {q:?} round-trips"
+        )?;
         let p = p.expect("checked");
         s.ack_batch(None, acks_for(&p, "completed")).await?;
-        ensure(s.pop_q(q, &[]).await?.is_none(), || {
-            ("acked".into(), vec![ACK_1])
-        })?;
+        ensure!(s.pop_q(q, &[]).await?.is_none(), ACK_1, "acked")?;
     }
     Ok(())
 }

@@ -1,7 +1,9 @@
 //! Configure cases (PROTOCOL.md section 8: CFG-1..3).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
+use crate::failure::ensure;
 use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
@@ -22,61 +24,56 @@ async fn full_replace(s: &mut Session) -> CaseResult {
     s.configure(&q, json!({"retryLimit": 0, "leaseTime": 10, "priority": 4}))
         .await?;
     let r = s.configure(&q, json!({"retryDelay": 0})).await?;
-    ensure(
+    ensure!(
         r.options.known.retry_limit == 3
             && r.options.known.lease_time == 300
             && r.options.known.priority == 0,
-        || {
-            (
-                "omitted options returned to their defaults".into(),
-                vec![CFG_1],
-            )
-        },
+        CFG_1,
+        "omitted options returned to their defaults"
     )?;
     // And the broker behaves so: one failure is not final any more.
     s.push1(&q, "p", "m").await?;
     let p = s.pop_some(&q, &[]).await?;
     let a = s.ack_batch(None, acks_for(&p, "failed")).await?;
-    ensure(!a[0].dlq, || {
-        ("retryLimit is back to 3".into(), vec![CFG_1])
-    })
+    ensure!(!a[0].dlq, CFG_1, "retryLimit is back to 3")
 }
 
 async fn defaults(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     let r = s.configure(&q, json!({})).await?;
-    ensure(
+    ensure!(
         r.configured && r.options.known == QueueOptions::default(),
-        || (format!("defaults {:?}", r.options), vec![CFG_2]),
+        CFG_2,
+        "defaults {:?}",
+        r.options
     )?;
     let r = s.post("/api/v1/configure", json!({"queue": q})).await?;
-    ensure(r.status == 200, || {
-        ("options may be omitted".into(), vec![CFG_2])
-    })
+    ensure!(r.status == 200, CFG_2, "options may be omitted")
 }
 
 async fn derived(s: &mut Session) -> CaseResult {
     let base = s.name("ns");
     let r = s.configure(&format!("{base}.task.v2"), json!({})).await?;
-    ensure(r.namespace == base && r.task == "task", || {
-        (
-            format!("namespace {:?} task {:?}", r.namespace, r.task),
-            vec![CFG_3],
-        )
-    })?;
+    ensure!(
+        r.namespace == base && r.task == "task",
+        CFG_3,
+        "namespace {:?} task {:?}",
+        r.namespace,
+        r.task
+    )?;
     let r = s.configure(&base, json!({})).await?;
-    ensure(r.namespace == base && r.task.is_empty(), || {
-        ("no dot: task is \"\"".into(), vec![CFG_3])
-    })?;
+    ensure!(
+        r.namespace == base && r.task.is_empty(),
+        CFG_3,
+        "no dot: task is \"\""
+    )?;
     let r = s
         .post(
             "/api/v1/configure",
             json!({"queue": format!("{base}.x"), "namespace": "mine", "task": "t", "options": {}}),
         )
         .await?;
-    ensure(r.status == 200, || {
-        ("explicit namespace and task".into(), vec![CFG_3])
-    })
+    ensure!(r.status == 200, CFG_3, "explicit namespace and task")
 }
 
 async fn bad_options(s: &mut Session) -> CaseResult {
@@ -118,9 +115,7 @@ pub(super) async fn first_failure_is_final(s: &mut Session, q: &str, rule: RuleI
     s.push1(q, "p", "m").await?;
     let p = s.pop_some(q, &[]).await?;
     let a = s.ack_batch(None, acks_for(&p, "failed")).await?;
-    ensure(a[0].dlq, || {
-        ("a rejected configure changed the queue".into(), vec![rule])
-    })
+    ensure!(a[0].dlq, rule, "a rejected configure changed the queue")
 }
 
 /// ENC-1, ENC-2: with a key the broker configures the queue and every pop and dead-letter
@@ -146,19 +141,16 @@ async fn encrypted(s: &mut Session) -> CaseResult {
     // A dead letter of an encrypted queue is listed as pushed too.
     s.ack_batch(None, acks_for(&p, "failed")).await?;
     let d = s.dlq(&[("queue", &q)]).await?;
-    ensure(d.total == 1, || {
-        (
-            format!("one dead letter (retryLimit 0), listed {}", d.total),
-            vec![ENC_1],
-        )
-    })?;
+    ensure!(
+        d.total == 1,
+        ENC_1,
+        "one dead letter (retryLimit 0), listed {}",
+        d.total
+    )?;
     let rest = s.pop_q(&q, &[]).await?;
-    ensure(txns(&rest) == ["b"], || {
-        (
-            format!(
-                "the second message after the first became a dead letter (configured: {configured})"
-            ),
-            vec![ENC_1],
-        )
-    })
+    ensure!(
+        txns(&rest) == ["b"],
+        ENC_1,
+        "the second message after the first became a dead letter (configured: {configured})"
+    )
 }

@@ -1,7 +1,9 @@
 //! Retry budget and dead-letter cases (PROTOCOL.md section 6: DLQ-1..2).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
+use crate::failure::ensure;
 use crate::rules::*;
 use crate::session::*;
 use serde_json::json;
@@ -22,20 +24,25 @@ async fn limit_n(s: &mut Session) -> CaseResult {
     for round in 0..3 {
         let p = s.pop_some(&q, &[]).await?;
         let r = s.ack_batch(None, acks_for(&p, "failed")).await?;
-        ensure(r[0].dlq == (round == 2), || {
-            (
-                format!("failure {} of retryLimit 2: dlq={}", round + 1, r[0].dlq),
-                vec![DLQ_1],
-            )
-        })?;
+        ensure!(
+            r[0].dlq == (round == 2),
+            DLQ_1,
+            "failure {} of retryLimit 2: dlq={}",
+            round + 1,
+            r[0].dlq
+        )?;
     }
     let d = s.dlq(&[("queue", &q)]).await?;
-    ensure(d.total == 1 && d.messages[0].retry_count == 2, || {
-        ("one dead letter, 2 retries".into(), vec![DLQ_1, DLQ_2])
-    })?;
-    ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("nothing comes back".into(), vec![DLQ_1])
-    })
+    ensure!(
+        d.total == 1 && d.messages[0].retry_count == 2,
+        [DLQ_1, DLQ_2],
+        "one dead letter, 2 retries"
+    )?;
+    ensure!(
+        s.pop_q(&q, &[]).await?.is_none(),
+        DLQ_1,
+        "nothing comes back"
+    )
 }
 
 async fn limit_zero(s: &mut Session) -> CaseResult {
@@ -48,16 +55,13 @@ async fn limit_zero(s: &mut Session) -> CaseResult {
             json!({"transactionId": "m", "partitionId": p.partition_id, "leaseId": p.lease_id, "status": "failed", "error": "boom"}),
         ])
         .await?;
-    ensure(r[0].dlq, || {
-        (
-            "retryLimit 0: the first failure is final".into(),
-            vec![DLQ_1],
-        )
-    })?;
+    ensure!(r[0].dlq, DLQ_1, "retryLimit 0: the first failure is final")?;
     let next = s.pop_q(&q, &[]).await?;
-    ensure(txns(&next).is_empty() || txns(&next) == ["n"], || {
-        ("n remains".into(), vec![DLQ_1])
-    })
+    ensure!(
+        txns(&next).is_empty() || txns(&next) == ["n"],
+        DLQ_1,
+        "n remains"
+    )
 }
 
 async fn per_group(s: &mut Session) -> CaseResult {
@@ -76,22 +80,24 @@ async fn per_group(s: &mut Session) -> CaseResult {
         }
     }
     let all = s.dlq(&[("queue", &q)]).await?;
-    ensure(all.total == 6, || {
-        (
-            format!("3 messages x 2 groups = 6 dead letters, got {}", all.total),
-            vec![DLQ_2],
-        )
-    })?;
+    ensure!(
+        all.total == 6,
+        DLQ_2,
+        "3 messages x 2 groups = 6 dead letters, got {}",
+        all.total
+    )?;
     let g1 = s.dlq(&[("queue", &q), ("consumerGroup", "g1")]).await?;
-    ensure(g1.total == 3, || ("3 for g1".into(), vec![DLQ_2]))?;
+    ensure!(g1.total == 3, DLQ_2, "3 for g1")?;
     let b = s.dlq(&[("queue", &q), ("partition", "b")]).await?;
-    ensure(b.total == 2, || ("2 in partition b".into(), vec![DLQ_2]))?;
+    ensure!(b.total == 2, DLQ_2, "2 in partition b")?;
     let page = s
         .dlq(&[("queue", &q), ("limit", "2"), ("offset", "3")])
         .await?;
-    ensure(page.messages.len() == 2 && page.total == 6, || {
-        ("a page of 2 at offset 3".into(), vec![DLQ_2])
-    })?;
+    ensure!(
+        page.messages.len() == 2 && page.total == 6,
+        DLQ_2,
+        "a page of 2 at offset 3"
+    )?;
     // A group name unique to this case scopes the broker-wide listing.
     let g = s.name("solo");
     s.push1(&q, "c", "m4").await?;
@@ -103,7 +109,5 @@ async fn per_group(s: &mut Session) -> CaseResult {
         .await?;
     s.ack_batch(Some(&g), acks_for(&p, "dlq")).await?;
     let mine = s.dlq(&[("consumerGroup", &g)]).await?;
-    ensure(mine.total == 1, || {
-        ("listing by group across queues".into(), vec![DLQ_2])
-    })
+    ensure!(mine.total == 1, DLQ_2, "listing by group across queues")
 }

@@ -1,7 +1,9 @@
 //! Lease extension cases (PROTOCOL.md section 5: LEASE-1..3).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
+use crate::failure::ensure;
 use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
@@ -23,18 +25,16 @@ async fn renews_all(s: &mut Session) -> CaseResult {
     let p = s
         .pop_some(&q, &[("partitions", "0"), ("leaseSeconds", "30")])
         .await?;
-    ensure(p.partitions_claimed == 2, || {
-        ("one pop, two partitions".into(), vec![POP_3])
-    })?;
+    ensure!(p.partitions_claimed == 2, POP_3, "one pop, two partitions")?;
     let e = s.extend(&p.lease_id, Some(120)).await?;
-    ensure(e.success && e.renewed == 2, || {
-        ("both partitions renewed".into(), vec![LEASE_1])
-    })?;
+    ensure!(
+        e.success && e.renewed == 2,
+        LEASE_1,
+        "both partitions renewed"
+    )?;
     // A shorter extension never shortens (the model checks expiresAt).
     let e = s.extend(&p.lease_id, Some(1)).await?;
-    ensure(e.success && e.renewed == 2, || {
-        ("still renewed".into(), vec![LEASE_1])
-    })
+    ensure!(e.success && e.renewed == 2, LEASE_1, "still renewed")
 }
 
 async fn not_revived(s: &mut Session) -> CaseResult {
@@ -43,19 +43,16 @@ async fn not_revived(s: &mut Session) -> CaseResult {
     let p = s.pop_some(&q, &[("leaseSeconds", "1")]).await?;
     sleep_ms(1300).await;
     let e = s.extend(&p.lease_id, Some(60)).await?;
-    ensure(!e.success && e.renewed == 0 && e.error.is_some(), || {
-        (
-            "an expired lease is not revived".into(),
-            vec![LEASE_1, LEASE_2],
-        )
-    })?;
+    ensure!(
+        !e.success && e.renewed == 0 && e.error.is_some(),
+        [LEASE_1, LEASE_2],
+        "an expired lease is not revived"
+    )?;
     // Released by an ack: gone too.
     let p = s.pop_some(&q, &[]).await?;
     s.ack_batch(None, acks_for(&p, "completed")).await?;
     let e = s.extend(&p.lease_id, None).await?;
-    ensure(!e.success, || {
-        ("a released lease is not revived".into(), vec![LEASE_1])
-    })
+    ensure!(!e.success, LEASE_1, "a released lease is not revived")
 }
 
 async fn keeps_alive(s: &mut Session) -> CaseResult {
@@ -63,33 +60,24 @@ async fn keeps_alive(s: &mut Session) -> CaseResult {
     s.push1(&q, "p", "a").await?;
     let p = s.pop_some(&q, &[("leaseSeconds", "2")]).await?;
     let e = s.extend(&p.lease_id, Some(30)).await?;
-    ensure(e.success, || {
-        ("extend of a live lease".into(), vec![LEASE_1])
-    })?;
+    ensure!(e.success, LEASE_1, "extend of a live lease")?;
     sleep_ms(2300).await;
-    ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        (
-            "the extended lease is still live after its first deadline".into(),
-            vec![LEASE_1],
-        )
-    })?;
+    ensure!(
+        s.pop_q(&q, &[]).await?.is_none(),
+        LEASE_1,
+        "the extended lease is still live after its first deadline"
+    )?;
     let r = s.ack_batch(None, acks_for(&p, "completed")).await?;
-    ensure(r[0].success, || {
-        ("the holder can still ack".into(), vec![LEASE_1, ACK_5])
-    })
+    ensure!(r[0].success, [LEASE_1, ACK_5], "the holder can still ack")
 }
 
 async fn unknown_200(s: &mut Session) -> CaseResult {
     let id = uuid::Uuid::new_v4().to_string();
     let e = s.extend(&id, Some(10)).await?;
-    ensure(
+    ensure!(
         !e.success && e.renewed == 0 && e.expires_at.is_none(),
-        || {
-            (
-                "an unknown lease answers 200, success:false".into(),
-                vec![LEASE_2],
-            )
-        },
+        LEASE_2,
+        "an unknown lease answers 200, success:false"
     )
 }
 
@@ -100,12 +88,11 @@ async fn body_optional(s: &mut Session) -> CaseResult {
     let path = format!("/api/v1/lease/{}/extend", p.lease_id);
     for body in ["", "{}", "{\"seconds\":null}"] {
         let r = s.post_raw(&path, body).await?;
-        ensure(r.status == 200, || {
-            (
-                format!("body {body:?} means the lease's own duration"),
-                vec![LEASE_3],
-            )
-        })?;
+        ensure!(
+            r.status == 200,
+            LEASE_3,
+            "body {body:?} means the lease's own duration"
+        )?;
     }
     for body in [
         "{\"seconds\":0}",

@@ -6,9 +6,12 @@
 //! shared broker; those are read unchecked and held only to what this session added.
 
 use super::cases;
+use crate::calls::*;
 use crate::case::CaseResult;
+use crate::failure::ensure;
 use crate::rules::*;
 use crate::session::*;
+use crate::transport::now_ms;
 use queen_reference::wire::*;
 use serde_json::json;
 
@@ -45,12 +48,12 @@ async fn peek(s: &mut Session) -> CaseResult {
         .await?;
     let query = [("queue", q.as_str()), ("consumerGroup", g.as_str())];
     let seen: MessagesPage = decode(&s.get("/api/v1/messages", &query).await?, 200, "peek")?;
-    ensure(statuses(&seen) == [Leased, Pending, Pending], || {
-        (
-            format!("a peek after one pop shows {:?}", statuses(&seen)),
-            vec![MGMT_6],
-        )
-    })?;
+    ensure!(
+        statuses(&seen) == [Leased, Pending, Pending],
+        MGMT_6,
+        "a peek after one pop shows {:?}",
+        statuses(&seen)
+    )?;
     s.ack_batch(Some(&g), acks_for(&first, "dlq")).await?;
     let second = s
         .pop_some(&q, &[("consumerGroup", &g), ("batch", "1")])
@@ -58,17 +61,18 @@ async fn peek(s: &mut Session) -> CaseResult {
     s.ack_batch(Some(&g), acks_for(&second, "completed"))
         .await?;
     let seen: MessagesPage = decode(&s.get("/api/v1/messages", &query).await?, 200, "peek")?;
-    ensure(
+    ensure!(
         statuses(&seen) == [DeadLettered, Completed, Pending],
-        || (format!("a peek shows {:?}", statuses(&seen)), vec![MGMT_6]),
+        MGMT_6,
+        "a peek shows {:?}",
+        statuses(&seen)
     )?;
     let next = s.pop_q(&q, &[("consumerGroup", &g)]).await?;
-    ensure(txns(&next) == ["c"], || {
-        (
-            "the peeks took something from the group".into(),
-            vec![MGMT_1],
-        )
-    })
+    ensure!(
+        txns(&next) == ["c"],
+        MGMT_1,
+        "the peeks took something from the group"
+    )
 }
 
 /// MGMT-7: the message by its partitionId and transactionId, with each reading group's
@@ -98,18 +102,16 @@ async fn one_message(s: &mut Session) -> CaseResult {
         ),
         (h.clone(), MessageStatus::Leased, None),
     ];
-    ensure(got == want, || {
-        (format!("the groups' view is {got:?}"), vec![MGMT_7])
-    })?;
+    ensure!(got == want, MGMT_7, "the groups' view is {got:?}")?;
     let missing = s
         .get(&format!("/api/v1/messages/{}/zz", m.partition_id), &[])
         .await?;
-    ensure(missing.status == 404, || {
-        (
-            format!("an unknown transactionId answered {}", missing.status),
-            vec![MGMT_7],
-        )
-    })
+    ensure!(
+        missing.status == 404,
+        MGMT_7,
+        "an unknown transactionId answered {}",
+        missing.status
+    )
 }
 
 /// MGMT-3: one group over two queues: its lag, lag in seconds, live leases and state, then
@@ -135,21 +137,15 @@ async fn groups(s: &mut Session) -> CaseResult {
         before_push.elapsed().as_secs(),
     );
     let seconds: Vec<u64> = v.queues.iter().map(|x| x.lag_seconds).collect();
-    ensure(
+    ensure!(
         seconds.len() == 2
             && (least..=most).contains(&seconds[0])
             && seconds[1] == 0
             && v.lag_seconds == seconds[0],
-        || {
-            (
-                format!(
-                    "the lag in seconds reads {seconds:?} (group {}): the oldest unread \
+        MGMT_3,
+        "the lag in seconds reads {seconds:?} (group {}): the oldest unread \
                      message was {least}..={most} s old, the other queue has none",
-                    v.lag_seconds
-                ),
-                vec![MGMT_3],
-            )
-        },
+        v.lag_seconds
     )?;
     // Every group on the broker is listed: read unchecked, held to this session's group.
     let lagging = s
@@ -165,38 +161,37 @@ async fn groups(s: &mut Session) -> CaseResult {
         .filter(|x| x.name == g)
         .flat_map(|x| x.queues.iter().map(|y| y.queue.as_str()))
         .collect();
-    ensure(mine == [q.as_str()], || {
-        (
-            format!("lagging by a second or more lists the group's queues as {mine:?}"),
-            vec![MGMT_3],
-        )
-    })?;
+    ensure!(
+        mine == [q.as_str()],
+        MGMT_3,
+        "lagging by a second or more lists the group's queues as {mine:?}"
+    )?;
     let rows: Vec<(u64, u64, GroupState)> = v
         .queues
         .iter()
         .map(|x| (x.lag, x.leased, x.state))
         .collect();
-    ensure(
+    ensure!(
         rows == [(3, 1, GroupState::Consuming), (0, 0, GroupState::CaughtUp)],
-        || (format!("the group's queues read {rows:?}"), vec![MGMT_3]),
+        MGMT_3,
+        "the group's queues read {rows:?}"
     )?;
     s.ack_batch(Some(&g), acks_for(&held, "completed")).await?;
     let v: GroupView = decode(&s.get(&path, &[]).await?, 200, "group")?;
-    ensure((v.lag, v.state) == (2, GroupState::Behind), || {
-        (
-            format!("after the ack the group reads lag {} {:?}", v.lag, v.state),
-            vec![MGMT_3],
-        )
-    })?;
+    ensure!(
+        (v.lag, v.state) == (2, GroupState::Behind),
+        MGMT_3,
+        "after the ack the group reads lag {} {:?}",
+        v.lag,
+        v.state
+    )?;
     let nobody = s
         .get(
             &format!("/api/v1/consumer-groups/{}", s.name("nobody")),
             &[],
         )
         .await?;
-    ensure(nobody.status == 404, || {
-        ("an unknown group is not 404".into(), vec![MGMT_3])
-    })
+    ensure!(nobody.status == 404, MGMT_3, "an unknown group is not 404")
 }
 
 /// MGMT-4, MGMT-5: the queues of this session's namespace in creation order, a queue's
@@ -220,9 +215,11 @@ async fn resources(s: &mut Session) -> CaseResult {
         "queues",
     )?;
     let names: Vec<&str> = page.queues.iter().map(|q| q.name.as_str()).collect();
-    ensure(names == [one.as_str(), two.as_str()], || {
-        (format!("the namespace lists {names:?}"), vec![MGMT_4])
-    })?;
+    ensure!(
+        names == [one.as_str(), two.as_str()],
+        MGMT_4,
+        "the namespace lists {names:?}"
+    )?;
     let depth: Depth = decode(
         &s.get(
             &format!("/api/v1/resources/queues/{one}/depth"),
@@ -232,12 +229,12 @@ async fn resources(s: &mut Session) -> CaseResult {
         200,
         "depth",
     )?;
-    ensure(depth.pending == 2, || {
-        (
-            format!("depth for the group is {}", depth.pending),
-            vec![MGMT_4],
-        )
-    })?;
+    ensure!(
+        depth.pending == 2,
+        MGMT_4,
+        "depth for the group is {}",
+        depth.pending
+    )?;
     s.get(&format!("/api/v1/resources/queues/{one}"), &[])
         .await?;
     s.get("/api/v1/resources/partitions", &[("queue", &one)])
@@ -250,12 +247,11 @@ async fn resources(s: &mut Session) -> CaseResult {
         .send_unchecked(HttpRequest::get("/api/v1/resources/overview", &[]))
         .await?;
     let o: Overview = decode(&o, 200, "overview")?;
-    ensure(o.queues >= 2 && o.messages >= 4, || {
-        (
-            format!("the overview misses this session's queues: {o:?}"),
-            vec![MGMT_4],
-        )
-    })
+    ensure!(
+        o.queues >= 2 && o.messages >= 4,
+        MGMT_4,
+        "the overview misses this session's queues: {o:?}"
+    )
 }
 
 /// MGMT-8: a seek to the end leaves nothing to deliver and releases the lease; a seek
@@ -271,20 +267,19 @@ async fn seek(s: &mut Session) -> CaseResult {
     let path = format!("/api/v1/consumer-groups/{g}/queues/{q}/seek");
     s.post(&path, json!({"toEnd": true})).await?;
     let none = s.pop_q(&q, &[("consumerGroup", &g)]).await?;
-    ensure(none.is_none(), || {
-        (
-            "a pop after a seek to the end delivered".into(),
-            vec![MGMT_8],
-        )
-    })?;
+    ensure!(
+        none.is_none(),
+        MGMT_8,
+        "a pop after a seek to the end delivered"
+    )?;
     s.post(&path, json!({"timestamp": mark})).await?;
     let again = s.pop_q(&q, &[("consumerGroup", &g)]).await?;
-    ensure(txns(&again) == ["b"], || {
-        (
-            format!("after a seek back the group got {:?}", txns(&again)),
-            vec![MGMT_8],
-        )
-    })
+    ensure!(
+        txns(&again) == ["b"],
+        MGMT_8,
+        "after a seek back the group got {:?}",
+        txns(&again)
+    )
 }
 
 /// MGMT-9: after a group delete the group is gone and starts again from the beginning.
@@ -298,18 +293,20 @@ async fn delete_group(s: &mut Session) -> CaseResult {
     s.send(HttpRequest::delete(format!("/api/v1/consumer-groups/{g}")))
         .await?;
     let gone = s.get(&format!("/api/v1/consumer-groups/{g}"), &[]).await?;
-    ensure(gone.status == 404, || {
-        ("a deleted group is still listed".into(), vec![MGMT_9])
-    })?;
+    ensure!(
+        gone.status == 404,
+        MGMT_9,
+        "a deleted group is still listed"
+    )?;
     let again = s
         .pop_q(&q, &[("consumerGroup", &g), ("batch", "5")])
         .await?;
-    ensure(txns(&again) == ["a", "b"], || {
-        (
-            format!("a deleted group's next pop got {:?}", txns(&again)),
-            vec![MGMT_9],
-        )
-    })
+    ensure!(
+        txns(&again) == ["a", "b"],
+        MGMT_9,
+        "a deleted group's next pop got {:?}",
+        txns(&again)
+    )
 }
 
 /// MGMT-2: a bad page, filter or seek body is 400 and nothing changes.
@@ -330,25 +327,27 @@ async fn pages(s: &mut Session) -> CaseResult {
         ("/api/v1/resources/tasks", vec![("limit", "1001")]),
     ] {
         let r = s.get(path, &query).await?;
-        ensure(r.status == 400, || {
-            (
-                format!("{path} {query:?} answered {}", r.status),
-                vec![MGMT_2],
-            )
-        })?;
+        ensure!(
+            r.status == 400,
+            MGMT_2,
+            "{path} {query:?} answered {}",
+            r.status
+        )?;
     }
     let seek = format!("/api/v1/consumer-groups/{}/queues/{q}/seek", s.name("g"));
     let r = s.post(&seek, json!({"toEnd": false})).await?;
-    ensure(r.status == 400, || {
-        (
-            format!("a seek without a target answered {}", r.status),
-            vec![MGMT_8],
-        )
-    })?;
+    ensure!(
+        r.status == 400,
+        MGMT_8,
+        "a seek without a target answered {}",
+        r.status
+    )?;
     let p = s.pop_q(&q, &[]).await?;
-    ensure(txns(&p) == ["a"], || {
-        ("a refused request changed something".into(), vec![MGMT_2])
-    })
+    ensure!(
+        txns(&p) == ["a"],
+        MGMT_2,
+        "a refused request changed something"
+    )
 }
 
 /// MGMT-10, HEALTH-4: `/metrics` is a JSON object with the uptime; health names the
@@ -360,23 +359,14 @@ async fn metrics(s: &mut Session) -> CaseResult {
             .as_ref()
             .and_then(|b| b.get("uptimeSeconds"))
             .is_some_and(|u| u.is_u64());
-    ensure(ok, || {
-        (
-            format!("/metrics answered {} {:?}", m.status, m.body),
-            vec![MGMT_10],
-        )
-    })?;
+    ensure!(ok, MGMT_10, "/metrics answered {} {:?}", m.status, m.body)?;
     let h = s.get("/health", &[]).await?;
     let body = h.body.unwrap_or_default();
-    ensure(
+    ensure!(
         body.get("version").is_some_and(|v| v.is_string())
             && body.get("uptimeSeconds").is_some_and(|u| u.is_u64()),
-        || {
-            (
-                format!("the health answer has no version or uptime: {body}"),
-                vec![HEALTH_4],
-            )
-        },
+        HEALTH_4,
+        "the health answer has no version or uptime: {body}"
     )
 }
 
@@ -397,23 +387,22 @@ async fn one_partition(s: &mut Session) -> CaseResult {
     let one = format!("/api/v1/consumer-groups/{g}/queues/{q}/partitions/p1/seek");
     s.post(&one, json!({"timestamp": start})).await?;
     let back = s.pop_q(&q, &all).await?;
-    ensure(txns(&back) == ["a"], || {
-        (
-            format!("a seek of p1 gave back {:?}", txns(&back)),
-            vec![MGMT_8],
-        )
-    })?;
+    ensure!(
+        txns(&back) == ["a"],
+        MGMT_8,
+        "a seek of p1 gave back {:?}",
+        txns(&back)
+    )?;
     let sub = format!("/api/v1/consumer-groups/{g}/subscription");
     s.post(&sub, json!({"subscriptionTimestamp": start}))
         .await?;
     let mut again = txns(&s.pop_q(&q, &all).await?);
     again.sort();
-    ensure(again == ["a", "b"], || {
-        (
-            format!("after the subscription time the group got {again:?}"),
-            vec![MGMT_8],
-        )
-    })
+    ensure!(
+        again == ["a", "b"],
+        MGMT_8,
+        "after the subscription time the group got {again:?}"
+    )
 }
 
 /// MGMT-11: a deleted message is never delivered, listed, counted or resolved again and
@@ -425,25 +414,7 @@ async fn delete_message(s: &mut Session) -> CaseResult {
         .pop_some(&q, &[("consumerGroup", &g), ("batch", "3")])
         .await?;
     let pid = held.messages[0].partition_id.clone();
-    let path = |t: &str| format!("/api/v1/messages/{pid}/{t}");
-    for t in ["c", "b"] {
-        let r = s.send(HttpRequest::delete(path(t))).await?;
-        let r: MessageDeleted = decode(&r, 200, "a message delete")?;
-        ensure(r.success && r.transaction_id == t, || {
-            (format!("the delete of {t} answered {r:?}"), vec![MGMT_11])
-        })?;
-    }
-    let again = s.send(HttpRequest::delete(path("c"))).await?;
-    let view = s.get(&path("c"), &[]).await?;
-    ensure(again.status == 404 && view.status == 404, || {
-        (
-            format!(
-                "after its delete, a second delete answered {} and the message view {}",
-                again.status, view.status
-            ),
-            vec![MGMT_11],
-        )
-    })?;
+    delete_c_and_b(s, &pid).await?;
     // The span ended at c, which went: acking a releases the lease.
     let first = held.messages.first().map(|m| m.transaction_id.clone());
     let acks: Vec<_> = acks_for(&held, "completed")
@@ -451,26 +422,50 @@ async fn delete_message(s: &mut Session) -> CaseResult {
         .filter(|a| a["transactionId"] == "a")
         .collect();
     let acked = s.ack_batch(Some(&g), acks).await?;
-    ensure(
+    ensure!(
         first.as_deref() == Some("a") && acked.iter().all(|r| r.success && r.lease_released),
-        || {
-            (
-                format!("acking a, the lease's last remaining message, answered {acked:?}"),
-                vec![MGMT_11],
-            )
-        },
+        MGMT_11,
+        "acking a, the lease's last remaining message, answered {acked:?}"
     )?;
     let late = s
         .ack(json!({"transactionId": "c", "partitionId": pid, "consumerGroup": g}))
         .await?;
-    ensure(late.error.as_deref() == Some("unresolvable"), || {
-        (
-            format!("an ack of the deleted c answered {late:?}"),
-            vec![MGMT_11],
-        )
-    })?;
+    ensure!(
+        late.error.as_deref() == Some("unresolvable"),
+        MGMT_11,
+        "an ack of the deleted c answered {late:?}"
+    )?;
+    deleted_is_gone(s, &q, &g).await
+}
+
+/// MGMT-11: deleting c and b answers their ids; c, deleted, is then neither deleted
+/// again nor shown.
+async fn delete_c_and_b(s: &mut Session, pid: &str) -> CaseResult {
+    let path = |t: &str| format!("/api/v1/messages/{pid}/{t}");
+    for t in ["c", "b"] {
+        let r = s.send(HttpRequest::delete(path(t))).await?;
+        let r: MessageDeleted = decode(&r, 200, "a message delete")?;
+        ensure!(
+            r.success && r.transaction_id == t,
+            MGMT_11,
+            "the delete of {t} answered {r:?}"
+        )?;
+    }
+    let again = s.send(HttpRequest::delete(path("c"))).await?;
+    let view = s.get(&path("c"), &[]).await?;
+    ensure!(
+        again.status == 404 && view.status == 404,
+        MGMT_11,
+        "after its delete, a second delete answered {} and the message view {}",
+        again.status,
+        view.status
+    )
+}
+
+/// MGMT-11, after the delete: c is neither listed, counted, delivered nor a duplicate.
+async fn deleted_is_gone(s: &mut Session, q: &str, g: &str) -> CaseResult {
     let peek: MessagesPage = decode(
-        &s.get("/api/v1/messages", &[("queue", &q), ("consumerGroup", &g)])
+        &s.get("/api/v1/messages", &[("queue", q), ("consumerGroup", g)])
             .await?,
         200,
         "peek",
@@ -480,44 +475,42 @@ async fn delete_message(s: &mut Session) -> CaseResult {
         .iter()
         .map(|m| m.message.transaction_id.as_str())
         .collect();
-    ensure(listed == ["a", "d"] && peek.page.total == 2, || {
-        (format!("the peek lists {listed:?}"), vec![MGMT_11])
-    })?;
+    ensure!(
+        listed == ["a", "d"] && peek.page.total == 2,
+        MGMT_11,
+        "the peek lists {listed:?}"
+    )?;
     let depth: Depth = decode(
         &s.get(
             &format!("/api/v1/resources/queues/{q}/depth"),
-            &[("group", &g)],
+            &[("group", g)],
         )
         .await?,
         200,
         "depth",
     )?;
-    ensure(depth.pending == 1, || {
-        (
-            format!("the group's depth is {}, with only d left", depth.pending),
-            vec![MGMT_11],
-        )
-    })?;
+    ensure!(
+        depth.pending == 1,
+        MGMT_11,
+        "the group's depth is {}, with only d left",
+        depth.pending
+    )?;
     let rest = txns(
-        &s.pop_q(&q, &[("consumerGroup", &g), ("autoAck", "true")])
+        &s.pop_q(q, &[("consumerGroup", g), ("autoAck", "true")])
             .await?,
     );
-    ensure(rest == ["d"], || {
-        (
-            format!("the next pop delivered {rest:?}, not d alone"),
-            vec![MGMT_11],
-        )
-    })?;
-    let again = s.push1(&q, "p", "c").await?;
-    ensure(again.status == PushStatus::Queued, || {
-        (
-            format!(
-                "a push reusing the deleted c's transactionId was {:?}",
-                again.status
-            ),
-            vec![MGMT_11],
-        )
-    })
+    ensure!(
+        rest == ["d"],
+        MGMT_11,
+        "the next pop delivered {rest:?}, not d alone"
+    )?;
+    let again = s.push1(q, "p", "c").await?;
+    ensure!(
+        again.status == PushStatus::Queued,
+        MGMT_11,
+        "a push reusing the deleted c's transactionId was {:?}",
+        again.status
+    )
 }
 
 /// MGMT-12: a dead letter's retry writes the message again under a new transactionId;
@@ -539,27 +532,26 @@ async fn retry(s: &mut Session) -> CaseResult {
         let again = s
             .pop_q(&q, &[("consumerGroup", group), ("autoAck", "true")])
             .await?;
-        ensure(txns(&again) == [r.transaction_id.clone()], || {
-            (
-                format!("{group} got {:?} after the retry", txns(&again)),
-                vec![MGMT_12],
-            )
-        })?;
+        ensure!(
+            txns(&again) == [r.transaction_id.clone()],
+            MGMT_12,
+            "{group} got {:?} after the retry",
+            txns(&again)
+        )?;
     }
     let listed = s.dlq(&[("queue", &q)]).await?;
-    ensure(listed.total == 0, || {
-        (
-            "the retried dead letter is still listed".into(),
-            vec![MGMT_12],
-        )
-    })?;
+    ensure!(
+        listed.total == 0,
+        MGMT_12,
+        "the retried dead letter is still listed"
+    )?;
     let twice = s.post(&path, json!({})).await?;
-    ensure(twice.status == 404, || {
-        (
-            format!("a second retry answered {}", twice.status),
-            vec![MGMT_12],
-        )
-    })
+    ensure!(
+        twice.status == 404,
+        MGMT_12,
+        "a second retry answered {}",
+        twice.status
+    )
 }
 
 /// MGMT-13: a window of its own, kept to this session's queue, counts exactly its
@@ -592,44 +584,32 @@ async fn analytics(s: &mut Session) -> CaseResult {
             .iter()
             .enumerate()
             .all(|(i, t)| *t == Some(first + i as i64 * 60_000));
-    ensure(aligned, || {
-        (
-            format!(
-                "two hours by the minute from {from} gave {} buckets starting {:?}",
-                starts.len(),
-                a.buckets.first().map(|b| &b.timestamp)
-            ),
-            vec![MGMT_13],
-        )
-    })?;
+    ensure!(
+        aligned,
+        MGMT_13,
+        "two hours by the minute from {from} gave {} buckets starting {:?}",
+        starts.len(),
+        a.buckets.first().map(|b| &b.timestamp)
+    )?;
     let summed = (
         a.buckets.iter().map(|b| b.ingested).sum::<u64>(),
         a.buckets.iter().map(|b| b.dead_lettered).sum::<u64>(),
     );
     let totals = (a.totals.ingested, a.totals.dead_lettered);
-    ensure(totals == (3, 1) && summed == totals, || {
-        (
-            format!(
-                "three messages and one dead letter read as totals {totals:?}, buckets {summed:?}"
-            ),
-            vec![MGMT_13],
-        )
-    })?;
+    ensure!(
+        totals == (3, 1) && summed == totals,
+        MGMT_13,
+        "three messages and one dead letter read as totals {totals:?}, buckets {summed:?}"
+    )?;
     let d: Analytics = decode(&s.get(path, &[("queue", &q)]).await?, 200, "analytics")?;
     let defaults = (d.interval, (24..=25).contains(&d.buckets.len()));
-    ensure(
+    ensure!(
         defaults == (Interval::Hour, true) && (d.totals.ingested, d.totals.dead_lettered) == (3, 1),
-        || {
-            (
-                format!(
-                    "the default window reads {:?} with {} buckets and totals {:?}",
-                    d.interval,
-                    d.buckets.len(),
-                    d.totals
-                ),
-                vec![MGMT_13],
-            )
-        },
+        MGMT_13,
+        "the default window reads {:?} with {} buckets and totals {:?}",
+        d.interval,
+        d.buckets.len(),
+        d.totals
     )?;
     let long_ago = format_iso(now - 3 * 86_400_000);
     for query in [
@@ -643,12 +623,12 @@ async fn analytics(s: &mut Session) -> CaseResult {
         ],
     ] {
         let r = s.get(path, &query).await?;
-        ensure(r.status == 400, || {
-            (
-                format!("analytics {query:?} answered {}", r.status),
-                vec![MGMT_13],
-            )
-        })?;
+        ensure!(
+            r.status == 400,
+            MGMT_13,
+            "analytics {query:?} answered {}",
+            r.status
+        )?;
     }
     Ok(())
 }

@@ -7,10 +7,13 @@
 //! answer is checked against that. They run alone, last, and always restart the database.
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult, Failure};
 use crate::database::Database;
+use crate::failure::{ensure, fail};
 use crate::rules::*;
 use crate::session::*;
+use crate::transport::{now_ms, transmit};
 use queen_reference::time::Millis;
 use queen_reference::wire::*;
 use serde_json::{json, Value};
@@ -76,20 +79,14 @@ async fn unhealthy(s: &mut Session) -> CaseResult {
     })
     .await?;
     let status = down.body.as_ref().and_then(|b| b.get("status"));
-    ensure(
+    ensure!(
         down.status == 503 && status == Some(&json!("unhealthy")),
-        || {
-            (
-                format!(
-                    "health while the database is down: {} {}",
-                    down.status,
-                    down.body
-                        .as_ref()
-                        .map_or("(no body)".into(), Value::to_string)
-                ),
-                vec![HEALTH_1],
-            )
-        },
+        HEALTH_1,
+        "health while the database is down: {} {}",
+        down.status,
+        down.body
+            .as_ref()
+            .map_or("(no body)".into(), Value::to_string)
     )?;
     wait_for(s, "/health", |r| r.status == 200, "health is not 200 again").await?;
     // Checked: healthy and connected again.
@@ -120,20 +117,14 @@ async fn spooled(s: &mut Session) -> CaseResult {
             let items: Vec<PushResult> =
                 serde_json::from_value(r.body.clone().unwrap_or(Value::Null)).unwrap_or_default();
             let n = req_items(req);
-            ensure(
+            ensure!(
                 r.status == 201
                     && items.len() == n
                     && items.iter().all(|i| i.status == PushStatus::Buffered),
-                || {
-                    (
-                        format!(
-                            "a push while the database is down answered {} {}",
-                            r.status,
-                            r.body.as_ref().map_or("(no body)".into(), Value::to_string)
-                        ),
-                        vec![PUSH_7, PUSH_1],
-                    )
-                },
+                [PUSH_7, PUSH_1],
+                "a push while the database is down answered {} {}",
+                r.status,
+                r.body.as_ref().map_or("(no body)".into(), Value::to_string)
             )?;
             sent.push(t0);
         }
@@ -158,14 +149,19 @@ async fn spooled(s: &mut Session) -> CaseResult {
     // Every buffered message exactly once, in order, after what was there before
     // ("before" was a duplicate); the model checks each message and its timestamps.
     let p = s.pop_q(&q, &[("batch", "10")]).await?;
-    ensure(txns(&p) == ["before", "d1", "d2", "d3", "d4"], || {
-        (format!("after the replay: {:?}", txns(&p)), vec![PUSH_7])
-    })?;
+    ensure!(
+        txns(&p) == ["before", "d1", "d2", "d3", "d4"],
+        PUSH_7,
+        "after the replay: {:?}",
+        txns(&p)
+    )?;
     let p = p.expect("delivered");
     s.ack_batch(None, acks_for(&p, "completed")).await?;
-    ensure(s.pop_q(&q, &[("batch", "10")]).await?.is_none(), || {
-        ("nothing is delivered twice".into(), vec![PUSH_7])
-    })
+    ensure!(
+        s.pop_q(&q, &[("batch", "10")]).await?.is_none(),
+        PUSH_7,
+        "nothing is delivered twice"
+    )
 }
 
 fn req_items(req: &HttpRequest) -> usize {

@@ -1,9 +1,12 @@
 //! Pop cases (PROTOCOL.md section 3: PROTO-GROUP-1, POP-1..15).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
+use crate::failure::ensure;
 use crate::rules::*;
 use crate::session::*;
+use crate::transport::now_ms;
 use queen_reference::time::format_iso;
 use queen_reference::wire::*;
 use serde_json::{json, Value};
@@ -44,29 +47,26 @@ async fn queue_mode(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     s.push1(&q, "p", "m").await?;
     let p = s.pop_some(&q, &[]).await?;
-    ensure(p.consumer_group == QUEUE_MODE, || {
-        (
-            "an omitted group is __QUEUE_MODE__".into(),
-            vec![PROTO_GROUP_1],
-        )
-    })?;
+    ensure!(
+        p.consumer_group == QUEUE_MODE,
+        PROTO_GROUP_1,
+        "an omitted group is __QUEUE_MODE__"
+    )?;
     s.ack_batch(None, acks_for(&p, "completed")).await?;
     // Queue mode's cursor does not move a named group's, and naming the reserved group
     // is the same as omitting it.
     let g = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
-    ensure(txns(&g) == ["m"], || {
-        (
-            "a named group has its own cursor".into(),
-            vec![PROTO_GROUP_1],
-        )
-    })?;
+    ensure!(
+        txns(&g) == ["m"],
+        PROTO_GROUP_1,
+        "a named group has its own cursor"
+    )?;
     let again = s.pop_q(&q, &[("consumerGroup", QUEUE_MODE)]).await?;
-    ensure(again.is_none(), || {
-        (
-            "__QUEUE_MODE__ by name is the queue-mode group".into(),
-            vec![PROTO_GROUP_1],
-        )
-    })
+    ensure!(
+        again.is_none(),
+        PROTO_GROUP_1,
+        "__QUEUE_MODE__ by name is the queue-mode group"
+    )
 }
 
 async fn never_removes(s: &mut Session) -> CaseResult {
@@ -74,14 +74,10 @@ async fn never_removes(s: &mut Session) -> CaseResult {
     s.push_many(&q, "p", &["a", "b", "c"]).await?;
     let g1 = s.pop_q(&q, &[("consumerGroup", "g1")]).await?;
     let g2 = s.pop_q(&q, &[("consumerGroup", "g2")]).await?;
-    ensure(
+    ensure!(
         txns(&g1) == ["a", "b", "c"] && txns(&g2) == txns(&g1),
-        || {
-            (
-                "each group sees every message, in offset order".into(),
-                vec![POP_1],
-            )
-        },
+        POP_1,
+        "each group sees every message, in offset order"
     )?;
     let g1 = g1.expect("checked");
     s.ack_batch(Some("g1"), acks_for(&g1, "completed")).await?;
@@ -96,16 +92,13 @@ async fn leased_skipped(s: &mut Session) -> CaseResult {
     s.push1(&q, "p2", "b").await?;
     let first = s.pop_some(&q, &[]).await?;
     let second = s.pop_some(&q, &[]).await?;
-    ensure(first.partition != second.partition, || {
-        (
-            "the second pop skips the leased partition".into(),
-            vec![POP_2],
-        )
-    })?;
+    ensure!(
+        first.partition != second.partition,
+        POP_2,
+        "the second pop skips the leased partition"
+    )?;
     let third = s.pop_q(&q, &[]).await?;
-    ensure(third.is_none(), || {
-        ("both partitions are leased".into(), vec![ACK_4])
-    })
+    ensure!(third.is_none(), ACK_4, "both partitions are leased")
 }
 
 /// Section 3's defaults, sent raw (the session's pop helpers name `batch`): without
@@ -121,24 +114,15 @@ async fn defaults(s: &mut Session) -> CaseResult {
     let p: PopResponse = decode(&r, 200, "pop")?;
     // POP-4 lets the broker pick the partition; all of its messages come.
     let all = if p.partition == "p1" { 3 } else { 1 };
-    ensure(p.messages.len() == all && p.partitions_claimed == 1, || {
-        (
-            "without batch and partitions a pop takes every message of one partition (batch 200, partitions 1)".into(),
-            vec![POP_3],
-        )
-    })?;
+    ensure!(p.messages.len() == all && p.partitions_claimed == 1, POP_3, "without batch and partitions a pop takes every message of one partition (batch 200, partitions 1)")?;
     let r = s
         .get(&path, &[("consumerGroup", "g"), ("partitions", "0")])
         .await?;
     let rest: PopResponse = decode(&r, 200, "pop")?;
-    ensure(
+    ensure!(
         rest.partitions_claimed == 2 && rest.messages.len() == 5 - all,
-        || {
-            (
-                "partitions=0 claims every claimable partition".into(),
-                vec![POP_3],
-            )
-        },
+        POP_3,
+        "partitions=0 claims every claimable partition"
     )
 }
 
@@ -154,26 +138,21 @@ async fn batch_shared(s: &mut Session) -> CaseResult {
             &[("batch", "3"), ("partitions", "0"), ("consumerGroup", "g")],
         )
         .await?;
-    ensure(p.messages.len() == 3 && p.partitions_claimed == 2, || {
-        (
-            "batch 3 across 2-message partitions: 3 messages, 2 partitions".into(),
-            vec![POP_3],
-        )
-    })?;
+    ensure!(
+        p.messages.len() == 3 && p.partitions_claimed == 2,
+        POP_3,
+        "batch 3 across 2-message partitions: 3 messages, 2 partitions"
+    )?;
     let capped = s
         .pop_some(
             &q,
             &[("batch", "10"), ("partitions", "1"), ("consumerGroup", "h")],
         )
         .await?;
-    ensure(
+    ensure!(
         capped.partitions_claimed == 1 && capped.messages.len() == 2,
-        || {
-            (
-                "partitions=1 caps the claim to one partition".into(),
-                vec![POP_3],
-            )
-        },
+        POP_3,
+        "partitions=1 caps the claim to one partition"
     )
 }
 
@@ -187,18 +166,15 @@ async fn partition_route(s: &mut Session) -> CaseResult {
             &[("partitions", "0")],
         )
         .await?;
-    ensure(txns(&p) == ["b"], || {
-        (
-            "the partition route claims exactly its partition".into(),
-            vec![POP_3],
-        )
-    })?;
+    ensure!(
+        txns(&p) == ["b"],
+        POP_3,
+        "the partition route claims exactly its partition"
+    )?;
     let none = s
         .pop(PopRoute::Partition(q.clone(), "p3".into()), &[])
         .await?;
-    ensure(none.is_none(), || {
-        ("an unknown partition is empty".into(), vec![POP_6])
-    })
+    ensure!(none.is_none(), POP_6, "an unknown partition is empty")
 }
 
 async fn any_order(s: &mut Session) -> CaseResult {
@@ -231,9 +207,7 @@ async fn answer_shape(s: &mut Session) -> CaseResult {
         "messages",
         "partitionsClaimed",
     ] {
-        ensure(body.get(key).is_some(), || {
-            (format!("the answer lacks {key}"), vec![POP_5])
-        })?;
+        ensure!(body.get(key).is_some(), POP_5, "the answer lacks {key}")?;
     }
     let forbidden = [
         "offset",
@@ -260,17 +234,14 @@ async fn answer_shape(s: &mut Session) -> CaseResult {
             "leaseId",
             "consumerGroup",
         ] {
-            ensure(m.get(key).is_some(), || {
-                (format!("a message lacks {key}"), vec![POP_5])
-            })?;
+            ensure!(m.get(key).is_some(), POP_5, "a message lacks {key}")?;
         }
         for key in forbidden {
-            ensure(m.get(key).is_none(), || {
-                (
-                    format!("a message carries {key}, which POP-5 excludes"),
-                    vec![POP_5],
-                )
-            })?;
+            ensure!(
+                m.get(key).is_none(),
+                POP_5,
+                "a message carries {key}, which POP-5 excludes"
+            )?;
         }
     }
     Ok(())
@@ -279,46 +250,47 @@ async fn answer_shape(s: &mut Session) -> CaseResult {
 async fn bare_204(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     let r = s.get(&PopRoute::Queue(q.clone()).path(), &[]).await?;
-    ensure(r.status == 204 && r.body.is_none(), || {
-        ("an empty pop is a 204 without body".into(), vec![POP_6])
-    })?;
+    ensure!(
+        r.status == 204 && r.body.is_none(),
+        POP_6,
+        "an empty pop is a 204 without body"
+    )?;
     s.push1(&q, "p", "m").await?;
     s.pop_some(&q, &[]).await?;
     let r = s.get(&PopRoute::Queue(q.clone()).path(), &[]).await?;
-    ensure(r.status == 204 && r.body.is_none(), || {
-        ("a leased partition gives a bare 204".into(), vec![POP_6])
-    })
+    ensure!(
+        r.status == 204 && r.body.is_none(),
+        POP_6,
+        "a leased partition gives a bare 204"
+    )
 }
 
 async fn auto_ack(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     s.push_many(&q, "p", &["a", "b"]).await?;
     let p = s.pop_some(&q, &[("autoAck", "true")]).await?;
-    ensure(
+    ensure!(
         p.lease_id.is_empty() && p.messages.iter().all(|m| m.lease_id.is_empty()),
-        || ("autoAck answers leaseId \"\"".into(), vec![POP_7]),
+        POP_7,
+        "autoAck answers leaseId \"\""
     )?;
     let again = s.pop_q(&q, &[]).await?;
-    ensure(again.is_none(), || {
-        ("autoAck committed the span".into(), vec![POP_7])
-    })?;
+    ensure!(again.is_none(), POP_7, "autoAck committed the span")?;
     s.push1(&q, "p", "c").await?;
     let next = s.pop_q(&q, &[]).await?;
-    ensure(txns(&next) == ["c"], || {
-        ("the cursor is past the autoAck'ed span".into(), vec![POP_7])
-    })
+    ensure!(
+        txns(&next) == ["c"],
+        POP_7,
+        "the cursor is past the autoAck'ed span"
+    )
 }
 
 async fn unknown_queue(s: &mut Session) -> CaseResult {
     let q = s.name("ghost");
     let p = s.pop_q(&q, &[]).await?;
-    ensure(p.is_none(), || {
-        ("an unknown queue answers 204".into(), vec![POP_8])
-    })?;
+    ensure!(p.is_none(), POP_8, "an unknown queue answers 204")?;
     let d = s.delete(&q).await?;
-    ensure(d.existed, || {
-        ("the pop created the queue's row".into(), vec![POP_8])
-    })
+    ensure!(d.existed, POP_8, "the pop created the queue's row")
 }
 
 async fn lease_expiry(s: &mut Session) -> CaseResult {
@@ -333,21 +305,23 @@ async fn lease_expiry(s: &mut Session) -> CaseResult {
     s.pop_some(&r, &[]).await?;
     sleep_ms(1300).await;
     let again = s.pop_q(&q, &[]).await?;
-    ensure(txns(&again) == ["m"], || {
-        ("a 1 s lease expired after 1.3 s".into(), vec![POP_9])
-    })?;
+    ensure!(
+        txns(&again) == ["m"],
+        POP_9,
+        "a 1 s lease expired after 1.3 s"
+    )?;
     let again = s.pop_q(&r, &[]).await?;
-    ensure(txns(&again) == ["n"], || {
-        ("leaseTime 1 expired after 1.3 s".into(), vec![POP_9])
-    })?;
+    ensure!(
+        txns(&again) == ["n"],
+        POP_9,
+        "leaseTime 1 expired after 1.3 s"
+    )?;
     // A long lease is still live.
     let t = s.name("t");
     s.push1(&t, "p", "o").await?;
     s.pop_some(&t, &[("leaseSeconds", "30")]).await?;
     let held = s.pop_q(&t, &[]).await?;
-    ensure(held.is_none(), || {
-        ("a 30 s lease is still live".into(), vec![POP_9, ACK_4])
-    })
+    ensure!(held.is_none(), [POP_9, ACK_4], "a 30 s lease is still live")
 }
 
 async fn discovery_scope(s: &mut Session) -> CaseResult {
@@ -357,9 +331,7 @@ async fn discovery_scope(s: &mut Session) -> CaseResult {
         &[("task", ""), ("batch", "5")][..],
     ] {
         let r = s.get("/api/v1/pop", q).await?;
-        ensure(r.status == 400, || {
-            ("discovery without scope is 400".into(), vec![POP_10])
-        })?;
+        ensure!(r.status == 400, POP_10, "discovery without scope is 400")?;
     }
     Ok(())
 }
@@ -385,12 +357,16 @@ async fn discovery_routes(s: &mut Session) -> CaseResult {
             &[],
         )
         .await?;
-    ensure(txns(&by_task) == ["y"], || {
-        ("namespace+task scopes to one queue".into(), vec![POP_10])
-    })?;
-    ensure(by_task.as_ref().is_some_and(|p| p.queue.is_empty()), || {
-        ("queue is \"\" on discovery".into(), vec![POP_5])
-    })?;
+    ensure!(
+        txns(&by_task) == ["y"],
+        POP_10,
+        "namespace+task scopes to one queue"
+    )?;
+    ensure!(
+        by_task.as_ref().is_some_and(|p| p.queue.is_empty()),
+        POP_5,
+        "queue is \"\" on discovery"
+    )?;
     let mut seen = Vec::new();
     while let Some(p) = s
         .pop(
@@ -406,12 +382,11 @@ async fn discovery_routes(s: &mut Session) -> CaseResult {
         s.ack_batch(Some("g"), acks_for(&p, "completed")).await?;
     }
     seen.sort();
-    ensure(seen == ["x", "y", "z"], || {
-        (
-            format!("the namespace holds x, y, z; discovery saw {seen:?}"),
-            vec![POP_10],
-        )
-    })
+    ensure!(
+        seen == ["x", "y", "z"],
+        POP_10,
+        "the namespace holds x, y, z; discovery saw {seen:?}"
+    )
 }
 
 async fn wakes(s: &mut Session) -> CaseResult {
@@ -425,18 +400,13 @@ async fn wakes(s: &mut Session) -> CaseResult {
     s.push1(&q, "p", "m").await?;
     let pushed = now_ms();
     let (r, at) = s.finish(parked).await?;
-    ensure(r.status == 200, || {
-        ("the parked pop delivered the push".into(), vec![POP_11])
-    })?;
-    ensure(at - pushed < 500, || {
-        (
-            format!(
-                "the parked pop answered {} ms after the push (at most 500)",
-                at - pushed
-            ),
-            vec![POP_11],
-        )
-    })
+    ensure!(r.status == 200, POP_11, "the parked pop delivered the push")?;
+    ensure!(
+        at - pushed < 500,
+        POP_11,
+        "the parked pop answered {} ms after the push (at most 500)",
+        at - pushed
+    )
 }
 
 /// CLUSTER-2: the pop parks on the first broker, the push goes to the second (with one
@@ -459,21 +429,17 @@ async fn wakes_across(s: &mut Session) -> CaseResult {
     } else {
         "the"
     };
-    ensure(r.status == 200, || {
-        (
-            format!("the parked pop delivered {across} push"),
-            vec![CLUSTER_2],
-        )
-    })?;
-    ensure(at - pushed < 500, || {
-        (
-            format!(
-                "the parked pop answered {} ms after {across} push (at most 500)",
-                at - pushed
-            ),
-            vec![CLUSTER_2],
-        )
-    })
+    ensure!(
+        r.status == 200,
+        CLUSTER_2,
+        "the parked pop delivered {across} push"
+    )?;
+    ensure!(
+        at - pushed < 500,
+        CLUSTER_2,
+        "the parked pop answered {} ms after {across} push (at most 500)",
+        at - pushed
+    )
 }
 
 async fn wait_timeout(s: &mut Session) -> CaseResult {
@@ -486,15 +452,12 @@ async fn wait_timeout(s: &mut Session) -> CaseResult {
         )
         .await?;
     let took = now_ms() - t0;
-    ensure(r.status == 204, || {
-        ("nothing arrived: 204".into(), vec![POP_11])
-    })?;
-    ensure((900..3000).contains(&took), || {
-        (
-            format!("a 1000 ms long poll answered after {took} ms"),
-            vec![POP_11],
-        )
-    })?;
+    ensure!(r.status == 204, POP_11, "nothing arrived: 204")?;
+    ensure!(
+        (900..3000).contains(&took),
+        POP_11,
+        "a 1000 ms long poll answered after {took} ms"
+    )?;
     // timeout=0 with wait answers at once.
     let t0 = now_ms();
     s.get(
@@ -503,9 +466,7 @@ async fn wait_timeout(s: &mut Session) -> CaseResult {
     )
     .await?;
     let took = now_ms() - t0;
-    ensure(took < 900, || {
-        (format!("timeout=0 took {took} ms"), vec![POP_11])
-    })
+    ensure!(took < 900, POP_11, "timeout=0 took {took} ms")
 }
 
 async fn wakes_discovery(s: &mut Session) -> CaseResult {
@@ -524,15 +485,17 @@ async fn wakes_discovery(s: &mut Session) -> CaseResult {
     s.push1(&q, "p", "m").await?;
     let pushed = now_ms();
     let (r, at) = s.finish(parked).await?;
-    ensure(r.status == 200, || {
-        ("the parked discovery pop delivered".into(), vec![POP_11])
-    })?;
-    ensure(at - pushed < 500, || {
-        (
-            format!("woken {} ms after the push (at most 500)", at - pushed),
-            vec![POP_11],
-        )
-    })
+    ensure!(
+        r.status == 200,
+        POP_11,
+        "the parked discovery pop delivered"
+    )?;
+    ensure!(
+        at - pushed < 500,
+        POP_11,
+        "woken {} ms after the push (at most 500)",
+        at - pushed
+    )
 }
 
 async fn created_at(s: &mut Session) -> CaseResult {
@@ -542,15 +505,16 @@ async fn created_at(s: &mut Session) -> CaseResult {
     s.push_many(&q, "p", &["c"]).await?;
     let p = s.pop_some(&q, &[("batch", "10")]).await?;
     let ts: Vec<&str> = p.messages.iter().map(|m| m.created_at.as_str()).collect();
-    ensure(ts.len() == 3 && ts[0] == ts[1], || {
-        (
-            "messages of one push call share createdAt".into(),
-            vec![POP_12],
-        )
-    })?;
-    ensure(ts.iter().all(|t| t.ends_with('Z')), || {
-        ("createdAt ends in Z".into(), vec![POP_12])
-    })
+    ensure!(
+        ts.len() == 3 && ts[0] == ts[1],
+        POP_12,
+        "messages of one push call share createdAt"
+    )?;
+    ensure!(
+        ts.iter().all(|t| t.ends_with('Z')),
+        POP_12,
+        "createdAt ends in Z"
+    )
 }
 
 async fn sub_new(s: &mut Session) -> CaseResult {
@@ -559,21 +523,16 @@ async fn sub_new(s: &mut Session) -> CaseResult {
     let p = s
         .pop_q(&q, &[("consumerGroup", "g"), ("subscriptionMode", "new")])
         .await?;
-    ensure(p.is_none(), || {
-        ("mode new skips the backlog".into(), vec![POP_13])
-    })?;
+    ensure!(p.is_none(), POP_13, "mode new skips the backlog")?;
     s.push1(&q, "p", "fresh").await?;
     let p = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
-    ensure(txns(&p) == ["fresh"], || {
-        ("then new messages arrive".into(), vec![POP_13])
-    })?;
+    ensure!(txns(&p) == ["fresh"], POP_13, "then new messages arrive")?;
     let all = s.pop_q(&q, &[("consumerGroup", "h")]).await?;
-    ensure(txns(&all) == ["old1", "old2", "fresh"], || {
-        (
-            "mode all (default) starts at the oldest".into(),
-            vec![POP_13],
-        )
-    })
+    ensure!(
+        txns(&all) == ["old1", "old2", "fresh"],
+        POP_13,
+        "mode all (default) starts at the oldest"
+    )
 }
 
 async fn sub_from(s: &mut Session) -> CaseResult {
@@ -586,12 +545,11 @@ async fn sub_from(s: &mut Session) -> CaseResult {
     let p = s
         .pop_q(&q, &[("consumerGroup", "g"), ("subscriptionFrom", &t)])
         .await?;
-    ensure(txns(&p) == ["after"], || {
-        (
-            format!("subscriptionFrom={t} starts at the first message written at or after it"),
-            vec![POP_13],
-        )
-    })
+    ensure!(
+        txns(&p) == ["after"],
+        POP_13,
+        "subscriptionFrom={t} starts at the first message written at or after it"
+    )
 }
 
 async fn sub_misc(s: &mut Session) -> CaseResult {
@@ -600,39 +558,36 @@ async fn sub_misc(s: &mut Session) -> CaseResult {
     let now = s
         .pop_q(&q, &[("consumerGroup", "g1"), ("subscriptionFrom", "now")])
         .await?;
-    ensure(now.is_none(), || {
-        (
-            "subscriptionFrom=now skips the backlog".into(),
-            vec![POP_13],
-        )
-    })?;
+    ensure!(
+        now.is_none(),
+        POP_13,
+        "subscriptionFrom=now skips the backlog"
+    )?;
     let odd = s
         .pop_q(
             &q,
             &[("consumerGroup", "g2"), ("subscriptionMode", "sideways")],
         )
         .await?;
-    ensure(txns(&odd) == ["a"], || {
-        ("an unknown mode acts as all".into(), vec![POP_13])
-    })?;
+    ensure!(txns(&odd) == ["a"], POP_13, "an unknown mode acts as all")?;
     let bad = s
         .pop_q(
             &q,
             &[("consumerGroup", "g3"), ("subscriptionFrom", "not a time")],
         )
         .await?;
-    ensure(txns(&bad) == ["a"], || {
-        ("an unparseable time is ignored".into(), vec![POP_13])
-    })
+    ensure!(
+        txns(&bad) == ["a"],
+        POP_13,
+        "an unparseable time is ignored"
+    )
 }
 
 async fn sub_queue_mode(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     s.push1(&q, "p", "a").await?;
     let p = s.pop_q(&q, &[("subscriptionMode", "new")]).await?;
-    ensure(txns(&p) == ["a"], || {
-        ("queue mode is never seeded".into(), vec![POP_13])
-    })
+    ensure!(txns(&p) == ["a"], POP_13, "queue mode is never seeded")
 }
 
 async fn sub_recorded(s: &mut Session) -> CaseResult {
@@ -641,7 +596,7 @@ async fn sub_recorded(s: &mut Session) -> CaseResult {
     let p = s
         .pop_q(&q, &[("consumerGroup", "g"), ("subscriptionMode", "new")])
         .await?;
-    ensure(p.is_none(), || ("mode new: 204".into(), vec![POP_13]))?;
+    ensure!(p.is_none(), POP_13, "mode new: 204")?;
     // Partitions created after the first pop start at their beginning.
     s.push1(&q, "p2", "later-partition").await?;
     s.push1(&q, "p1", "later-p1").await?;
@@ -654,9 +609,11 @@ async fn sub_recorded(s: &mut Session) -> CaseResult {
         s.ack_batch(Some("g"), acks_for(&p, "completed")).await?;
     }
     got.sort();
-    ensure(got == ["later-p1", "later-partition"], || {
-        (format!("delivered {got:?}"), vec![POP_13])
-    })
+    ensure!(
+        got == ["later-p1", "later-partition"],
+        POP_13,
+        "delivered {got:?}"
+    )
 }
 
 async fn delayed(s: &mut Session) -> CaseResult {
@@ -674,9 +631,7 @@ async fn delayed(s: &mut Session) -> CaseResult {
     // Groups that are set up already: each gets the message now, unless it got it early.
     s.pop_q(&q, &[("consumerGroup", "early")]).await?;
     s.pop_q(&q, &[]).await?;
-    ensure(txns(&p) == ["m"], || {
-        ("delivered once 1 s old".into(), vec![POP_14])
-    })
+    ensure!(txns(&p) == ["m"], POP_14, "delivered once 1 s old")
 }
 
 async fn window(s: &mut Session) -> CaseResult {
@@ -692,9 +647,11 @@ async fn window(s: &mut Session) -> CaseResult {
     sleep_ms(1300).await;
     let p = s.pop_q(&q, &[("consumerGroup", "late")]).await?;
     s.pop_q(&q, &[]).await?;
-    ensure(txns(&p) == ["a", "b"], || {
-        ("delivered after 1 s of write silence".into(), vec![POP_14])
-    })
+    ensure!(
+        txns(&p) == ["a", "b"],
+        POP_14,
+        "delivered after 1 s of write silence"
+    )
 }
 
 async fn min_wait(s: &mut Session) -> CaseResult {
@@ -703,27 +660,21 @@ async fn min_wait(s: &mut Session) -> CaseResult {
     s.push_many(&q, "p", &["a", "b"]).await?;
     // Never held back with wait=false, batch=1, or a full batch.
     let ms = timed(s, &q, &[("consumerGroup", "g1"), ("batch", "10")]).await?;
-    ensure(ms < 1500, || {
-        (format!("wait=false was held {ms} ms"), vec![POP_15])
-    })?;
+    ensure!(ms < 1500, POP_15, "wait=false was held {ms} ms")?;
     let ms = timed(
         s,
         &q,
         &[("consumerGroup", "g2"), ("wait", "true"), ("batch", "1")],
     )
     .await?;
-    ensure(ms < 1500, || {
-        (format!("batch=1 was held {ms} ms"), vec![POP_15])
-    })?;
+    ensure!(ms < 1500, POP_15, "batch=1 was held {ms} ms")?;
     let ms = timed(
         s,
         &q,
         &[("consumerGroup", "g3"), ("wait", "true"), ("batch", "2")],
     )
     .await?;
-    ensure(ms < 1500, || {
-        (format!("a full batch was held {ms} ms"), vec![POP_15])
-    })?;
+    ensure!(ms < 1500, POP_15, "a full batch was held {ms} ms")?;
     // Never past the timeout.
     let ms = timed(
         s,
@@ -736,18 +687,14 @@ async fn min_wait(s: &mut Session) -> CaseResult {
         ],
     )
     .await?;
-    ensure(ms < 2000, || {
-        (format!("held {ms} ms past a 1000 ms timeout"), vec![POP_15])
-    })?;
+    ensure!(ms < 2000, POP_15, "held {ms} ms past a 1000 ms timeout")?;
     // Never for an empty result (beyond the long poll itself).
     let e = s.name("empty");
     s.configure(&e, json!({"minPopWaitTime": 3000})).await?;
     let t0 = now_ms();
     s.get(&PopRoute::Queue(e.clone()).path(), &[]).await?;
     let ms = now_ms() - t0;
-    ensure(ms < 1500, || {
-        (format!("an empty result was held {ms} ms"), vec![POP_15])
-    })
+    ensure!(ms < 1500, POP_15, "an empty result was held {ms} ms")
 }
 
 /// A queue-route pop and how long it took, in ms.

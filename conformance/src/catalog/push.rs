@@ -2,7 +2,9 @@
 //! the maintenance cases, bad input (PUSH-8) with the bad-input cases.
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
+use crate::failure::ensure;
 use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
@@ -34,11 +36,13 @@ async fn one_result_per_item(s: &mut Session) -> CaseResult {
             {"queue": q, "partition": "a", "transactionId": "t3", "payload": "three"},
         ]))
         .await?;
-    ensure(r.len() == 3, || ("3 items, 3 results".into(), vec![PUSH_1]))?;
+    ensure!(r.len() == 3, PUSH_1, "3 items, 3 results")?;
     for (i, item) in r.iter().enumerate() {
-        ensure(item.index == i && item.status == PushStatus::Queued, || {
-            (format!("result {i} is {item:?}"), vec![PUSH_1])
-        })?;
+        ensure!(
+            item.index == i && item.status == PushStatus::Queued,
+            PUSH_1,
+            "result {i} is {item:?}"
+        )?;
     }
     s.pop_some(&q, &[("partitions", "0")]).await?;
     Ok(())
@@ -51,9 +55,11 @@ async fn implicit_lease_time(s: &mut Session) -> CaseResult {
     // An extend without seconds renews by the lease's own duration: the queue's
     // leaseTime, 60 s for a push-created queue; the model checks expiresAt.
     let e = s.extend(&p.lease_id, None).await?;
-    ensure(e.success && e.renewed == 1, || {
-        (format!("extend of a live lease: {e:?}"), vec![LEASE_1])
-    })
+    ensure!(
+        e.success && e.renewed == 1,
+        LEASE_1,
+        "extend of a live lease: {e:?}"
+    )
 }
 
 async fn default_partition(s: &mut Session) -> CaseResult {
@@ -63,12 +69,11 @@ async fn default_partition(s: &mut Session) -> CaseResult {
     let p = s
         .pop(PopRoute::Partition(q.clone(), "Default".into()), &[])
         .await?;
-    ensure(txns(&p) == ["m"], || {
-        (
-            "the item without partition is in Default".into(),
-            vec![PUSH_3],
-        )
-    })
+    ensure!(
+        txns(&p) == ["m"],
+        PUSH_3,
+        "the item without partition is in Default"
+    )
 }
 
 async fn atomic(s: &mut Session) -> CaseResult {
@@ -83,44 +88,42 @@ async fn atomic(s: &mut Session) -> CaseResult {
     .await?;
     // Nothing was written: the valid first item is not there either.
     let p = s.pop_q(&q, &[]).await?;
-    ensure(p.is_none(), || {
-        ("a rejected push wrote its valid item".into(), vec![PUSH_3])
-    })
+    ensure!(p.is_none(), PUSH_3, "a rejected push wrote its valid item")
 }
 
 async fn minted_txn(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     let r = s.push(json!([{"queue": q, "payload": 1}])).await?;
-    ensure(is_uuid(&r[0].transaction_id), || {
-        ("a minted transactionId is a UUID".into(), vec![PUSH_4])
-    })?;
+    ensure!(
+        is_uuid(&r[0].transaction_id),
+        PUSH_4,
+        "a minted transactionId is a UUID"
+    )?;
     let p = s.pop_some(&q, &[]).await?;
-    ensure(p.messages[0].transaction_id == r[0].transaction_id, || {
-        ("pop shows the minted transactionId".into(), vec![PUSH_4])
-    })
+    ensure!(
+        p.messages[0].transaction_id == r[0].transaction_id,
+        PUSH_4,
+        "pop shows the minted transactionId"
+    )
 }
 
 async fn dedup_window(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     let first = s.push1(&q, "p", "t").await?;
     let again = s.push1(&q, "p", "t").await?;
-    ensure(again.status == PushStatus::Duplicate, || {
-        (
-            "the same transactionId within the window is a duplicate".into(),
-            vec![PUSH_5],
-        )
-    })?;
+    ensure!(
+        again.status == PushStatus::Duplicate,
+        PUSH_5,
+        "the same transactionId within the window is a duplicate"
+    )?;
     // Which message_id the duplicate carries is a PROJECT point: the next case.
     let p = s.pop_some(&q, &[]).await?;
-    ensure(p.messages.len() == 1, || {
-        ("one message stored".into(), vec![PUSH_5])
-    })?;
-    ensure(p.messages[0].id == first.message_id, || {
-        (
-            "the stored message is the first push's".into(),
-            vec![PUSH_5],
-        )
-    })
+    ensure!(p.messages.len() == 1, PUSH_5, "one message stored")?;
+    ensure!(
+        p.messages[0].id == first.message_id,
+        PUSH_5,
+        "the stored message is the first push's"
+    )
 }
 
 /// PUSH-5 [PROJECT]: a `duplicate` item carries the original message's `message_id`.
@@ -128,28 +131,24 @@ async fn duplicate_id(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     let first = s.push1(&q, "p", "t").await?;
     let again = s.push1(&q, "p", "t").await?;
-    ensure(again.message_id == first.message_id, || {
-        (
-            "a duplicate carries the original message_id".into(),
-            vec![PUSH_5],
-        )
-    })
+    ensure!(
+        again.message_id == first.message_id,
+        PUSH_5,
+        "a duplicate carries the original message_id"
+    )
 }
 
 async fn dedup_other_partition(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     s.push1(&q, "p1", "t").await?;
     let other = s.push1(&q, "p2", "t").await?;
-    ensure(other.status == PushStatus::Queued, || {
-        (
-            "the same id in another partition is a new message".into(),
-            vec![PUSH_5],
-        )
-    })?;
+    ensure!(
+        other.status == PushStatus::Queued,
+        PUSH_5,
+        "the same id in another partition is a new message"
+    )?;
     let p = s.pop_some(&q, &[("partitions", "0")]).await?;
-    ensure(p.messages.len() == 2, || {
-        ("both stored".into(), vec![PUSH_5])
-    })
+    ensure!(p.messages.len() == 2, PUSH_5, "both stored")
 }
 
 async fn dedup_one_request(s: &mut Session) -> CaseResult {
@@ -157,12 +156,11 @@ async fn dedup_one_request(s: &mut Session) -> CaseResult {
     let r = s.push_many(&q, "p", &["t", "t", "u", "t"]).await?;
     let st: Vec<_> = r.iter().map(|x| x.status).collect();
     use PushStatus::*;
-    ensure(st == [Queued, Duplicate, Queued, Duplicate], || {
-        (
-            format!("statuses {st:?}: the first queued, the later duplicate"),
-            vec![PUSH_5],
-        )
-    })?;
+    ensure!(
+        st == [Queued, Duplicate, Queued, Duplicate],
+        PUSH_5,
+        "statuses {st:?}: the first queued, the later duplicate"
+    )?;
     s.pop_some(&q, &[]).await?;
     Ok(())
 }
@@ -173,16 +171,13 @@ async fn dedup_expires(s: &mut Session) -> CaseResult {
     s.push1(&q, "p", "t").await?;
     sleep_ms(1300).await;
     let again = s.push1(&q, "p", "t").await?;
-    ensure(again.status == PushStatus::Queued, || {
-        (
-            "after the window the same id is a new message".into(),
-            vec![PUSH_5],
-        )
-    })?;
+    ensure!(
+        again.status == PushStatus::Queued,
+        PUSH_5,
+        "after the window the same id is a new message"
+    )?;
     let p = s.pop_some(&q, &[]).await?;
-    ensure(p.messages.len() == 2, || {
-        ("two messages".into(), vec![PUSH_5])
-    })
+    ensure!(p.messages.len() == 2, PUSH_5, "two messages")
 }
 
 async fn request_order(s: &mut Session) -> CaseResult {
@@ -191,9 +186,12 @@ async fn request_order(s: &mut Session) -> CaseResult {
     s.push_many(&q, "p", &["d"]).await?;
     s.push_many(&q, "p", &["e", "f"]).await?;
     let p = s.pop_q(&q, &[("batch", "10")]).await?;
-    ensure(txns(&p) == ["a", "b", "c", "d", "e", "f"], || {
-        (format!("order {:?}", txns(&p)), vec![PUSH_6])
-    })
+    ensure!(
+        txns(&p) == ["a", "b", "c", "d", "e", "f"],
+        PUSH_6,
+        "order {:?}",
+        txns(&p)
+    )
 }
 
 async fn absent_payload(s: &mut Session) -> CaseResult {

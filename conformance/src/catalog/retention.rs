@@ -5,7 +5,9 @@
 //! before that the model allows both, and after it the model requires the removal.
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
+use crate::failure::ensure;
 use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
@@ -42,27 +44,24 @@ async fn aged_out(s: &mut Session) -> CaseResult {
     let other = s
         .pop_q(&q, &[("consumerGroup", "h"), ("autoAck", "true")])
         .await?;
-    ensure(txns(&other) == ["a"], || {
-        (
-            "an ack removed the message for another group".into(),
-            vec![RET_1],
-        )
-    })?;
+    ensure!(
+        txns(&other) == ["a"],
+        RET_1,
+        "an ack removed the message for another group"
+    )?;
     past_retention(s).await;
     let late = s.pop_q(&q, &[("consumerGroup", "late")]).await?;
-    ensure(late.is_none(), || {
-        (
-            "a message older than retentionSeconds was still delivered after the retention interval".into(),
-            vec![RET_3],
-        )
-    })?;
+    ensure!(
+        late.is_none(),
+        RET_3,
+        "a message older than retentionSeconds was still delivered after the retention interval"
+    )?;
     let kept = s.pop_q(&gated, &[("consumerGroup", "late")]).await?;
-    ensure(txns(&kept) == ["a"], || {
-        (
-            "retentionSeconds removed a message without retentionEnabled".into(),
-            vec![RET_2],
-        )
-    })
+    ensure!(
+        txns(&kept) == ["a"],
+        RET_2,
+        "retentionSeconds removed a message without retentionEnabled"
+    )
 }
 
 /// RET-4: after removal an ack of the message is unresolvable, its lease is gone, its
@@ -88,46 +87,32 @@ async fn pointers(s: &mut Session) -> CaseResult {
     let probe = s
         .pop_q(&q, &[("consumerGroup", "probe"), ("autoAck", "true")])
         .await?;
-    ensure(probe.is_none(), || {
-        (
-            "messages past their age and the retention interval were delivered".into(),
-            vec![RET_3],
-        )
-    })?;
+    ensure!(
+        probe.is_none(),
+        RET_3,
+        "messages past their age and the retention interval were delivered"
+    )?;
     let again = s.push1(&q, "p", "a").await?;
-    ensure(again.status == PushStatus::Queued, || {
-        (
-            "a removed message's transactionId still deduplicates".into(),
-            vec![RET_4],
-        )
-    })?;
+    ensure!(
+        again.status == PushStatus::Queued,
+        RET_4,
+        "a removed message's transactionId still deduplicates"
+    )?;
     let acked = s.ack_batch(Some("g"), acks_for(&held, "completed")).await?;
-    ensure(
+    ensure!(
         !acked[0].success && acked[0].error.as_deref() == Some("unresolvable"),
-        || {
-            (
-                "an ack of a removed message was resolved".into(),
-                vec![RET_4],
-            )
-        },
+        RET_4,
+        "an ack of a removed message was resolved"
     )?;
     let next = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
-    ensure(txns(&next) == ["a"], || {
-        (
-            format!(
-                "the group resumes at the oldest retained message, its lease over removed ones gone; got {:?}",
-                txns(&next)
-            ),
-            vec![RET_4],
-        )
-    })?;
+    ensure!(txns(&next) == ["a"], RET_4, "the group resumes at the oldest retained message, its lease over removed ones gone; got {:?}",
+                txns(&next))?;
     let d = s.dlq(&[("queue", &q)]).await?;
-    ensure(d.total == 1 && d.messages[0].transaction_id == "a", || {
-        (
-            "a dead letter of a removed message is no longer listed".into(),
-            vec![RET_4],
-        )
-    })
+    ensure!(
+        d.total == 1 && d.messages[0].transaction_id == "a",
+        RET_4,
+        "a dead letter of a removed message is no longer listed"
+    )
 }
 
 /// RET-5: a push past `maxSize` is refused as a whole; duplicates do not count and
@@ -140,29 +125,28 @@ async fn max_size(s: &mut Session) -> CaseResult {
         {"queue": q, "partition": "p", "transactionId": "c"},
         {"queue": q, "partition": "other", "transactionId": "d"}]});
     let r = s.post("/api/v1/push", over).await?;
-    ensure(r.status == 429, || {
-        (
-            format!(
-                "a push past maxSize answered {} where 429 is expected",
-                r.status
-            ),
-            vec![RET_5],
-        )
-    })?;
+    ensure!(
+        r.status == 429,
+        RET_5,
+        "a push past maxSize answered {} where 429 is expected",
+        r.status
+    )?;
     let dup = s.push1(&q, "p", "a").await?;
-    ensure(dup.status == PushStatus::Duplicate, || {
-        ("a duplicate is not refused by maxSize".into(), vec![RET_5])
-    })?;
+    ensure!(
+        dup.status == PushStatus::Duplicate,
+        RET_5,
+        "a duplicate is not refused by maxSize"
+    )?;
     s.pop_some(&q, &[("batch", "1"), ("autoAck", "true")])
         .await?;
     s.push1(&q, "p", "c").await?;
     let rest = s.pop_q(&q, &[]).await?;
-    ensure(txns(&rest) == ["b", "c"], || {
-        (
-            format!("the refused push wrote something: {:?}", txns(&rest)),
-            vec![RET_5],
-        )
-    })
+    ensure!(
+        txns(&rest) == ["b", "c"],
+        RET_5,
+        "the refused push wrote something: {:?}",
+        txns(&rest)
+    )
 }
 
 /// CFG-4: option keys the protocol does not act on come back as sent, and a configure
@@ -172,20 +156,17 @@ async fn echoed(s: &mut Session) -> CaseResult {
     let sent = json!({"deadLetterQueue": true, "dlqAfterMaxRetries": true, "ttl": {"s": [1, 2]}, "retryLimit": 1});
     let r = s.configure(&q, sent).await?;
     let kept = |r: &ConfigureResponse, k: &str| r.options.extra.get(k).cloned();
-    ensure(
+    ensure!(
         kept(&r, "deadLetterQueue") == Some(json!(true))
             && kept(&r, "ttl") == Some(json!({"s": [1, 2]})),
-        || ("unknown option keys were not echoed".into(), vec![CFG_4]),
+        CFG_4,
+        "unknown option keys were not echoed"
     )?;
     let r = s.configure(&q, json!({"ttl": 5})).await?;
-    ensure(
+    ensure!(
         kept(&r, "deadLetterQueue").is_none() && kept(&r, "ttl") == Some(json!(5)),
-        || {
-            (
-                "a configure did not replace the kept keys (CFG-1)".into(),
-                vec![CFG_4],
-            )
-        },
+        CFG_4,
+        "a configure did not replace the kept keys (CFG-1)"
     )
 }
 

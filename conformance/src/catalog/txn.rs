@@ -1,7 +1,9 @@
 //! Transaction cases (PROTOCOL.md section 7: TXN-1..3).
 
 use super::cases;
+use crate::calls::*;
 use crate::case::{Case, CaseResult};
+use crate::failure::ensure;
 use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
@@ -32,34 +34,38 @@ async fn all_or_nothing(s: &mut Session) -> CaseResult {
         // TXN-2 [PROJECT] decided otherwise (the model accepted it and recorded the
         // difference): the refused ack did not abort, so both operations committed
         // together, which is all TXN-1 asks.
-        return ensure(txns(&s.pop_q(&out, &[]).await?) == ["x"], || {
-            (
-                "the transaction committed, so its push is there".into(),
-                vec![TXN_1],
-            )
-        });
+        return ensure!(
+            txns(&s.pop_q(&out, &[]).await?) == ["x"],
+            TXN_1,
+            "the transaction committed, so its push is there"
+        );
     }
-    ensure(s.pop_q(&out, &[]).await?.is_none(), || {
-        (
-            "the push of an aborted transaction is not there".into(),
-            vec![TXN_1],
-        )
-    })?;
+    ensure!(
+        s.pop_q(&out, &[]).await?.is_none(),
+        TXN_1,
+        "the push of an aborted transaction is not there"
+    )?;
     let t = s
         .transaction(json!({"operations": [
             {"type": "push", "items": [{"queue": out, "transactionId": "x", "payload": 1}]},
             {"type": "ack", "transactionId": m.transaction_id, "partitionId": m.partition_id, "leaseId": m.lease_id},
         ]}))
         .await?;
-    ensure(t.success && t.results.len() == 2, || {
-        ("push and ack commit together".into(), vec![TXN_1, TXN_3])
-    })?;
-    ensure(txns(&s.pop_q(&out, &[]).await?) == ["x"], || {
-        ("the pushed message is there".into(), vec![TXN_1])
-    })?;
-    ensure(s.pop_q(&q, &[]).await?.is_none(), || {
-        ("the ack committed".into(), vec![TXN_1])
-    })
+    ensure!(
+        t.success && t.results.len() == 2,
+        [TXN_1, TXN_3],
+        "push and ack commit together"
+    )?;
+    ensure!(
+        txns(&s.pop_q(&out, &[]).await?) == ["x"],
+        TXN_1,
+        "the pushed message is there"
+    )?;
+    ensure!(
+        s.pop_q(&q, &[]).await?.is_none(),
+        TXN_1,
+        "the ack committed"
+    )
 }
 
 async fn follow_rules(s: &mut Session) -> CaseResult {
@@ -74,12 +80,11 @@ async fn follow_rules(s: &mut Session) -> CaseResult {
             {"type": "push", "items": [{"queue": q, "partition": "p", "transactionId": "m"}, {"queue": q, "partition": "p", "transactionId": "n"}]},
         ]}))
         .await?;
-    ensure(t.success, || {
-        (
-            "a failed ack inside a transaction is accepted".into(),
-            vec![TXN_2],
-        )
-    })?;
+    ensure!(
+        t.success,
+        TXN_2,
+        "a failed ack inside a transaction is accepted"
+    )?;
     let statuses: Vec<_> = t
         .results
         .iter()
@@ -88,19 +93,17 @@ async fn follow_rules(s: &mut Session) -> CaseResult {
             _ => None,
         })
         .collect();
-    ensure(
+    ensure!(
         statuses == [PushStatus::Duplicate, PushStatus::Queued],
-        || {
-            (
-                format!("pushes inside dedup: {statuses:?}"),
-                vec![TXN_2, PUSH_5],
-            )
-        },
+        [TXN_2, PUSH_5],
+        "pushes inside dedup: {statuses:?}"
     )?;
     let again = s.pop_q(&q, &[]).await?;
-    ensure(txns(&again) == ["m", "n"], || {
-        ("the failed message came back".into(), vec![TXN_2, ACK_6])
-    })
+    ensure!(
+        txns(&again) == ["m", "n"],
+        [TXN_2, ACK_6],
+        "the failed message came back"
+    )
 }
 
 async fn shape(s: &mut Session) -> CaseResult {
@@ -108,22 +111,19 @@ async fn shape(s: &mut Session) -> CaseResult {
     let t = s
         .transaction(json!({"operations": [{"type": "push", "items": [{"queue": q}, {"queue": q, "partition": "b"}]}]}))
         .await?;
-    ensure(
+    ensure!(
         is_uuid(&t.transaction_id) && t.success && t.results.len() == 2,
-        || {
-            (
-                "transactionId, success and one result per pushed item".into(),
-                vec![TXN_3],
-            )
-        },
+        TXN_3,
+        "transactionId, success and one result per pushed item"
     )?;
     s.rejected(
         HttpRequest::post("/api/v1/transaction", &json!({"operations": []})),
         400,
     )
     .await?;
-    ensure(
+    ensure!(
         s.pop_some(&q, &[("partitions", "0")]).await?.messages.len() == 2,
-        || ("only the committed transaction wrote".into(), vec![TXN_3]),
+        TXN_3,
+        "only the committed transaction wrote"
     )
 }

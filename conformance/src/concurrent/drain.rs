@@ -28,11 +28,12 @@
 //! until a second before its own, and what a pop got in the meantime proves the leases
 //! on that partition gone.
 
-use super::answers::{read_acks, read_pop, PopRead};
+use super::answers::{read_acks, read_pop, PopRead, Popped};
 use super::history::{Answer, History, Op};
 use super::invariants::facts::Facts;
 use super::invariants::leases::Leases;
-use crate::session::{now_ms, transmit, Target};
+use crate::target::Target;
+use crate::transport::{now_ms, transmit};
 use queen_reference::time::Millis;
 use queen_reference::wire::{parse_request, HttpRequest, PopRoute, Request, QUEUE_MODE};
 use serde_json::{json, Value};
@@ -324,6 +325,36 @@ fn probe(lease: &str) -> HttpRequest {
     )
 }
 
+/// Completes every message one drain pop delivered, in one batch; whether the broker
+/// took every ack.
+async fn ack_all(
+    target: &Target,
+    opts: &DrainOptions,
+    client: usize,
+    (queue, group): (&str, &str),
+    msgs: &[Popped],
+) -> (Op, bool) {
+    let acks: Vec<Value> = msgs
+        .iter()
+        .map(|m| {
+            json!({"transactionId": m.transaction_id, "partitionId": m.partition_id,
+                "leaseId": m.lease_id, "status": "completed"})
+        })
+        .collect();
+    let mut body = json!({ "acknowledgments": acks });
+    if group != QUEUE_MODE {
+        body["consumerGroup"] = json!(group);
+    }
+    let req = HttpRequest::post("/api/v1/ack/batch", &body);
+    let (op, answer) = call(target, opts, client, queue, req).await;
+    let all_taken = read_acks(&answer).is_some_and(|r| {
+        r.len() == acks.len() && r.iter().all(|i| i.as_ref().is_some_and(|i| i.success))
+    });
+    (op, all_taken)
+}
+
+/// Drains one queue (as one group) until the broker shows it empty and no lease can
+/// still bring a message back, completing whatever it delivers.
 async fn drain_one(
     target: &Target,
     opts: &DrainOptions,
@@ -380,23 +411,8 @@ async fn drain_one(
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         };
-        let acks: Vec<Value> = msgs
-            .iter()
-            .map(|m| {
-                json!({"transactionId": m.transaction_id, "partitionId": m.partition_id,
-                    "leaseId": m.lease_id, "status": "completed"})
-            })
-            .collect();
-        let mut body = json!({ "acknowledgments": acks });
-        if group != QUEUE_MODE {
-            body["consumerGroup"] = json!(group);
-        }
-        let req = HttpRequest::post("/api/v1/ack/batch", &body);
-        let (op, answer) = call(target, opts, client, queue, req).await;
+        let (op, all_taken) = ack_all(target, opts, client, (queue, group), &msgs).await;
         ops.push(op);
-        let all_taken = read_acks(&answer).is_some_and(|r| {
-            r.len() == acks.len() && r.iter().all(|i| i.as_ref().is_some_and(|i| i.success))
-        });
         if !all_taken {
             // The drain itself may still hold a lease: wait it out too.
             quiet_at = quiet_at.max(now_ms() + Millis::from(opts.lease_seconds) * 1000 + 1_000);

@@ -25,7 +25,7 @@
 //! search is sound under unknown answers).
 
 use super::history::{Answer, History, Op};
-use crate::session::CheckSettings;
+use crate::target::CheckSettings;
 use queen_reference::checker::{Checker, StepError, World};
 use queen_reference::time::Millis;
 use queen_reference::variant::{Variant, VariantSet, VARIANTS};
@@ -442,6 +442,8 @@ fn search_key(ops: &[Op], start: Checker, budget: u64, deadline: Option<Instant>
     }
 }
 
+/// The depth-first search for an order of the calls the model accepts, with its memo,
+/// budget and the deepest dead end it met.
 struct Search<'a> {
     ops: &'a [Op],
     horizon: Millis,
@@ -472,34 +474,28 @@ fn flip(bits: &mut [u64], i: usize) {
 }
 
 impl Search<'_> {
-    fn dfs(&mut self, placed: &mut Vec<u64>, model: &Checker) -> bool {
-        let ops = self.ops;
-        let mut min_complete = Millis::MAX;
-        let mut all_known_placed = true;
-        for (i, o) in ops.iter().enumerate() {
-            if !is_set(placed, i) && !o.is_unknown() {
-                all_known_placed = false;
-                min_complete = min_complete.min(o.complete_ms);
-            }
-        }
-        if all_known_placed {
-            return true;
-        }
+    /// Whether this placed-set already reached these model states (a dead end then);
+    /// remembers them otherwise, while the memo has room.
+    fn seen_before(&mut self, placed: &[u64], model: &Checker) -> bool {
         let print = model
             .worlds()
             .iter()
             .fold(0u64, |h, w| h.rotate_left(5) ^ w.fingerprint());
-        let seen = self.memo.entry((placed.clone(), print)).or_default();
+        let seen = self.memo.entry((placed.to_vec(), print)).or_default();
         if seen.iter().any(|w| w.as_slice() == model.worlds()) {
-            return false;
+            return true;
         }
         if self.memo_worlds < MEMO_WORLDS {
             self.memo_worlds += model.worlds().len();
             seen.push(model.worlds().to_vec());
         }
-        let mut refused = Vec::new();
-        // The calls that may come next, most likely first: by the midpoint of their
-        // interval (an unknown call's interval is open-ended: last).
+        false
+    }
+
+    /// The calls that may come next, most likely first: by the midpoint of their
+    /// interval (an unknown call's interval is open-ended: last).
+    fn candidates(&self, placed: &[u64], min_complete: Millis) -> Vec<usize> {
+        let ops = self.ops;
         let mut cands: Vec<usize> = ops
             .iter()
             .enumerate()
@@ -516,7 +512,29 @@ impl Search<'_> {
             };
             (o.is_unknown(), o.invoke_ms + end, i)
         });
-        for i in cands {
+        cands
+    }
+
+    /// Places calls one by one while the model accepts them: true once every answered
+    /// call is placed.
+    fn dfs(&mut self, placed: &mut Vec<u64>, model: &Checker) -> bool {
+        let ops = self.ops;
+        let mut min_complete = Millis::MAX;
+        let mut all_known_placed = true;
+        for (i, o) in ops.iter().enumerate() {
+            if !is_set(placed, i) && !o.is_unknown() {
+                all_known_placed = false;
+                min_complete = min_complete.min(o.complete_ms);
+            }
+        }
+        if all_known_placed {
+            return true;
+        }
+        if self.seen_before(placed, model) {
+            return false;
+        }
+        let mut refused = Vec::new();
+        for i in self.candidates(placed, min_complete) {
             let o = &ops[i];
             let late =
                 self.steps.is_multiple_of(64) && self.deadline.is_some_and(|d| Instant::now() >= d);

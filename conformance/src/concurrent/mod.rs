@@ -26,7 +26,7 @@ pub use invariants::InvariantReport;
 pub use linearize::{check, Outcome, Verdict, UNANSWERED_MAX_SHARE};
 pub use workload::{run_workload, Workload};
 
-use crate::session::{CheckSettings, Target};
+use crate::target::{CheckSettings, Target};
 use std::time::Duration;
 
 /// The id under which the concurrent scenario is reported (and selected by `--only`).

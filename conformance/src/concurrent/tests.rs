@@ -154,7 +154,7 @@ mod against_our_server {
         let server = queen_server::app::spawn(broker, &c, "127.0.0.1:0".parse().unwrap())
             .await
             .expect("binds");
-        let target = crate::session::Target::new(&server.url(), CheckSettings::default());
+        let target = crate::target::Target::new(&server.url(), CheckSettings::default());
         let s = run_scenario(&target, &Workload::new(4, 25, 2, seed), 20_000).await;
         let _ = server.stop().await;
         s

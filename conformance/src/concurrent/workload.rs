@@ -15,7 +15,8 @@
 
 use super::answers::{read_pop, PopRead};
 use super::history::{Answer, History, Op};
-use crate::session::{now_ms, transmit, Target};
+use crate::target::Target;
+use crate::transport::{now_ms, transmit};
 use queen_reference::wire::HttpRequest;
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};

@@ -7,7 +7,7 @@ use super::deployment::Deployment;
 use super::{audit, stress, Fault, Options, Report};
 use crate::concurrent::invariants::{self, facts::Facts};
 use crate::concurrent::{drain, History, Outcome, Workload};
-use crate::session::{CheckSettings, Target};
+use crate::target::{CheckSettings, Target};
 use std::time::{Duration, Instant};
 
 /// Runs one scenario from a fresh deployment to its verdict.

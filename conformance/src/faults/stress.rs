@@ -170,8 +170,34 @@ async fn spool_capacity(
     let c = http(Duration::from_secs(120));
     let base = d.url(0);
     let queue = "stress-spool";
+    let accepted = fill_spool(&c, &base, queue, s, figures, problems).await?;
+    let health: Value = c
+        .get(format!("{base}/health"))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .unwrap_or(Value::Null);
+    figures.push(format!("health while full: {}", health["spool"]));
+    // Replay, then a SIGKILL mid-way and a restart: the rest must follow, once.
+    kill_mid_replay(d, &c, &base, accepted.len() as u64, figures, problems).await?;
+    restart_and_replay(d, figures).await?;
+    check_replayed(&c, &base, queue, &accepted, figures, problems).await
+}
+
+/// Pushes under maintenance until the spool refuses three times; the transaction ids
+/// it accepted.
+async fn fill_spool(
+    c: &reqwest::Client,
+    base: &str,
+    queue: &str,
+    s: &StressSizes,
+    figures: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> Result<Vec<String>, String> {
     post(
-        &c,
+        c,
         &format!("{base}/api/v1/system/maintenance"),
         &json!({"enabled": true}),
     )
@@ -181,7 +207,7 @@ async fn spool_capacity(
     let t = Instant::now();
     for n in 0.. {
         let body = json!({"items": [{"queue": queue, "transactionId": format!("s{n}"), "payload": payload}]});
-        let (status, answer, retry) = post(&c, &format!("{base}/api/v1/push"), &body).await?;
+        let (status, answer, retry) = post(c, &format!("{base}/api/v1/push"), &body).await?;
         match status {
             201 if answer[0]["status"] == "buffered" => accepted.push(format!("s{n}")),
             503 => {
@@ -209,24 +235,25 @@ async fn spool_capacity(
             "the spool did not refuse with 503 and Retry-After at its capacity (PUSH-10)".into(),
         );
     }
-    let health: Value = c
-        .get(format!("{base}/health"))
-        .send()
-        .await
-        .map_err(|e| e.to_string())?
-        .json()
-        .await
-        .unwrap_or(Value::Null);
-    figures.push(format!("health while full: {}", health["spool"]));
-    // Replay, then a SIGKILL mid-way and a restart: the rest must follow, once.
+    Ok(accepted)
+}
+
+/// Ends maintenance and SIGKILLs the server once part of the spool is replayed and
+/// part is not.
+async fn kill_mid_replay(
+    d: &mut Deployment,
+    c: &reqwest::Client,
+    base: &str,
+    total: u64,
+    figures: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> Result<(), String> {
     let t = Instant::now();
     let off = c
         .post(format!("{base}/api/v1/system/maintenance"))
         .json(&json!({"enabled": false}))
         .send();
     let off = tokio::spawn(off);
-    // Killed once part of the spool is replayed and part is not.
-    let total = accepted.len() as u64;
     let mut left = total;
     while t.elapsed() < Duration::from_secs(120) {
         left = d.buffered(0).await.unwrap_or(total);
@@ -248,6 +275,12 @@ async fn spool_capacity(
             "the kill did not land mid-replay ({left} of {total} left)"
         ));
     }
+    Ok(())
+}
+
+/// Restarts the killed server and waits (ten minutes at most) for the rest of the
+/// spool to be replayed, noting the server's memory peak.
+async fn restart_and_replay(d: &mut Deployment, figures: &mut Vec<String>) -> Result<(), String> {
     let t = Instant::now();
     d.restart_server(0).await?;
     figures.push(format!(
@@ -267,7 +300,20 @@ async fn spool_capacity(
         "replay finished {:.1} s after the restart; server RSS peak {peak:.0} MiB",
         t.elapsed().as_secs_f64()
     ));
-    let got = drain(&c, &base, queue).await?;
+    Ok(())
+}
+
+/// Every accepted push is delivered exactly once after the replay, and the broker
+/// takes pushes again.
+async fn check_replayed(
+    c: &reqwest::Client,
+    base: &str,
+    queue: &str,
+    accepted: &[String],
+    figures: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> Result<(), String> {
+    let got = drain(c, base, queue).await?;
     let unique: BTreeSet<&String> = got.iter().collect();
     let want: BTreeSet<&String> = accepted.iter().collect();
     figures.push(format!(
@@ -290,7 +336,7 @@ async fn spool_capacity(
         ));
     }
     let (status, _, _) = post(
-        &c,
+        c,
         &format!("{base}/api/v1/push"),
         &json!({"items": [{"queue": queue}]}),
     )
@@ -301,22 +347,16 @@ async fn spool_capacity(
     Ok(())
 }
 
-/// slow-client: see the module documentation.
-async fn slow_client(
-    d: &Deployment,
-    s: &StressSizes,
-    figures: &mut Vec<String>,
-    problems: &mut Vec<String>,
-) -> Result<(), String> {
+/// What a stalled connection saw: whether the server closed it, after how long, and
+/// the bytes it answered.
+type Stalled = tokio::task::JoinHandle<(bool, Duration, Vec<u8>)>;
+
+/// Opens `n` connections that send part of a request head and stall, each watched
+/// (for 30 s of silence at most) until the server closes it.
+async fn stall(addr: std::net::SocketAddr, n: usize) -> Vec<Stalled> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr: std::net::SocketAddr = d
-        .url(0)
-        .trim_start_matches("http://")
-        .parse()
-        .map_err(|e| format!("{e}"))?;
-    let t = Instant::now();
     let mut stalled = Vec::new();
-    for _ in 0..s.stalled {
+    for _ in 0..n {
         let Ok(mut conn) = tokio::net::TcpStream::connect(addr).await else {
             continue;
         };
@@ -336,6 +376,23 @@ async fn slow_client(
             }
         }));
     }
+    stalled
+}
+
+/// slow-client: see the module documentation.
+async fn slow_client(
+    d: &Deployment,
+    s: &StressSizes,
+    figures: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> Result<(), String> {
+    let addr: std::net::SocketAddr = d
+        .url(0)
+        .trim_start_matches("http://")
+        .parse()
+        .map_err(|e| format!("{e}"))?;
+    let t = Instant::now();
+    let stalled = stall(addr, s.stalled).await;
     // A well-behaved client meanwhile (a fresh connection per call: the cap may refuse).
     let c = http(Duration::from_secs(10));
     let (mut served, mut tries, mut worst) = (0, 0, Duration::ZERO);
@@ -385,17 +442,11 @@ async fn slow_client(
     Ok(())
 }
 
-/// shutdown-under-load: see the module documentation.
-async fn shutdown_under_load(
-    d: &mut Deployment,
-    s: &StressSizes,
-    figures: &mut Vec<String>,
-    problems: &mut Vec<String>,
-) -> Result<(), String> {
-    use tokio::io::AsyncWriteExt;
-    let base = d.url(0);
+/// Long polls that wait (an hour) on queues nothing pushes to, each answering with its
+/// status once the server lets it go.
+fn park_pops(base: &str, n: usize) -> Vec<tokio::task::JoinHandle<reqwest::Result<u16>>> {
     let c = http(Duration::from_secs(3600));
-    let parked: Vec<_> = (0..s.parked)
+    (0..n)
         .map(|k| {
             let (c, url) = (
                 c.clone(),
@@ -403,7 +454,12 @@ async fn shutdown_under_load(
             );
             tokio::spawn(async move { c.get(url).send().await.map(|r| r.status().as_u16()) })
         })
-        .collect();
+        .collect()
+}
+
+/// Fifty connections that sent half a request head and hold it, open until dropped.
+async fn half_sent_heads(base: &str) -> Result<Vec<tokio::net::TcpStream>, String> {
+    use tokio::io::AsyncWriteExt;
     let addr: std::net::SocketAddr = base
         .trim_start_matches("http://")
         .parse()
@@ -417,24 +473,52 @@ async fn shutdown_under_load(
             heads.push(conn);
         }
     }
-    let producers: Vec<_> = (0..s.producers)
-        .map(|p| {
-            let (c, base) = (http(Duration::from_secs(30)), base.clone());
-            tokio::spawn(async move {
-                let mut acked = Vec::new();
-                for n in 0.. {
-                    let items: Vec<Value> = (0..10).map(|i| json!({"queue": "stress-load", "transactionId": format!("p{p}-{n}-{i}")})).collect();
-                    match post(&c, &format!("{base}/api/v1/push"), &json!({ "items": items })).await {
-                        Ok((201, answer, _)) => acked.extend(
-                            answer.as_array().into_iter().flatten().filter(|r| r["status"] == "queued" || r["status"] == "buffered").map(|r| r["transaction_id"].as_str().unwrap_or("").to_string()),
-                        ),
-                        _ => break,
-                    }
-                }
-                acked
-            })
-        })
-        .collect();
+    Ok(heads)
+}
+
+/// Producer `p`: pushes batches of ten until a push fails; the transaction ids the
+/// broker acknowledged (queued or buffered).
+fn produce(base: &str, p: usize) -> tokio::task::JoinHandle<Vec<String>> {
+    let (c, base) = (http(Duration::from_secs(30)), base.to_string());
+    tokio::spawn(async move {
+        let mut acked = Vec::new();
+        for n in 0.. {
+            let items: Vec<Value> = (0..10)
+                .map(|i| json!({"queue": "stress-load", "transactionId": format!("p{p}-{n}-{i}")}))
+                .collect();
+            match post(
+                &c,
+                &format!("{base}/api/v1/push"),
+                &json!({ "items": items }),
+            )
+            .await
+            {
+                Ok((201, answer, _)) => acked.extend(
+                    answer
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|r| r["status"] == "queued" || r["status"] == "buffered")
+                        .map(|r| r["transaction_id"].as_str().unwrap_or("").to_string()),
+                ),
+                _ => break,
+            }
+        }
+        acked
+    })
+}
+
+/// shutdown-under-load: see the module documentation.
+async fn shutdown_under_load(
+    d: &mut Deployment,
+    s: &StressSizes,
+    figures: &mut Vec<String>,
+    problems: &mut Vec<String>,
+) -> Result<(), String> {
+    let base = d.url(0);
+    let parked = park_pops(&base, s.parked);
+    let heads = half_sent_heads(&base).await?;
+    let producers: Vec<_> = (0..s.producers).map(|p| produce(&base, p)).collect();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let took = d.terminate_server(0, Duration::from_secs(60)).await;
     match took {

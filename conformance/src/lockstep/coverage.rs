@@ -74,56 +74,10 @@ impl Coverage {
         }
         let body = resp.body.as_ref();
         if req.path.contains("/pop") {
-            if resp.status == 204 {
-                self.hit("pop empty (204)");
-            } else if let Some(p) =
-                body.and_then(|b| serde_json::from_value::<PopResponse>(b.clone()).ok())
-            {
-                self.hit("pop delivered");
-                if p.partitions_claimed > 1 {
-                    self.hit("pop several partitions");
-                }
-                if p.lease_id.is_empty() {
-                    self.hit("pop autoAck");
-                }
-                if p.messages.iter().any(|m| !seen.insert(m.id.clone())) {
-                    self.hit("pop redelivery");
-                }
-            }
+            self.observe_pop(resp, seen);
         } else if req.path.starts_with("/api/v1/ack") || req.path == "/api/v1/transaction" {
-            let items: Vec<(Value, AckResult)> = ack_items(req, body);
-            for (sent, r) in items {
-                let status = sent
-                    .get("status")
-                    .and_then(Value::as_str)
-                    .unwrap_or("completed");
-                match (r.success, r.error.as_deref()) {
-                    (true, _) if r.noop => self.hit("ack noop (already committed)"),
-                    (true, _) if r.dlq => self.hit("ack dead letter"),
-                    (true, _) if status == "completed" => {
-                        if blocked(&sent, world) {
-                            self.hit("ack clamp (completion blocked by a lower failure)");
-                        } else {
-                            self.hit("ack committed");
-                        }
-                    }
-                    (true, _) if status == "retry" => {
-                        self.hit("ack retry comes back");
-                        if budget_spent(&sent, world) {
-                            self.hit("ack retry with its budget spent comes back");
-                        }
-                    }
-                    (true, _) => self.hit("ack failure comes back"),
-                    (false, Some(ERR_ALREADY_COMMITTED)) => {
-                        self.hit("ack failure below the cursor")
-                    }
-                    (false, Some(ERR_UNRESOLVABLE)) => self.hit("ack unresolvable"),
-                    (false, Some(ERR_INVALID_LEASE)) => self.hit("ack invalid or expired lease"),
-                    (false, _) => self.hit("ack refused (other)"),
-                }
-                if r.lease_released {
-                    self.hit("ack lease released");
-                }
+            for (sent, r) in ack_items(req, body) {
+                self.observe_ack(&sent, &r, world);
             }
             if req.path == "/api/v1/transaction" {
                 match body.and_then(|b| b.get("success")).and_then(Value::as_bool) {
@@ -154,6 +108,61 @@ impl Coverage {
                 > 0
         {
             self.hit("dlq listing non-empty");
+        }
+    }
+
+    /// The outcomes of a pop's answer; `seen` holds the ids delivered before.
+    fn observe_pop(&mut self, resp: &HttpResponse, seen: &mut BTreeSet<String>) {
+        if resp.status == 204 {
+            self.hit("pop empty (204)");
+        } else if let Some(p) = resp
+            .body
+            .as_ref()
+            .and_then(|b| serde_json::from_value::<PopResponse>(b.clone()).ok())
+        {
+            self.hit("pop delivered");
+            if p.partitions_claimed > 1 {
+                self.hit("pop several partitions");
+            }
+            if p.lease_id.is_empty() {
+                self.hit("pop autoAck");
+            }
+            if p.messages.iter().any(|m| !seen.insert(m.id.clone())) {
+                self.hit("pop redelivery");
+            }
+        }
+    }
+
+    /// The outcome of one ack item `sent`, answered `r`.
+    fn observe_ack(&mut self, sent: &Value, r: &AckResult, world: Option<&World>) {
+        let status = sent
+            .get("status")
+            .and_then(Value::as_str)
+            .unwrap_or("completed");
+        match (r.success, r.error.as_deref()) {
+            (true, _) if r.noop => self.hit("ack noop (already committed)"),
+            (true, _) if r.dlq => self.hit("ack dead letter"),
+            (true, _) if status == "completed" => {
+                if blocked(sent, world) {
+                    self.hit("ack clamp (completion blocked by a lower failure)");
+                } else {
+                    self.hit("ack committed");
+                }
+            }
+            (true, _) if status == "retry" => {
+                self.hit("ack retry comes back");
+                if budget_spent(sent, world) {
+                    self.hit("ack retry with its budget spent comes back");
+                }
+            }
+            (true, _) => self.hit("ack failure comes back"),
+            (false, Some(ERR_ALREADY_COMMITTED)) => self.hit("ack failure below the cursor"),
+            (false, Some(ERR_UNRESOLVABLE)) => self.hit("ack unresolvable"),
+            (false, Some(ERR_INVALID_LEASE)) => self.hit("ack invalid or expired lease"),
+            (false, _) => self.hit("ack refused (other)"),
+        }
+        if r.lease_released {
+            self.hit("ack lease released");
         }
     }
 }

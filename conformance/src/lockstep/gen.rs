@@ -95,17 +95,32 @@ const MANAGE_KINDS: u8 = 11;
 
 /// The strategy for one step; capabilities the broker lacks are never generated.
 pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
-    let route = prop_oneof![
-        6 => (0..2u8).prop_map(Route::Queue),
-        2 => (0..2u8, 0..3u8).prop_map(|(q, p)| Route::Partition(q, p)),
-        1 => prop::option::of(0..2u8).prop_map(Route::Discovery),
-    ];
     let push = (
         0..2u8,
         prop::collection::vec((0..3u8, prop::option::of(0..6u8)), 1..4),
     )
         .prop_map(|(queue, items)| Step::Push { queue, items });
-    let pop = (
+    let sleep = prop_oneof![3 => 0..300u16, 1 => 900..1300u16].prop_map(Step::Sleep);
+    let mut options: Vec<(u32, BoxedStrategy<Step>)> = vec![
+        (5, push.boxed()),
+        (5, pop()),
+        (3, ack()),
+        (3, ack_last()),
+        (1, sleep.boxed()),
+    ];
+    options.extend(optional_steps(allowed));
+    let (w, s): (Vec<u32>, Vec<BoxedStrategy<Step>>) = options.into_iter().unzip();
+    proptest::strategy::Union::new_weighted(w.into_iter().zip(s).collect()).boxed()
+}
+
+/// Pops on every route, with their parameters.
+fn pop() -> BoxedStrategy<Step> {
+    let route = prop_oneof![
+        6 => (0..2u8).prop_map(Route::Queue),
+        2 => (0..2u8, 0..3u8).prop_map(|(q, p)| Route::Partition(q, p)),
+        1 => prop::option::of(0..2u8).prop_map(Route::Discovery),
+    ];
+    (
         route,
         0..3u8,
         1..5u8,
@@ -122,8 +137,13 @@ pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
                 auto_ack,
                 lease,
             },
-        );
-    let ack = (
+        )
+        .boxed()
+}
+
+/// Acks of delivered messages, single or in a batch, mostly completions.
+fn ack() -> BoxedStrategy<Step> {
+    (
         prop::collection::vec(
             (
                 any::<u8>(),
@@ -139,8 +159,13 @@ pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
             picks,
             group,
             single,
-        });
-    let ack_last = (
+        })
+        .boxed()
+}
+
+/// Acks of the whole latest delivery, with mixed statuses.
+fn ack_last() -> BoxedStrategy<Step> {
+    (
         prop::collection::vec(
             prop_oneof![5 => Just(0u8), 3 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)],
             1..4,
@@ -150,15 +175,13 @@ pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
         .prop_map(|(statuses, with_lease)| Step::AckLast {
             statuses,
             with_lease,
-        });
-    let sleep = prop_oneof![3 => 0..300u16, 1 => 900..1300u16].prop_map(Step::Sleep);
-    let mut options: Vec<(u32, BoxedStrategy<Step>)> = vec![
-        (5, push.boxed()),
-        (5, pop.boxed()),
-        (3, ack.boxed()),
-        (3, ack_last.boxed()),
-        (1, sleep.boxed()),
-    ];
+        })
+        .boxed()
+}
+
+/// The steps of optional capabilities, each only when the broker has it, with weights.
+fn optional_steps(allowed: &dyn Fn(Capability) -> bool) -> Vec<(u32, BoxedStrategy<Step>)> {
+    let mut options: Vec<(u32, BoxedStrategy<Step>)> = vec![];
     if allowed(Capability::LeaseExtend) {
         options.push((
             1,
@@ -168,26 +191,7 @@ pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
         ));
     }
     if allowed(Capability::Configure) {
-        options.push((
-            1,
-            (
-                0..2u8,
-                0..3u8,
-                prop_oneof![Just(0u16), Just(400u16)],
-                prop_oneof![Just(1u8), Just(60u8)],
-                1..3u8,
-            )
-                .prop_map(
-                    |(queue, retry_limit, retry_delay, dedup, lease_time)| Step::Configure {
-                        queue,
-                        retry_limit,
-                        retry_delay,
-                        dedup,
-                        lease_time,
-                    },
-                )
-                .boxed(),
-        ));
+        options.push((1, configure()));
     }
     if allowed(Capability::DeadLetter) {
         options.push((
@@ -223,8 +227,28 @@ pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
                 .boxed(),
         ));
     }
-    let (w, s): (Vec<u32>, Vec<BoxedStrategy<Step>>) = options.into_iter().unzip();
-    proptest::strategy::Union::new_weighted(w.into_iter().zip(s).collect()).boxed()
+    options
+}
+
+/// Configures of one queue: retries, their delay, the dedup window and the lease time.
+fn configure() -> BoxedStrategy<Step> {
+    (
+        0..2u8,
+        0..3u8,
+        prop_oneof![Just(0u16), Just(400u16)],
+        prop_oneof![Just(1u8), Just(60u8)],
+        1..3u8,
+    )
+        .prop_map(
+            |(queue, retry_limit, retry_delay, dedup, lease_time)| Step::Configure {
+                queue,
+                retry_limit,
+                retry_delay,
+                dedup,
+                lease_time,
+            },
+        )
+        .boxed()
 }
 
 /// A message delivered earlier in the sequence, with the group it was delivered to.
@@ -255,7 +279,6 @@ fn group_pair(g: u8) -> Option<(&'static str, &'static str)> {
 /// The request a step stands for, given what was delivered; `None` when the step does
 /// nothing here (a sleep, or an ack before anything was delivered).
 pub fn request(s: &Step, names: &Names, delivered: &[Delivered]) -> Option<HttpRequest> {
-    let pick = |i: u8| delivered.get(i as usize % delivered.len().max(1));
     Some(match s {
         Step::Push { queue, items } => {
             let items: Vec<Value> = items
@@ -264,105 +287,18 @@ pub fn request(s: &Step, names: &Names, delivered: &[Delivered]) -> Option<HttpR
                 .collect();
             HttpRequest::post("/api/v1/push", &json!({ "items": items }))
         }
-        Step::Pop {
-            route,
-            group,
-            batch,
-            partitions,
-            auto_ack,
-            lease,
-        } => {
-            let (path, mut q): (String, Vec<(String, String)>) = match route {
-                Route::Queue(qi) => (PopRoute::Queue(names.queue(*qi)).path(), vec![]),
-                Route::Partition(qi, p) => (
-                    PopRoute::Partition(names.queue(*qi), PARTS[*p as usize % 3].into()).path(),
-                    vec![],
-                ),
-                Route::Discovery(task) => {
-                    let mut q = vec![("namespace".to_string(), names.prefix.clone())];
-                    if let Some(t) = task {
-                        q.push(("task".into(), TASKS[*t as usize % 2].into()));
-                    }
-                    ("/api/v1/pop".to_string(), q)
-                }
-            };
-            q.push(("batch".into(), batch.to_string()));
-            q.push(("partitions".into(), partitions.to_string()));
-            if *lease > 0 {
-                q.push(("leaseSeconds".into(), lease.to_string()));
-            }
-            if *auto_ack {
-                q.push(("autoAck".into(), "true".into()));
-            }
-            if let Some((k, v)) = group_pair(*group) {
-                q.push((k.into(), v.into()));
-            }
-            HttpRequest {
-                method: "GET".into(),
-                path,
-                query: q,
-                body: vec![],
-                bearer: None,
-            }
-        }
+        Step::Pop { .. } => pop_request(s, names)?,
         Step::Ack {
             picks,
             group,
             single,
-        } => {
-            let first = pick(picks[0].0)?;
-            let g = group.unwrap_or(first.group);
-            let items: Vec<Value> = picks
-                .iter()
-                .take(if *single { 1 } else { picks.len() })
-                .filter_map(|(i, st, with_lease)| {
-                    let d = pick(*i)?;
-                    Some(ack_item(
-                        &d.message,
-                        STATUSES[*st as usize % 4],
-                        *with_lease,
-                    ))
-                })
-                .collect();
-            if *single {
-                let mut body = items[0].clone();
-                if let Some(g) = GROUPS[g as usize % 3] {
-                    body["consumerGroup"] = json!(g);
-                }
-                HttpRequest::post("/api/v1/ack", &body)
-            } else {
-                let mut body = json!({ "acknowledgments": items });
-                if let Some(g) = GROUPS[g as usize % 3] {
-                    body["consumerGroup"] = json!(g);
-                }
-                HttpRequest::post("/api/v1/ack/batch", &body)
-            }
-        }
+        } => ack_request(picks, *group, *single, delivered)?,
         Step::AckLast {
             statuses,
             with_lease,
-        } => {
-            let last = delivered.last()?.pop;
-            let batch: Vec<&Delivered> = delivered.iter().filter(|d| d.pop == last).collect();
-            let items: Vec<Value> = batch
-                .iter()
-                .enumerate()
-                .map(|(i, d)| {
-                    ack_item(
-                        &d.message,
-                        STATUSES[statuses[i % statuses.len()] as usize % 4],
-                        *with_lease,
-                    )
-                })
-                .collect();
-            let mut body = json!({ "acknowledgments": items });
-            if let Some(g) = GROUPS[batch[0].group as usize % 3] {
-                body["consumerGroup"] = json!(g);
-            }
-            HttpRequest::post("/api/v1/ack/batch", &body)
-        }
+        } => ack_last_request(statuses, *with_lease, delivered)?,
         Step::Extend { pick: i, seconds } => {
-            let d = pick(*i)?;
+            let d = pick(delivered, *i)?;
             if d.message.lease_id.is_empty() {
                 return None;
             }
@@ -381,45 +317,171 @@ pub fn request(s: &Step, names: &Names, delivered: &[Delivered]) -> Option<HttpR
                 "retryLimit": retry_limit, "retryDelay": retry_delay,
                 "dedupWindowSeconds": dedup, "leaseTime": lease_time}}),
         ),
-        Step::Dlq { queue, group } => {
-            let mut q = vec![("queue", names.queue(*queue))];
-            if let Some((k, v)) = group.and_then(group_pair) {
-                q.push((k, v.to_string()));
-            }
-            HttpRequest {
-                method: "GET".into(),
-                path: "/api/v1/dlq".into(),
-                query: q.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-                body: vec![],
-                bearer: None,
-            }
-        }
+        Step::Dlq { queue, group } => dlq_request(names, *queue, *group),
         Step::Txn {
             queue,
             txn,
             pick: i,
             status,
-        } => {
-            let mut ops =
-                vec![json!({"type": "push", "items": [push_item(names, *queue, 0, Some(*txn))]})];
-            if let Some(d) = pick(*i) {
-                let mut a = ack_item(&d.message, STATUSES[*status as usize % 4], true);
-                a["type"] = json!("ack");
-                if let Some(g) = GROUPS[d.group as usize % 3] {
-                    a["consumerGroup"] = json!(g);
-                }
-                ops.push(a);
-            }
-            HttpRequest::post("/api/v1/transaction", &json!({ "operations": ops }))
-        }
+        } => txn_request(names, (*queue, *txn), pick(delivered, *i), *status),
         Step::Manage {
             kind,
             queue,
             group,
             pick: i,
-        } => manage_request(*kind, names, *queue, *group, pick(*i))?,
+        } => manage_request(*kind, names, *queue, *group, pick(delivered, *i))?,
         Step::Sleep(_) => return None,
     })
+}
+
+/// The delivered message a step's index picks (indices wrap around), if any was.
+fn pick(delivered: &[Delivered], i: u8) -> Option<&Delivered> {
+    delivered.get(i as usize % delivered.len().max(1))
+}
+
+/// A pop step's request, on its route with its parameters; `None` for any other step.
+fn pop_request(s: &Step, names: &Names) -> Option<HttpRequest> {
+    let Step::Pop {
+        route,
+        group,
+        batch,
+        partitions,
+        auto_ack,
+        lease,
+    } = s
+    else {
+        return None;
+    };
+    let (path, mut q): (String, Vec<(String, String)>) = match route {
+        Route::Queue(qi) => (PopRoute::Queue(names.queue(*qi)).path(), vec![]),
+        Route::Partition(qi, p) => (
+            PopRoute::Partition(names.queue(*qi), PARTS[*p as usize % 3].into()).path(),
+            vec![],
+        ),
+        Route::Discovery(task) => {
+            let mut q = vec![("namespace".to_string(), names.prefix.clone())];
+            if let Some(t) = task {
+                q.push(("task".into(), TASKS[*t as usize % 2].into()));
+            }
+            ("/api/v1/pop".to_string(), q)
+        }
+    };
+    q.push(("batch".into(), batch.to_string()));
+    q.push(("partitions".into(), partitions.to_string()));
+    if *lease > 0 {
+        q.push(("leaseSeconds".into(), lease.to_string()));
+    }
+    if *auto_ack {
+        q.push(("autoAck".into(), "true".into()));
+    }
+    if let Some((k, v)) = group_pair(*group) {
+        q.push((k.into(), v.into()));
+    }
+    Some(HttpRequest {
+        method: "GET".into(),
+        path,
+        query: q,
+        body: vec![],
+        bearer: None,
+    })
+}
+
+/// An ack of the picked messages, single or batch, as the first one's group unless
+/// the step names one; `None` before anything was delivered.
+fn ack_request(
+    picks: &[(u8, u8, bool)],
+    group: Option<u8>,
+    single: bool,
+    delivered: &[Delivered],
+) -> Option<HttpRequest> {
+    let first = pick(delivered, picks[0].0)?;
+    let g = group.unwrap_or(first.group);
+    let items: Vec<Value> = picks
+        .iter()
+        .take(if single { 1 } else { picks.len() })
+        .filter_map(|(i, st, with_lease)| {
+            let d = pick(delivered, *i)?;
+            Some(ack_item(
+                &d.message,
+                STATUSES[*st as usize % 4],
+                *with_lease,
+            ))
+        })
+        .collect();
+    Some(if single {
+        let mut body = items[0].clone();
+        if let Some(g) = GROUPS[g as usize % 3] {
+            body["consumerGroup"] = json!(g);
+        }
+        HttpRequest::post("/api/v1/ack", &body)
+    } else {
+        let mut body = json!({ "acknowledgments": items });
+        if let Some(g) = GROUPS[g as usize % 3] {
+            body["consumerGroup"] = json!(g);
+        }
+        HttpRequest::post("/api/v1/ack/batch", &body)
+    })
+}
+
+/// A batch ack of every message the latest delivering pop returned; `None` before
+/// anything was delivered.
+fn ack_last_request(
+    statuses: &[u8],
+    with_lease: bool,
+    delivered: &[Delivered],
+) -> Option<HttpRequest> {
+    let last = delivered.last()?.pop;
+    let batch: Vec<&Delivered> = delivered.iter().filter(|d| d.pop == last).collect();
+    let items: Vec<Value> = batch
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            ack_item(
+                &d.message,
+                STATUSES[statuses[i % statuses.len()] as usize % 4],
+                with_lease,
+            )
+        })
+        .collect();
+    let mut body = json!({ "acknowledgments": items });
+    if let Some(g) = GROUPS[batch[0].group as usize % 3] {
+        body["consumerGroup"] = json!(g);
+    }
+    Some(HttpRequest::post("/api/v1/ack/batch", &body))
+}
+
+/// The dead-letter listing of one queue, optionally of one group.
+fn dlq_request(names: &Names, queue: u8, group: Option<u8>) -> HttpRequest {
+    let mut q = vec![("queue", names.queue(queue))];
+    if let Some((k, v)) = group.and_then(group_pair) {
+        q.push((k, v.to_string()));
+    }
+    HttpRequest {
+        method: "GET".into(),
+        path: "/api/v1/dlq".into(),
+        query: q.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        body: vec![],
+        bearer: None,
+    }
+}
+
+/// A transaction pushing one item `(queue, txn)` and acking the picked message, if any.
+fn txn_request(
+    names: &Names,
+    (queue, txn): (u8, u8),
+    d: Option<&Delivered>,
+    status: u8,
+) -> HttpRequest {
+    let mut ops = vec![json!({"type": "push", "items": [push_item(names, queue, 0, Some(txn))]})];
+    if let Some(d) = d {
+        let mut a = ack_item(&d.message, STATUSES[status as usize % 4], true);
+        a["type"] = json!("ack");
+        if let Some(g) = GROUPS[d.group as usize % 3] {
+            a["consumerGroup"] = json!(g);
+        }
+        ops.push(a);
+    }
+    HttpRequest::post("/api/v1/transaction", &json!({ "operations": ops }))
 }
 
 /// A management request that reads or changes only the sequence's own queues (group

@@ -15,10 +15,13 @@ pub mod repro;
 pub use coverage::Coverage;
 pub use gen::{Route, Step};
 
+use crate::calls::sleep_ms;
 use crate::case::{Capability, Failure};
 use crate::exchange::Exchange;
+use crate::findings::{Example, Seen};
 use crate::rules::Level;
-use crate::session::{sleep_ms, CheckSettings, Example, Seen, Session, Target};
+use crate::session::Session;
+use crate::target::{CheckSettings, Target};
 use gen::{Delivered, Names};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use queen_reference::finding::{Finding, Kind};
@@ -193,6 +196,34 @@ struct Shared {
     done: AtomicU64,
 }
 
+impl Shared {
+    /// Counts a sequence run to its end (not a shrinking rerun): its coverage, its
+    /// exchanges, and one more tick of the progress bar.
+    fn count_sequence(&self, cov: &Coverage, exchanges: usize, tick: Option<&Tick>, total: u64) {
+        self.coverage.lock().expect("coverage").merge(cov);
+        self.sequences.fetch_add(1, Ordering::SeqCst);
+        self.exchanges.fetch_add(exchanges as u64, Ordering::SeqCst);
+        let done = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some(t) = tick {
+            t(done, total);
+        }
+    }
+
+    /// Keeps the findings of a passing sequence that no sequence met before, up to
+    /// [`MAX_FINDINGS_LISTED`].
+    fn note_findings(&self, found: Vec<Example>) {
+        let mut all = self.findings.lock().expect("findings");
+        for e in found {
+            let known = all
+                .iter()
+                .any(|x| x.seen.finding.key() == e.seen.finding.key());
+            if !known && all.len() < MAX_FINDINGS_LISTED {
+                all.push(e);
+            }
+        }
+    }
+}
+
 /// A sequence that stopped on a PROJECT point, kept as a finding of the run (its rule,
 /// at PROJECT level) with the transcript that reproduces it.
 fn note_project_stop(shared: &Shared, f: &Failure, transcript: &[Exchange]) {
@@ -310,27 +341,14 @@ fn worker(
     if cases == 0 {
         return Ok(None);
     }
-    let config = Config {
-        cases,
-        failure_persistence: None,
-        max_shrink_iters: 4096,
-        max_shrink_time: opts.max_shrink_secs.saturating_mul(1000),
-        ..Config::default()
-    };
-    let mut runner = TestRunner::new_with_rng(
-        config,
-        TestRng::from_seed(RngAlgorithm::ChaCha, &worker_seed(opts.seed, w)),
-    );
+    let mut runner = test_runner(opts, w, cases);
     let without = opts.without.clone();
     let allowed = move |c: Capability| !without.contains(&c);
     let strategy = proptest::collection::vec(gen::step(&allowed), 1..=opts.steps.max(1) as usize);
-    let failed_here = std::cell::Cell::new(false);
-    let first_len = std::cell::Cell::new(0usize);
-    type Last = (Vec<Step>, Vec<Exchange>, Failure);
-    let last: Mutex<Option<Last>> = Mutex::new(None);
+    let search = Search::default();
     let total = opts.cases as u64;
     let result = runner.run(&strategy, |steps| {
-        let shrinking = failed_here.get();
+        let shrinking = search.failed_here.get();
         if shared.stop.load(Ordering::SeqCst) && !shrinking {
             return Ok(()); // another worker found a counterexample
         }
@@ -342,28 +360,60 @@ fn worker(
         let (res, transcript) =
             handle.block_on(run_sequence(target, prefix, &steps, Some(&mut cov)));
         if !shrinking {
-            shared.coverage.lock().expect("coverage").merge(&cov);
-            shared.sequences.fetch_add(1, Ordering::SeqCst);
-            shared
-                .exchanges
-                .fetch_add(transcript.len() as u64, Ordering::SeqCst);
-            let done = shared.done.fetch_add(1, Ordering::SeqCst) + 1;
-            if let Some(t) = &tick {
-                t(done, total);
-            }
+            shared.count_sequence(&cov, transcript.len(), tick.as_ref(), total);
         }
+        search.outcome(res, steps, transcript, target, shared)
+    });
+    match result {
+        Ok(()) => Ok(None),
+        Err(TestError::Abort(why)) => Err(format!("lockstep run aborted: {why}")),
+        Err(TestError::Fail(_, minimal)) => {
+            let (steps, transcript, failure) = search
+                .last
+                .lock()
+                .expect("last")
+                .take()
+                .ok_or("no failing run was recorded")?;
+            // The last failing run is the minimal one proptest reports.
+            debug_assert_eq!(steps, minimal);
+            Ok(Some(counterexample(
+                opts,
+                w,
+                search.first_len.get(),
+                (steps, transcript, failure),
+            )))
+        }
+    }
+}
+
+/// A worker's search for a counterexample: whether it found one (so that proptest's
+/// reruns are shrinking), how long the first was, and the last failing run.
+#[derive(Default)]
+struct Search {
+    failed_here: std::cell::Cell<bool>,
+    first_len: std::cell::Cell<usize>,
+    last: Mutex<Option<FailingRun>>,
+}
+
+/// A failing sequence with its transcript and why it failed.
+type FailingRun = (Vec<Step>, Vec<Exchange>, Failure);
+
+impl Search {
+    /// What one sequence's result means to proptest: an error only for a counterexample
+    /// (which it then shrinks); findings and stops are noted unless shrinking.
+    fn outcome(
+        &self,
+        res: SeqResult,
+        steps: Vec<Step>,
+        transcript: Vec<Exchange>,
+        target: &Target,
+        shared: &Shared,
+    ) -> Result<(), TestCaseError> {
+        let shrinking = self.failed_here.get();
         match res {
             SeqResult::Pass(found) => {
                 if !shrinking {
-                    let mut all = shared.findings.lock().expect("findings");
-                    for e in found {
-                        let known = all
-                            .iter()
-                            .any(|x| x.seen.finding.key() == e.seen.finding.key());
-                        if !known && all.len() < MAX_FINDINGS_LISTED {
-                            all.push(e);
-                        }
-                    }
+                    shared.note_findings(found);
                 }
                 Ok(())
             }
@@ -388,52 +438,65 @@ fn worker(
             }
             SeqResult::Fail(f) => {
                 if !shrinking {
-                    failed_here.set(true);
-                    first_len.set(steps.len());
+                    self.failed_here.set(true);
+                    self.first_len.set(steps.len());
                     shared.stop.store(true, Ordering::SeqCst);
                 }
                 let headline = f.headline();
-                *last.lock().expect("last") = Some((steps, transcript, f));
+                *self.last.lock().expect("last") = Some((steps, transcript, f));
                 Err(TestCaseError::fail(headline))
             }
         }
-    });
-    match result {
-        Ok(()) => Ok(None),
-        Err(TestError::Abort(why)) => Err(format!("lockstep run aborted: {why}")),
-        Err(TestError::Fail(_, minimal)) => {
-            let (steps, transcript, failure) = last
-                .lock()
-                .expect("last")
-                .take()
-                .ok_or("no failing run was recorded")?;
-            // The last failing run is the minimal one proptest reports.
-            debug_assert_eq!(steps, minimal);
-            let prefix = transcript_prefix(&transcript);
-            let curl = repro::curl_script(&transcript, &prefix, Some(&failure));
-            let rust = repro::rust_test(
-                &steps,
-                &format!("lockstep_seed_{}_worker_{w}", opts.seed),
-                &format!(
-                    "Counterexample of queen-conformance (seed {}, worker {w}): {} steps, shrunk from {}. {}",
-                    opts.seed,
-                    steps.len(),
-                    first_len.get(),
-                    failure.headline()
-                ),
-            );
-            Ok(Some(Counterexample {
-                seed: opts.seed,
-                worker: w,
-                first_len: first_len.get(),
-                steps,
-                transcript,
-                failure,
-                curl,
-                rust,
-                saved: vec![],
-            }))
-        }
+    }
+}
+
+/// A worker's proptest runner: its share of the cases, seeded from the run's seed and
+/// the worker's index so that `--seed` replays it.
+fn test_runner(opts: &LockstepOptions, w: usize, cases: u32) -> TestRunner {
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 4096,
+        max_shrink_time: opts.max_shrink_secs.saturating_mul(1000),
+        ..Config::default()
+    };
+    TestRunner::new_with_rng(
+        config,
+        TestRng::from_seed(RngAlgorithm::ChaCha, &worker_seed(opts.seed, w)),
+    )
+}
+
+/// The minimal failing sequence of worker `w` (shrunk from `first_len` steps) with its
+/// curl script and Rust test.
+fn counterexample(
+    opts: &LockstepOptions,
+    w: usize,
+    first_len: usize,
+    (steps, transcript, failure): FailingRun,
+) -> Counterexample {
+    let prefix = transcript_prefix(&transcript);
+    let curl = repro::curl_script(&transcript, &prefix, Some(&failure));
+    let rust = repro::rust_test(
+        &steps,
+        &format!("lockstep_seed_{}_worker_{w}", opts.seed),
+        &format!(
+            "Counterexample of queen-conformance (seed {}, worker {w}): {} steps, shrunk from {}. {}",
+            opts.seed,
+            steps.len(),
+            first_len,
+            failure.headline()
+        ),
+    );
+    Counterexample {
+        seed: opts.seed,
+        worker: w,
+        first_len,
+        steps,
+        transcript,
+        failure,
+        curl,
+        rust,
+        saved: vec![],
     }
 }
 
@@ -462,7 +525,7 @@ fn transcript_prefix(t: &[Exchange]) -> String {
 
 /// The command that runs the same sequences under the same judgement: the seed and
 /// size, and every flag that changes what the checker allows.
-pub fn reproduce(opts: &LockstepOptions, settings: &crate::session::CheckSettings) -> String {
+pub fn reproduce(opts: &LockstepOptions, settings: &crate::target::CheckSettings) -> String {
     let mut line = format!(
         "queen-conformance run --only lockstep --seed {} --cases {} --steps {} --lockstep-workers {}",
         opts.seed, opts.cases, opts.steps, opts.workers
@@ -488,7 +551,7 @@ fn save(
     dir: &std::path::Path,
     c: &Counterexample,
     opts: &LockstepOptions,
-    settings: &crate::session::CheckSettings,
+    settings: &crate::target::CheckSettings,
 ) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let stem = format!("lockstep-seed{}-w{}", c.seed, c.worker);

@@ -134,9 +134,56 @@ pub fn curl_marked(
     prefix: &str,
     mark: Option<(usize, Vec<String>)>,
 ) -> String {
+    let (rendered, ids) = rendered_requests(transcript, prefix);
+    let mut s = String::new();
+    script_header(&mut s);
+    for (i, (request, x)) in rendered.iter().zip(transcript).enumerate() {
+        let _ = writeln!(s, "# #{} {} {}", i + 1, request.0, x.request.path);
+        match &mark {
+            Some((at, lines)) if *at == i => {
+                for l in lines {
+                    let _ = writeln!(s, "# {l}");
+                }
+            }
+            _ => {
+                let _ = writeln!(
+                    s,
+                    "#     answered {} {}",
+                    x.response.status,
+                    body_text(&x.response.body)
+                );
+            }
+        }
+        curl_line(&mut s, i, request, x);
+        let _ = writeln!(s, "echo \"#{} $S{i} $(cat \"$OUT/{i}.json\")\"", i + 1);
+        for origin in ids.values() {
+            if origin.step == i {
+                if let Some(var) = &origin.var {
+                    let _ = writeln!(
+                        s,
+                        "{var}=$(jq -r '{}' \"$OUT/{i}.json\")",
+                        origin.path.replace('\'', "'\\''")
+                    );
+                }
+            }
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+/// One request as the script sends it: method, URL and body.
+type Rendered = (String, String, Option<String>);
+
+/// Every request as the script sends it, with the ids earlier answers minted replaced
+/// by shell variables, and where each such id comes from.
+fn rendered_requests(
+    transcript: &[Exchange],
+    prefix: &str,
+) -> (Vec<Rendered>, BTreeMap<String, Origin>) {
     // First pass: where each id comes from; second pass: which ones are used later.
     let mut ids: BTreeMap<String, Origin> = BTreeMap::new();
-    let mut rendered: Vec<(String, String, Option<String>)> = Vec::new();
+    let mut rendered: Vec<Rendered> = Vec::new();
     let mut next_var = 0;
     for (i, x) in transcript.iter().enumerate() {
         let r = &x.request;
@@ -171,7 +218,11 @@ pub fn curl_marked(
             collect_ids(b, String::new(), i, &mut ids);
         }
     }
-    let mut s = String::new();
+    (rendered, ids)
+}
+
+/// The script's opening lines: what it is, what it needs, and its settings.
+fn script_header(s: &mut String) {
     let _ = writeln!(s, "#!/usr/bin/env bash");
     let _ = writeln!(
         s,
@@ -186,60 +237,35 @@ pub fn curl_marked(
     let _ = writeln!(s, "RUN=\"${{RUN:-r$(date +%s%N | cut -c1-13)}}\"");
     let _ = writeln!(s, "OUT=\"$(mktemp -d)\"");
     let _ = writeln!(s);
-    for (i, ((method, url, body), x)) in rendered.iter().zip(transcript).enumerate() {
-        let _ = writeln!(s, "# #{} {} {}", i + 1, method, x.request.path);
-        match &mark {
-            Some((at, lines)) if *at == i => {
-                for l in lines {
-                    let _ = writeln!(s, "# {l}");
-                }
-            }
-            _ => {
-                let _ = writeln!(
-                    s,
-                    "#     answered {} {}",
-                    x.response.status,
-                    body_text(&x.response.body)
-                );
-            }
+}
+
+/// The curl command of exchange `i`, its status kept in `S<i>` and its body in a file.
+fn curl_line(s: &mut String, i: usize, (method, url, body): &Rendered, x: &Exchange) {
+    let auth = match x.request.bearer.as_deref() {
+        Some(t) if !t.is_empty() => format!(" -H 'authorization: Bearer {t}'"),
+        _ => String::new(),
+    };
+    let head = format!(
+        "S{i}=$(curl -sS -o \"$OUT/{i}.json\" -w '%{{http_code}}' -X {method} \"$BASE{url}\"{auth}"
+    );
+    match body {
+        None => {
+            let _ = writeln!(s, "{head})");
         }
-        let auth = match x.request.bearer.as_deref() {
-            Some(t) if !t.is_empty() => format!(" -H 'authorization: Bearer {t}'"),
-            _ => String::new(),
-        };
-        let head = format!(
-            "S{i}=$(curl -sS -o \"$OUT/{i}.json\" -w '%{{http_code}}' -X {method} \"$BASE{url}\"{auth}"
-        );
-        match body {
-            None => {
-                let _ = writeln!(s, "{head})");
-            }
-            Some(b) if b.starts_with("<<binary>>") => {
-                let _ = writeln!(
-                    s,
-                    "S{i}=$(printf '{}' | curl -sS -o \"$OUT/{i}.json\" -w '%{{http_code}}' -X {method} \"$BASE{url}\" -H 'content-type: application/json' --data-binary @-)",
-                    &b["<<binary>>".len()..]
-                );
-            }
-            Some(b) => {
-                let _ = writeln!(s, "{head} -H 'content-type: application/json' --data-binary @- <<EOF\n{b}\nEOF\n)");
-            }
+        Some(b) if b.starts_with("<<binary>>") => {
+            let _ = writeln!(
+                s,
+                "S{i}=$(printf '{}' | curl -sS -o \"$OUT/{i}.json\" -w '%{{http_code}}' -X {method} \"$BASE{url}\" -H 'content-type: application/json' --data-binary @-)",
+                &b["<<binary>>".len()..]
+            );
         }
-        let _ = writeln!(s, "echo \"#{} $S{i} $(cat \"$OUT/{i}.json\")\"", i + 1);
-        for origin in ids.values() {
-            if origin.step == i {
-                if let Some(var) = &origin.var {
-                    let _ = writeln!(
-                        s,
-                        "{var}=$(jq -r '{}' \"$OUT/{i}.json\")",
-                        origin.path.replace('\'', "'\\''")
-                    );
-                }
-            }
+        Some(b) => {
+            let _ = writeln!(
+                s,
+                "{head} -H 'content-type: application/json' --data-binary @- <<EOF\n{b}\nEOF\n)"
+            );
         }
-        let _ = writeln!(s);
     }
-    s
 }
 
 /// A Rust test replaying the steps against `QUEEN_URL` (or 127.0.0.1:6632).

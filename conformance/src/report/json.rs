@@ -39,7 +39,7 @@ pub fn document(r: &Report) -> Document {
         strict: r.strict,
         without: r.without.iter().copied().collect(),
         passed: r.passed(),
-        problems: r.problems.clone(),
+        problems: r.problems.iter().map(ToString::to_string).collect(),
         exit_code: r.exit_code(),
         target_down: r.target_down.clone(),
         accepted: r.accepted.iter().map(|a| a.to_string()).collect(),

@@ -13,22 +13,24 @@ pub mod bound;
 pub mod document;
 pub mod json;
 pub mod junit;
+pub mod problem;
 pub mod terminal;
 
 use crate::case::{Capability, Failure};
 use crate::concurrent::Scenario;
 use crate::concurrent::CONCURRENT_ID;
 use crate::exchange::Exchange;
+use crate::findings::Example;
 use crate::lockstep::repro::{curl_marked, curl_script};
 use crate::lockstep::LockstepOutcome;
 use crate::rules::{Level, RuleId, ACK_1, ACK_2, ACK_4, ACK_6, ACK_7, PUSH_7};
 use crate::runner::{RunResults, Status};
-use crate::session::Example;
 use queen_reference::diff::{diff, Difference};
 use queen_reference::finding::{Accept, Finding, Kind};
 use std::collections::BTreeSet;
 
 pub use crate::lockstep::LOCKSTEP_ID;
+pub use problem::Problem;
 
 /// A case's final verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
@@ -115,9 +117,149 @@ pub struct Report {
     /// Set when the broker stopped answering during the run (exit status 3).
     pub target_down: Option<String>,
     /// Why the run fails (empty: it passes).
-    pub problems: Vec<String>,
+    pub problems: Vec<Problem>,
     /// Catalog cases the selection (`--only`, `--rule`, `--skip`) left out.
     pub left_out: usize,
+}
+
+impl Entry {
+    /// Applies the expected failures (and `--accept`) to this entry's own verdict, from
+    /// scratch so that a run can be judged again; the problem it raises, if any.
+    fn judge(
+        &mut self,
+        expected: &BTreeSet<String>,
+        accepted: &[Accept],
+        strict: bool,
+    ) -> Option<Problem> {
+        self.verdict = match self.verdict {
+            Verdict::ExpectedFailure => Verdict::Failed,
+            Verdict::StalePass => Verdict::Passed,
+            v => v,
+        };
+        self.fails_run = false;
+        let excused = matches!(&self.failure, Some(Failure::Findings(fs))
+            if !fs.is_empty() && fs.iter().all(|f| accepted.iter().any(|a| a.covers(f))));
+        let listed = expected.contains(&self.id) || (excused && self.verdict == Verdict::Failed);
+        match (self.verdict, listed) {
+            (Verdict::Failed, true) => {
+                self.verdict = Verdict::ExpectedFailure;
+                None
+            }
+            (Verdict::Passed, true) => {
+                self.verdict = Verdict::StalePass;
+                self.fails_run = true;
+                Some(Problem::StalePass {
+                    id: self.id.clone(),
+                })
+            }
+            (Verdict::Failed, false) => {
+                self.fails_run = fails(self.level, strict);
+                self.fails_run.then(|| Problem::CaseFailed {
+                    id: self.id.clone(),
+                    level: self.level,
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Every departure the checker recorded while the cases and the lockstep run went on,
+/// in the order the findings list keeps its first instances.
+fn recorded_examples(results: &RunResults) -> Vec<Example> {
+    let mut examples = Vec::new();
+    for o in &results.cases {
+        examples.extend(Example::all(
+            &o.findings,
+            &o.transcript,
+            &o.prefix,
+            o.case.id,
+        ));
+    }
+    if let Some(l) = &results.lockstep {
+        examples.extend(l.findings.iter().cloned());
+    }
+    examples
+}
+
+/// A case's outcome as an entry, with its divergence as an example for the findings.
+fn case_entry(o: crate::runner::CaseOutcome) -> (Entry, Option<Example>) {
+    let (verdict, skip_reason, failure) = match o.status {
+        Status::Passed => (Verdict::Passed, None, None),
+        Status::Failed(f) => (Verdict::Failed, None, Some(f)),
+        Status::Skipped(why) => (Verdict::Skipped, Some(why), None),
+    };
+    let curl = failure
+        .as_ref()
+        .map(|f| bound::text(&curl_script(&o.transcript, &o.prefix, Some(f))).into_owned());
+    let level = failure
+        .as_ref()
+        .map_or(o.case.level, |f| f.level(o.case.level));
+    let divergence = failure
+        .as_ref()
+        .and_then(|f| divergence_example(f, level, &o.transcript, &o.prefix, o.case.id));
+    let entry = Entry {
+        id: o.case.id.to_string(),
+        rules: o.case.rules.iter().map(|r| r.to_string()).collect(),
+        level,
+        capability: o.case.capability,
+        verdict,
+        skip_reason,
+        failure,
+        transcript: o.transcript,
+        curl,
+        duration_ms: o.duration_ms,
+        fails_run: false,
+    };
+    (entry, divergence)
+}
+
+/// The lockstep counterexample's divergence as an example for the findings.
+fn lockstep_divergence(l: &LockstepOutcome) -> Option<Example> {
+    let c = l.counterexample.as_ref()?;
+    let level = c.failure.level(Level::Seed);
+    // The counterexample's own script (in its entry) makes the names fresh; this one
+    // replays them as they were.
+    divergence_example(&c.failure, level, &c.transcript, "", LOCKSTEP_ID)
+}
+
+/// The lockstep run as one entry: failed by its counterexample, or by the error that
+/// ended it (the broker going down when `target_down`).
+fn lockstep_entry(l: &LockstepOutcome, target_down: bool) -> Entry {
+    let failure = l.counterexample.as_ref().map(|c| c.failure.clone());
+    let rules: Vec<String> = failure
+        .as_ref()
+        .map(|f| f.rules().iter().map(|r| r.to_string()).collect())
+        .unwrap_or_default();
+    let level = failure
+        .as_ref()
+        .map_or(Level::Seed, |f| f.level(Level::Seed));
+    let (verdict, failure) = match (&l.error, failure) {
+        (_, Some(f)) => (Verdict::Failed, Some(f)),
+        (Some(e), None) if target_down => (Verdict::Failed, Some(Failure::TargetDown(e.clone()))),
+        (Some(e), None) => (Verdict::Failed, Some(Failure::Transport(e.clone()))),
+        (None, None) => (Verdict::Passed, None),
+    };
+    Entry {
+        id: LOCKSTEP_ID.to_string(),
+        rules,
+        level,
+        capability: Capability::Core,
+        verdict,
+        skip_reason: None,
+        failure,
+        transcript: l
+            .counterexample
+            .as_ref()
+            .map(|c| c.transcript.clone())
+            .unwrap_or_default(),
+        curl: l
+            .counterexample
+            .as_ref()
+            .map(|c| bound::text(&c.curl).into_owned()),
+        duration_ms: l.duration_ms,
+        fails_run: false,
+    }
 }
 
 /// The rules the concurrent scenario checks: linearizability against the model covers
@@ -192,154 +334,22 @@ impl Report {
         expected: &BTreeSet<String>,
         accepted: &[Accept],
     ) -> Report {
+        let mut examples = recorded_examples(&results);
         let mut entries = Vec::new();
-        let mut examples: Vec<Example> = Vec::new();
-        for o in &results.cases {
-            examples.extend(Example::all(
-                &o.findings,
-                &o.transcript,
-                &o.prefix,
-                o.case.id,
-            ));
-        }
-        if let Some(l) = &results.lockstep {
-            examples.extend(l.findings.iter().cloned());
-        }
         for o in results.cases {
-            let (verdict, skip_reason, failure) = match o.status {
-                Status::Passed => (Verdict::Passed, None, None),
-                Status::Failed(f) => (Verdict::Failed, None, Some(f)),
-                Status::Skipped(why) => (Verdict::Skipped, Some(why), None),
-            };
-            let curl = failure
-                .as_ref()
-                .map(|f| bound::text(&curl_script(&o.transcript, &o.prefix, Some(f))).into_owned());
-            let level = failure
-                .as_ref()
-                .map_or(o.case.level, |f| f.level(o.case.level));
-            if let Some(e) = failure
-                .as_ref()
-                .and_then(|f| divergence_example(f, level, &o.transcript, &o.prefix, o.case.id))
-            {
-                examples.push(e);
-            }
-            entries.push(Entry {
-                id: o.case.id.to_string(),
-                rules: o.case.rules.iter().map(|r| r.to_string()).collect(),
-                level,
-                capability: o.case.capability,
-                verdict,
-                skip_reason,
-                failure,
-                transcript: o.transcript,
-                curl,
-                duration_ms: o.duration_ms,
-                fails_run: false,
-            });
-        }
-        if let Some(c) = results
-            .lockstep
-            .as_ref()
-            .and_then(|l| l.counterexample.as_ref())
-        {
-            let level = c.failure.level(Level::Seed);
-            // The counterexample's own script (in its entry) makes the names fresh; this
-            // one replays them as they were.
-            examples.extend(divergence_example(
-                &c.failure,
-                level,
-                &c.transcript,
-                "",
-                LOCKSTEP_ID,
-            ));
+            let (entry, divergence) = case_entry(o);
+            examples.extend(divergence);
+            entries.push(entry);
         }
         if let Some(l) = &results.lockstep {
-            let failure = l.counterexample.as_ref().map(|c| c.failure.clone());
-            let rules: Vec<String> = failure
-                .as_ref()
-                .map(|f| f.rules().iter().map(|r| r.to_string()).collect())
-                .unwrap_or_default();
-            let level = failure
-                .as_ref()
-                .map_or(Level::Seed, |f| f.level(Level::Seed));
-            let (verdict, failure) = match (&l.error, failure) {
-                (_, Some(f)) => (Verdict::Failed, Some(f)),
-                (Some(e), None) if results.target_down.is_some() => {
-                    (Verdict::Failed, Some(Failure::TargetDown(e.clone())))
-                }
-                (Some(e), None) => (Verdict::Failed, Some(Failure::Transport(e.clone()))),
-                (None, None) => (Verdict::Passed, None),
-            };
-            entries.push(Entry {
-                id: LOCKSTEP_ID.to_string(),
-                rules,
-                level,
-                capability: Capability::Core,
-                verdict,
-                skip_reason: None,
-                failure,
-                transcript: l
-                    .counterexample
-                    .as_ref()
-                    .map(|c| c.transcript.clone())
-                    .unwrap_or_default(),
-                curl: l
-                    .counterexample
-                    .as_ref()
-                    .map(|c| bound::text(&c.curl).into_owned()),
-                duration_ms: l.duration_ms,
-                fails_run: false,
-            });
+            examples.extend(lockstep_divergence(l));
+            entries.push(lockstep_entry(l, results.target_down.is_some()));
         }
         if let Some(c) = &results.concurrent {
             entries.push(concurrent_entry(c));
         }
-        let mut problems = Vec::new();
-        for e in &mut entries {
-            let excused = matches!(&e.failure, Some(Failure::Findings(fs))
-                if !fs.is_empty() && fs.iter().all(|f| accepted.iter().any(|a| a.covers(f))));
-            let listed = expected.contains(&e.id) || (excused && e.verdict == Verdict::Failed);
-            match (e.verdict, listed) {
-                (Verdict::Failed, true) => e.verdict = Verdict::ExpectedFailure,
-                (Verdict::Passed, true) => {
-                    e.verdict = Verdict::StalePass;
-                    e.fails_run = true;
-                    problems.push(format!(
-                        "{} passed but is listed as an expected failure",
-                        e.id
-                    ));
-                }
-                (Verdict::Failed, false) => {
-                    e.fails_run = match e.level {
-                        Level::Seed => true,
-                        Level::Project => strict,
-                        Level::Open => false,
-                    };
-                    if e.fails_run {
-                        problems.push(format!("{} failed [{}]", e.id, e.level));
-                    }
-                }
-                _ => {}
-            }
-        }
         let findings = findings(examples, accepted, strict);
-        for f in findings.iter().filter(|f| f.fails_run) {
-            problems.push(format!(
-                "finding {} [{}] {}: {}",
-                f.finding.rule, f.finding.level, f.finding.kind, f.finding.what
-            ));
-        }
-        if let Some(why) = &results.target_down {
-            problems.insert(0, why.clone());
-        }
-        let executed = entries
-            .iter()
-            .filter(|e| e.verdict != Verdict::Skipped)
-            .count();
-        if executed == 0 {
-            problems.push("no case was executed".to_string());
-        }
-        Report {
+        let mut report = Report {
             run_id: results.run_id,
             target: results.target_label,
             started_ms: results.started_ms,
@@ -354,8 +364,34 @@ impl Report {
             accepted: accepted.to_vec(),
             target_down: results.target_down,
             left_out: results.left_out,
-            problems,
+            problems: vec![],
+        };
+        report.judge(expected);
+        report
+    }
+
+    /// Judges every entry against the expected failures (again, after `--fix` rewrote
+    /// them) and lists why the run fails: the broker going down first, then the entries,
+    /// the findings, and a run that executed nothing.
+    pub fn judge(&mut self, expected: &BTreeSet<String>) {
+        let mut problems: Vec<Problem> = self
+            .target_down
+            .iter()
+            .map(|why| Problem::TargetDown(why.clone()))
+            .collect();
+        for e in &mut self.entries {
+            problems.extend(e.judge(expected, &self.accepted, self.strict));
         }
+        problems.extend(
+            self.findings
+                .iter()
+                .filter(|f| f.fails_run)
+                .map(|f| Problem::Finding(f.finding.clone())),
+        );
+        if self.entries.iter().all(|e| e.verdict == Verdict::Skipped) {
+            problems.push(Problem::NothingRan);
+        }
+        self.problems = problems;
     }
 
     pub fn passed(&self) -> bool {
@@ -458,7 +494,7 @@ fn divergence_example(
         finding = finding.example(why.clone());
     }
     Some(Example {
-        seen: crate::session::Seen {
+        seen: crate::findings::Seen {
             finding,
             step: *step,
             expected: divergence.expected.first().cloned(),

@@ -220,6 +220,28 @@ pub fn render(r: &Report, verbose: bool) -> String {
 /// Renders the report, in colour when `p` says so.
 pub fn render_with(r: &Report, verbose: bool, p: Paint) -> String {
     let mut out = String::new();
+    header(&mut out, r, p);
+    verdict_table(&mut out, r);
+    findings_section(&mut out, r, verbose, p);
+    failures_section(&mut out, r, verbose, p);
+    listed_sections(&mut out, r);
+    if let Some(l) = &r.lockstep {
+        lockstep_section(&mut out, l);
+    }
+    if let Some(c) = &r.concurrent {
+        let _ = writeln!(out, "Concurrent: {}", c.summary().trim_end());
+        if let Some(p) = &r.timeline {
+            let _ = writeln!(out, "timeline: {}", p.display());
+        }
+        let _ = writeln!(out);
+    }
+    closing(&mut out, r, p);
+    out
+}
+
+/// What ran against what, and whether the broker went down: the first lines a reader
+/// needs to trust the rest.
+fn header(out: &mut String, r: &Report, p: Paint) {
     let _ = writeln!(
         out,
         "{}",
@@ -241,6 +263,10 @@ pub fn render_with(r: &Report, verbose: bool, p: Paint) -> String {
         let _ = writeln!(out, "without: {}", w.join(", "));
     }
     let _ = writeln!(out);
+}
+
+/// The verdicts counted by capability and level.
+fn verdict_table(out: &mut String, r: &Report) {
     let mut table: BTreeMap<(Capability, Level), [usize; 4]> = BTreeMap::new();
     for e in &r.entries {
         let row = table.entry((e.capability, e.level)).or_default();
@@ -254,7 +280,10 @@ pub fn render_with(r: &Report, verbose: bool, p: Paint) -> String {
     out.push_str(&counts_table(&table));
     out.push('\n');
     let _ = writeln!(out);
+}
 
+/// Every distinct finding, each once, and the deviations accepted.
+fn findings_section(out: &mut String, r: &Report, verbose: bool, p: Paint) {
     if !r.findings.is_empty() {
         let failing = r.findings.iter().filter(|f| f.fails_run).count();
         let _ = writeln!(
@@ -263,7 +292,7 @@ pub fn render_with(r: &Report, verbose: bool, p: Paint) -> String {
             r.findings.len()
         );
         for f in &r.findings {
-            finding_block(&mut out, f, verbose, p);
+            finding_block(out, f, verbose, p);
         }
         let _ = writeln!(out);
     }
@@ -276,6 +305,10 @@ pub fn render_with(r: &Report, verbose: bool, p: Paint) -> String {
             names.join(", ")
         );
     }
+}
+
+/// The failed entries, grouped by the level that decides whether they fail the run.
+fn failures_section(out: &mut String, r: &Report, verbose: bool, p: Paint) {
     let failed: Vec<&Entry> = r
         .entries
         .iter()
@@ -300,10 +333,14 @@ pub fn render_with(r: &Report, verbose: bool, p: Paint) -> String {
         }
         let _ = writeln!(out, "{title}:");
         for e in these {
-            failure_block(&mut out, e, verbose, p);
+            failure_block(out, e, verbose, p);
         }
         let _ = writeln!(out);
     }
+}
+
+/// The entries listed by id only: stale and excused expected failures, and skips.
+fn listed_sections(out: &mut String, r: &Report) {
     for (v, title) in [
         (
             Verdict::StalePass,
@@ -337,67 +374,66 @@ pub fn render_with(r: &Report, verbose: bool, p: Paint) -> String {
         }
         let _ = writeln!(out);
     }
-    if let Some(l) = &r.lockstep {
+}
+
+/// The lockstep run: its size, coverage and counterexample.
+fn lockstep_section(out: &mut String, l: &crate::lockstep::LockstepOutcome) {
+    let _ = writeln!(
+        out,
+        "Lockstep: {} sequences of up to {} steps (seed {}, {} workers), {} exchanges checked, {} cut short as undecidable, {:.1} s",
+        l.sequences, l.steps, l.seed, l.workers, l.exchanges, l.inconclusive, l.duration_ms as f64 / 1000.0
+    );
+    let ops: Vec<String> = l
+        .coverage
+        .operations
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let _ = writeln!(out, "  operations: {}", ops.join(", "));
+    let outs: Vec<String> = l
+        .coverage
+        .outcomes
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let _ = writeln!(out, "  outcomes:   {}", outs.join(", "));
+    let missing = l.coverage.missing();
+    if !missing.is_empty() {
+        let _ = writeln!(out, "  never reached: {}", missing.join(", "));
+    }
+    if let Some(c) = &l.counterexample {
         let _ = writeln!(
             out,
-            "Lockstep: {} sequences of up to {} steps (seed {}, {} workers), {} exchanges checked, {} cut short as undecidable, {:.1} s",
-            l.sequences, l.steps, l.seed, l.workers, l.exchanges, l.inconclusive, l.duration_ms as f64 / 1000.0
+            "  counterexample: {} steps (shrunk from {}):",
+            c.steps.len(),
+            c.first_len
         );
-        let ops: Vec<String> = l
-            .coverage
-            .operations
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        let _ = writeln!(out, "  operations: {}", ops.join(", "));
-        let outs: Vec<String> = l
-            .coverage
-            .outcomes
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        let _ = writeln!(out, "  outcomes:   {}", outs.join(", "));
-        let missing = l.coverage.missing();
-        if !missing.is_empty() {
-            let _ = writeln!(out, "  never reached: {}", missing.join(", "));
+        for s in &c.steps {
+            let _ = writeln!(out, "    {}", s.to_rust());
         }
-        if let Some(c) = &l.counterexample {
-            let _ = writeln!(
-                out,
-                "  counterexample: {} steps (shrunk from {}):",
-                c.steps.len(),
-                c.first_len
-            );
-            for s in &c.steps {
-                let _ = writeln!(out, "    {}", s.to_rust());
-            }
-            for p in &c.saved {
-                let _ = writeln!(out, "  saved: {}", p.display());
-            }
-            if c.saved.is_empty() {
-                let _ = writeln!(out, "  curl script:");
-                out.push_str(&indent(&super::bound::text(&c.curl), "    "));
-            }
+        for p in &c.saved {
+            let _ = writeln!(out, "  saved: {}", p.display());
         }
-        if !l.findings.is_empty() {
-            let _ = writeln!(
-                out,
-                "  findings met: {} (listed under \"Findings\")",
-                l.findings.len()
-            );
+        if c.saved.is_empty() {
+            let _ = writeln!(out, "  curl script:");
+            out.push_str(&indent(&super::bound::text(&c.curl), "    "));
         }
-        if let Some(e) = &l.error {
-            let _ = writeln!(out, "  error: {e}");
-        }
-        let _ = writeln!(out);
     }
-    if let Some(c) = &r.concurrent {
-        let _ = writeln!(out, "Concurrent: {}", c.summary().trim_end());
-        if let Some(p) = &r.timeline {
-            let _ = writeln!(out, "timeline: {}", p.display());
-        }
-        let _ = writeln!(out);
+    if !l.findings.is_empty() {
+        let _ = writeln!(
+            out,
+            "  findings met: {} (listed under \"Findings\")",
+            l.findings.len()
+        );
     }
+    if let Some(e) = &l.error {
+        let _ = writeln!(out, "  error: {e}");
+    }
+    let _ = writeln!(out);
+}
+
+/// The rules that fail the run, the result and why, and the counts.
+fn closing(out: &mut String, r: &Report, p: Paint) {
     let mut rules: Vec<String> = r
         .entries
         .iter()
@@ -435,7 +471,6 @@ pub fn render_with(r: &Report, verbose: bool, p: Paint) -> String {
         let _ = writeln!(out, "  - {problem}");
     }
     let _ = writeln!(out, "queen-conformance: {}", closing_counts(r));
-    out
 }
 
 /// The closing line's counts: every verdict that occurred, and what the selection left
