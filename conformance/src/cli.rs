@@ -57,7 +57,7 @@ pub enum Command {
     Spec,
     /// Fault scenarios: the concurrent workload against a PostgreSQL cluster and
     /// queen-server processes this command starts, while PostgreSQL is paused or
-    /// killed, a server process is killed, ... (see `conformance/README.md`).
+    /// killed, a server process is killed, ... (see `docs/broker-authors.md`).
     #[cfg(feature = "embedded")]
     Faults(Box<FaultsArgs>),
     /// Starts a deployment like the fault scenarios' and keeps it until Ctrl-C: a

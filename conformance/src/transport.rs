@@ -3,18 +3,12 @@
 //! error text that tells a call that never arrived from one whose answer was lost.
 
 use crate::target::{CheckSettings, Target};
-use queen_reference::time::Millis;
 use queen_reference::wire::*;
 use serde_json::Value;
 use std::time::Duration;
 
 /// The client's wall clock in milliseconds since the epoch.
-pub fn now_ms() -> Millis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .unwrap_or(0)
-}
+pub use queen_reference::time::wall_clock_ms as now_ms;
 
 /// How long `req` may wait for its answer: the request timeout, and a long poll's own
 /// `timeout` on top.

@@ -13,7 +13,7 @@ pub const GIT_REVISION: &str = env!("QUEEN_GIT_REVISION");
 pub const SPEC: &str = queen_reference::SPEC_VERSION;
 
 /// The spec itself, as the suite was built with it.
-pub const SPEC_TEXT: &str = include_str!("../../spec/PROTOCOL.md");
+pub const SPEC_TEXT: &str = queen_reference::SPEC_TEXT;
 
 /// `--version`: all three.
 pub static LONG: std::sync::LazyLock<String> =

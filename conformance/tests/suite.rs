@@ -11,7 +11,6 @@ use queen_conformance::embedded::Engine;
 use queen_conformance::report::Problem;
 use queen_conformance::rules::RULES;
 use std::path::PathBuf;
-use std::time::Instant;
 
 fn temp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
@@ -45,13 +44,11 @@ async fn full_suite_passes_on_the_memory_engine_with_reports() {
     // Authentication on (section 14): the embedded server checks the suite's minted
     // tokens, so the auth cases run and every other case and run carries a token.
     a.auth.jwt_secret = Some("suite-test-secret-of-32-bytes-or-more".into());
-    let t0 = Instant::now();
+    // How long the suite takes is a figure of `queen-bench --workloads suite`.
     let report = cli::run(&a).await.expect("the suite runs");
-    let took = t0.elapsed();
     let text = queen_conformance::report::terminal::render(&report, true);
     println!("{text}");
     assert!(report.passed(), "{text}");
-    assert!(took.as_secs() < 60, "the full suite took {took:?}");
 
     // JSON: every case is there with a verdict; every rule id is covered by some case.
     let json: serde_json::Value =

@@ -34,3 +34,7 @@ pub mod wire;
 
 /// The version of `spec/PROTOCOL.md` this model implements.
 pub const SPEC_VERSION: &str = env!("QUEEN_SPEC_VERSION");
+
+/// `spec/PROTOCOL.md` itself, as this crate was built with it (the crate carries it, so a
+/// packaged crate has it too).
+pub const SPEC_TEXT: &str = include_str!("../PROTOCOL.md");

@@ -7,11 +7,23 @@
 //! Deadlines derived from an uncertain "now" (lease deadlines, retry delays) are
 //! uncertain by the same amount, and comparisons between uncertain moments are
 //! three-valued ([`Tri`]); the caller decides how to branch on `Maybe`.
+//!
+//! What feeds the model its time (an engine serving requests, a client timing them) reads
+//! the wall clock through [`wall_clock_ms`], the workspace's one reader of it; nothing in
+//! `model` or `checker` calls it (a test holds that).
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 
 /// Milliseconds since the Unix epoch, the unit of every time in the model.
 pub type Millis = i64;
+
+/// The wall clock in milliseconds since the Unix epoch (0 before it), for engines and
+/// clients that tell the model what time it is; the model itself never calls it.
+pub fn wall_clock_ms() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as Millis)
+}
 
 /// A moment known to lie in `[lo, hi]` (milliseconds, both ends included).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -4,12 +4,5 @@
 //! marks, such as "the database was just found away") from here, so no engine reads its
 //! clock from another.
 
-use queen_reference::time::Millis;
-
 /// The wall clock in milliseconds since the Unix epoch.
-pub fn now_ms() -> Millis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as Millis)
-        .unwrap_or(0)
-}
+pub use queen_reference::time::wall_clock_ms as now_ms;

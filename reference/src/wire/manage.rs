@@ -7,10 +7,8 @@
 //! against the model like a push or a pop; two of them (seek, group delete) change
 //! cursors and are the only ones that do.
 
-use super::{
-    check_name, parse_json, route::decode_segment, EchoedOptions, RouteId, WireError,
-};
 use super::WireId;
+use super::{check_name, parse_json, route::decode_segment, EchoedOptions, RouteId, WireError};
 use crate::time::{parse_iso, Millis};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

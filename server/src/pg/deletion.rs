@@ -10,8 +10,8 @@
 use super::db::Db;
 use super::pair;
 use crate::wakes::Wakes;
-use queen_reference::wire::*;
 use queen_reference::wire::WireId;
+use queen_reference::wire::*;
 use uuid::Uuid;
 
 pub(crate) async fn delete_message(

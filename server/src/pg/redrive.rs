@@ -7,8 +7,8 @@
 use super::PgBroker;
 use crate::seal::{open_stored, Unreadable};
 use queen_reference::model::redrive::RETRY_UNDER_MAINTENANCE;
-use queen_reference::wire::*;
 use queen_reference::wire::WireId;
+use queen_reference::wire::*;
 use uuid::Uuid;
 
 #[derive(sqlx::FromRow)]

@@ -13,10 +13,10 @@ use super::db::Db;
 use super::rows::{iso, JsonText};
 use crate::seal::{shown, Sealer};
 use chrono::{DateTime, Utc};
+use queen_reference::wire::WireId;
 use queen_reference::wire::*;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use queen_reference::wire::WireId;
 use uuid::Uuid;
 
 type Found<T> = Result<Result<T, WireError>, sqlx::Error>;
