@@ -27,6 +27,8 @@ pub mod model;
 pub mod policy;
 pub mod render;
 pub mod rules;
+#[cfg(feature = "sequence")]
+pub mod sequence;
 pub mod shared;
 pub mod time;
 pub mod variant;

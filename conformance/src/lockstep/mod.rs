@@ -9,11 +9,10 @@
 //! number of workers (parallel proptest runners with seeds derived from the run's seed).
 
 pub mod coverage;
-pub mod gen;
 pub mod repro;
 
 pub use coverage::Coverage;
-pub use gen::{Route, Step};
+pub use queen_reference::sequence::{Route, Step};
 
 use crate::calls::sleep_ms;
 use crate::case::{Capability, Failure};
@@ -22,9 +21,9 @@ use crate::findings::{Example, Seen};
 use crate::rules::Level;
 use crate::session::Session;
 use crate::target::{CheckSettings, Target};
-use gen::{Delivered, Names};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use queen_reference::finding::{Finding, Kind};
+use queen_reference::sequence::{self as gen, Delivered, Names, Optional};
 use queen_reference::wire::PopResponse;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -266,6 +265,17 @@ fn worker_seed(seed: u64, worker: usize) -> [u8; 32] {
     out
 }
 
+/// The capability a broker needs for an optional kind of step.
+fn capability_of(o: Optional) -> Capability {
+    match o {
+        Optional::LeaseExtend => Capability::LeaseExtend,
+        Optional::Configure => Capability::Configure,
+        Optional::DeadLetter => Capability::DeadLetter,
+        Optional::Transactions => Capability::Transactions,
+        Optional::Management => Capability::Management,
+    }
+}
+
 /// Runs the lockstep property check.
 pub async fn run(
     target: &Target,
@@ -343,7 +353,7 @@ fn worker(
     }
     let mut runner = test_runner(opts, w, cases);
     let without = opts.without.clone();
-    let allowed = move |c: Capability| !without.contains(&c);
+    let allowed = move |o: Optional| !without.contains(&capability_of(o));
     let strategy = proptest::collection::vec(gen::step(&allowed), 1..=opts.steps.max(1) as usize);
     let search = Search::default();
     let total = opts.cases as u64;

@@ -4,7 +4,7 @@
 
 use crate::case::{join, Failure};
 use crate::exchange::{form_urlencoded, Exchange};
-use crate::lockstep::gen::Step;
+use queen_reference::sequence::Step;
 use queen_reference::wire::is_uuid;
 use serde_json::Value;
 use std::collections::BTreeMap;

@@ -1,45 +1,77 @@
-//! Operation sequences for lockstep runs: a proptest strategy over pushes, pops on all
-//! three routes with their parameters, acks with mixed statuses and lease ids, extends,
-//! configures, dead-letter listings, transactions and short sleeps, over two queues,
-//! three partitions and three groups; and the mapping of a step to a request.
+//! Operation sequences, the one generator every property run uses: the model's own
+//! properties on the deterministic engine, the suite's lockstep runs against any broker,
+//! and our server's lockstep test. A proptest strategy (so a failing sequence shrinks)
+//! over pushes, pops on all three routes with their parameters, acks with mixed statuses
+//! and lease ids, extends, configures, dead-letter listings, transactions, management
+//! requests and short sleeps, over two queues, three partitions and three groups; and
+//! the mapping of a step to a request (feature `sequence`).
 //!
 //! Steps refer to earlier deliveries by index (an ack picks among delivered messages),
 //! so one sequence replays against any broker, whatever ids it mints. Queue names come
 //! from a per-run prefix: `<prefix>.qa` and `<prefix>.qb`, so the prefix is also the
 //! discovery namespace of the sequence.
 
-use crate::case::Capability;
+use crate::wire::*;
 use proptest::prelude::*;
-use queen_reference::wire::*;
 use serde_json::{json, Value};
 
+/// The tasks of a sequence's two queues (`<prefix>.qa`, `<prefix>.qb`).
 pub const TASKS: [&str; 2] = ["qa", "qb"];
+/// The partitions a sequence pushes to.
 pub const PARTS: [&str; 3] = ["p0", "p1", "p2"];
+/// The groups a sequence pops and acks as: queue mode, then two named groups.
 pub const GROUPS: [Option<&str>; 3] = [None, Some("g1"), Some("g2")];
+/// The ack statuses a step picks by index.
 pub const STATUSES: [&str; 4] = ["completed", "failed", "retry", "dlq"];
+
+/// Kinds of steps a broker may lack; a generator for a broker without one never makes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Optional {
+    /// Lease extends (section 6).
+    LeaseExtend,
+    /// Queue configuration (section 7).
+    Configure,
+    /// The dead-letter listing (section 8).
+    DeadLetter,
+    /// Transactions (section 9).
+    Transactions,
+    /// Management reads and writes (section 17).
+    Management,
+}
 
 /// Which pop route a step uses.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Route {
+    /// One queue of the sequence, by index.
     Queue(u8),
+    /// One partition (index) of one queue (index).
     Partition(u8, u8),
     /// Discovery by the sequence's namespace, optionally narrowed to a task.
     Discovery(Option<u8>),
 }
 
-/// One generated operation.
+/// One generated operation. Indices (queue, partition, group, status, pick) wrap around
+/// the sequence's names and what it has delivered, so every value is meaningful.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
     /// Items of `(partition, transactionId tN)` pushed to one queue in one call.
     Push {
+        /// The queue pushed to.
         queue: u8,
+        /// Each item's partition and, when `Some(n)`, its transactionId `tn`.
         items: Vec<(u8, Option<u8>)>,
     },
+    /// A pop on one of the three routes, with its parameters (POP-1..POP-10).
     Pop {
+        /// The route and what it names.
         route: Route,
+        /// The group popping ([`GROUPS`]).
         group: u8,
+        /// `batch`.
         batch: u8,
+        /// `partitions` (-1 and 0 included: the broker's reading of them is checked).
         partitions: i8,
+        /// `autoAck=true`.
         auto_ack: bool,
         /// `leaseSeconds` (0: absent, the queue's leaseTime).
         lease: u8,
@@ -47,46 +79,74 @@ pub enum Step {
     /// Picks among delivered messages: `(index, status, with leaseId)`. `group`: `None`
     /// acks as the group the first picked message was delivered to.
     Ack {
+        /// Each item's delivered message (index), status ([`STATUSES`]) and whether it
+        /// carries the message's leaseId.
         picks: Vec<(u8, u8, bool)>,
+        /// The group acking, or the first picked message's.
         group: Option<u8>,
+        /// `POST /api/v1/ack` with the first pick alone, instead of the batch route.
         single: bool,
     },
     /// Acks every message the latest delivering pop returned, in order, with
     /// `statuses[i % len]` (failures beside completions: the ACK-2 clamp, step 3).
     AckLast {
+        /// The statuses, by index into [`STATUSES`], cycled over the batch.
         statuses: Vec<u8>,
+        /// Whether the items carry the batch's leaseId.
         with_lease: bool,
     },
+    /// Extends the lease of a delivered message (LEASE-1..LEASE-3).
     Extend {
+        /// The delivered message whose lease is extended.
         pick: u8,
+        /// The body's `seconds`, or no body.
         seconds: Option<u8>,
     },
+    /// Configures one queue (section 7).
     Configure {
+        /// The queue configured.
         queue: u8,
+        /// `retryLimit`.
         retry_limit: u8,
+        /// `retryDelay`, milliseconds.
         retry_delay: u16,
+        /// `dedupWindowSeconds`.
         dedup: u8,
+        /// `leaseTime`, seconds.
         lease_time: u8,
     },
+    /// The dead-letter listing of one queue (DLQ-2).
     Dlq {
+        /// The queue listed.
         queue: u8,
+        /// The group filtered on, if any.
         group: Option<u8>,
     },
     /// A transaction pushing one item and acking one delivered message.
     Txn {
+        /// The queue the item is pushed to.
         queue: u8,
+        /// The pushed item's transactionId `tN`.
         txn: u8,
+        /// The delivered message acked.
         pick: u8,
+        /// The ack's status, by index into [`STATUSES`].
         status: u8,
     },
     /// A management request on one of the sequence's queues (MGMT-1..11): `kind` picks
     /// the route; `pick` a delivered message for the per-message read and delete.
     Manage {
+        /// Which request (see `manage_request`).
         kind: u8,
+        /// The queue it is about.
         queue: u8,
+        /// The group it is about.
         group: u8,
+        /// The delivered message it is about, where it is about one.
         pick: u8,
     },
+    /// Time passing, in milliseconds: a sleep against a live broker, the clock moved for
+    /// the deterministic engine.
     Sleep(u16),
 }
 
@@ -94,7 +154,7 @@ pub enum Step {
 const MANAGE_KINDS: u8 = 11;
 
 /// The strategy for one step; capabilities the broker lacks are never generated.
-pub fn step(allowed: &dyn Fn(Capability) -> bool) -> BoxedStrategy<Step> {
+pub fn step(allowed: &dyn Fn(Optional) -> bool) -> BoxedStrategy<Step> {
     let push = (
         0..2u8,
         prop::collection::vec((0..3u8, prop::option::of(0..6u8)), 1..4),
@@ -180,9 +240,9 @@ fn ack_last() -> BoxedStrategy<Step> {
 }
 
 /// The steps of optional capabilities, each only when the broker has it, with weights.
-fn optional_steps(allowed: &dyn Fn(Capability) -> bool) -> Vec<(u32, BoxedStrategy<Step>)> {
+fn optional_steps(allowed: &dyn Fn(Optional) -> bool) -> Vec<(u32, BoxedStrategy<Step>)> {
     let mut options: Vec<(u32, BoxedStrategy<Step>)> = vec![];
-    if allowed(Capability::LeaseExtend) {
+    if allowed(Optional::LeaseExtend) {
         options.push((
             1,
             (any::<u8>(), prop::option::of(1..4u8))
@@ -190,10 +250,10 @@ fn optional_steps(allowed: &dyn Fn(Capability) -> bool) -> Vec<(u32, BoxedStrate
                 .boxed(),
         ));
     }
-    if allowed(Capability::Configure) {
+    if allowed(Optional::Configure) {
         options.push((1, configure()));
     }
-    if allowed(Capability::DeadLetter) {
+    if allowed(Optional::DeadLetter) {
         options.push((
             1,
             (0..2u8, prop::option::of(0..3u8))
@@ -201,7 +261,7 @@ fn optional_steps(allowed: &dyn Fn(Capability) -> bool) -> Vec<(u32, BoxedStrate
                 .boxed(),
         ));
     }
-    if allowed(Capability::Transactions) {
+    if allowed(Optional::Transactions) {
         options.push((
             1,
             (0..2u8, 0..6u8, any::<u8>(), 0..4u8)
@@ -214,7 +274,7 @@ fn optional_steps(allowed: &dyn Fn(Capability) -> bool) -> Vec<(u32, BoxedStrate
                 .boxed(),
         ));
     }
-    if allowed(Capability::Management) {
+    if allowed(Optional::Management) {
         options.push((
             2,
             (0..MANAGE_KINDS, 0..2u8, 0..3u8, any::<u8>())
@@ -254,7 +314,9 @@ fn configure() -> BoxedStrategy<Step> {
 /// A message delivered earlier in the sequence, with the group it was delivered to.
 #[derive(Clone, Debug)]
 pub struct Delivered {
+    /// The message as the pop answered it.
     pub message: PopMessage,
+    /// The group it was delivered to ([`GROUPS`]).
     pub group: u8,
     /// Which delivering pop of the sequence returned it.
     pub pop: u32,
@@ -263,10 +325,12 @@ pub struct Delivered {
 /// The names of one sequence.
 #[derive(Clone, Debug)]
 pub struct Names {
+    /// The prefix of its queue names, also its discovery namespace.
     pub prefix: String,
 }
 
 impl Names {
+    /// The name of queue `q` of the sequence: `<prefix>.<task>`.
     pub fn queue(&self, q: u8) -> String {
         format!("{}.{}", self.prefix, TASKS[q as usize % 2])
     }
