@@ -3,7 +3,9 @@
 //!
 //! * [`catalog`] — named cases (`ack-2/failure-clamps-later-success`, ...), each tagged
 //!   with PROTOCOL.md rule ids, a level and a capability; every exchange is checked
-//!   against the reference model by a [`session::Session`].
+//!   against the reference model by a [`session::Session`]; [`calls`] are the protocol's
+//!   calls a case makes on it, [`transport`] sends one request to the [`target`], and
+//!   [`findings`] keeps each departure with the example that reproduces it.
 //! * [`lockstep`] — proptest-generated operation sequences checked step by step, shrunk
 //!   to a minimal counterexample printed as a curl script and a Rust test.
 //! * [`runner`] — runs both against a target with bounded concurrency.
