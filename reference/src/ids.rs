@@ -76,7 +76,7 @@ impl<H: std::hash::Hash + Ord + Copy + std::fmt::Debug> Bimap<H> {
     }
 
     /// The id of `h`, minting one with `mint` the first time.
-    pub fn id_or_mint(&mut self, h: H, mint: impl FnOnce() -> String) -> String {
+    pub(crate) fn id_or_mint(&mut self, h: H, mint: impl FnOnce() -> String) -> String {
         if let Some(id) = self.by_handle.get(&h) {
             return id.clone();
         }
@@ -100,7 +100,7 @@ pub struct IdBook {
 
 impl IdBook {
     /// A lease id from a request, as the model sees it.
-    pub fn lease_ref(&self, id: Option<&str>) -> LeaseRef {
+    pub(crate) fn lease_ref(&self, id: Option<&str>) -> LeaseRef {
         match id {
             None => LeaseRef::Absent,
             Some(id) => self

@@ -12,7 +12,7 @@ use crate::wire::*;
 use serde_json::{json, Value};
 
 /// What a renderer needs besides the outcome.
-pub struct Renderer<'a> {
+pub(crate) struct Renderer<'a> {
     /// The model state the outcome was reached in.
     pub state: &'a State,
     /// The ids known for that state, extended with any the renderer makes.

@@ -49,7 +49,7 @@ impl Stamp {
     }
 
     /// Whether the moment is known exactly (`lo == hi`).
-    pub fn is_exact(&self) -> bool {
+    pub(crate) fn is_exact(&self) -> bool {
         self.lo == self.hi
     }
 
@@ -80,7 +80,7 @@ impl Stamp {
 
     /// Narrow to what is also known from `other`; keeps `self` if they are disjoint
     /// (the caller has already decided they are consistent).
-    pub fn intersect(&self, other: &Stamp) -> Stamp {
+    pub(crate) fn intersect(&self, other: &Stamp) -> Stamp {
         let lo = self.lo.max(other.lo);
         let hi = self.hi.min(other.hi);
         if lo <= hi {

@@ -265,7 +265,7 @@ impl Variant {
     }
 
     /// Whether this variant is a way of reading requests (see [`Variant::reads`]).
-    pub fn is_reading(self) -> bool {
+    pub(crate) fn is_reading(self) -> bool {
         matches!(self, PathNotDecoded | PartitionsZeroAsOne)
     }
 }
@@ -311,7 +311,7 @@ impl VariantSet {
     }
 
     /// The variants in either set.
-    pub fn union(self, o: VariantSet) -> VariantSet {
+    pub(crate) fn union(self, o: VariantSet) -> VariantSet {
         VariantSet(self.0 | o.0)
     }
 
@@ -328,7 +328,7 @@ impl VariantSet {
 
 /// `req` as a broker with the variants `set` reads it (the request itself when none of
 /// them reads requests otherwise).
-pub fn read_as(set: VariantSet, req: &HttpRequest) -> Option<HttpRequest> {
+pub(crate) fn read_as(set: VariantSet, req: &HttpRequest) -> Option<HttpRequest> {
     let mut out: Option<HttpRequest> = None;
     for v in set.iter().filter(|v| v.is_reading()) {
         if let Some(r) = v.reads(out.as_ref().unwrap_or(req)) {

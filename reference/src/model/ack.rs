@@ -340,23 +340,23 @@ pub struct ValidAck<'a> {
 /// Departures from this project's decisions in steps 3 and 5 \[PROJECT\] that another
 /// broker plausibly makes; all false is ours. Only a checker that is not strict uses them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StepAlternatives {
+pub(crate) struct StepAlternatives {
     /// Step 3: every failed offset with budget left is charged one retry.
-    pub charge_every_failure: bool,
+    pub(crate) charge_every_failure: bool,
     /// Step 5: any accepted ack releases the lease, even a partial commit.
-    pub release_on_partial_commit: bool,
+    pub(crate) release_on_partial_commit: bool,
     /// [`Variant::EveryFailureDeadLettered`]: failed offsets after the charged one are
     /// dead letters.
-    pub dead_letter_rest: bool,
+    pub(crate) dead_letter_rest: bool,
     /// [`Variant::FailureNotClamping`]: the cursor moves to the highest terminal offset
     /// whatever comes back.
-    pub no_clamp: bool,
+    pub(crate) no_clamp: bool,
     /// [`Variant::FailureNeverCharged`]: a failure comes back uncharged, never dead.
-    pub never_charge: bool,
+    pub(crate) never_charge: bool,
     /// [`Variant::CompletionKeepsLease`]: only something coming back releases the lease.
-    pub keep_on_completion: bool,
+    pub(crate) keep_on_completion: bool,
     /// [`Variant::FailureKeepsLease`]: something coming back does not release the lease.
-    pub keep_on_back: bool,
+    pub(crate) keep_on_back: bool,
 }
 
 /// What steps 2–6 decide for one `(partition, group)`. Pure data: the model applies it
@@ -369,9 +369,9 @@ pub struct Decision {
     pub charged: Option<u32>,
     /// Further offsets charged one retry: only under
     /// [`StepAlternatives::charge_every_failure`] (never by our server).
-    pub also_charged: Vec<u32>,
+    pub(crate) also_charged: Vec<u32>,
     /// How many `failed` signals survived step 2 (whether step 3's one-retry rule mattered).
-    pub failed_signals: usize,
+    pub(crate) failed_signals: usize,
     /// Offsets filed as dead letters: (offset, error text, retries spent on it).
     pub dead: Vec<(u32, Option<String>, u32)>,
     /// A `failed` offset comes back: the span waits `retryDelay`.
@@ -379,7 +379,7 @@ pub struct Decision {
     /// The lease (live or not) is dropped.
     pub release: bool,
     /// A live lease was released: what `leaseReleased` reports.
-    pub released_live: bool,
+    pub(crate) released_live: bool,
     /// Per valid item: (index, dlq, blocked completion above the new cursor).
     pub items: Vec<(usize, bool, bool)>,
 }
@@ -402,7 +402,7 @@ pub fn decide(view: &PairView, valid: &[ValidAck]) -> Decision {
 }
 
 /// [`decide`] with departures from the project's decisions in steps 3 and 5.
-pub fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -> Decision {
+pub(crate) fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -> Decision {
     let c = view.committed;
     // Step 2: the strongest signal per offset, and the error text that came with it
     // (the first item with that signal), by ascending offset.

@@ -37,7 +37,7 @@ pub fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
 /// ENC-2: a broker without a key refuses to encrypt a queue (400, nothing changes); one
 /// with a key configures it. Which broker this is, only its operator knows: both are
 /// allowed.
-pub fn encryption_refused(req: &ConfigureRequest, ctx: &mut Ctx) -> Option<WireError> {
+pub(crate) fn encryption_refused(req: &ConfigureRequest, ctx: &mut Ctx) -> Option<WireError> {
     (req.options.encryption_enabled && ctx.choose(ChoicePoint::EncryptionRefused, 2) == 1)
         .then(|| WireError::bad(ENCRYPTION_UNAVAILABLE))
 }
@@ -77,11 +77,11 @@ pub fn delete_queue(st: &mut State, name: &str, ctx: &mut Ctx) -> DeleteResponse
 }
 
 /// MAINT-3: how long after push maintenance is switched off the spool's replay may run.
-pub const REPLAY_BOUND_MS: i64 = 3_000;
+pub(crate) const REPLAY_BOUND_MS: i64 = 3_000;
 
 /// MAINT-3: a running replay has finished once its bound has passed; before that it may
 /// have finished or not (a checker keeps both until an answer decides).
-pub fn settle_spool(st: &mut State, ctx: &mut Ctx) {
+pub(crate) fn settle_spool(st: &mut State, ctx: &mut Ctx) {
     let Some((from, by)) = st.replay_by else {
         return;
     };

@@ -5,7 +5,7 @@
 //! only as the interval of the read. Where "now" decides the answer's shape (whether a
 //! window with a default end is empty or too long, which bucket the end falls in), the
 //! [`Ctx`] chooses, so a checker explores each possibility. Where a message's own time
-//! straddles a bucket's edge, that bucket's count is left open ([`sym::any`]) rather
+//! straddles a bucket's edge, that bucket's count is left open (`sym::any`) rather
 //! than multiplying worlds per message.
 
 use super::state::State;

@@ -37,7 +37,7 @@ pub fn unconsumed(st: &State, queue: &str) -> u64 {
 }
 
 /// RET-5's unconsumed messages of one partition.
-pub fn partition_unconsumed(p: &Partition) -> u64 {
+pub(crate) fn partition_unconsumed(p: &Partition) -> u64 {
     let low = p.cursors.values().map(|c| c.committed).min();
     u64::from(p.count_after(low.unwrap_or(p.floor)))
 }

@@ -52,7 +52,7 @@ pub enum Outcome {
     /// 200 health (HEALTH-1).
     Health,
     /// 200 management answer (section 17), judged under `rule`: the wire view as JSON,
-    /// with the symbols of [`super::views::sym`] where ids and times go.
+    /// with the symbols of `super::views::sym` where ids and times go.
     View {
         /// The rule the answer is judged under.
         rule: crate::rules::RuleId,
@@ -118,7 +118,7 @@ pub struct ExtendOut {
     /// The renewed deadline (`expiresAt`); `None` when nothing was renewed.
     pub expires_at: Option<Stamp>,
     /// The extend named no `seconds`: each lease renewed by its own duration (LEASE-3).
-    pub own_duration: bool,
+    pub(crate) own_duration: bool,
 }
 
 /// One transaction result.

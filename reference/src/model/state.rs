@@ -34,25 +34,25 @@ pub struct LeaseH(pub u32);
 /// (O(1)); changes copy only what they touch.
 #[derive(Clone, Debug)]
 pub struct State {
-    /// Queues by name (change them through [`State::queue_mut`]).
+    /// Queues by name (change them through `State::queue_mut`).
     pub queues: Arc<BTreeMap<String, Queue>>,
     /// Partitions by handle; `None` once its queue was deleted (handles are never reused).
     /// Each is shared between copies of the state until one of them changes it
-    /// ([`State::part_mut`]).
+    /// (`State::part_mut`).
     pub partitions: Arc<Vec<Option<Arc<Partition>>>>,
     /// The `createdAt` of each write, by write number: messages of one push call share it (POP-12).
     pub writes: Log<Stamp>,
     /// The next message handle to mint.
-    pub next_msg: u32,
+    pub(crate) next_msg: u32,
     /// The next lease handle to mint.
-    pub next_lease: u32,
+    pub(crate) next_lease: u32,
     /// Dead letters in filing order (DLQ-2).
     pub dead_letters: Log<DeadLetterRec>,
     /// Pushes accepted as `buffered`, waiting for replay (PUSH-7).
     pub spool: Log<SpooledItem>,
     /// MAINT-3: a replay started by switching push maintenance off: when it started and
     /// the moment by which it has certainly finished (`None`: no replay is running).
-    pub replay_by: Option<(Stamp, Stamp)>,
+    pub(crate) replay_by: Option<(Stamp, Stamp)>,
     /// Push maintenance (MAINT-1).
     pub push_maintenance: bool,
     /// Pop maintenance (MAINT-2).
@@ -63,7 +63,7 @@ pub struct State {
     /// [PROJECT alternative, RET-3] the broker was seen keeping what retention must
     /// have removed: from then on the model removes nothing (a checker that is not
     /// strict follows such a broker and reports it).
-    pub retention_off: bool,
+    pub(crate) retention_off: bool,
 }
 
 impl Default for State {
@@ -168,11 +168,11 @@ pub struct Partition {
     pub messages: Log<Message>,
     /// transactionId -> newest offset with it (PUSH-5, ACK-8); read it through
     /// [`Partition::txn_offset`].
-    pub txn_index: TxnIndex,
+    pub(crate) txn_index: TxnIndex,
     /// Cursors by group name.
     pub cursors: BTreeMap<String, Cursor>,
     /// The write that last added a message here (POP-14 `windowBuffer`).
-    pub last_write: Option<u32>,
+    pub(crate) last_write: Option<u32>,
     /// Offsets up to this one were removed by retention (RET-2: a prefix); 0 when none.
     pub floor: u32,
     /// Offsets above the floor whose message an operator deleted (MGMT-11): they stay
@@ -226,7 +226,7 @@ impl Partition {
 
     /// The newest retained offset with `txn`, given `newest`, the newest offset ever
     /// written with it: an older one counts only when a delete took the newer ones.
-    pub fn newest_retained(&self, newest: Option<u32>, txn: &str) -> Option<u32> {
+    pub(crate) fn newest_retained(&self, newest: Option<u32>, txn: &str) -> Option<u32> {
         let newest = newest.filter(|o| *o > self.floor)?;
         if !self.deleted.contains(&newest) {
             return Some(newest);
@@ -237,20 +237,20 @@ impl Partition {
     }
 
     /// The offsets of the retained messages above `from`, in order.
-    pub fn retained_after(&self, from: u32) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn retained_after(&self, from: u32) -> impl Iterator<Item = u32> + '_ {
         (from.max(self.floor) + 1..=self.end()).filter(|o| !self.deleted.contains(o))
     }
 
     /// How many retained messages lie above offset `from`: the figures of section 17
     /// and RET-5 count these.
-    pub fn count_after(&self, from: u32) -> u32 {
+    pub(crate) fn count_after(&self, from: u32) -> u32 {
         let from = from.max(self.floor);
         let gone = self.deleted.range(from + 1..).count() as u32;
         self.end().saturating_sub(from) - gone
     }
 
     /// A cursor for a group new to the partition: at the oldest retained message (RET-4).
-    pub fn fresh_cursor(&self) -> Cursor {
+    pub(crate) fn fresh_cursor(&self) -> Cursor {
         Cursor {
             committed: self.floor,
             ..Cursor::default()
@@ -364,7 +364,7 @@ impl State {
     }
 
     /// The partition to change: copied first when another state shares it.
-    pub fn part_mut(&mut self, h: PartH) -> Option<&mut Partition> {
+    pub(crate) fn part_mut(&mut self, h: PartH) -> Option<&mut Partition> {
         let live = self.part(h).is_some();
         live.then(|| {
             let slot = &mut Arc::make_mut(&mut self.partitions)[h.0 as usize];
@@ -373,7 +373,7 @@ impl State {
     }
 
     /// The queue to change: the queues are copied first when another state shares them.
-    pub fn queue_mut(&mut self, name: &str) -> Option<&mut Queue> {
+    pub(crate) fn queue_mut(&mut self, name: &str) -> Option<&mut Queue> {
         if !self.queues.contains_key(name) {
             return None;
         }
@@ -415,7 +415,7 @@ impl State {
     }
 
     /// Every live partition, by handle.
-    pub fn live_partitions(&self) -> impl Iterator<Item = &Partition> {
+    pub(crate) fn live_partitions(&self) -> impl Iterator<Item = &Partition> {
         self.partitions.iter().flatten().map(|p| &**p)
     }
 
@@ -443,7 +443,7 @@ impl State {
     }
 
     /// The partition `name` of an existing queue, created when missing (PUSH-3).
-    pub fn ensure_partition(&mut self, queue: &str, name: &str) -> PartH {
+    pub(crate) fn ensure_partition(&mut self, queue: &str, name: &str) -> PartH {
         if let Some(h) = self.queues.get(queue).and_then(|q| q.partitions.get(name)) {
             return *h;
         }
@@ -467,19 +467,19 @@ impl State {
     }
 
     /// A fresh message handle.
-    pub fn mint_msg(&mut self) -> MsgH {
+    pub(crate) fn mint_msg(&mut self) -> MsgH {
         self.next_msg += 1;
         MsgH(self.next_msg - 1)
     }
 
     /// A fresh lease handle.
-    pub fn mint_lease(&mut self) -> LeaseH {
+    pub(crate) fn mint_lease(&mut self) -> LeaseH {
         self.next_lease += 1;
         LeaseH(self.next_lease - 1)
     }
 
     /// The cursor of `(part, group)`, created at 0 when missing.
-    pub fn cursor_mut(&mut self, part: PartH, group: &str) -> &mut Cursor {
+    pub(crate) fn cursor_mut(&mut self, part: PartH, group: &str) -> &mut Cursor {
         let p = self.part_mut(part).expect("cursor of a live partition");
         if !p.cursors.contains_key(group) {
             p.cursors.insert(group.to_string(), p.fresh_cursor());
@@ -489,7 +489,7 @@ impl State {
 
     /// Where lease `h` is held: every `(partition, group)` whose cursor carries it. A
     /// scan, as extends and transactions are rare next to pops and acks.
-    pub fn holders_of(&self, h: LeaseH) -> Vec<(PartH, String)> {
+    pub(crate) fn holders_of(&self, h: LeaseH) -> Vec<(PartH, String)> {
         self.live_partitions()
             .flat_map(|p| {
                 p.cursors

@@ -25,7 +25,7 @@ pub const TXN_MAINTENANCE_ERROR: &str =
 
 /// TXN-4 \[PROJECT\]: under push maintenance a transaction with a push is refused (503),
 /// since it cannot be spooled as a unit; another broker may write it anyway.
-pub fn refused_under_maintenance(
+pub(crate) fn refused_under_maintenance(
     st: &State,
     ops: &[TxnOpIn],
     ctx: &mut Ctx,

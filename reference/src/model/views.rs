@@ -5,7 +5,7 @@
 //! A view is built as the wire type an engine answers, then turned into JSON with
 //! symbols where the model does not know the concrete value: a partition's or a
 //! message's id, a time. [`crate::render`] replaces them (an engine with its real ids
-//! and exact times, a checker with what it has learnt); [`sym`] writes them. What
+//! and exact times, a checker with what it has learnt); `sym` writes them. What
 //! depends on the clock (whether a lease is live, whether a group lags by N seconds) is
 //! decided through the [`Ctx`], so a checker with an uncertain "now" explores both.
 
@@ -17,11 +17,11 @@ use crate::wire::*;
 use serde_json::Value;
 
 /// The symbols of a view (see the module doc).
-pub mod sym {
+pub(crate) mod sym {
     use super::*;
 
     /// The marker that opens every symbol: no client writes it at the start of a string.
-    pub const MARK: char = '\u{1}';
+    pub(crate) const MARK: char = '\u{1}';
 
     /// The symbol standing for partition `h`'s `partitionId`.
     pub fn part(h: PartH) -> String {
@@ -45,7 +45,7 @@ pub mod sym {
 
     /// What a symbol stands for.
     #[derive(Debug, PartialEq)]
-    pub enum Sym {
+    pub(crate) enum Sym {
         /// A partition's `partitionId`.
         Part(PartH),
         /// A message's `id`.
@@ -77,7 +77,7 @@ pub mod sym {
 }
 
 /// The keys whose numbers depend on the broker's clock (a checker does not compare them).
-pub const MEASURED_KEYS: &[&str] = &["lagSeconds", "uptimeSeconds"];
+pub(crate) const MEASURED_KEYS: &[&str] = &["lagSeconds", "uptimeSeconds"];
 
 /// The answer to a management read, or its 404.
 pub fn read(
@@ -189,7 +189,7 @@ fn queues_in_order(st: &State) -> impl Iterator<Item = &super::state::Queue> {
 }
 
 /// A queue's partitions by name, bytewise (MGMT-2).
-pub fn partitions_of<'s>(st: &'s State, queue: &str) -> impl Iterator<Item = &'s Partition> {
+pub(crate) fn partitions_of<'s>(st: &'s State, queue: &str) -> impl Iterator<Item = &'s Partition> {
     st.queues
         .get(queue)
         .into_iter()

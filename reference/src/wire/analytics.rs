@@ -10,9 +10,9 @@ use crate::time::{format_iso, parse_iso, Millis};
 use serde::{Deserialize, Serialize};
 
 /// The most buckets one answer lists (a day of minutes fits, with one to spare).
-pub const MAX_ANALYTICS_BUCKETS: i64 = 1500;
+pub(crate) const MAX_ANALYTICS_BUCKETS: i64 = 1500;
 /// How far `from` lies before `to` when it is absent.
-pub const DEFAULT_ANALYTICS_WINDOW: Millis = 24 * 3600 * 1000;
+pub(crate) const DEFAULT_ANALYTICS_WINDOW: Millis = 24 * 3600 * 1000;
 
 /// A bucket's width.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -191,12 +191,12 @@ pub fn discovery_scope(pairs: &[(String, String)]) -> Result<PopRoute, WireError
 }
 
 /// The error text of POP-10, also carried in [`DiscoveryError`].
-pub const DISCOVERY_SCOPE_ERROR: &str = "namespace or task is required";
+pub(crate) const DISCOVERY_SCOPE_ERROR: &str = "namespace or task is required";
 
 /// The exact 400 body of a discovery pop without scope (POP-10).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
-pub struct DiscoveryError {
+pub(crate) struct DiscoveryError {
     /// `success`: always false.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub success: bool,
