@@ -10,7 +10,7 @@
 //! derived from the narrowed interval.
 //!
 //! PROJECT points where another broker plausibly decides otherwise are asked through
-//! [`Ctx::project`]: a policy answers them like OPEN points; an exploration branches on
+//! `Ctx::project`: a policy answers them like OPEN points; an exploration branches on
 //! them only when told to ([`explore_project`], a checker that is not strict), and each
 //! run reports which project alternatives it took as [`Finding`]s of kind [`Kind::Alternative`].
 //!
@@ -31,7 +31,7 @@ pub(crate) const MAX_BRANCHES: usize = 4096;
 /// What an operation consults: the time and the source of choices.
 pub struct Ctx<'a> {
     /// The broker's "now" for this request, narrowed as branches are taken.
-    pub now: Stamp,
+    pub(crate) now: Stamp,
     mode: Mode<'a>,
 }
 
@@ -79,7 +79,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Picks one of `arity` alternatives at `point`.
-    pub fn choose(&mut self, point: ChoicePoint, arity: u32) -> u32 {
+    pub(crate) fn choose(&mut self, point: ChoicePoint, arity: u32) -> u32 {
         debug_assert!(arity >= 1);
         match &mut self.mode {
             Mode::Policy(p) => p.pick(point).min(arity - 1),
@@ -102,7 +102,7 @@ impl<'a> Ctx<'a> {
     /// `point` (decided by `rule`; `what` says what the alternative does). A policy
     /// answers it; an exploration branches only when project alternatives are allowed,
     /// and records the difference on the branch that takes the alternative.
-    pub fn project(&mut self, point: ChoicePoint, rule: RuleId, what: &str) -> bool {
+    pub(crate) fn project(&mut self, point: ChoicePoint, rule: RuleId, what: &str) -> bool {
         match &self.mode {
             Mode::Policy(p) => p.pick(point) == 1,
             Mode::Explore(s) if !s.allow_project => false,
@@ -148,7 +148,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Whether the deadline `t` has passed (now >= t).
-    pub fn reached(&mut self, t: Stamp) -> bool {
+    pub(crate) fn reached(&mut self, t: Stamp) -> bool {
         !self.now_before(t)
     }
 }

@@ -183,7 +183,7 @@ impl std::fmt::Display for Finding {
 
 /// Adds `d` to `into` unless a finding with the same rule, kind and text is there already.
 /// Returns whether it was new.
-pub fn note(into: &mut Vec<Finding>, d: Finding) -> bool {
+pub(crate) fn note(into: &mut Vec<Finding>, d: Finding) -> bool {
     if into.iter().any(|x| x.key() == d.key()) {
         return false;
     }
@@ -203,7 +203,7 @@ pub struct Accept {
     pub kind: Option<Kind>,
     /// One diagnosed cause only (a [`crate::variant::Variant`]'s name).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub variant: Option<crate::variant::Variant>,
+    pub(crate) variant: Option<crate::variant::Variant>,
 }
 
 impl Accept {
@@ -217,7 +217,7 @@ impl Accept {
     }
 
     /// The accept of one diagnosed cause.
-    pub fn variant(v: crate::variant::Variant) -> Accept {
+    pub(crate) fn variant(v: crate::variant::Variant) -> Accept {
         Accept {
             rule: v.rule(),
             kind: Some(Kind::Cause),

@@ -20,15 +20,15 @@ pub(crate) struct Renderer<'a> {
     /// How the points the spec leaves open are answered.
     pub policy: &'a Policy,
     /// Makes an id for a handle the book does not know: (kind, handle number).
-    pub mint: &'a mut dyn FnMut(&str, u32) -> String,
+    pub(crate) mint: &'a mut dyn FnMut(&str, u32) -> String,
     /// Shows a moment.
-    pub time: &'a dyn Fn(Stamp) -> String,
+    pub(crate) time: &'a dyn Fn(Stamp) -> String,
 }
 
 impl Renderer<'_> {
     /// The answer for `out`, as it goes on the wire; a pop the checker found illegal in
     /// some world is shown as status 0 with the reason.
-    pub fn render(&mut self, out: &Outcome) -> HttpResponse {
+    pub(crate) fn render(&mut self, out: &Outcome) -> HttpResponse {
         match out {
             Outcome::PopIllegal(_, why) => HttpResponse {
                 status: 0,

@@ -20,7 +20,7 @@ pub(crate) type Log<T> = imbl::Vector<T>;
 pub(crate) type OrdMap<K, V> = imbl::OrdMap<K, V>;
 
 /// A hash map shared between copies (a HAMT), hashed with FxHash like the rest of the model.
-pub type HashMap<K, V> =
+pub(crate) type HashMap<K, V> =
     imbl::GenericHashMap<K, V, rustc_hash::FxBuildHasher, imbl::shared_ptr::DefaultSharedPtr>;
 
 /// Whether two logs hold equal elements (by `eq`), without looking inside the leaves

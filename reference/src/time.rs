@@ -6,7 +6,7 @@
 //! milliseconds, [`Stamp`]. A deterministic engine uses exact stamps (`lo == hi`).
 //! Deadlines derived from an uncertain "now" (lease deadlines, retry delays) are
 //! uncertain by the same amount, and comparisons between uncertain moments are
-//! three-valued ([`Tri`]); the caller decides how to branch on `Maybe`.
+//! three-valued (`Tri`); the caller decides how to branch on `Maybe`.
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 
@@ -19,12 +19,12 @@ pub struct Stamp {
     /// The earliest the moment may be, in milliseconds since the Unix epoch.
     pub lo: Millis,
     /// The latest the moment may be, in milliseconds since the Unix epoch.
-    pub hi: Millis,
+    pub(crate) hi: Millis,
 }
 
 /// The answer to a comparison between uncertain moments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tri {
+pub(crate) enum Tri {
     /// True for every moment the stamps allow.
     Yes,
     /// False for every moment the stamps allow.
@@ -40,7 +40,7 @@ impl Stamp {
     }
 
     /// A moment somewhere in `[lo, hi]`; the ends are swapped if given backwards.
-    pub fn between(lo: Millis, hi: Millis) -> Stamp {
+    pub(crate) fn between(lo: Millis, hi: Millis) -> Stamp {
         if lo <= hi {
             Stamp { lo, hi }
         } else {
@@ -54,7 +54,7 @@ impl Stamp {
     }
 
     /// This moment shifted by `ms` (a deadline `now + duration`).
-    pub fn plus(&self, ms: Millis) -> Stamp {
+    pub(crate) fn plus(&self, ms: Millis) -> Stamp {
         Stamp {
             lo: self.lo.saturating_add(ms),
             hi: self.hi.saturating_add(ms),
@@ -62,7 +62,7 @@ impl Stamp {
     }
 
     /// Whether this moment is strictly before `other`.
-    pub fn before(&self, other: &Stamp) -> Tri {
+    pub(crate) fn before(&self, other: &Stamp) -> Tri {
         if self.hi < other.lo {
             Tri::Yes
         } else if self.lo >= other.hi {
@@ -74,7 +74,7 @@ impl Stamp {
 
     /// Whether `t` (an exact time, e.g. parsed from an answer) can be this moment,
     /// allowing `slack` milliseconds either side.
-    pub fn admits(&self, t: Millis, slack: Millis) -> bool {
+    pub(crate) fn admits(&self, t: Millis, slack: Millis) -> bool {
         t >= self.lo.saturating_sub(slack) && t <= self.hi.saturating_add(slack)
     }
 

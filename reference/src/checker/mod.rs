@@ -178,7 +178,7 @@ pub struct Divergence {
     pub rules: Vec<RuleId>,
     /// The variants that explain this answer and everything before it, when a diagnosis
     /// found some (their rules are `rules`).
-    pub causes: Vec<Variant>,
+    pub(crate) causes: Vec<Variant>,
 }
 
 impl std::fmt::Display for Divergence {

@@ -57,7 +57,7 @@ fn answer(index: usize, txn: &str, success: bool, error: Option<&str>, noop: boo
 }
 
 /// Evaluates one ack call (single or batch) and applies it.
-pub fn ack(st: &mut State, items: &[AckIn], ctx: &mut Ctx) -> Vec<AckOut> {
+pub(crate) fn ack(st: &mut State, items: &[AckIn], ctx: &mut Ctx) -> Vec<AckOut> {
     let mut out: Vec<Option<AckOut>> = vec![None; items.len()];
     // (partition, group) -> the valid items, in first-appearance order.
     let mut pairs: Vec<(Pair, Vec<ValidAck>)> = Vec::new();
@@ -366,7 +366,7 @@ pub struct Decision {
     /// The pair's cursor after the call: `max(c, min(T, F - 1))` (ACK step 4).
     pub new_cursor: u32,
     /// The offset charged one retry (at most one per call).
-    pub charged: Option<u32>,
+    pub(crate) charged: Option<u32>,
     /// Further offsets charged one retry: only under
     /// [`StepAlternatives::charge_every_failure`] (never by our server).
     pub(crate) also_charged: Vec<u32>,

@@ -15,7 +15,7 @@ use crate::wire::{
 use std::sync::Arc;
 
 /// CFG-1: full replace of the options (and namespace/task); creates the queue if needed.
-pub fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
+pub(crate) fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
     st.ensure_queue(&req.queue, QueueOptions::default());
     let q = st.queue_mut(&req.queue).expect("ensured");
     q.options = req.options;
@@ -44,7 +44,7 @@ pub(crate) fn encryption_refused(req: &ConfigureRequest, ctx: &mut Ctx) -> Optio
 
 /// DEL-1: removes the queue with its partitions, messages, cursors, leases and dead
 /// letters. Spooled pushes to it stay spooled (they were acknowledged, PUSH-7).
-pub fn delete_queue(st: &mut State, name: &str, ctx: &mut Ctx) -> DeleteResponse {
+pub(crate) fn delete_queue(st: &mut State, name: &str, ctx: &mut Ctx) -> DeleteResponse {
     if st.queues.contains_key(name) && ctx.deviates(Variant::DeleteKeepsMessages) {
         return DeleteResponse {
             deleted: true,
@@ -99,7 +99,7 @@ pub(crate) fn settle_spool(st: &mut State, ctx: &mut Ctx) {
 }
 
 /// MAINT-1: switching push maintenance off replays the spool.
-pub fn set_push_maintenance(st: &mut State, enabled: bool, ctx: &mut Ctx) -> Outcome {
+pub(crate) fn set_push_maintenance(st: &mut State, enabled: bool, ctx: &mut Ctx) -> Outcome {
     st.push_maintenance = enabled;
     if !enabled && ctx.exploring() && !st.spool.is_empty() {
         // MAINT-3: a broker may still be replaying for a while after it answers.
@@ -121,7 +121,7 @@ pub fn push_maintenance(st: &State) -> Outcome {
 }
 
 /// DLQ-2: filters, in filing order, one page.
-pub fn list_dlq(st: &State, q: &DlqQuery) -> DlqOut {
+pub(crate) fn list_dlq(st: &State, q: &DlqQuery) -> DlqOut {
     let matching: Vec<usize> = st
         .dead_letters
         .iter()

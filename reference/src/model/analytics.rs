@@ -117,7 +117,7 @@ fn times(st: &State, q: &AnalyticsQuery) -> (Vec<Stamp>, Vec<Stamp>) {
 }
 
 /// MGMT-13's answer, with an open count wherever a time straddles an edge.
-pub fn analytics(st: &State, q: &AnalyticsQuery, ctx: &mut Ctx) -> Result<Value, WireError> {
+pub(crate) fn analytics(st: &State, q: &AnalyticsQuery, ctx: &mut Ctx) -> Result<Value, WireError> {
     let (from, to, starts) = window(q, ctx)?;
     let (created, filed) = times(st, q);
     let ingested = tally(&created, (from, to), &starts, q.interval);

@@ -72,7 +72,7 @@ pub struct PushOut {
     /// The item's transactionId, given or minted (`transaction_id`).
     pub transaction_id: String,
     /// The broker minted `transaction_id` (it must be a UUID).
-    pub minted_txn: bool,
+    pub(crate) minted_txn: bool,
     /// The name of the queue the item went to (`queueName`).
     pub queue: String,
     /// What became of the item (`status`).
@@ -85,7 +85,7 @@ pub struct PopOut {
     /// The queue from the path; `""` on discovery.
     pub queue: String,
     /// The first claimed partition (top-level `partition`/`partitionId`).
-    pub first: PartH,
+    pub(crate) first: PartH,
     /// `None` with `autoAck` (then `leaseId` is `""`).
     pub lease: Option<LeaseH>,
     /// The group the pop read for (`consumerGroup`).
@@ -105,7 +105,7 @@ pub struct AckOut {
     pub may_fail: bool,
     /// The `(partition, group)` whose lease the call released, on an item that says so
     /// (a checker follows a broker that kept it, see `checker::answer`).
-    pub released: Option<(PartH, String)>,
+    pub(crate) released: Option<(PartH, String)>,
 }
 
 /// An extend answer.

@@ -41,7 +41,7 @@ pub struct State {
     /// (`State::part_mut`).
     pub partitions: Arc<Vec<Option<Arc<Partition>>>>,
     /// The `createdAt` of each write, by write number: messages of one push call share it (POP-12).
-    pub writes: Log<Stamp>,
+    pub(crate) writes: Log<Stamp>,
     /// The next message handle to mint.
     pub(crate) next_msg: u32,
     /// The next lease handle to mint.
@@ -59,7 +59,7 @@ pub struct State {
     pub pop_maintenance: bool,
     /// RET-3: how late after becoming removable a message is certainly removed (the
     /// broker's retention interval). Not state but a setting, the same in every copy.
-    pub retention_lag_ms: i64,
+    pub(crate) retention_lag_ms: i64,
     /// [PROJECT alternative, RET-3] the broker was seen keeping what retention must
     /// have removed: from then on the model removes nothing (a checker that is not
     /// strict follows such a broker and reports it).
@@ -139,18 +139,18 @@ pub struct Queue {
     /// Partition names to handles, in creation order of handles.
     pub partitions: BTreeMap<String, PartH>,
     /// Named groups' durable subscriptions (POP-13 \[PROJECT\]).
-    pub subscriptions: BTreeMap<String, Subscription>,
+    pub(crate) subscriptions: BTreeMap<String, Subscription>,
     /// Option keys stored without acting on them, as the last configure sent them (CFG-4).
     pub extra: crate::wire::ExtraOptions,
 }
 
 /// A named group's subscription, recorded by its first pop on the queue.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Subscription {
+pub(crate) struct Subscription {
     /// The `subscriptionMode` the first pop gave (`all`, `new`, ...; POP-13).
-    pub mode: String,
+    pub(crate) mode: String,
     /// The `subscriptionFrom` the first pop gave (`now`, an ISO-8601 time, or empty; POP-13).
-    pub from: String,
+    pub(crate) from: String,
     /// When the first pop ran: the moment `new` and `now` start from.
     pub at: Stamp,
 }
@@ -174,7 +174,7 @@ pub struct Partition {
     /// The write that last added a message here (POP-14 `windowBuffer`).
     pub(crate) last_write: Option<u32>,
     /// Offsets up to this one were removed by retention (RET-2: a prefix); 0 when none.
-    pub floor: u32,
+    pub(crate) floor: u32,
     /// Offsets above the floor whose message an operator deleted (MGMT-11): they stay
     /// used, and hold no retained message.
     pub deleted: BTreeSet<u32>,
@@ -208,7 +208,7 @@ impl PartialEq for Partition {
 
 impl Partition {
     /// The highest offset written (0 when empty).
-    pub fn end(&self) -> u32 {
+    pub(crate) fn end(&self) -> u32 {
         self.messages.len() as u32
     }
 
@@ -260,7 +260,7 @@ impl Partition {
 
 /// What a pop will show as `traceId`.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Trace {
+pub(crate) enum Trace {
     /// No `traceId` was given: a pop shows `null`.
     None,
     /// Written by a transaction: always returned.
@@ -286,13 +286,13 @@ pub struct Message {
     /// The message's transactionId, client-given or broker-minted (PUSH-4).
     pub transaction_id: String,
     /// The broker minted the transactionId (PUSH-4).
-    pub minted_txn: bool,
+    pub(crate) minted_txn: bool,
     /// What a pop will show as its `traceId`.
-    pub trace: Trace,
+    pub(crate) trace: Trace,
     /// What a pop will show as its `data`.
     pub data: Data,
     /// Index into [`State::writes`]: its `createdAt`.
-    pub write: u32,
+    pub(crate) write: u32,
     /// The `sub` of the token that pushed it (AUTH-2).
     pub producer_sub: Option<Arc<str>>,
 }
@@ -306,7 +306,7 @@ pub struct Cursor {
     /// The group's live or expired lease on the span after `committed`, if any.
     pub lease: Option<Lease>,
     /// After a `failed` ack the span comes back only at this time (ACK-6 `retryDelay`).
-    pub not_before: Option<Stamp>,
+    pub(crate) not_before: Option<Stamp>,
     /// Charged retries per offset above the cursor (DLQ-1).
     pub retries: BTreeMap<u32, u32>,
 }
@@ -317,11 +317,11 @@ pub struct Lease {
     /// The lease's model handle, which the broker's `leaseId` maps to.
     pub id: LeaseH,
     /// The last offset of the leased span `(committed, end]`.
-    pub end: u32,
+    pub(crate) end: u32,
     /// When the lease expires, unless an extend renews it (LEASE-1).
     pub deadline: Stamp,
     /// The lease's own duration, used by an extend without `seconds` (LEASE-3).
-    pub duration_ms: i64,
+    pub(crate) duration_ms: i64,
 }
 
 /// A message filed as a dead letter for one group (DLQ-2).
@@ -345,11 +345,11 @@ pub struct DeadLetterRec {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SpooledItem {
     /// The item as pushed, replayed as such (subject to dedup).
-    pub item: crate::wire::PushItem,
+    pub(crate) item: crate::wire::PushItem,
     /// The transactionId answered with `buffered` (given or minted); replay keeps it.
     pub transaction_id: String,
     /// The broker minted the item's transactionId (PUSH-4).
-    pub minted_txn: bool,
+    pub(crate) minted_txn: bool,
 }
 
 impl State {
@@ -420,12 +420,12 @@ impl State {
     }
 
     /// The `createdAt` of a message.
-    pub fn created(&self, m: &Message) -> Stamp {
+    pub(crate) fn created(&self, m: &Message) -> Stamp {
         self.writes[m.write as usize]
     }
 
     /// The queue, created with `options` and a derived namespace/task when missing.
-    pub fn ensure_queue(&mut self, name: &str, options: QueueOptions) -> &Queue {
+    pub(crate) fn ensure_queue(&mut self, name: &str, options: QueueOptions) -> &Queue {
         if !self.queues.contains_key(name) {
             let (namespace, task) = crate::wire::derive_namespace_task(name);
             let q = Queue {

@@ -49,7 +49,7 @@ pub(crate) fn refused_under_maintenance(
 /// \[PROJECT\], else the transaction aborts. A push past a queue's `maxSize` refuses it
 /// (RET-5: the error, nothing applied). `minter` is asked for transactionIds by the
 /// running index of pushed items across the call.
-pub fn transaction(
+pub(crate) fn transaction(
     st: &mut State,
     ops: &[TxnOpIn],
     required: &[(LeaseRef, String)],

@@ -34,12 +34,12 @@ pub(crate) mod sym {
     }
 
     /// The symbol standing for the moment `t`, an ISO-8601 time on the wire.
-    pub fn time(t: Stamp) -> String {
+    pub(crate) fn time(t: Stamp) -> String {
         format!("{MARK}time:{}:{}", t.lo, t.hi)
     }
 
     /// A value the protocol leaves open (PUSH-9): any answer is allowed.
-    pub fn any() -> String {
+    pub(crate) fn any() -> String {
         format!("{MARK}any")
     }
 
@@ -57,7 +57,7 @@ pub(crate) mod sym {
     }
 
     /// What the string `s` stands for, when it is a symbol.
-    pub fn read(s: &str) -> Option<Sym> {
+    pub(crate) fn read(s: &str) -> Option<Sym> {
         let rest = s.strip_prefix(MARK)?;
         let (kind, arg) = rest.split_once(':').unwrap_or((rest, ""));
         match kind {
@@ -80,7 +80,7 @@ pub(crate) mod sym {
 pub(crate) const MEASURED_KEYS: &[&str] = &["lagSeconds", "uptimeSeconds"];
 
 /// The answer to a management read, or its 404.
-pub fn read(
+pub(crate) fn read(
     st: &State,
     req: &ManageRequest,
     part: Option<PartH>,
@@ -293,7 +293,7 @@ fn counted(
 }
 
 /// Every listed group by name: those reading a partition or holding a subscription.
-pub fn group_names(st: &State) -> Vec<String> {
+pub(crate) fn group_names(st: &State) -> Vec<String> {
     let mut names: std::collections::BTreeSet<String> = Default::default();
     for p in st.live_partitions() {
         names.extend(p.cursors.keys().cloned());

@@ -60,7 +60,7 @@ impl Interval {
 
     /// The start of the bucket holding `t`: UTC has no leap seconds in Unix time, so
     /// counting from the epoch aligns minutes, hours and days alike.
-    pub fn floor(self, t: Millis) -> Millis {
+    pub(crate) fn floor(self, t: Millis) -> Millis {
         t.div_euclid(self.millis()) * self.millis()
     }
 }
@@ -69,9 +69,9 @@ impl Interval {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AnalyticsQuery {
     /// `from`: the window's start, if given; else 24 hours before `to`.
-    pub from: Option<Millis>,
+    pub(crate) from: Option<Millis>,
     /// `to`: the window's end (exclusive), if given; else just after now.
-    pub to: Option<Millis>,
+    pub(crate) to: Option<Millis>,
     /// `interval`: the buckets' width; default `hour`.
     pub interval: Interval,
     /// The `queue` filter: only that queue's messages are counted.
@@ -122,7 +122,7 @@ impl AnalyticsQuery {
     }
 
     /// Whether a queue with these names is among those the query keeps to.
-    pub fn keeps(&self, queue: &str, namespace: &str, task: &str) -> bool {
+    pub(crate) fn keeps(&self, queue: &str, namespace: &str, task: &str) -> bool {
         let is = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
         is(&self.queue, queue) && is(&self.namespace, namespace) && is(&self.task, task)
     }
@@ -156,10 +156,10 @@ pub fn buckets(from: Millis, to: Millis, interval: Interval) -> Result<Vec<Milli
 pub struct Analytics {
     /// `from`: the window's start, ISO-8601 UTC.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
-    pub from: String,
+    pub(crate) from: String,
     /// `to`: the window's end (exclusive), ISO-8601 UTC.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
-    pub to: String,
+    pub(crate) to: String,
     /// `interval`: the buckets' width.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub interval: Interval,

@@ -112,7 +112,7 @@ pub struct TokenBook {
 
 impl TokenBook {
     /// How a request carrying `bearer` stands with a broker that has authentication on.
-    pub fn caller(&self, bearer: Option<&str>) -> Caller<'_> {
+    pub(crate) fn caller(&self, bearer: Option<&str>) -> Caller<'_> {
         match bearer.and_then(|t| self.principals.get(t)) {
             Some(p) => Caller::Token(p),
             None => Caller::Anonymous,

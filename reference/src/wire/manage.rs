@@ -41,7 +41,7 @@ impl Default for Page {
 
 impl Page {
     /// The rows of this page out of `rows`, with how many there were in all.
-    pub fn cut<T>(&self, rows: impl IntoIterator<Item = T>) -> (Vec<T>, u64) {
+    pub(crate) fn cut<T>(&self, rows: impl IntoIterator<Item = T>) -> (Vec<T>, u64) {
         let mut total = 0u64;
         let mut kept = Vec::new();
         for (i, r) in rows.into_iter().enumerate() {
@@ -937,7 +937,7 @@ pub struct Lagging {
     pub consumer_groups: Vec<GroupView>,
     /// `minLagSeconds`: the threshold the groups reach.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
-    pub min_lag_seconds: u64,
+    pub(crate) min_lag_seconds: u64,
     /// The page's bookkeeping; `total` counts the lagging groups.
     #[serde(flatten)]
     #[cfg_attr(feature = "openapi", schemars(description = ""))]

@@ -73,7 +73,7 @@ pub struct WireError {
 
 impl WireError {
     /// A 400 refusal saying `message`.
-    pub fn bad(message: impl Into<String>) -> WireError {
+    pub(crate) fn bad(message: impl Into<String>) -> WireError {
         WireError {
             rule: None,
             status: 400,
@@ -82,7 +82,7 @@ impl WireError {
     }
 
     /// The same refusal, decided by `rule`.
-    pub fn under(mut self, rule: crate::rules::RuleId) -> WireError {
+    pub(crate) fn under(mut self, rule: crate::rules::RuleId) -> WireError {
         self.rule = Some(rule);
         self
     }

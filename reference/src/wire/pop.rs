@@ -114,7 +114,7 @@ fn parse_bool(key: &str, v: &str) -> Result<bool, WireError> {
 
 /// Parses the query pairs of a pop (already percent-decoded). Unknown keys are ignored;
 /// a value that does not parse is 400 (POP-10). For the discovery route the caller
-/// reads `namespace`/`task` with [`discovery_scope`].
+/// reads `namespace`/`task` with `discovery_scope`.
 pub fn parse_pop_query(
     pairs: &[(String, String)],
     default_timeout_ms: u64,
@@ -173,7 +173,7 @@ pub fn parse_pop_query(
 }
 
 /// Reads the discovery scope; neither given is the exact 400 of POP-10.
-pub fn discovery_scope(pairs: &[(String, String)]) -> Result<PopRoute, WireError> {
+pub(crate) fn discovery_scope(pairs: &[(String, String)]) -> Result<PopRoute, WireError> {
     let get = |key: &str| {
         pairs
             .iter()

@@ -59,7 +59,7 @@ impl Judge<'_> {
 #[derive(Clone, Debug)]
 pub(crate) struct Miss {
     pub rule: RuleId,
-    pub why: String,
+    pub(crate) why: String,
 }
 
 type Check = Result<(), Miss>;
