@@ -131,11 +131,11 @@ pub mod ids {
     /// absent payload null or {}; plain-push traceId kept or dropped
     pub const PUSH_9: RuleId = RuleId("PUSH-9");
     /// a full spool refuses with 503 and Retry-After; replay in committed chunks
-    pub(crate) const PUSH_10: RuleId = RuleId("PUSH-10");
+    pub const PUSH_10: RuleId = RuleId("PUSH-10");
     /// every accepted payload can be delivered: nesting limit, no lone surrogates
     pub const PUSH_11: RuleId = RuleId("PUSH-11");
     /// a spooled push the database refuses for good is quarantined; the rest replays
-    pub(crate) const PUSH_12: RuleId = RuleId("PUSH-12");
+    pub const PUSH_12: RuleId = RuleId("PUSH-12");
     /// a duplicate item carries the original message's message_id
     pub const PUSH_13: RuleId = RuleId("PUSH-13");
     /// data is the pushed payload verbatim, digits and key order included
@@ -143,9 +143,9 @@ pub mod ids {
     /// out-of-range subscription times; the first pop records the group's subscription
     pub const POP_18: RuleId = RuleId("POP-18");
     /// a pop never commits what it did not answer; undeliverable messages are set aside
-    pub(crate) const POP_16: RuleId = RuleId("POP-16");
+    pub const POP_16: RuleId = RuleId("POP-16");
     /// escapes in paths and query strings decode to UTF-8, or the request is 400
-    pub(crate) const WIRE_1: RuleId = RuleId("WIRE-1");
+    pub const WIRE_1: RuleId = RuleId("WIRE-1");
     /// names in paths are percent-decoded
     pub const WIRE_2: RuleId = RuleId("WIRE-2");
     /// a pop never removes; leases (committed, end] in offset order
@@ -233,9 +233,9 @@ pub mod ids {
     /// health answers healthy and connected
     pub const HEALTH_1: RuleId = RuleId("HEALTH-1");
     /// health reports the spool; a stuck replay is unhealthy
-    pub(crate) const HEALTH_2: RuleId = RuleId("HEALTH-2");
+    pub const HEALTH_2: RuleId = RuleId("HEALTH-2");
     /// health lists the components recovered from a failure within the last minute
-    pub(crate) const HEALTH_3: RuleId = RuleId("HEALTH-3");
+    pub const HEALTH_3: RuleId = RuleId("HEALTH-3");
     /// push maintenance spools and replays
     pub const MAINT_1: RuleId = RuleId("MAINT-1");
     /// pop maintenance answers bare 204
@@ -243,13 +243,13 @@ pub mod ids {
     /// the replay after push maintenance finishes within 3 s
     pub const MAINT_3: RuleId = RuleId("MAINT-3");
     /// a request carries at most the configured number of items; more is 413
-    pub(crate) const LIMIT_1: RuleId = RuleId("LIMIT-1");
+    pub const LIMIT_1: RuleId = RuleId("LIMIT-1");
     /// an internal error is a generic 500 with a request id; pops answer 204
-    pub(crate) const ERR_1: RuleId = RuleId("ERR-1");
+    pub const ERR_1: RuleId = RuleId("ERR-1");
     /// slow clients are timed out; connections are capped; parked pops exempt
-    pub(crate) const CONN_1: RuleId = RuleId("CONN-1");
+    pub const CONN_1: RuleId = RuleId("CONN-1");
     /// SIGTERM: stop accepting, answer parked pops, finish in-flight, flush, exit
-    pub(crate) const STOP_1: RuleId = RuleId("STOP-1");
+    pub const STOP_1: RuleId = RuleId("STOP-1");
     /// with authentication on, a pop needs the read-write level
     pub const AUTH_1: RuleId = RuleId("AUTH-1");
     /// producerSub is the sub of the token that pushed the message, else null
@@ -259,7 +259,7 @@ pub mod ids {
     /// 401 without a valid token, 403 below the level, before anything else; nothing changes
     pub const AUTH_4: RuleId = RuleId("AUTH-4");
     /// our server's token settings (algorithms, keys, claims, skew, public paths)
-    pub(crate) const AUTH_5: RuleId = RuleId("AUTH-5");
+    pub const AUTH_5: RuleId = RuleId("AUTH-5");
     /// no caller is admitted above its level: a security failure at SEED level
     pub const AUTH_6: RuleId = RuleId("AUTH-6");
     /// encryption is invisible on the wire: data comes back as pushed
@@ -267,7 +267,7 @@ pub mod ids {
     /// stored encrypted; without a key, encryptionEnabled is refused 400
     pub const ENC_2: RuleId = RuleId("ENC-2");
     /// our server's key; an undecryptable message answers 500 and stays
-    pub(crate) const ENC_3: RuleId = RuleId("ENC-3");
+    pub const ENC_3: RuleId = RuleId("ENC-3");
     /// only retention removes messages; a removed message is never delivered again
     pub const RET_1: RuleId = RuleId("RET-1");
     /// what is removable: age limits, completed retention, the retentionEnabled gate, prefixes
@@ -313,9 +313,9 @@ pub mod ids {
     /// a push on one broker wakes a pop parked on another
     pub const CLUSTER_2: RuleId = RuleId("CLUSTER-2");
     /// a stopped broker's spool is adopted and replayed by another
-    pub(crate) const CLUSTER_3: RuleId = RuleId("CLUSTER-3");
+    pub const CLUSTER_3: RuleId = RuleId("CLUSTER-3");
     /// several database hosts: writes go to the primary, a promotion is followed
-    pub(crate) const CLUSTER_4: RuleId = RuleId("CLUSTER-4");
+    pub const CLUSTER_4: RuleId = RuleId("CLUSTER-4");
 }
 
 pub use ids::*;
