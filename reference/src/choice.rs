@@ -26,7 +26,7 @@ use crate::time::{Stamp, Tri};
 use crate::variant::{Variant, VariantSet};
 
 /// The limit on branches of one operation before [`explore`] gives up.
-pub(crate) const MAX_BRANCHES: usize = 4096;
+const MAX_BRANCHES: usize = 4096;
 
 /// What an operation consults: the time and the source of choices.
 pub struct Ctx<'a> {
@@ -179,7 +179,7 @@ pub fn explore_project<T>(
 }
 
 /// Every outcome of an exploration and the variants it asked about.
-pub(crate) type Explored<T> = (Vec<(T, Stamp, Vec<Finding>)>, VariantSet);
+type Explored<T> = (Vec<(T, Stamp, Vec<Finding>)>, VariantSet);
 
 /// [`explore_project`] for a broker that plays the variants `active`; also returns every
 /// variant the operation asked about.

@@ -100,7 +100,7 @@ pub struct IdBook {
 
 impl IdBook {
     /// A lease id from a request, as the model sees it.
-    pub(crate) fn lease_ref(&self, id: Option<&str>) -> LeaseRef {
+    fn lease_ref(&self, id: Option<&str>) -> LeaseRef {
         match id {
             None => LeaseRef::Absent,
             Some(id) => self

@@ -933,7 +933,7 @@ fn route_of(req: &HttpRequest) -> String {
 }
 
 /// Every rule a request is judged by (a divergence names the ones whose checks failed).
-pub(crate) fn rules_for(op: &Op) -> Vec<RuleId> {
+fn rules_for(op: &Op) -> Vec<RuleId> {
     match op {
         Op::Rejected(_) => vec![PUSH_8, POP_10, ACK_0, LEASE_3, CFG_3, TXN_3],
         Op::DiscoveryRejected => vec![POP_10],

@@ -77,7 +77,7 @@ pub(crate) fn delete_queue(st: &mut State, name: &str, ctx: &mut Ctx) -> DeleteR
 }
 
 /// MAINT-3: how long after push maintenance is switched off the spool's replay may run.
-pub(crate) const REPLAY_BOUND_MS: i64 = 3_000;
+const REPLAY_BOUND_MS: i64 = 3_000;
 
 /// MAINT-3: a running replay has finished once its bound has passed; before that it may
 /// have finished or not (a checker keeps both until an answer decides).

@@ -150,7 +150,7 @@ fn earliest(a: Option<Stamp>, b: Option<Stamp>) -> Option<Stamp> {
 
 /// RET-4: offsets up to `floor` are gone. Cursors below it move up to it and forget the
 /// retries of removed offsets; a lease over nothing but removed messages is released.
-pub(crate) fn remove_through(st: &mut State, h: PartH, floor: u32) {
+fn remove_through(st: &mut State, h: PartH, floor: u32) {
     let Some(p) = st.part_mut(h) else { return };
     p.floor = p.floor.max(floor);
     p.deleted = p.deleted.split_off(&(p.floor + 1));

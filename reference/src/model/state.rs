@@ -43,9 +43,9 @@ pub struct State {
     /// The `createdAt` of each write, by write number: messages of one push call share it (POP-12).
     pub(crate) writes: Log<Stamp>,
     /// The next message handle to mint.
-    pub(crate) next_msg: u32,
+    next_msg: u32,
     /// The next lease handle to mint.
-    pub(crate) next_lease: u32,
+    next_lease: u32,
     /// Dead letters in filing order (DLQ-2).
     pub dead_letters: Log<DeadLetterRec>,
     /// Pushes accepted as `buffered`, waiting for replay (PUSH-7).

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 /// Hashes `u64` keys that are already hashes: the key is its own hash.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct PreHashed(u64);
+struct PreHashed(u64);
 
 impl Hasher for PreHashed {
     fn finish(&self) -> u64 {

@@ -21,7 +21,7 @@ pub(crate) mod sym {
     use super::*;
 
     /// The marker that opens every symbol: no client writes it at the start of a string.
-    pub(crate) const MARK: char = '\u{1}';
+    const MARK: char = '\u{1}';
 
     /// The symbol standing for partition `h`'s `partitionId`.
     pub fn part(h: PartH) -> String {
@@ -293,7 +293,7 @@ fn counted(
 }
 
 /// Every listed group by name: those reading a partition or holding a subscription.
-pub(crate) fn group_names(st: &State) -> Vec<String> {
+fn group_names(st: &State) -> Vec<String> {
     let mut names: std::collections::BTreeSet<String> = Default::default();
     for p in st.live_partitions() {
         names.extend(p.cursors.keys().cloned());

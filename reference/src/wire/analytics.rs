@@ -10,7 +10,7 @@ use crate::time::{format_iso, parse_iso, Millis};
 use serde::{Deserialize, Serialize};
 
 /// The most buckets one answer lists (a day of minutes fits, with one to spare).
-pub(crate) const MAX_ANALYTICS_BUCKETS: i64 = 1500;
+const MAX_ANALYTICS_BUCKETS: i64 = 1500;
 /// How far `from` lies before `to` when it is absent.
 pub(crate) const DEFAULT_ANALYTICS_WINDOW: Millis = 24 * 3600 * 1000;
 

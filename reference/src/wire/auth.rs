@@ -35,9 +35,9 @@ impl Access {
 }
 
 /// The error of a missing or invalid token (AUTH-4, 401).
-pub(crate) const UNAUTHENTICATED: &str = "Authentication required";
+const UNAUTHENTICATED: &str = "Authentication required";
 /// The error of a valid token below the route's level (AUTH-4, 403).
-pub(crate) const FORBIDDEN: &str = "Insufficient permissions";
+const FORBIDDEN: &str = "Insufficient permissions";
 
 /// The paths a broker serves without a token unless told otherwise (AUTH-5).
 pub const DEFAULT_PUBLIC_PATHS: [&str; 3] = ["/health", "/metrics", "/metrics/prometheus"];

@@ -106,7 +106,7 @@ impl QueueOptions {
 }
 
 /// The most `minPopWaitTime` can be (POP-15); larger values are clamped.
-pub(crate) const MAX_MIN_POP_WAIT_MS: u32 = 60_000;
+const MAX_MIN_POP_WAIT_MS: u32 = 60_000;
 
 /// Option keys a broker stores without acting on them, with their values (CFG-4).
 pub(crate) type ExtraOptions = Map<String, Value>;
@@ -323,9 +323,9 @@ pub(crate) fn parse_configure(body: &Value) -> Result<ConfigureRequest, WireErro
 
 /// CFG-4: the most digits a kept number may have before its point and after it, once
 /// its exponent is applied (PostgreSQL's `numeric`, which stores option values).
-pub(crate) const MAX_INTEGER_DIGITS: i64 = 131_072;
+const MAX_INTEGER_DIGITS: i64 = 131_072;
 /// The most digits after the point a kept number may have (CFG-4).
-pub(crate) const MAX_FRACTION_DIGITS: i64 = 16_383;
+const MAX_FRACTION_DIGITS: i64 = 16_383;
 
 /// The first number in `v` (as written) that passes CFG-4's bounds.
 fn out_of_range(v: &Value) -> Option<String> {

@@ -17,9 +17,9 @@ use serde_json::Value;
 /// The largest page a listing serves (MGMT-2).
 pub const MAX_PAGE_LIMIT: u32 = 1000;
 /// The page size when `limit` is absent (MGMT-2).
-pub(crate) const DEFAULT_PAGE_LIMIT: u32 = 100;
+const DEFAULT_PAGE_LIMIT: u32 = 100;
 /// `minLagSeconds` when absent (MGMT-3).
-pub(crate) const DEFAULT_MIN_LAG_SECONDS: u64 = 60;
+const DEFAULT_MIN_LAG_SECONDS: u64 = 60;
 
 /// One page of a listing (MGMT-2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -404,7 +404,7 @@ fn parse_min_lag(query: &[(String, String)]) -> Result<u64, WireError> {
 /// An integer ≥ 0 written in decimal digits, of any size: one past `u64::MAX` means the
 /// same as `u64::MAX` to an offset or a lag (past every row, above every lag), so it is
 /// taken as that (MGMT-2, MGMT-3).
-pub(crate) fn whole_number(v: &str) -> Option<u64> {
+fn whole_number(v: &str) -> Option<u64> {
     let v = v.trim();
     let digits = v.strip_prefix('+').unwrap_or(v);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -693,10 +693,10 @@ pub struct Depth {
     pub partitions_pending: u64,
     /// `conflation`: always false; the client's shape carries it.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
-    pub(crate) conflation: bool,
+    conflation: bool,
     /// `effectivePending`: equal to `pending` (no conflation).
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
-    pub(crate) effective_pending: u64,
+    effective_pending: u64,
     /// `partitions`: this page of the partitions with pending > 0, by name.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partitions: Vec<PartitionDepth>,
@@ -937,7 +937,7 @@ pub struct Lagging {
     pub consumer_groups: Vec<GroupView>,
     /// `minLagSeconds`: the threshold the groups reach.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
-    pub(crate) min_lag_seconds: u64,
+    min_lag_seconds: u64,
     /// The page's bookkeeping; `total` counts the lagging groups.
     #[serde(flatten)]
     #[cfg_attr(feature = "openapi", schemars(description = ""))]

@@ -191,7 +191,7 @@ pub(crate) fn discovery_scope(pairs: &[(String, String)]) -> Result<PopRoute, Wi
 }
 
 /// The error text of POP-10, also carried in [`DiscoveryError`].
-pub(crate) const DISCOVERY_SCOPE_ERROR: &str = "namespace or task is required";
+const DISCOVERY_SCOPE_ERROR: &str = "namespace or task is required";
 
 /// The exact 400 body of a discovery pop without scope (POP-10).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -121,10 +121,7 @@ pub(crate) fn parse_push_bytes(body: &[u8]) -> Result<PushRequest, WireError> {
 
 /// PUSH-11: every payload of `items` can be delivered as it is; `ctx` names an item's
 /// place for the message.
-pub(crate) fn check_payloads(
-    items: &[PushItem],
-    ctx: impl Fn(usize) -> String,
-) -> Result<(), WireError> {
+fn check_payloads(items: &[PushItem], ctx: impl Fn(usize) -> String) -> Result<(), WireError> {
     for (i, item) in items.iter().enumerate() {
         if let Payload::Given(p) = &item.payload {
             check_payload(p).map_err(|e| e.in_context(&ctx(i)))?;
