@@ -62,7 +62,8 @@ pub const MAX_NAME_BYTES: usize = 255;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct WireError {
-    /// The HTTP status of the refusal: 400, or 413 for an oversized body.
+    /// The HTTP status of the refusal: 400 for bad input, else the one its rule names (401, 403,
+    /// 404, 405, 413, 429, 503).
     pub status: u16,
     /// The `error` text of the answer: what is wrong with the request.
     pub message: String,
