@@ -51,7 +51,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in report order.
-    pub const ALL: [Kind; 12] = [
+    pub(crate) const ALL: [Kind; 12] = [
         Kind::Status,
         Kind::MissingField,
         Kind::MistypedField,
@@ -85,7 +85,7 @@ impl Kind {
     }
 
     /// The kind named `s` (as [`Kind::as_str`] spells it), if any.
-    pub fn parse(s: &str) -> Option<Kind> {
+    pub(crate) fn parse(s: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.as_str() == s.trim())
     }
 
@@ -151,7 +151,7 @@ impl Finding {
     }
 
     /// At a JSON path of the answer.
-    pub fn at(mut self, path: impl Into<String>) -> Finding {
+    pub(crate) fn at(mut self, path: impl Into<String>) -> Finding {
         self.path = Some(path.into());
         self
     }
@@ -208,7 +208,7 @@ pub struct Accept {
 
 impl Accept {
     /// The accept of every departure of `kind` from `rule`.
-    pub fn of(rule: RuleId, kind: Option<Kind>) -> Accept {
+    pub(crate) fn of(rule: RuleId, kind: Option<Kind>) -> Accept {
         Accept {
             rule,
             kind,

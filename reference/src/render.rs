@@ -40,7 +40,7 @@ impl Renderer<'_> {
 
     /// The typed answer for `out`. An engine never meets an illegal pop (its policy
     /// picks a legal one); were it to, the broker failed, and says so as a 500.
-    pub fn answer(&mut self, out: &Outcome) -> Answer {
+    pub(crate) fn answer(&mut self, out: &Outcome) -> Answer {
         match out {
             Outcome::Rejected(e) => Answer::error(e.status, &e.message),
             Outcome::DiscoveryRejected => Answer::DiscoveryScope,

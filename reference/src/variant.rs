@@ -230,7 +230,7 @@ impl Variant {
     }
 
     /// The variant named `name` (kebab-case, as [`Def::name`]).
-    pub fn parse(name: &str) -> Option<Variant> {
+    pub(crate) fn parse(name: &str) -> Option<Variant> {
         VARIANTS
             .iter()
             .find(|d| d.name.eq_ignore_ascii_case(name.trim()))

@@ -48,7 +48,7 @@ pub struct World {
     pub ids: IdBook,
     /// How the broker departed from the protocol on the way to this state (empty under a
     /// strict checker, where a departure is a divergence).
-    pub findings: Vec<Finding>,
+    pub(crate) findings: Vec<Finding>,
     /// The diagnosed causes this world plays (see [`crate::variant`]).
     pub variants: VariantSet,
 }
@@ -73,7 +73,7 @@ impl World {
         self.state == other.state && self.ids == other.ids && self.variants == other.variants
     }
 
-    /// A digest of the state and ids ([`State::fingerprint`] and how many ids are
+    /// A digest of the state and ids (`State::fingerprint` and how many ids are
     /// known): worlds with the same state have the same fingerprint, so only those are
     /// compared when looking for duplicates.
     pub fn fingerprint(&self) -> u64 {

@@ -152,7 +152,7 @@ pub(crate) struct Subscription {
     /// The `subscriptionFrom` the first pop gave (`now`, an ISO-8601 time, or empty; POP-13).
     pub(crate) from: String,
     /// When the first pop ran: the moment `new` and `now` start from.
-    pub at: Stamp,
+    pub(crate) at: Stamp,
 }
 
 /// An ordered, append-only log with a cursor per group.
@@ -384,7 +384,7 @@ impl State {
     /// states have equal fingerprints (it reads only what `==` compares), and states that
     /// differ usually differ here too (counts, cursors, leases). It costs the partitions
     /// and their cursors, not the history.
-    pub fn fingerprint(&self) -> u64 {
+    pub(crate) fn fingerprint(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
         (

@@ -103,7 +103,7 @@ impl TxnIndex {
     }
 
     /// The newest offset written with `txn`, if any.
-    pub fn get(&self, txn: &str, messages: &Log<Message>) -> Option<u32> {
+    pub(crate) fn get(&self, txn: &str, messages: &Log<Message>) -> Option<u32> {
         self.probe(txn, messages).found
     }
 

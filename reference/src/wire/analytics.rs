@@ -40,7 +40,7 @@ pub enum Interval {
 impl Interval {
     /// The interval named by an `interval` query value; `None` for anything but `minute`, `hour` or
     /// `day` (MGMT-13: 400).
-    pub fn parse(s: &str) -> Option<Interval> {
+    pub(crate) fn parse(s: &str) -> Option<Interval> {
         match s {
             "minute" => Some(Interval::Minute),
             "hour" => Some(Interval::Hour),
@@ -84,7 +84,7 @@ pub struct AnalyticsQuery {
 
 impl AnalyticsQuery {
     /// Parses the query string; a window given with both ends is checked here.
-    pub fn parse(query: &[(String, String)]) -> Result<AnalyticsQuery, WireError> {
+    pub(crate) fn parse(query: &[(String, String)]) -> Result<AnalyticsQuery, WireError> {
         let param = |key: &str| super::manage::param(query, key);
         let time = |key: &str| -> Result<Option<Millis>, WireError> {
             match param(key) {

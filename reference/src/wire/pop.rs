@@ -210,7 +210,7 @@ pub(crate) struct DiscoveryError {
 
 impl DiscoveryError {
     /// The one body POP-10 prescribes.
-    pub fn new() -> DiscoveryError {
+    pub(crate) fn new() -> DiscoveryError {
         DiscoveryError {
             success: false,
             error: DISCOVERY_SCOPE_ERROR.to_string(),
