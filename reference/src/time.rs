@@ -6,7 +6,7 @@
 //! milliseconds, [`Stamp`]. A deterministic engine uses exact stamps (`lo == hi`).
 //! Deadlines derived from an uncertain "now" (lease deadlines, retry delays) are
 //! uncertain by the same amount, and comparisons between uncertain moments are
-//! three-valued (`Tri`); the caller decides how to branch on `Maybe`.
+//! three-valued ([`Tri`]); the caller decides how to branch on `Maybe`.
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 
@@ -24,7 +24,7 @@ pub struct Stamp {
 
 /// The answer to a comparison between uncertain moments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Tri {
+pub enum Tri {
     /// True for every moment the stamps allow.
     Yes,
     /// False for every moment the stamps allow.
