@@ -10,12 +10,12 @@
 //! derived from the narrowed interval.
 //!
 //! PROJECT points where another broker plausibly decides otherwise are asked through
-//! [`Ctx::project`]: a policy answers them like OPEN points; an exploration branches on
+//! `Ctx::project`: a policy answers them like OPEN points; an exploration branches on
 //! them only when told to ([`explore_project`], a checker that is not strict), and each
 //! run reports which project alternatives it took as [`Finding`]s of kind [`Kind::Alternative`].
 //!
 //! A [`Variant`] (a named way to break one rule) is asked the same way, through
-//! [`Ctx::deviates`]: a policy plays the variants it lists, an exploration plays the ones
+//! `Ctx::deviates`: a policy plays the variants it lists, an exploration plays the ones
 //! it is given (a world's diagnosed causes) and records every variant the operation asked
 //! about, so a diagnosis tries only variants that could have changed something.
 
@@ -26,12 +26,12 @@ use crate::time::{Stamp, Tri};
 use crate::variant::{Variant, VariantSet};
 
 /// The limit on branches of one operation before [`explore`] gives up.
-pub const MAX_BRANCHES: usize = 4096;
+const MAX_BRANCHES: usize = 4096;
 
 /// What an operation consults: the time and the source of choices.
 pub struct Ctx<'a> {
     /// The broker's "now" for this request, narrowed as branches are taken.
-    pub now: Stamp,
+    pub(crate) now: Stamp,
     mode: Mode<'a>,
 }
 
@@ -66,12 +66,12 @@ impl<'a> Ctx<'a> {
     }
 
     /// Whether this context enumerates alternatives (a checker) rather than following a policy.
-    pub fn exploring(&self) -> bool {
+    pub(crate) fn exploring(&self) -> bool {
         matches!(self.mode, Mode::Explore(_))
     }
 
     /// The policy followed, when not exploring.
-    pub fn policy_ref(&self) -> Option<&Policy> {
+    pub(crate) fn policy_ref(&self) -> Option<&Policy> {
         match &self.mode {
             Mode::Policy(p) => Some(p),
             Mode::Explore(_) => None,
@@ -79,7 +79,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Picks one of `arity` alternatives at `point`.
-    pub fn choose(&mut self, point: ChoicePoint, arity: u32) -> u32 {
+    pub(crate) fn choose(&mut self, point: ChoicePoint, arity: u32) -> u32 {
         debug_assert!(arity >= 1);
         match &mut self.mode {
             Mode::Policy(p) => p.pick(point).min(arity - 1),
@@ -102,7 +102,7 @@ impl<'a> Ctx<'a> {
     /// `point` (decided by `rule`; `what` says what the alternative does). A policy
     /// answers it; an exploration branches only when project alternatives are allowed,
     /// and records the difference on the branch that takes the alternative.
-    pub fn project(&mut self, point: ChoicePoint, rule: RuleId, what: &str) -> bool {
+    pub(crate) fn project(&mut self, point: ChoicePoint, rule: RuleId, what: &str) -> bool {
         match &self.mode {
             Mode::Policy(p) => p.pick(point) == 1,
             Mode::Explore(s) if !s.allow_project => false,
@@ -120,7 +120,7 @@ impl<'a> Ctx<'a> {
 
     /// Whether the broker plays the variant `v` here: a policy's listed variants, an
     /// exploration's given ones. Never a branch: a broker with a variant has it always.
-    pub fn deviates(&mut self, v: Variant) -> bool {
+    pub(crate) fn deviates(&mut self, v: Variant) -> bool {
         match &mut self.mode {
             Mode::Policy(p) => p.variants.contains(v),
             Mode::Explore(s) => {
@@ -131,7 +131,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Whether now is strictly before `t` (a deadline not reached yet).
-    pub fn now_before(&mut self, t: Stamp) -> bool {
+    pub(crate) fn now_before(&mut self, t: Stamp) -> bool {
         match self.now.before(&t) {
             Tri::Yes => true,
             Tri::No => false,
@@ -148,7 +148,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// Whether the deadline `t` has passed (now >= t).
-    pub fn reached(&mut self, t: Stamp) -> bool {
+    pub(crate) fn reached(&mut self, t: Stamp) -> bool {
         !self.now_before(t)
     }
 }
@@ -179,11 +179,11 @@ pub fn explore_project<T>(
 }
 
 /// Every outcome of an exploration and the variants it asked about.
-pub type Explored<T> = (Vec<(T, Stamp, Vec<Finding>)>, VariantSet);
+type Explored<T> = (Vec<(T, Stamp, Vec<Finding>)>, VariantSet);
 
 /// [`explore_project`] for a broker that plays the variants `active`; also returns every
 /// variant the operation asked about.
-pub fn explore_under<T>(
+pub(crate) fn explore_under<T>(
     now: Stamp,
     allow_project: bool,
     active: VariantSet,

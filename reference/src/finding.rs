@@ -51,7 +51,7 @@ pub enum Kind {
 
 impl Kind {
     /// Every kind, in report order.
-    pub const ALL: [Kind; 12] = [
+    pub(crate) const ALL: [Kind; 12] = [
         Kind::Status,
         Kind::MissingField,
         Kind::MistypedField,
@@ -85,7 +85,7 @@ impl Kind {
     }
 
     /// The kind named `s` (as [`Kind::as_str`] spells it), if any.
-    pub fn parse(s: &str) -> Option<Kind> {
+    pub(crate) fn parse(s: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.as_str() == s.trim())
     }
 
@@ -151,7 +151,7 @@ impl Finding {
     }
 
     /// At a JSON path of the answer.
-    pub fn at(mut self, path: impl Into<String>) -> Finding {
+    pub(crate) fn at(mut self, path: impl Into<String>) -> Finding {
         self.path = Some(path.into());
         self
     }
@@ -183,7 +183,7 @@ impl std::fmt::Display for Finding {
 
 /// Adds `d` to `into` unless a finding with the same rule, kind and text is there already.
 /// Returns whether it was new.
-pub fn note(into: &mut Vec<Finding>, d: Finding) -> bool {
+pub(crate) fn note(into: &mut Vec<Finding>, d: Finding) -> bool {
     if into.iter().any(|x| x.key() == d.key()) {
         return false;
     }
@@ -203,12 +203,12 @@ pub struct Accept {
     pub kind: Option<Kind>,
     /// One diagnosed cause only (a [`crate::variant::Variant`]'s name).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub variant: Option<crate::variant::Variant>,
+    pub(crate) variant: Option<crate::variant::Variant>,
 }
 
 impl Accept {
     /// The accept of every departure of `kind` from `rule`.
-    pub fn of(rule: RuleId, kind: Option<Kind>) -> Accept {
+    pub(crate) fn of(rule: RuleId, kind: Option<Kind>) -> Accept {
         Accept {
             rule,
             kind,
@@ -217,7 +217,7 @@ impl Accept {
     }
 
     /// The accept of one diagnosed cause.
-    pub fn variant(v: crate::variant::Variant) -> Accept {
+    pub(crate) fn variant(v: crate::variant::Variant) -> Accept {
         Accept {
             rule: v.rule(),
             kind: Some(Kind::Cause),

@@ -40,7 +40,7 @@ impl<H: std::hash::Hash + Ord + Copy> PartialEq for Bimap<H> {
 
 impl<H: std::hash::Hash + Ord + Copy + std::fmt::Debug> Bimap<H> {
     /// How many handles have an id.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.by_handle.len()
     }
 
@@ -60,7 +60,7 @@ impl<H: std::hash::Hash + Ord + Copy + std::fmt::Debug> Bimap<H> {
     }
 
     /// Ties `h` to `id`, or explains the contradiction with what is already known.
-    pub fn bind(&mut self, what: &str, h: H, id: &str) -> Result<(), String> {
+    pub(crate) fn bind(&mut self, what: &str, h: H, id: &str) -> Result<(), String> {
         match (self.by_handle.get(&h), self.by_id.get(id)) {
             (Some(known), _) if known != id => Err(format!("{what} {h:?} was {known}, now {id}")),
             (_, Some(other)) if *other != h => Err(format!(
@@ -76,7 +76,7 @@ impl<H: std::hash::Hash + Ord + Copy + std::fmt::Debug> Bimap<H> {
     }
 
     /// The id of `h`, minting one with `mint` the first time.
-    pub fn id_or_mint(&mut self, h: H, mint: impl FnOnce() -> String) -> String {
+    pub(crate) fn id_or_mint(&mut self, h: H, mint: impl FnOnce() -> String) -> String {
         if let Some(id) = self.by_handle.get(&h) {
             return id.clone();
         }
@@ -95,12 +95,12 @@ pub struct IdBook {
     /// Partition ids (`partitionId`) by partition handle.
     pub parts: Bimap<PartH>,
     /// Lease ids (`leaseId`) by lease handle.
-    pub leases: Bimap<LeaseH>,
+    pub(crate) leases: Bimap<LeaseH>,
 }
 
 impl IdBook {
     /// A lease id from a request, as the model sees it.
-    pub fn lease_ref(&self, id: Option<&str>) -> LeaseRef {
+    fn lease_ref(&self, id: Option<&str>) -> LeaseRef {
         match id {
             None => LeaseRef::Absent,
             Some(id) => self

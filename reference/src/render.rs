@@ -12,7 +12,7 @@ use crate::wire::*;
 use serde_json::{json, Value};
 
 /// What a renderer needs besides the outcome.
-pub struct Renderer<'a> {
+pub(crate) struct Renderer<'a> {
     /// The model state the outcome was reached in.
     pub state: &'a State,
     /// The ids known for that state, extended with any the renderer makes.
@@ -20,15 +20,15 @@ pub struct Renderer<'a> {
     /// How the points the spec leaves open are answered.
     pub policy: &'a Policy,
     /// Makes an id for a handle the book does not know: (kind, handle number).
-    pub mint: &'a mut dyn FnMut(&str, u32) -> String,
+    pub(crate) mint: &'a mut dyn FnMut(&str, u32) -> String,
     /// Shows a moment.
-    pub time: &'a dyn Fn(Stamp) -> String,
+    pub(crate) time: &'a dyn Fn(Stamp) -> String,
 }
 
 impl Renderer<'_> {
     /// The answer for `out`, as it goes on the wire; a pop the checker found illegal in
     /// some world is shown as status 0 with the reason.
-    pub fn render(&mut self, out: &Outcome) -> HttpResponse {
+    pub(crate) fn render(&mut self, out: &Outcome) -> HttpResponse {
         match out {
             Outcome::PopIllegal(_, why) => HttpResponse {
                 status: 0,
@@ -40,7 +40,7 @@ impl Renderer<'_> {
 
     /// The typed answer for `out`. An engine never meets an illegal pop (its policy
     /// picks a legal one); were it to, the broker failed, and says so as a 500.
-    pub fn answer(&mut self, out: &Outcome) -> Answer {
+    pub(crate) fn answer(&mut self, out: &Outcome) -> Answer {
         match out {
             Outcome::Rejected(e) => Answer::error(e.status, &e.message),
             Outcome::DiscoveryRejected => Answer::DiscoveryScope,

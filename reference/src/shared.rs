@@ -9,23 +9,23 @@
 //! and a change copies only the few nodes on its path, so a step costs what it touches.
 //!
 //! Sharing also makes comparing two states cheap when they descend from one another:
-//! [`same_log`] skips the leaves two logs still share instead of comparing every element.
+//! `same_log` skips the leaves two logs still share instead of comparing every element.
 
 use std::sync::Arc;
 
 /// An append-mostly sequence shared between copies (an RRB tree).
-pub type Log<T> = imbl::Vector<T>;
+pub(crate) type Log<T> = imbl::Vector<T>;
 
 /// An ordered map shared between copies (a B-tree).
-pub type OrdMap<K, V> = imbl::OrdMap<K, V>;
+pub(crate) type OrdMap<K, V> = imbl::OrdMap<K, V>;
 
 /// A hash map shared between copies (a HAMT), hashed with FxHash like the rest of the model.
-pub type HashMap<K, V> =
+pub(crate) type HashMap<K, V> =
     imbl::GenericHashMap<K, V, rustc_hash::FxBuildHasher, imbl::shared_ptr::DefaultSharedPtr>;
 
 /// Whether two logs hold equal elements (by `eq`), without looking inside the leaves
 /// they share: O(leaves) for two copies of one log that differ in a few places.
-pub fn same_log<T>(a: &Log<T>, b: &Log<T>, eq: impl Fn(&T, &T) -> bool) -> bool {
+pub(crate) fn same_log<T>(a: &Log<T>, b: &Log<T>, eq: impl Fn(&T, &T) -> bool) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -49,13 +49,13 @@ pub fn same_log<T>(a: &Log<T>, b: &Log<T>, eq: impl Fn(&T, &T) -> bool) -> bool 
 }
 
 /// Whether two shared values are equal, without comparing a value with itself.
-pub fn same_arc<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
+pub(crate) fn same_arc<T: PartialEq>(a: &Arc<T>, b: &Arc<T>) -> bool {
     Arc::ptr_eq(a, b) || **a == **b
 }
 
 /// Whether two hash maps are equal, without comparing a map with itself (imbl's own
 /// comparison builds a set of every key).
-pub fn same_map<K, V, S>(
+pub(crate) fn same_map<K, V, S>(
     a: &imbl::GenericHashMap<K, V, S, imbl::shared_ptr::DefaultSharedPtr>,
     b: &imbl::GenericHashMap<K, V, S, imbl::shared_ptr::DefaultSharedPtr>,
 ) -> bool
@@ -68,7 +68,10 @@ where
 }
 
 /// Whether two ordered maps are equal, without comparing a map with itself.
-pub fn same_ord<K: Ord + Clone, V: PartialEq + Clone>(a: &OrdMap<K, V>, b: &OrdMap<K, V>) -> bool {
+pub(crate) fn same_ord<K: Ord + Clone, V: PartialEq + Clone>(
+    a: &OrdMap<K, V>,
+    b: &OrdMap<K, V>,
+) -> bool {
     a.ptr_eq(b) || a == b
 }
 

@@ -31,7 +31,7 @@ pub struct Stamp {
     /// The earliest the moment may be, in milliseconds since the Unix epoch.
     pub lo: Millis,
     /// The latest the moment may be, in milliseconds since the Unix epoch.
-    pub hi: Millis,
+    pub(crate) hi: Millis,
 }
 
 /// The answer to a comparison between uncertain moments.
@@ -52,7 +52,7 @@ impl Stamp {
     }
 
     /// A moment somewhere in `[lo, hi]`; the ends are swapped if given backwards.
-    pub fn between(lo: Millis, hi: Millis) -> Stamp {
+    pub(crate) fn between(lo: Millis, hi: Millis) -> Stamp {
         if lo <= hi {
             Stamp { lo, hi }
         } else {
@@ -61,12 +61,12 @@ impl Stamp {
     }
 
     /// Whether the moment is known exactly (`lo == hi`).
-    pub fn is_exact(&self) -> bool {
+    pub(crate) fn is_exact(&self) -> bool {
         self.lo == self.hi
     }
 
     /// This moment shifted by `ms` (a deadline `now + duration`).
-    pub fn plus(&self, ms: Millis) -> Stamp {
+    pub(crate) fn plus(&self, ms: Millis) -> Stamp {
         Stamp {
             lo: self.lo.saturating_add(ms),
             hi: self.hi.saturating_add(ms),
@@ -74,7 +74,7 @@ impl Stamp {
     }
 
     /// Whether this moment is strictly before `other`.
-    pub fn before(&self, other: &Stamp) -> Tri {
+    pub(crate) fn before(&self, other: &Stamp) -> Tri {
         if self.hi < other.lo {
             Tri::Yes
         } else if self.lo >= other.hi {
@@ -86,13 +86,13 @@ impl Stamp {
 
     /// Whether `t` (an exact time, e.g. parsed from an answer) can be this moment,
     /// allowing `slack` milliseconds either side.
-    pub fn admits(&self, t: Millis, slack: Millis) -> bool {
+    pub(crate) fn admits(&self, t: Millis, slack: Millis) -> bool {
         t >= self.lo.saturating_sub(slack) && t <= self.hi.saturating_add(slack)
     }
 
     /// Narrow to what is also known from `other`; keeps `self` if they are disjoint
     /// (the caller has already decided they are consistent).
-    pub fn intersect(&self, other: &Stamp) -> Stamp {
+    pub(crate) fn intersect(&self, other: &Stamp) -> Stamp {
         let lo = self.lo.max(other.lo);
         let hi = self.hi.min(other.hi);
         if lo <= hi {

@@ -5,7 +5,7 @@
 //! breaks is POP-9. To name that cause, the model itself can behave like such a broker:
 //! each [`Variant`] is a point in the operation code (asked through `Ctx::deviates`, the
 //! same way a PROJECT alternative is asked through `Ctx::project`) or a way of reading the
-//! request ([`Variant::reads`]). When no allowed behaviour explains a broker's answer, the
+//! request (`Variant::reads`). When no allowed behaviour explains a broker's answer, the
 //! checker replays what it saw under each variant and keeps the smallest set that explains
 //! the answer and everything before it; that set is the cause, reported once under the
 //! variant's rule, and checking goes on under it.
@@ -111,7 +111,7 @@ pub enum Variant {
 #[derive(Clone, Copy, Debug)]
 pub struct Def {
     /// The variant this entry describes.
-    pub variant: Variant,
+    pub(crate) variant: Variant,
     /// The one rule the variant breaks (a diagnosed cause is filed under it, at its level).
     pub rule: RuleId,
     /// A stable kebab-case name (`--accept` and reports use it).
@@ -230,7 +230,7 @@ impl Variant {
     }
 
     /// The variant named `name` (kebab-case, as [`Def::name`]).
-    pub fn parse(name: &str) -> Option<Variant> {
+    pub(crate) fn parse(name: &str) -> Option<Variant> {
         VARIANTS
             .iter()
             .find(|d| d.name.eq_ignore_ascii_case(name.trim()))
@@ -239,7 +239,7 @@ impl Variant {
 
     /// How a broker with this variant reads `req`, when that differs from the protocol's
     /// reading (`None` for a variant of the operation code, or one that changes nothing here).
-    pub fn reads(self, req: &HttpRequest) -> Option<HttpRequest> {
+    pub(crate) fn reads(self, req: &HttpRequest) -> Option<HttpRequest> {
         match self {
             PathNotDecoded if req.path.contains('%') => Some(HttpRequest {
                 path: req.path.replace('%', "%25"),
@@ -265,7 +265,7 @@ impl Variant {
     }
 
     /// Whether this variant is a way of reading requests (see [`Variant::reads`]).
-    pub fn is_reading(self) -> bool {
+    pub(crate) fn is_reading(self) -> bool {
         matches!(self, PathNotDecoded | PartitionsZeroAsOne)
     }
 }
@@ -296,12 +296,12 @@ impl VariantSet {
     }
 
     /// This set with `v` added.
-    pub fn with(self, v: Variant) -> VariantSet {
+    pub(crate) fn with(self, v: Variant) -> VariantSet {
         VariantSet(self.0 | 1 << v as u64)
     }
 
     /// Whether `v` is in the set.
-    pub fn contains(self, v: Variant) -> bool {
+    pub(crate) fn contains(self, v: Variant) -> bool {
         self.0 & (1 << v as u64) != 0
     }
 
@@ -311,7 +311,7 @@ impl VariantSet {
     }
 
     /// The variants in either set.
-    pub fn union(self, o: VariantSet) -> VariantSet {
+    pub(crate) fn union(self, o: VariantSet) -> VariantSet {
         VariantSet(self.0 | o.0)
     }
 
@@ -321,14 +321,14 @@ impl VariantSet {
     }
 
     /// The set's variants, in library order.
-    pub fn iter(self) -> impl Iterator<Item = Variant> {
+    pub(crate) fn iter(self) -> impl Iterator<Item = Variant> {
         Variant::all().filter(move |v| self.contains(*v))
     }
 }
 
 /// `req` as a broker with the variants `set` reads it (the request itself when none of
 /// them reads requests otherwise).
-pub fn read_as(set: VariantSet, req: &HttpRequest) -> Option<HttpRequest> {
+pub(crate) fn read_as(set: VariantSet, req: &HttpRequest) -> Option<HttpRequest> {
     let mut out: Option<HttpRequest> = None;
     for v in set.iter().filter(|v| v.is_reading()) {
         if let Some(r) = v.reads(out.as_ref().unwrap_or(req)) {

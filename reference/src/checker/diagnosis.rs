@@ -18,10 +18,10 @@ use crate::wire::*;
 
 /// What a diagnosis found: the worlds after the failing step under the causes.
 pub(super) struct Diagnosis {
-    pub worlds: Vec<World>,
-    pub causes: Vec<Variant>,
+    pub(crate) worlds: Vec<World>,
+    pub(crate) causes: Vec<Variant>,
     /// One [`Kind::Cause`] finding per cause (already noted on every world).
-    pub findings: Vec<Finding>,
+    pub(crate) findings: Vec<Finding>,
     /// The model's answer to the failing step under the causes, when it needed findings.
     pub expected: Option<HttpResponse>,
 }

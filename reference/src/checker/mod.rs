@@ -48,7 +48,7 @@ pub struct World {
     pub ids: IdBook,
     /// How the broker departed from the protocol on the way to this state (empty under a
     /// strict checker, where a departure is a divergence).
-    pub findings: Vec<Finding>,
+    pub(crate) findings: Vec<Finding>,
     /// The diagnosed causes this world plays (see [`crate::variant`]).
     pub variants: VariantSet,
 }
@@ -73,7 +73,7 @@ impl World {
         self.state == other.state && self.ids == other.ids && self.variants == other.variants
     }
 
-    /// A digest of the state and ids ([`State::fingerprint`] and how many ids are
+    /// A digest of the state and ids (`State::fingerprint` and how many ids are
     /// known): worlds with the same state have the same fingerprint, so only those are
     /// compared when looking for duplicates.
     pub fn fingerprint(&self) -> u64 {
@@ -178,7 +178,7 @@ pub struct Divergence {
     pub rules: Vec<RuleId>,
     /// The variants that explain this answer and everything before it, when a diagnosis
     /// found some (their rules are `rules`).
-    pub causes: Vec<Variant>,
+    pub(crate) causes: Vec<Variant>,
 }
 
 impl std::fmt::Display for Divergence {
@@ -933,7 +933,7 @@ fn route_of(req: &HttpRequest) -> String {
 }
 
 /// Every rule a request is judged by (a divergence names the ones whose checks failed).
-pub fn rules_for(op: &Op) -> Vec<RuleId> {
+fn rules_for(op: &Op) -> Vec<RuleId> {
     match op {
         Op::Rejected(_) => vec![PUSH_8, POP_10, ACK_0, LEASE_3, CFG_3, TXN_3],
         Op::DiscoveryRejected => vec![POP_10],

@@ -57,7 +57,7 @@ fn answer(index: usize, txn: &str, success: bool, error: Option<&str>, noop: boo
 }
 
 /// Evaluates one ack call (single or batch) and applies it.
-pub fn ack(st: &mut State, items: &[AckIn], ctx: &mut Ctx) -> Vec<AckOut> {
+pub(crate) fn ack(st: &mut State, items: &[AckIn], ctx: &mut Ctx) -> Vec<AckOut> {
     let mut out: Vec<Option<AckOut>> = vec![None; items.len()];
     // (partition, group) -> the valid items, in first-appearance order.
     let mut pairs: Vec<(Pair, Vec<ValidAck>)> = Vec::new();
@@ -340,23 +340,23 @@ pub struct ValidAck<'a> {
 /// Departures from this project's decisions in steps 3 and 5 \[PROJECT\] that another
 /// broker plausibly makes; all false is ours. Only a checker that is not strict uses them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StepAlternatives {
+struct StepAlternatives {
     /// Step 3: every failed offset with budget left is charged one retry.
-    pub charge_every_failure: bool,
+    charge_every_failure: bool,
     /// Step 5: any accepted ack releases the lease, even a partial commit.
-    pub release_on_partial_commit: bool,
+    release_on_partial_commit: bool,
     /// [`Variant::EveryFailureDeadLettered`]: failed offsets after the charged one are
     /// dead letters.
-    pub dead_letter_rest: bool,
+    dead_letter_rest: bool,
     /// [`Variant::FailureNotClamping`]: the cursor moves to the highest terminal offset
     /// whatever comes back.
-    pub no_clamp: bool,
+    no_clamp: bool,
     /// [`Variant::FailureNeverCharged`]: a failure comes back uncharged, never dead.
-    pub never_charge: bool,
+    never_charge: bool,
     /// [`Variant::CompletionKeepsLease`]: only something coming back releases the lease.
-    pub keep_on_completion: bool,
+    keep_on_completion: bool,
     /// [`Variant::FailureKeepsLease`]: something coming back does not release the lease.
-    pub keep_on_back: bool,
+    keep_on_back: bool,
 }
 
 /// What steps 2–6 decide for one `(partition, group)`. Pure data: the model applies it
@@ -366,12 +366,12 @@ pub struct Decision {
     /// The pair's cursor after the call: `max(c, min(T, F - 1))` (ACK step 4).
     pub new_cursor: u32,
     /// The offset charged one retry (at most one per call).
-    pub charged: Option<u32>,
+    charged: Option<u32>,
     /// Further offsets charged one retry: only under
     /// [`StepAlternatives::charge_every_failure`] (never by our server).
-    pub also_charged: Vec<u32>,
+    also_charged: Vec<u32>,
     /// How many `failed` signals survived step 2 (whether step 3's one-retry rule mattered).
-    pub failed_signals: usize,
+    failed_signals: usize,
     /// Offsets filed as dead letters: (offset, error text, retries spent on it).
     pub dead: Vec<(u32, Option<String>, u32)>,
     /// A `failed` offset comes back: the span waits `retryDelay`.
@@ -379,7 +379,7 @@ pub struct Decision {
     /// The lease (live or not) is dropped.
     pub release: bool,
     /// A live lease was released: what `leaseReleased` reports.
-    pub released_live: bool,
+    released_live: bool,
     /// Per valid item: (index, dlq, blocked completion above the new cursor).
     pub items: Vec<(usize, bool, bool)>,
 }
@@ -402,7 +402,7 @@ pub fn decide(view: &PairView, valid: &[ValidAck]) -> Decision {
 }
 
 /// [`decide`] with departures from the project's decisions in steps 3 and 5.
-pub fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -> Decision {
+fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -> Decision {
     let c = view.committed;
     // Step 2: the strongest signal per offset, and the error text that came with it
     // (the first item with that signal), by ascending offset.

@@ -15,7 +15,7 @@ use crate::wire::{
 use std::sync::Arc;
 
 /// CFG-1: full replace of the options (and namespace/task); creates the queue if needed.
-pub fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
+pub(crate) fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
     st.ensure_queue(&req.queue, QueueOptions::default());
     let q = st.queue_mut(&req.queue).expect("ensured");
     q.options = req.options;
@@ -37,14 +37,14 @@ pub fn configure(st: &mut State, req: &ConfigureRequest) -> ConfigureResponse {
 /// ENC-2: a broker without a key refuses to encrypt a queue (400, nothing changes); one
 /// with a key configures it. Which broker this is, only its operator knows: both are
 /// allowed.
-pub fn encryption_refused(req: &ConfigureRequest, ctx: &mut Ctx) -> Option<WireError> {
+pub(crate) fn encryption_refused(req: &ConfigureRequest, ctx: &mut Ctx) -> Option<WireError> {
     (req.options.encryption_enabled && ctx.choose(ChoicePoint::EncryptionRefused, 2) == 1)
         .then(|| WireError::bad(ENCRYPTION_UNAVAILABLE))
 }
 
 /// DEL-1: removes the queue with its partitions, messages, cursors, leases and dead
 /// letters. Spooled pushes to it stay spooled (they were acknowledged, PUSH-7).
-pub fn delete_queue(st: &mut State, name: &str, ctx: &mut Ctx) -> DeleteResponse {
+pub(crate) fn delete_queue(st: &mut State, name: &str, ctx: &mut Ctx) -> DeleteResponse {
     if st.queues.contains_key(name) && ctx.deviates(Variant::DeleteKeepsMessages) {
         return DeleteResponse {
             deleted: true,
@@ -77,11 +77,11 @@ pub fn delete_queue(st: &mut State, name: &str, ctx: &mut Ctx) -> DeleteResponse
 }
 
 /// MAINT-3: how long after push maintenance is switched off the spool's replay may run.
-pub const REPLAY_BOUND_MS: i64 = 3_000;
+const REPLAY_BOUND_MS: i64 = 3_000;
 
 /// MAINT-3: a running replay has finished once its bound has passed; before that it may
 /// have finished or not (a checker keeps both until an answer decides).
-pub fn settle_spool(st: &mut State, ctx: &mut Ctx) {
+pub(crate) fn settle_spool(st: &mut State, ctx: &mut Ctx) {
     let Some((from, by)) = st.replay_by else {
         return;
     };
@@ -99,7 +99,7 @@ pub fn settle_spool(st: &mut State, ctx: &mut Ctx) {
 }
 
 /// MAINT-1: switching push maintenance off replays the spool.
-pub fn set_push_maintenance(st: &mut State, enabled: bool, ctx: &mut Ctx) -> Outcome {
+pub(crate) fn set_push_maintenance(st: &mut State, enabled: bool, ctx: &mut Ctx) -> Outcome {
     st.push_maintenance = enabled;
     if !enabled && ctx.exploring() && !st.spool.is_empty() {
         // MAINT-3: a broker may still be replaying for a while after it answers.
@@ -121,7 +121,7 @@ pub fn push_maintenance(st: &State) -> Outcome {
 }
 
 /// DLQ-2: filters, in filing order, one page.
-pub fn list_dlq(st: &State, q: &DlqQuery) -> DlqOut {
+pub(crate) fn list_dlq(st: &State, q: &DlqQuery) -> DlqOut {
     let matching: Vec<usize> = st
         .dead_letters
         .iter()

@@ -5,7 +5,7 @@
 //! only as the interval of the read. Where "now" decides the answer's shape (whether a
 //! window with a default end is empty or too long, which bucket the end falls in), the
 //! [`Ctx`] chooses, so a checker explores each possibility. Where a message's own time
-//! straddles a bucket's edge, that bucket's count is left open ([`sym::any`]) rather
+//! straddles a bucket's edge, that bucket's count is left open (`sym::any`) rather
 //! than multiplying worlds per message.
 
 use super::state::State;
@@ -117,7 +117,7 @@ fn times(st: &State, q: &AnalyticsQuery) -> (Vec<Stamp>, Vec<Stamp>) {
 }
 
 /// MGMT-13's answer, with an open count wherever a time straddles an edge.
-pub fn analytics(st: &State, q: &AnalyticsQuery, ctx: &mut Ctx) -> Result<Value, WireError> {
+pub(crate) fn analytics(st: &State, q: &AnalyticsQuery, ctx: &mut Ctx) -> Result<Value, WireError> {
     let (from, to, starts) = window(q, ctx)?;
     let (created, filed) = times(st, q);
     let ingested = tally(&created, (from, to), &starts, q.interval);

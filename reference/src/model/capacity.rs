@@ -15,7 +15,7 @@ use crate::wire::{queue_full, PushItem, PushStatus, WireError};
 use std::collections::BTreeMap;
 
 /// Whether any of `items` goes to a queue with a `maxSize` (a new queue has none).
-pub fn capped(st: &State, items: &[PushItem]) -> bool {
+pub(crate) fn capped(st: &State, items: &[PushItem]) -> bool {
     items.iter().any(|i| {
         st.queues
             .get(&i.queue)
@@ -37,7 +37,7 @@ pub fn unconsumed(st: &State, queue: &str) -> u64 {
 }
 
 /// RET-5's unconsumed messages of one partition.
-pub fn partition_unconsumed(p: &Partition) -> u64 {
+pub(crate) fn partition_unconsumed(p: &Partition) -> u64 {
     let low = p.cursors.values().map(|c| c.committed).min();
     u64::from(p.count_after(low.unwrap_or(p.floor)))
 }
@@ -45,7 +45,7 @@ pub fn partition_unconsumed(p: &Partition) -> u64 {
 /// The refusal of the first capped queue that `after` (the state with the push written)
 /// holds too many unconsumed messages of, among the queues the push added to.
 /// [PROJECT alternative] a broker without `maxSize` writes it.
-pub fn refusal(
+pub(crate) fn refusal(
     before: &State,
     after: &State,
     outs: &[PushOut],

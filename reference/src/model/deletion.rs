@@ -10,7 +10,7 @@ use super::state::{MsgH, PartH, State};
 use crate::wire::{no_such_message, WireError};
 
 /// Deletes the newest retained message with `txn` in partition `part`; its handle.
-pub fn delete_message(
+pub(crate) fn delete_message(
     st: &mut State,
     part: Option<PartH>,
     partition_id: &str,

@@ -14,7 +14,7 @@ use crate::wire::{
 /// MGMT-8: sets the group's cursor on every partition of the queue, or on the one named
 /// (creating it where there is none), releasing its lease and forgetting its retries and
 /// retry wait.
-pub fn seek(
+pub(crate) fn seek(
     st: &mut State,
     group: &str,
     queue: &str,
@@ -53,7 +53,12 @@ pub fn seek(
 
 /// MGMT-8: the seek to `at` on every queue the group reads or subscribed to; its
 /// subscriptions now start at `at`.
-pub fn subscription(st: &mut State, group: &str, at: i64, ctx: &mut Ctx) -> SubscriptionResponse {
+pub(crate) fn subscription(
+    st: &mut State,
+    group: &str,
+    at: i64,
+    ctx: &mut Ctx,
+) -> SubscriptionResponse {
     let queues: Vec<String> = st
         .queues
         .values()
@@ -81,7 +86,7 @@ pub fn subscription(st: &mut State, group: &str, at: i64, ctx: &mut Ctx) -> Subs
 
 /// MGMT-9: removes the group's cursors on `queue` (every queue when `None`), and with
 /// `delete_metadata` its subscriptions there.
-pub fn delete_group(
+pub(crate) fn delete_group(
     st: &mut State,
     group: &str,
     queue: Option<&str>,

@@ -9,7 +9,7 @@ use crate::variant::Variant;
 
 /// LEASE-1: renews every live lease with that id, never shortening one; a lease that
 /// is gone is not revived. `seconds` absent means each lease's own duration (LEASE-3).
-pub fn extend(
+pub(crate) fn extend(
     st: &mut State,
     lease: LeaseRef,
     lease_id: &str,

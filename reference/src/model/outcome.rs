@@ -52,7 +52,7 @@ pub enum Outcome {
     /// 200 health (HEALTH-1).
     Health,
     /// 200 management answer (section 17), judged under `rule`: the wire view as JSON,
-    /// with the symbols of [`super::views::sym`] where ids and times go.
+    /// with the symbols of `super::views::sym` where ids and times go.
     View {
         /// The rule the answer is judged under.
         rule: crate::rules::RuleId,
@@ -72,7 +72,7 @@ pub struct PushOut {
     /// The item's transactionId, given or minted (`transaction_id`).
     pub transaction_id: String,
     /// The broker minted `transaction_id` (it must be a UUID).
-    pub minted_txn: bool,
+    pub(crate) minted_txn: bool,
     /// The name of the queue the item went to (`queueName`).
     pub queue: String,
     /// What became of the item (`status`).
@@ -85,7 +85,7 @@ pub struct PopOut {
     /// The queue from the path; `""` on discovery.
     pub queue: String,
     /// The first claimed partition (top-level `partition`/`partitionId`).
-    pub first: PartH,
+    pub(crate) first: PartH,
     /// `None` with `autoAck` (then `leaseId` is `""`).
     pub lease: Option<LeaseH>,
     /// The group the pop read for (`consumerGroup`).
@@ -105,7 +105,7 @@ pub struct AckOut {
     pub may_fail: bool,
     /// The `(partition, group)` whose lease the call released, on an item that says so
     /// (a checker follows a broker that kept it, see `checker::answer`).
-    pub released: Option<(PartH, String)>,
+    pub(crate) released: Option<(PartH, String)>,
 }
 
 /// An extend answer.
@@ -118,7 +118,7 @@ pub struct ExtendOut {
     /// The renewed deadline (`expiresAt`); `None` when nothing was renewed.
     pub expires_at: Option<Stamp>,
     /// The extend named no `seconds`: each lease renewed by its own duration (LEASE-3).
-    pub own_duration: bool,
+    pub(crate) own_duration: bool,
 }
 
 /// One transaction result.

@@ -448,7 +448,7 @@ fn seed_point(st: &State, ph: PartH, mode: &str, from: &str, ctx: &mut Ctx) -> u
 
 /// The offset before the first retained message of `p` created at or after `t` (its end
 /// when none is): where a subscription from a time, or a seek to one (MGMT-8), puts a cursor.
-pub fn last_before(st: &State, p: &Partition, t: Millis, ctx: &mut Ctx) -> u32 {
+pub(crate) fn last_before(st: &State, p: &Partition, t: Millis, ctx: &mut Ctx) -> u32 {
     let t = Stamp::exact(t);
     for off in p.retained_after(p.floor) {
         // The first message written at or after `t`.

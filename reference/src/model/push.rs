@@ -35,7 +35,7 @@ impl<F: FnMut(usize) -> String> TxnMinter for F {
 
 /// Pushes `items` atomically (PUSH-3). With push maintenance on, every item goes to
 /// the spool and answers `buffered` (PUSH-7).
-pub fn push(
+pub(crate) fn push(
     st: &mut State,
     items: &[PushItem],
     kind: PushKind,
@@ -89,7 +89,7 @@ pub fn push(
 }
 
 /// Replays the spool in order, subject to dedup, as one write (PUSH-7, MAINT-1).
-pub fn replay_spool(st: &mut State, ctx: &mut Ctx) {
+pub(crate) fn replay_spool(st: &mut State, ctx: &mut Ctx) {
     let spooled = std::mem::take(&mut st.spool);
     if spooled.is_empty() {
         return;

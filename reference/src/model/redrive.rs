@@ -19,7 +19,7 @@ pub const RETRY_UNDER_MAINTENANCE: &str =
 
 /// The retry of the newest dead-lettered message with `txn` in partition `part`; the
 /// push result of the new message and how many dead letters went.
-pub fn retry(
+pub(crate) fn retry(
     st: &mut State,
     part: Option<PartH>,
     partition_id: &str,

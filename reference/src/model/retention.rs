@@ -3,7 +3,7 @@
 //!
 //! A broker removes messages in a background job the model cannot see run. What it can
 //! say is when a removal is allowed and when it is certain (RET-3), so every operation
-//! first [`sweep`]s: for each partition of a queue that retains, it walks the messages
+//! first `sweep`s: for each partition of a queue that retains, it walks the messages
 //! above the partition's floor, oldest first; one whose removal is certain goes, one
 //! inside the window may or may not have gone (a branch for a checker, the policy's
 //! pick for an engine), and the first that stays ends the walk, because removal takes a
@@ -25,7 +25,7 @@ type Ages = (Option<i64>, Option<i64>);
 
 /// Applies every removal that is certain by now, and branches on the ones inside their
 /// window (RET-2, RET-3).
-pub fn sweep(st: &mut State, ctx: &mut Ctx) {
+pub(crate) fn sweep(st: &mut State, ctx: &mut Ctx) {
     if st.retention_off {
         return;
     }
@@ -150,7 +150,7 @@ fn earliest(a: Option<Stamp>, b: Option<Stamp>) -> Option<Stamp> {
 
 /// RET-4: offsets up to `floor` are gone. Cursors below it move up to it and forget the
 /// retries of removed offsets; a lease over nothing but removed messages is released.
-pub fn remove_through(st: &mut State, h: PartH, floor: u32) {
+fn remove_through(st: &mut State, h: PartH, floor: u32) {
     let Some(p) = st.part_mut(h) else { return };
     p.floor = p.floor.max(floor);
     p.deleted = p.deleted.split_off(&(p.floor + 1));

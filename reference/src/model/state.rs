@@ -34,36 +34,36 @@ pub struct LeaseH(pub u32);
 /// (O(1)); changes copy only what they touch.
 #[derive(Clone, Debug)]
 pub struct State {
-    /// Queues by name (change them through [`State::queue_mut`]).
+    /// Queues by name (change them through `State::queue_mut`).
     pub queues: Arc<BTreeMap<String, Queue>>,
     /// Partitions by handle; `None` once its queue was deleted (handles are never reused).
     /// Each is shared between copies of the state until one of them changes it
-    /// ([`State::part_mut`]).
+    /// (`State::part_mut`).
     pub partitions: Arc<Vec<Option<Arc<Partition>>>>,
     /// The `createdAt` of each write, by write number: messages of one push call share it (POP-12).
-    pub writes: Log<Stamp>,
+    pub(crate) writes: Log<Stamp>,
     /// The next message handle to mint.
-    pub next_msg: u32,
+    next_msg: u32,
     /// The next lease handle to mint.
-    pub next_lease: u32,
+    next_lease: u32,
     /// Dead letters in filing order (DLQ-2).
     pub dead_letters: Log<DeadLetterRec>,
     /// Pushes accepted as `buffered`, waiting for replay (PUSH-7).
     pub spool: Log<SpooledItem>,
     /// MAINT-3: a replay started by switching push maintenance off: when it started and
     /// the moment by which it has certainly finished (`None`: no replay is running).
-    pub replay_by: Option<(Stamp, Stamp)>,
+    pub(crate) replay_by: Option<(Stamp, Stamp)>,
     /// Push maintenance (MAINT-1).
     pub push_maintenance: bool,
     /// Pop maintenance (MAINT-2).
     pub pop_maintenance: bool,
     /// RET-3: how late after becoming removable a message is certainly removed (the
     /// broker's retention interval). Not state but a setting, the same in every copy.
-    pub retention_lag_ms: i64,
+    pub(crate) retention_lag_ms: i64,
     /// [PROJECT alternative, RET-3] the broker was seen keeping what retention must
     /// have removed: from then on the model removes nothing (a checker that is not
     /// strict follows such a broker and reports it).
-    pub retention_off: bool,
+    pub(crate) retention_off: bool,
 }
 
 impl Default for State {
@@ -139,20 +139,20 @@ pub struct Queue {
     /// Partition names to handles, in creation order of handles.
     pub partitions: BTreeMap<String, PartH>,
     /// Named groups' durable subscriptions (POP-13 \[PROJECT\]).
-    pub subscriptions: BTreeMap<String, Subscription>,
+    pub(crate) subscriptions: BTreeMap<String, Subscription>,
     /// Option keys stored without acting on them, as the last configure sent them (CFG-4).
     pub extra: crate::wire::ExtraOptions,
 }
 
 /// A named group's subscription, recorded by its first pop on the queue.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Subscription {
+pub(crate) struct Subscription {
     /// The `subscriptionMode` the first pop gave (`all`, `new`, ...; POP-13).
-    pub mode: String,
+    pub(crate) mode: String,
     /// The `subscriptionFrom` the first pop gave (`now`, an ISO-8601 time, or empty; POP-13).
-    pub from: String,
+    pub(crate) from: String,
     /// When the first pop ran: the moment `new` and `now` start from.
-    pub at: Stamp,
+    pub(crate) at: Stamp,
 }
 
 /// An ordered, append-only log with a cursor per group.
@@ -168,13 +168,13 @@ pub struct Partition {
     pub messages: Log<Message>,
     /// transactionId -> newest offset with it (PUSH-5, ACK-8); read it through
     /// [`Partition::txn_offset`].
-    pub txn_index: TxnIndex,
+    pub(crate) txn_index: TxnIndex,
     /// Cursors by group name.
     pub cursors: BTreeMap<String, Cursor>,
     /// The write that last added a message here (POP-14 `windowBuffer`).
-    pub last_write: Option<u32>,
+    pub(crate) last_write: Option<u32>,
     /// Offsets up to this one were removed by retention (RET-2: a prefix); 0 when none.
-    pub floor: u32,
+    pub(crate) floor: u32,
     /// Offsets above the floor whose message an operator deleted (MGMT-11): they stay
     /// used, and hold no retained message.
     pub deleted: BTreeSet<u32>,
@@ -208,7 +208,7 @@ impl PartialEq for Partition {
 
 impl Partition {
     /// The highest offset written (0 when empty).
-    pub fn end(&self) -> u32 {
+    pub(crate) fn end(&self) -> u32 {
         self.messages.len() as u32
     }
 
@@ -226,7 +226,7 @@ impl Partition {
 
     /// The newest retained offset with `txn`, given `newest`, the newest offset ever
     /// written with it: an older one counts only when a delete took the newer ones.
-    pub fn newest_retained(&self, newest: Option<u32>, txn: &str) -> Option<u32> {
+    pub(crate) fn newest_retained(&self, newest: Option<u32>, txn: &str) -> Option<u32> {
         let newest = newest.filter(|o| *o > self.floor)?;
         if !self.deleted.contains(&newest) {
             return Some(newest);
@@ -237,20 +237,20 @@ impl Partition {
     }
 
     /// The offsets of the retained messages above `from`, in order.
-    pub fn retained_after(&self, from: u32) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn retained_after(&self, from: u32) -> impl Iterator<Item = u32> + '_ {
         (from.max(self.floor) + 1..=self.end()).filter(|o| !self.deleted.contains(o))
     }
 
     /// How many retained messages lie above offset `from`: the figures of section 17
     /// and RET-5 count these.
-    pub fn count_after(&self, from: u32) -> u32 {
+    pub(crate) fn count_after(&self, from: u32) -> u32 {
         let from = from.max(self.floor);
         let gone = self.deleted.range(from + 1..).count() as u32;
         self.end().saturating_sub(from) - gone
     }
 
     /// A cursor for a group new to the partition: at the oldest retained message (RET-4).
-    pub fn fresh_cursor(&self) -> Cursor {
+    pub(crate) fn fresh_cursor(&self) -> Cursor {
         Cursor {
             committed: self.floor,
             ..Cursor::default()
@@ -260,7 +260,7 @@ impl Partition {
 
 /// What a pop will show as `traceId`.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Trace {
+pub(crate) enum Trace {
     /// No `traceId` was given: a pop shows `null`.
     None,
     /// Written by a transaction: always returned.
@@ -286,13 +286,13 @@ pub struct Message {
     /// The message's transactionId, client-given or broker-minted (PUSH-4).
     pub transaction_id: String,
     /// The broker minted the transactionId (PUSH-4).
-    pub minted_txn: bool,
+    pub(crate) minted_txn: bool,
     /// What a pop will show as its `traceId`.
-    pub trace: Trace,
+    pub(crate) trace: Trace,
     /// What a pop will show as its `data`.
     pub data: Data,
     /// Index into [`State::writes`]: its `createdAt`.
-    pub write: u32,
+    pub(crate) write: u32,
     /// The `sub` of the token that pushed it (AUTH-2).
     pub producer_sub: Option<Arc<str>>,
 }
@@ -306,7 +306,7 @@ pub struct Cursor {
     /// The group's live or expired lease on the span after `committed`, if any.
     pub lease: Option<Lease>,
     /// After a `failed` ack the span comes back only at this time (ACK-6 `retryDelay`).
-    pub not_before: Option<Stamp>,
+    pub(crate) not_before: Option<Stamp>,
     /// Charged retries per offset above the cursor (DLQ-1).
     pub retries: BTreeMap<u32, u32>,
 }
@@ -317,11 +317,11 @@ pub struct Lease {
     /// The lease's model handle, which the broker's `leaseId` maps to.
     pub id: LeaseH,
     /// The last offset of the leased span `(committed, end]`.
-    pub end: u32,
+    pub(crate) end: u32,
     /// When the lease expires, unless an extend renews it (LEASE-1).
     pub deadline: Stamp,
     /// The lease's own duration, used by an extend without `seconds` (LEASE-3).
-    pub duration_ms: i64,
+    pub(crate) duration_ms: i64,
 }
 
 /// A message filed as a dead letter for one group (DLQ-2).
@@ -345,11 +345,11 @@ pub struct DeadLetterRec {
 #[derive(Clone, Debug, PartialEq)]
 pub struct SpooledItem {
     /// The item as pushed, replayed as such (subject to dedup).
-    pub item: crate::wire::PushItem,
+    pub(crate) item: crate::wire::PushItem,
     /// The transactionId answered with `buffered` (given or minted); replay keeps it.
     pub transaction_id: String,
     /// The broker minted the item's transactionId (PUSH-4).
-    pub minted_txn: bool,
+    pub(crate) minted_txn: bool,
 }
 
 impl State {
@@ -364,7 +364,7 @@ impl State {
     }
 
     /// The partition to change: copied first when another state shares it.
-    pub fn part_mut(&mut self, h: PartH) -> Option<&mut Partition> {
+    pub(crate) fn part_mut(&mut self, h: PartH) -> Option<&mut Partition> {
         let live = self.part(h).is_some();
         live.then(|| {
             let slot = &mut Arc::make_mut(&mut self.partitions)[h.0 as usize];
@@ -373,7 +373,7 @@ impl State {
     }
 
     /// The queue to change: the queues are copied first when another state shares them.
-    pub fn queue_mut(&mut self, name: &str) -> Option<&mut Queue> {
+    pub(crate) fn queue_mut(&mut self, name: &str) -> Option<&mut Queue> {
         if !self.queues.contains_key(name) {
             return None;
         }
@@ -384,7 +384,7 @@ impl State {
     /// states have equal fingerprints (it reads only what `==` compares), and states that
     /// differ usually differ here too (counts, cursors, leases). It costs the partitions
     /// and their cursors, not the history.
-    pub fn fingerprint(&self) -> u64 {
+    pub(crate) fn fingerprint(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
         (
@@ -415,17 +415,17 @@ impl State {
     }
 
     /// Every live partition, by handle.
-    pub fn live_partitions(&self) -> impl Iterator<Item = &Partition> {
+    pub(crate) fn live_partitions(&self) -> impl Iterator<Item = &Partition> {
         self.partitions.iter().flatten().map(|p| &**p)
     }
 
     /// The `createdAt` of a message.
-    pub fn created(&self, m: &Message) -> Stamp {
+    pub(crate) fn created(&self, m: &Message) -> Stamp {
         self.writes[m.write as usize]
     }
 
     /// The queue, created with `options` and a derived namespace/task when missing.
-    pub fn ensure_queue(&mut self, name: &str, options: QueueOptions) -> &Queue {
+    pub(crate) fn ensure_queue(&mut self, name: &str, options: QueueOptions) -> &Queue {
         if !self.queues.contains_key(name) {
             let (namespace, task) = crate::wire::derive_namespace_task(name);
             let q = Queue {
@@ -443,7 +443,7 @@ impl State {
     }
 
     /// The partition `name` of an existing queue, created when missing (PUSH-3).
-    pub fn ensure_partition(&mut self, queue: &str, name: &str) -> PartH {
+    pub(crate) fn ensure_partition(&mut self, queue: &str, name: &str) -> PartH {
         if let Some(h) = self.queues.get(queue).and_then(|q| q.partitions.get(name)) {
             return *h;
         }
@@ -467,19 +467,19 @@ impl State {
     }
 
     /// A fresh message handle.
-    pub fn mint_msg(&mut self) -> MsgH {
+    pub(crate) fn mint_msg(&mut self) -> MsgH {
         self.next_msg += 1;
         MsgH(self.next_msg - 1)
     }
 
     /// A fresh lease handle.
-    pub fn mint_lease(&mut self) -> LeaseH {
+    pub(crate) fn mint_lease(&mut self) -> LeaseH {
         self.next_lease += 1;
         LeaseH(self.next_lease - 1)
     }
 
     /// The cursor of `(part, group)`, created at 0 when missing.
-    pub fn cursor_mut(&mut self, part: PartH, group: &str) -> &mut Cursor {
+    pub(crate) fn cursor_mut(&mut self, part: PartH, group: &str) -> &mut Cursor {
         let p = self.part_mut(part).expect("cursor of a live partition");
         if !p.cursors.contains_key(group) {
             p.cursors.insert(group.to_string(), p.fresh_cursor());
@@ -489,7 +489,7 @@ impl State {
 
     /// Where lease `h` is held: every `(partition, group)` whose cursor carries it. A
     /// scan, as extends and transactions are rare next to pops and acks.
-    pub fn holders_of(&self, h: LeaseH) -> Vec<(PartH, String)> {
+    pub(crate) fn holders_of(&self, h: LeaseH) -> Vec<(PartH, String)> {
         self.live_partitions()
             .flat_map(|p| {
                 p.cursors

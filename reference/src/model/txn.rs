@@ -25,7 +25,7 @@ pub const TXN_MAINTENANCE_ERROR: &str =
 
 /// TXN-4 \[PROJECT\]: under push maintenance a transaction with a push is refused (503),
 /// since it cannot be spooled as a unit; another broker may write it anyway.
-pub fn refused_under_maintenance(
+pub(crate) fn refused_under_maintenance(
     st: &State,
     ops: &[TxnOpIn],
     ctx: &mut Ctx,
@@ -49,7 +49,7 @@ pub fn refused_under_maintenance(
 /// \[PROJECT\], else the transaction aborts. A push past a queue's `maxSize` refuses it
 /// (RET-5: the error, nothing applied). `minter` is asked for transactionIds by the
 /// running index of pushed items across the call.
-pub fn transaction(
+pub(crate) fn transaction(
     st: &mut State,
     ops: &[TxnOpIn],
     required: &[(LeaseRef, String)],

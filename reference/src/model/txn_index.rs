@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 /// Hashes `u64` keys that are already hashes: the key is its own hash.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct PreHashed(u64);
+struct PreHashed(u64);
 
 impl Hasher for PreHashed {
     fn finish(&self) -> u64 {
@@ -86,7 +86,7 @@ impl TxnIndex {
 
     /// Where `txn` stands: what [`TxnIndex::get`] answers, and what
     /// [`TxnIndex::record`] needs to record it without looking again.
-    pub fn probe(&self, txn: &str, messages: &Log<Message>) -> Probe {
+    pub(crate) fn probe(&self, txn: &str, messages: &Log<Message>) -> Probe {
         let hash = hash(txn);
         let holder = self.by_hash(hash);
         let found = match holder {
@@ -103,7 +103,7 @@ impl TxnIndex {
     }
 
     /// The newest offset written with `txn`, if any.
-    pub fn get(&self, txn: &str, messages: &Log<Message>) -> Option<u32> {
+    pub(crate) fn get(&self, txn: &str, messages: &Log<Message>) -> Option<u32> {
         self.probe(txn, messages).found
     }
 
@@ -115,7 +115,7 @@ impl TxnIndex {
 
     /// [`TxnIndex::insert`] with `probe`, this index's probe for `txn` taken since its
     /// last change.
-    pub fn record(&mut self, txn: &str, probe: Probe, off: u32) {
+    pub(crate) fn record(&mut self, txn: &str, probe: Probe, off: u32) {
         if probe.holder.is_some() && probe.found != probe.holder {
             // The hash belongs to another transactionId: keep it there.
             self.spill.insert(txn.to_string(), off);
@@ -132,12 +132,12 @@ impl TxnIndex {
 
 /// Where a transactionId stands in a [`TxnIndex`] ([`TxnIndex::probe`]).
 #[derive(Clone, Copy, Debug)]
-pub struct Probe {
+pub(crate) struct Probe {
     hash: u64,
     /// The newest offset recorded under the hash, whichever transactionId wrote it.
     holder: Option<u32>,
     /// The newest offset written with this transactionId.
-    pub found: Option<u32>,
+    pub(crate) found: Option<u32>,
 }
 
 /// Equality by content, without comparing what two copies share. Layers are compared

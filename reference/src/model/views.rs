@@ -5,7 +5,7 @@
 //! A view is built as the wire type an engine answers, then turned into JSON with
 //! symbols where the model does not know the concrete value: a partition's or a
 //! message's id, a time. [`crate::render`] replaces them (an engine with its real ids
-//! and exact times, a checker with what it has learnt); [`sym`] writes them. What
+//! and exact times, a checker with what it has learnt); `sym` writes them. What
 //! depends on the clock (whether a lease is live, whether a group lags by N seconds) is
 //! decided through the [`Ctx`], so a checker with an uncertain "now" explores both.
 
@@ -17,11 +17,11 @@ use crate::wire::*;
 use serde_json::Value;
 
 /// The symbols of a view (see the module doc).
-pub mod sym {
+pub(crate) mod sym {
     use super::*;
 
     /// The marker that opens every symbol: no client writes it at the start of a string.
-    pub const MARK: char = '\u{1}';
+    const MARK: char = '\u{1}';
 
     /// The symbol standing for partition `h`'s `partitionId`.
     pub fn part(h: PartH) -> String {
@@ -34,18 +34,18 @@ pub mod sym {
     }
 
     /// The symbol standing for the moment `t`, an ISO-8601 time on the wire.
-    pub fn time(t: Stamp) -> String {
+    pub(crate) fn time(t: Stamp) -> String {
         format!("{MARK}time:{}:{}", t.lo, t.hi)
     }
 
     /// A value the protocol leaves open (PUSH-9): any answer is allowed.
-    pub fn any() -> String {
+    pub(crate) fn any() -> String {
         format!("{MARK}any")
     }
 
     /// What a symbol stands for.
     #[derive(Debug, PartialEq)]
-    pub enum Sym {
+    pub(crate) enum Sym {
         /// A partition's `partitionId`.
         Part(PartH),
         /// A message's `id`.
@@ -57,7 +57,7 @@ pub mod sym {
     }
 
     /// What the string `s` stands for, when it is a symbol.
-    pub fn read(s: &str) -> Option<Sym> {
+    pub(crate) fn read(s: &str) -> Option<Sym> {
         let rest = s.strip_prefix(MARK)?;
         let (kind, arg) = rest.split_once(':').unwrap_or((rest, ""));
         match kind {
@@ -77,10 +77,10 @@ pub mod sym {
 }
 
 /// The keys whose numbers depend on the broker's clock (a checker does not compare them).
-pub const MEASURED_KEYS: &[&str] = &["lagSeconds", "uptimeSeconds"];
+pub(crate) const MEASURED_KEYS: &[&str] = &["lagSeconds", "uptimeSeconds"];
 
 /// The answer to a management read, or its 404.
-pub fn read(
+pub(crate) fn read(
     st: &State,
     req: &ManageRequest,
     part: Option<PartH>,
@@ -189,7 +189,7 @@ fn queues_in_order(st: &State) -> impl Iterator<Item = &super::state::Queue> {
 }
 
 /// A queue's partitions by name, bytewise (MGMT-2).
-pub fn partitions_of<'s>(st: &'s State, queue: &str) -> impl Iterator<Item = &'s Partition> {
+pub(crate) fn partitions_of<'s>(st: &'s State, queue: &str) -> impl Iterator<Item = &'s Partition> {
     st.queues
         .get(queue)
         .into_iter()
@@ -293,7 +293,7 @@ fn counted(
 }
 
 /// Every listed group by name: those reading a partition or holding a subscription.
-pub fn group_names(st: &State) -> Vec<String> {
+fn group_names(st: &State) -> Vec<String> {
     let mut names: std::collections::BTreeSet<String> = Default::default();
     for p in st.live_partitions() {
         names.extend(p.cursors.keys().cloned());

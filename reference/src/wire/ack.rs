@@ -143,7 +143,11 @@ fn parse_group(obj: &Map<String, Value>, ctx: &str) -> Result<Option<String>, Wi
 }
 
 /// Parses one acknowledgment object; `group` is the call's group when the item has none.
-pub fn parse_ack_item(v: &Value, ctx: &str, group: Option<&str>) -> Result<AckItem, WireError> {
+pub(crate) fn parse_ack_item(
+    v: &Value,
+    ctx: &str,
+    group: Option<&str>,
+) -> Result<AckItem, WireError> {
     let obj = as_object(
         v,
         if ctx.is_empty() {

@@ -91,7 +91,7 @@ pub struct PopMaintenanceResponse {
 }
 
 /// Parses `{"enabled": bool}` for both maintenance switches.
-pub fn parse_maintenance(body: &Value) -> Result<bool, WireError> {
+pub(crate) fn parse_maintenance(body: &Value) -> Result<bool, WireError> {
     let obj = as_object(body, "maintenance body")?;
     match obj.get("enabled") {
         Some(Value::Bool(b)) => Ok(*b),

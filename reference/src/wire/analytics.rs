@@ -10,9 +10,9 @@ use crate::time::{format_iso, parse_iso, Millis};
 use serde::{Deserialize, Serialize};
 
 /// The most buckets one answer lists (a day of minutes fits, with one to spare).
-pub const MAX_ANALYTICS_BUCKETS: i64 = 1500;
+const MAX_ANALYTICS_BUCKETS: i64 = 1500;
 /// How far `from` lies before `to` when it is absent.
-pub const DEFAULT_ANALYTICS_WINDOW: Millis = 24 * 3600 * 1000;
+pub(crate) const DEFAULT_ANALYTICS_WINDOW: Millis = 24 * 3600 * 1000;
 
 /// A bucket's width.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -40,7 +40,7 @@ pub enum Interval {
 impl Interval {
     /// The interval named by an `interval` query value; `None` for anything but `minute`, `hour` or
     /// `day` (MGMT-13: 400).
-    pub fn parse(s: &str) -> Option<Interval> {
+    pub(crate) fn parse(s: &str) -> Option<Interval> {
         match s {
             "minute" => Some(Interval::Minute),
             "hour" => Some(Interval::Hour),
@@ -60,7 +60,7 @@ impl Interval {
 
     /// The start of the bucket holding `t`: UTC has no leap seconds in Unix time, so
     /// counting from the epoch aligns minutes, hours and days alike.
-    pub fn floor(self, t: Millis) -> Millis {
+    pub(crate) fn floor(self, t: Millis) -> Millis {
         t.div_euclid(self.millis()) * self.millis()
     }
 }
@@ -69,9 +69,9 @@ impl Interval {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AnalyticsQuery {
     /// `from`: the window's start, if given; else 24 hours before `to`.
-    pub from: Option<Millis>,
+    pub(crate) from: Option<Millis>,
     /// `to`: the window's end (exclusive), if given; else just after now.
-    pub to: Option<Millis>,
+    pub(crate) to: Option<Millis>,
     /// `interval`: the buckets' width; default `hour`.
     pub interval: Interval,
     /// The `queue` filter: only that queue's messages are counted.
@@ -84,7 +84,7 @@ pub struct AnalyticsQuery {
 
 impl AnalyticsQuery {
     /// Parses the query string; a window given with both ends is checked here.
-    pub fn parse(query: &[(String, String)]) -> Result<AnalyticsQuery, WireError> {
+    pub(crate) fn parse(query: &[(String, String)]) -> Result<AnalyticsQuery, WireError> {
         let param = |key: &str| super::manage::param(query, key);
         let time = |key: &str| -> Result<Option<Millis>, WireError> {
             match param(key) {
@@ -122,7 +122,7 @@ impl AnalyticsQuery {
     }
 
     /// Whether a queue with these names is among those the query keeps to.
-    pub fn keeps(&self, queue: &str, namespace: &str, task: &str) -> bool {
+    pub(crate) fn keeps(&self, queue: &str, namespace: &str, task: &str) -> bool {
         let is = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
         is(&self.queue, queue) && is(&self.namespace, namespace) && is(&self.task, task)
     }
@@ -156,10 +156,10 @@ pub fn buckets(from: Millis, to: Millis, interval: Interval) -> Result<Vec<Milli
 pub struct Analytics {
     /// `from`: the window's start, ISO-8601 UTC.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
-    pub from: String,
+    pub(crate) from: String,
     /// `to`: the window's end (exclusive), ISO-8601 UTC.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
-    pub to: String,
+    pub(crate) to: String,
     /// `interval`: the buckets' width.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub interval: Interval,

@@ -95,7 +95,7 @@ impl Answer {
     }
 
     /// The answer on the wire: its status and JSON body (none for a 204).
-    pub fn into_http(self) -> HttpResponse {
+    pub(crate) fn into_http(self) -> HttpResponse {
         let status = self.status();
         let body = match self {
             Answer::Empty => None,

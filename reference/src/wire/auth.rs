@@ -35,9 +35,9 @@ impl Access {
 }
 
 /// The error of a missing or invalid token (AUTH-4, 401).
-pub const UNAUTHENTICATED: &str = "Authentication required";
+const UNAUTHENTICATED: &str = "Authentication required";
 /// The error of a valid token below the route's level (AUTH-4, 403).
-pub const FORBIDDEN: &str = "Insufficient permissions";
+const FORBIDDEN: &str = "Insufficient permissions";
 
 /// The paths a broker serves without a token unless told otherwise (AUTH-5).
 pub const DEFAULT_PUBLIC_PATHS: [&str; 3] = ["/health", "/metrics", "/metrics/prometheus"];
@@ -112,7 +112,7 @@ pub struct TokenBook {
 
 impl TokenBook {
     /// How a request carrying `bearer` stands with a broker that has authentication on.
-    pub fn caller(&self, bearer: Option<&str>) -> Caller<'_> {
+    pub(crate) fn caller(&self, bearer: Option<&str>) -> Caller<'_> {
         match bearer.and_then(|t| self.principals.get(t)) {
             Some(p) => Caller::Token(p),
             None => Caller::Anonymous,
@@ -188,7 +188,7 @@ impl Request {
 
 /// Admits the caller (AUTH-4 comes before any 400 or 413), parses the request, and
 /// stamps the caller's `sub` on what it pushes: a request as the broker sees it.
-pub fn parse_as<S: AsRef<str>>(
+pub(crate) fn parse_as<S: AsRef<str>>(
     req: &HttpRequest,
     caller: Caller,
     public: &[S],

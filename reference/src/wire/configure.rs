@@ -28,30 +28,30 @@ pub struct QueueOptions {
     /// Seconds a transactionId deduplicates within a partition (PUSH-5).
     pub dedup_window_seconds: u32,
     /// Seconds a message must age before delivery (POP-14).
-    pub delayed_processing: u32,
+    pub(crate) delayed_processing: u32,
     /// Seconds of write silence a partition needs before delivery (POP-14).
-    pub window_buffer: u32,
+    pub(crate) window_buffer: u32,
     /// Milliseconds an under-full batch may wait to fill (POP-15), clamped to 60000.
     pub min_pop_wait_time: u32,
     /// The most unconsumed messages the queue holds; a push past it is refused (RET-5).
     pub max_size: u64,
     /// Seconds after which a message is removable whatever its cursors, when
     /// `retention_enabled` (RET-2).
-    pub retention_seconds: u32,
+    pub(crate) retention_seconds: u32,
     /// Seconds after which a message every group has committed is removable, when
     /// `retention_enabled` (RET-2).
-    pub completed_retention_seconds: u32,
+    pub(crate) completed_retention_seconds: u32,
     /// Stored; encryption is transparent on the wire (POP-5 `data`).
     pub encryption_enabled: bool,
     /// Stored; discovery ordering is an OPEN choice (POP-4) the model does not fix.
     pub priority: i32,
     /// The gate of both retention options (RET-2); read as false from a broker that omits it.
     #[serde(default)]
-    pub retention_enabled: bool,
+    pub(crate) retention_enabled: bool,
     /// Seconds after which a message is removable whatever its cursors, ungated (RET-2);
     /// read as 0 from a broker that omits it.
     #[serde(default)]
-    pub max_wait_time_seconds: u32,
+    pub(crate) max_wait_time_seconds: u32,
 }
 
 impl Default for QueueOptions {
@@ -78,7 +78,7 @@ impl Default for QueueOptions {
 impl QueueOptions {
     /// The age in milliseconds after which a message is removable whatever its cursors,
     /// and the one after which a committed message is (RET-2); `None` where no limit holds.
-    pub fn retention_ages_ms(&self) -> (Option<i64>, Option<i64>) {
+    pub(crate) fn retention_ages_ms(&self) -> (Option<i64>, Option<i64>) {
         let secs = |n: u32| (n > 0).then_some(n as i64 * 1000);
         let gated = |n: u32| secs(n).filter(|_| self.retention_enabled);
         let any = match (
@@ -92,7 +92,7 @@ impl QueueOptions {
     }
 
     /// Whether any retention applies to the queue (RET-2).
-    pub fn retains(&self) -> bool {
+    pub(crate) fn retains(&self) -> bool {
         self.retention_ages_ms() != (None, None)
     }
 
@@ -106,10 +106,10 @@ impl QueueOptions {
 }
 
 /// The most `minPopWaitTime` can be (POP-15); larger values are clamped.
-pub const MAX_MIN_POP_WAIT_MS: u32 = 60_000;
+const MAX_MIN_POP_WAIT_MS: u32 = 60_000;
 
 /// Option keys a broker stores without acting on them, with their values (CFG-4).
-pub type ExtraOptions = Map<String, Value>;
+pub(crate) type ExtraOptions = Map<String, Value>;
 
 /// CFG-4's bounds on the option keys a broker stores without acting on them.
 pub const MAX_EXTRA_OPTIONS: usize = 64;
@@ -170,7 +170,7 @@ pub struct ConfigureResponse {
 }
 
 /// Every option key [`QueueOptions`] reads (the rest are CFG-4's extras).
-pub const KNOWN_OPTIONS: &[&str] = &[
+pub(crate) const KNOWN_OPTIONS: &[&str] = &[
     "leaseTime",
     "retryLimit",
     "retryDelay",
@@ -251,7 +251,7 @@ fn uint(obj: &Map<String, Value>, key: &str, min: u64, max: u64) -> Result<Optio
 
 /// Parses a configure body. Full replace (CFG-1): every omitted option takes its
 /// default. Wrong types or out-of-range values are 400 (CFG-3).
-pub fn parse_configure(body: &Value) -> Result<ConfigureRequest, WireError> {
+pub(crate) fn parse_configure(body: &Value) -> Result<ConfigureRequest, WireError> {
     let obj = as_object(body, "configure body")?;
     let queue = req_str(obj, "queue", "")?;
     check_name("queue", &queue)?;
@@ -323,9 +323,9 @@ pub fn parse_configure(body: &Value) -> Result<ConfigureRequest, WireError> {
 
 /// CFG-4: the most digits a kept number may have before its point and after it, once
 /// its exponent is applied (PostgreSQL's `numeric`, which stores option values).
-pub const MAX_INTEGER_DIGITS: i64 = 131_072;
+const MAX_INTEGER_DIGITS: i64 = 131_072;
 /// The most digits after the point a kept number may have (CFG-4).
-pub const MAX_FRACTION_DIGITS: i64 = 16_383;
+const MAX_FRACTION_DIGITS: i64 = 16_383;
 
 /// The first number in `v` (as written) that passes CFG-4's bounds.
 fn out_of_range(v: &Value) -> Option<String> {

@@ -23,7 +23,7 @@ pub struct DlqQuery {
 pub const MAX_DLQ_LIMIT: u32 = super::MAX_PAGE_LIMIT;
 
 /// Parses the listing's query pairs; `limit` 1..=1000 (default 100), `offset` >= 0.
-pub fn parse_dlq_query(pairs: &[(String, String)]) -> Result<DlqQuery, WireError> {
+pub(crate) fn parse_dlq_query(pairs: &[(String, String)]) -> Result<DlqQuery, WireError> {
     let mut q = DlqQuery {
         queue: None,
         consumer_group: None,

@@ -16,7 +16,7 @@ pub struct WireId {
 
 impl WireId {
     /// Parses `text` as a hyphenated UUID; `kind` names the field in the 400's message.
-    pub fn parse(kind: &str, text: &str) -> Result<WireId, WireError> {
+    pub(crate) fn parse(kind: &str, text: &str) -> Result<WireId, WireError> {
         super::check_uuid(kind, text)?;
         Ok(WireId {
             uuid: Uuid::try_parse(text).expect("check_uuid accepted it"),

@@ -41,7 +41,7 @@ pub struct ExtendResponse {
 pub const ERR_LEASE_NOT_FOUND: &str = "lease not found or expired";
 
 /// Parses an extend call from the path's lease id and the raw body (LEASE-3).
-pub fn parse_extend(lease_id: &str, body: &[u8]) -> Result<ExtendRequest, WireError> {
+pub(crate) fn parse_extend(lease_id: &str, body: &[u8]) -> Result<ExtendRequest, WireError> {
     let lease_id = WireId::parse("leaseId", lease_id)?;
     let seconds = if body.iter().all(u8::is_ascii_whitespace) {
         None

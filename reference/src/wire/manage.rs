@@ -16,9 +16,9 @@ use serde_json::Value;
 /// The largest page a listing serves (MGMT-2).
 pub const MAX_PAGE_LIMIT: u32 = 1000;
 /// The page size when `limit` is absent (MGMT-2).
-pub const DEFAULT_PAGE_LIMIT: u32 = 100;
+const DEFAULT_PAGE_LIMIT: u32 = 100;
 /// `minLagSeconds` when absent (MGMT-3).
-pub const DEFAULT_MIN_LAG_SECONDS: u64 = 60;
+const DEFAULT_MIN_LAG_SECONDS: u64 = 60;
 
 /// One page of a listing (MGMT-2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,7 +40,7 @@ impl Default for Page {
 
 impl Page {
     /// The rows of this page out of `rows`, with how many there were in all.
-    pub fn cut<T>(&self, rows: impl IntoIterator<Item = T>) -> (Vec<T>, u64) {
+    pub(crate) fn cut<T>(&self, rows: impl IntoIterator<Item = T>) -> (Vec<T>, u64) {
         let mut total = 0u64;
         let mut kept = Vec::new();
         for (i, r) in rows.into_iter().enumerate() {
@@ -242,7 +242,7 @@ impl ManageRequest {
 
 /// Parses a management request on `route` (section 17), whose path's variable segments,
 /// not yet decoded, are `vars` in order; `None` when the route is not one of section 17.
-pub fn parse_manage(
+pub(crate) fn parse_manage(
     route: RouteId,
     vars: &[&str],
     query: &[(String, String)],
@@ -362,7 +362,7 @@ pub(super) fn param(query: &[(String, String)], key: &str) -> Option<String> {
 }
 
 /// MGMT-2: `limit` 1..=1000 (default 100), `offset` >= 0 (default 0).
-pub fn parse_page(query: &[(String, String)]) -> Result<Page, WireError> {
+pub(crate) fn parse_page(query: &[(String, String)]) -> Result<Page, WireError> {
     let mut page = Page::default();
     for (k, v) in query {
         match k.as_str() {
@@ -402,7 +402,7 @@ fn parse_min_lag(query: &[(String, String)]) -> Result<u64, WireError> {
 /// An integer ≥ 0 written in decimal digits, of any size: one past `u64::MAX` means the
 /// same as `u64::MAX` to an offset or a lag (past every row, above every lag), so it is
 /// taken as that (MGMT-2, MGMT-3).
-pub fn whole_number(v: &str) -> Option<u64> {
+fn whole_number(v: &str) -> Option<u64> {
     let v = v.trim();
     let digits = v.strip_prefix('+').unwrap_or(v);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -691,10 +691,10 @@ pub struct Depth {
     pub partitions_pending: u64,
     /// `conflation`: always false; the client's shape carries it.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
-    pub conflation: bool,
+    conflation: bool,
     /// `effectivePending`: equal to `pending` (no conflation).
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
-    pub effective_pending: u64,
+    effective_pending: u64,
     /// `partitions`: this page of the partitions with pending > 0, by name.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub partitions: Vec<PartitionDepth>,
@@ -935,7 +935,7 @@ pub struct Lagging {
     pub consumer_groups: Vec<GroupView>,
     /// `minLagSeconds`: the threshold the groups reach.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
-    pub min_lag_seconds: u64,
+    min_lag_seconds: u64,
     /// The page's bookkeeping; `total` counts the lagging groups.
     #[serde(flatten)]
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
@@ -1108,7 +1108,7 @@ pub struct RetryResponse {
 
 /// MGMT-11 [PROJECT alternative]: the refusal of a broker that does not delete one
 /// message by its address.
-pub const MESSAGE_DELETE_REFUSED: &str =
+pub(crate) const MESSAGE_DELETE_REFUSED: &str =
     "this broker does not delete one message by its address; seek the consumer group past it, or ack it with status dlq";
 
 /// The answer of a delete of one message (MGMT-11).

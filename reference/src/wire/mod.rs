@@ -53,7 +53,7 @@ use serde_json::{Map, Value};
 /// The reserved group name used when a request names no consumer group (PROTO-GROUP-1).
 pub const QUEUE_MODE: &str = "__QUEUE_MODE__";
 /// The partition used when a push names none (PUSH-3).
-pub const DEFAULT_PARTITION: &str = "Default";
+const DEFAULT_PARTITION: &str = "Default";
 /// The longest queue, partition or group name accepted, in bytes (section 1).
 pub const MAX_NAME_BYTES: usize = 255;
 
@@ -62,7 +62,8 @@ pub const MAX_NAME_BYTES: usize = 255;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct WireError {
-    /// The HTTP status of the refusal: 400, or 413 for an oversized body.
+    /// The HTTP status of the refusal: 400 for bad input, else the one its rule names (401, 403,
+    /// 404, 405, 413, 429, 503).
     pub status: u16,
     /// The `error` text of the answer: what is wrong with the request.
     pub message: String,
@@ -73,7 +74,7 @@ pub struct WireError {
 
 impl WireError {
     /// A 400 refusal saying `message`.
-    pub fn bad(message: impl Into<String>) -> WireError {
+    pub(crate) fn bad(message: impl Into<String>) -> WireError {
         WireError {
             rule: None,
             status: 400,
@@ -82,13 +83,13 @@ impl WireError {
     }
 
     /// The same refusal, decided by `rule`.
-    pub fn under(mut self, rule: crate::rules::RuleId) -> WireError {
+    fn under(mut self, rule: crate::rules::RuleId) -> WireError {
         self.rule = Some(rule);
         self
     }
 
     /// The same error with `ctx` (such as `items[3].`) in front of its message.
-    pub fn in_context(mut self, ctx: &str) -> WireError {
+    fn in_context(mut self, ctx: &str) -> WireError {
         self.message.insert_str(0, ctx);
         self
     }
@@ -104,7 +105,7 @@ pub struct ErrorBody {
 }
 
 /// Parses a request body as JSON, or explains why it is not.
-pub fn parse_json(body: &[u8]) -> Result<Value, WireError> {
+fn parse_json(body: &[u8]) -> Result<Value, WireError> {
     let v: Value = serde_json::from_slice(body).map_err(|e| {
         let e = e.to_string();
         let lone = std::str::from_utf8(body).ok().and_then(raw::lone_surrogate);
@@ -131,11 +132,10 @@ pub fn parse_json(body: &[u8]) -> Result<Value, WireError> {
 /// \[PROJECT\] Text may not contain U+0000: PostgreSQL cannot store it in `text` or
 /// `jsonb`, so a broker on it could not keep such a message. Rejected up front, for
 /// every route, instead of failing half-way.
-pub const NUL_ERROR: &str =
-    "the request contains a NUL character (\\u0000), which cannot be stored";
+const NUL_ERROR: &str = "the request contains a NUL character (\\u0000), which cannot be stored";
 
 /// Whether any string or key in `v` contains U+0000.
-pub fn has_nul(v: &Value) -> bool {
+fn has_nul(v: &Value) -> bool {
     match v {
         Value::String(s) => s.contains('\0'),
         Value::Array(a) => a.iter().any(has_nul),
@@ -169,7 +169,7 @@ fn req_str(obj: &Map<String, Value>, key: &str, ctx: &str) -> Result<String, Wir
 }
 
 /// Checks a queue, partition or group name: non-empty, at most 255 bytes (section 1).
-pub fn check_name(kind: &str, name: &str) -> Result<(), WireError> {
+fn check_name(kind: &str, name: &str) -> Result<(), WireError> {
     if name.is_empty() {
         return Err(WireError::bad(format!("{kind} must not be empty")));
     }
@@ -183,7 +183,7 @@ pub fn check_name(kind: &str, name: &str) -> Result<(), WireError> {
 }
 
 /// Checks that a string is a UUID in its canonical hyphenated form.
-pub fn check_uuid(kind: &str, s: &str) -> Result<(), WireError> {
+fn check_uuid(kind: &str, s: &str) -> Result<(), WireError> {
     if is_uuid(s) {
         Ok(())
     } else {

@@ -114,7 +114,7 @@ fn parse_bool(key: &str, v: &str) -> Result<bool, WireError> {
 
 /// Parses the query pairs of a pop (already percent-decoded). Unknown keys are ignored;
 /// a value that does not parse is 400 (POP-10). For the discovery route the caller
-/// reads `namespace`/`task` with [`discovery_scope`].
+/// reads `namespace`/`task` with `discovery_scope`.
 pub fn parse_pop_query(
     pairs: &[(String, String)],
     default_timeout_ms: u64,
@@ -173,7 +173,7 @@ pub fn parse_pop_query(
 }
 
 /// Reads the discovery scope; neither given is the exact 400 of POP-10.
-pub fn discovery_scope(pairs: &[(String, String)]) -> Result<PopRoute, WireError> {
+pub(crate) fn discovery_scope(pairs: &[(String, String)]) -> Result<PopRoute, WireError> {
     let get = |key: &str| {
         pairs
             .iter()
@@ -191,12 +191,12 @@ pub fn discovery_scope(pairs: &[(String, String)]) -> Result<PopRoute, WireError
 }
 
 /// The error text of POP-10, also carried in [`DiscoveryError`].
-pub const DISCOVERY_SCOPE_ERROR: &str = "namespace or task is required";
+const DISCOVERY_SCOPE_ERROR: &str = "namespace or task is required";
 
 /// The exact 400 body of a discovery pop without scope (POP-10).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
-pub struct DiscoveryError {
+pub(crate) struct DiscoveryError {
     /// `success`: always false.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub success: bool,
@@ -210,7 +210,7 @@ pub struct DiscoveryError {
 
 impl DiscoveryError {
     /// The one body POP-10 prescribes.
-    pub fn new() -> DiscoveryError {
+    pub(crate) fn new() -> DiscoveryError {
         DiscoveryError {
             success: false,
             error: DISCOVERY_SCOPE_ERROR.to_string(),

@@ -109,7 +109,7 @@ pub fn queue_full(queue: &str, max_size: u64, unconsumed: u64, added: u64) -> Wi
 /// again. The answer is exactly [`parse_push`]'s of the parsed body: anything this path
 /// does not take as it is (a malformed body, a field of the wrong type, a NUL escape
 /// anywhere) is handed to that parse, which says what is wrong.
-pub fn parse_push_bytes(body: &[u8]) -> Result<PushRequest, WireError> {
+pub(crate) fn parse_push_bytes(body: &[u8]) -> Result<PushRequest, WireError> {
     match fast_push(body) {
         Some(r) => {
             check_payloads(&r.items, |i| format!("items[{i}]."))?;
@@ -121,7 +121,7 @@ pub fn parse_push_bytes(body: &[u8]) -> Result<PushRequest, WireError> {
 
 /// PUSH-11: every payload of `items` can be delivered as it is; `ctx` names an item's
 /// place for the message.
-pub fn check_payloads(items: &[PushItem], ctx: impl Fn(usize) -> String) -> Result<(), WireError> {
+fn check_payloads(items: &[PushItem], ctx: impl Fn(usize) -> String) -> Result<(), WireError> {
     for (i, item) in items.iter().enumerate() {
         if let Payload::Given(p) = &item.payload {
             check_payload(p).map_err(|e| e.in_context(&ctx(i)))?;
@@ -196,7 +196,7 @@ pub fn parse_push(body: Value) -> Result<PushRequest, WireError> {
 
 /// Parses one push item; `ctx` says where it is (`items[3].`), for error messages only,
 /// so a valid item costs no formatting.
-pub fn parse_push_item(v: Value, ctx: impl Fn() -> String) -> Result<PushItem, WireError> {
+pub(crate) fn parse_push_item(v: Value, ctx: impl Fn() -> String) -> Result<PushItem, WireError> {
     match v {
         Value::Object(obj) => item_fields(obj).map_err(|e| e.in_context(&ctx())),
         _ => Err(WireError::bad(format!(

@@ -74,7 +74,7 @@ pub fn deliverable(text: &str) -> Result<(), Undeliverable> {
 }
 
 /// The first lone surrogate escape in the strings of `text`, any JSON text (a whole body).
-pub fn lone_surrogate(text: &str) -> Option<String> {
+pub(crate) fn lone_surrogate(text: &str) -> Option<String> {
     match nested_within(text, usize::MAX) {
         Err(Undeliverable::LoneSurrogate(u)) => Some(u),
         _ => None,

@@ -61,7 +61,7 @@ pub struct TxnResponse {
 }
 
 /// Parses a transaction body (TXN-3: empty `operations` is 400).
-pub fn parse_transaction(body: &Value) -> Result<TxnRequest, WireError> {
+pub(crate) fn parse_transaction(body: &Value) -> Result<TxnRequest, WireError> {
     let obj = as_object(body, "transaction body")?;
     let ops = match obj.get("operations") {
         Some(Value::Array(a)) if a.is_empty() => {

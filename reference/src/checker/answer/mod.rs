@@ -57,9 +57,9 @@ impl Judge<'_> {
 
 /// A check that failed: the rule it is about, and why.
 #[derive(Clone, Debug)]
-pub struct Miss {
+pub(crate) struct Miss {
     pub rule: RuleId,
-    pub why: String,
+    pub(crate) why: String,
 }
 
 type Check = Result<(), Miss>;
@@ -73,7 +73,7 @@ fn hard(ok: bool, rule: RuleId, why: impl FnOnce() -> String) -> Check {
 }
 /// A key of `obj` that names `key` in another case or style (`messageId` for
 /// `message_id`): clients differ there, and what the field says can still be read.
-pub fn loose<'v>(obj: &'v Value, key: &str) -> Option<(&'v str, &'v Value)> {
+pub(crate) fn loose<'v>(obj: &'v Value, key: &str) -> Option<(&'v str, &'v Value)> {
     let norm = |k: &str| {
         k.chars()
             .filter(|c| *c != '_' && *c != '-')
@@ -89,7 +89,7 @@ pub fn loose<'v>(obj: &'v Value, key: &str) -> Option<(&'v str, &'v Value)> {
 
 /// The messages a pop answer delivered, as `(partitionId, partition)` in order: empty
 /// for a 204 or an empty `messages` array, `None` when it cannot be read as a delivery.
-pub fn delivered_parts(actual: &HttpResponse) -> Option<Vec<(String, String)>> {
+pub(crate) fn delivered_parts(actual: &HttpResponse) -> Option<Vec<(String, String)>> {
     if actual.status == 204 {
         return Some(vec![]);
     }
@@ -106,7 +106,7 @@ pub fn delivered_parts(actual: &HttpResponse) -> Option<Vec<(String, String)>> {
 /// Whether `actual` is an answer the model allows for `out` under `judge`, learning ids,
 /// narrowing uncertain times and OPEN values, and recording findings in `w` as it goes.
 /// Returns how many soft differences it allowed (0: the answer is the model's).
-pub fn check_answer(
+pub(crate) fn check_answer(
     out: &Outcome,
     actual: &HttpResponse,
     w: &mut World,
