@@ -302,7 +302,7 @@ pub mod ids {
     pub const MGMT_9: RuleId = RuleId("MGMT-9");
     /// metrics: JSON at /metrics, the Prometheus text at /metrics/prometheus
     pub const MGMT_10: RuleId = RuleId("MGMT-10");
-    /// one message is not deleted by its address: 405, nothing changes
+    /// one message is deleted by its address; it is no longer retained
     pub const MGMT_11: RuleId = RuleId("MGMT-11");
     /// a dead letter's retry puts its message back at the end of its partition
     pub const MGMT_12: RuleId = RuleId("MGMT-12");

@@ -617,8 +617,9 @@ proptest! {
                 delivered.drain(..delivered.len() - 64);
             }
         }
-        use queen_reference::rules::{ACK_5, ACK_STEP_3, ACK_STEP_5, POP_13, TXN_2};
-        const PROJECT_POINTS: [queen_reference::rules::RuleId; 5] = [ACK_5, ACK_STEP_3, ACK_STEP_5, TXN_2, POP_13];
+        // The rules of the PROJECT points the policy above departs from.
+        use queen_reference::rules::{ACK_10, ACK_STEP_3, ACK_STEP_5, POP_18, TXN_2};
+        const PROJECT_POINTS: [queen_reference::rules::RuleId; 5] = [ACK_10, ACK_STEP_3, ACK_STEP_5, TXN_2, POP_18];
         for d in c.findings() {
             prop_assert!(project && PROJECT_POINTS.contains(&d.rule), "{d}");
         }
