@@ -35,8 +35,17 @@ pub enum Optional {
     DeadLetter,
     /// Transactions (section 9).
     Transactions,
-    /// Management reads and writes (section 17).
+    /// Management reads of the sequence's own queues, a seek and a message delete
+    /// (section 17).
     Management,
+    /// Management reads of the whole broker (the overview, every queue, group or
+    /// namespace): only where the sequence is alone on its broker, such as the model's
+    /// own engine, since other sequences' queues would show in them.
+    WholeBrokerReads,
+    /// Management writes (a seek, a message delete) next to the reads: a broker's
+    /// operator moving cursors and removing messages, which invariants about what a
+    /// group acknowledged leave out.
+    ManagementWrites,
 }
 
 /// Which pop route a step uses.
@@ -150,8 +159,12 @@ pub enum Step {
     Sleep(u16),
 }
 
-/// How many management requests [`manage_request`] builds.
+/// How many management requests on the sequence's own queues [`manage_request`] builds
+/// (kinds 8 and 9 are the writes); kinds from there up to [`ALL_MANAGE_KINDS`] read the
+/// whole broker.
 const MANAGE_KINDS: u8 = 11;
+/// Every kind of management request, whole-broker reads included.
+const ALL_MANAGE_KINDS: u8 = 19;
 
 /// The strategy for one step; capabilities the broker lacks are never generated.
 pub fn step(allowed: &dyn Fn(Optional) -> bool) -> BoxedStrategy<Step> {
@@ -277,7 +290,7 @@ fn optional_steps(allowed: &dyn Fn(Optional) -> bool) -> Vec<(u32, BoxedStrategy
     if allowed(Optional::Management) {
         options.push((
             2,
-            (0..MANAGE_KINDS, 0..2u8, 0..3u8, any::<u8>())
+            (manage_kinds(allowed), 0..2u8, 0..3u8, any::<u8>())
                 .prop_map(|(kind, queue, group, pick)| Step::Manage {
                     kind,
                     queue,
@@ -288,6 +301,24 @@ fn optional_steps(allowed: &dyn Fn(Optional) -> bool) -> Vec<(u32, BoxedStrategy
         ));
     }
     options
+}
+
+/// The management kinds a broker may be sent: its own queues' reads and writes as they
+/// always were, or a choice among the kinds allowed (writes or whole-broker reads left
+/// out, or added).
+fn manage_kinds(allowed: &dyn Fn(Optional) -> bool) -> BoxedStrategy<u8> {
+    let (writes, whole) = (
+        allowed(Optional::ManagementWrites),
+        allowed(Optional::WholeBrokerReads),
+    );
+    if writes && !whole {
+        return (0..MANAGE_KINDS).boxed();
+    }
+    let kinds: Vec<u8> = (0..ALL_MANAGE_KINDS)
+        .filter(|k| writes || !matches!(k, 8 | 9))
+        .filter(|k| whole || *k < MANAGE_KINDS)
+        .collect();
+    prop::sample::select(kinds).boxed()
 }
 
 /// Configures of one queue: retries, their delay, the dedup window and the lease time.
@@ -595,11 +626,31 @@ fn manage_request(
             ))
         }
         10 => get("/api/v1/status/analytics".into(), &[("queue", &q)]),
+        11..ALL_MANAGE_KINDS => whole_broker_read(kind, g),
         _ => HttpRequest::post(
             format!("/api/v1/consumer-groups/{g}/queues/{q}/seek"),
             &json!({"toEnd": true}),
         ),
     })
+}
+
+/// A read of the whole broker (kinds [`MANAGE_KINDS`] and up), as group `g` where it
+/// names one.
+fn whole_broker_read(kind: u8, g: &str) -> HttpRequest {
+    let get = |path: &str, query: &[(&str, &str)]| HttpRequest::get(path, query);
+    match kind {
+        11 => get("/api/v1/resources/overview", &[]),
+        12 => get("/api/v1/status", &[]),
+        13 => get(
+            "/api/v1/resources/queues",
+            &[("limit", "2"), ("offset", "1")],
+        ),
+        14 => get("/api/v1/resources/namespaces", &[]),
+        15 => get("/api/v1/resources/tasks", &[]),
+        16 => get("/api/v1/consumer-groups", &[]),
+        17 => HttpRequest::get(format!("/api/v1/consumer-groups/{g}"), &[]),
+        _ => get("/api/v1/consumer-groups/lagging", &[("minLagSeconds", "1")]),
+    }
 }
 
 fn push_item(names: &Names, queue: u8, p: u8, t: Option<u8>) -> Value {

@@ -1,214 +1,61 @@
 //! Property tests of the model alone (proptest, 256 cases each): random operation
-//! sequences on the deterministic engine, with invariants checked after every step,
-//! and the checker fed the engine's answers (it must accept all of them).
+//! sequences from the workspace's one generator (`queen_reference::sequence`) on the
+//! deterministic engine, with invariants checked after every step, and the checker fed
+//! the engine's answers (it must accept all of them).
 
 use proptest::prelude::*;
 use queen_reference::checker::Checker;
 use queen_reference::engine::Engine;
 use queen_reference::model::State;
 use queen_reference::policy::*;
+use queen_reference::sequence::{self, Delivered, Names, Optional, Step};
 use queen_reference::time::Millis;
 use queen_reference::wire::*;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
-const QUEUES: [&str; 2] = ["qa", "qb.sub"];
-const PARTS: [&str; 3] = ["p0", "p1", "p2"];
-const GROUPS: [Option<&str>; 3] = [None, Some("g1"), Some("g2")];
-
-/// One generated step; ack and extend pick among what earlier pops delivered.
-#[derive(Clone, Debug)]
-enum Step {
-    Push {
-        queue: usize,
-        items: Vec<(usize, Option<u8>)>,
-    },
-    Pop {
-        queue: usize,
-        partition: Option<usize>,
-        group: usize,
-        batch: u32,
-        partitions: i32,
-        auto_ack: bool,
-        lease: u32,
-    },
-    Ack {
-        pick: Vec<(usize, u8, bool)>,
-        group: usize,
-    },
-    Extend {
-        pick: usize,
-        seconds: Option<u32>,
-    },
-    Configure {
-        queue: usize,
-        retry_limit: u32,
-        retry_delay: u32,
-        dedup: u32,
-    },
-    /// A management read (MGMT-1..7): `kind` picks the route.
-    Read {
-        kind: u8,
-        queue: usize,
-        group: usize,
-        pick: usize,
-    },
-    Sleep(Millis),
+/// The names of the one sequence the engine runs: queues `p.qa` and `p.qb`.
+fn names() -> Names {
+    Names { prefix: "p".into() }
 }
 
-fn step() -> impl Strategy<Value = Step> {
-    prop_oneof![
-        4 => (0..2usize, prop::collection::vec((0..3usize, prop::option::of(0..6u8)), 1..4))
-            .prop_map(|(queue, items)| Step::Push { queue, items }),
-        4 => (0..2usize, prop::option::of(0..3usize), 0..3usize, 1..5u32, -1..3i32, prop::bool::weighted(0.15), 0..3u32)
-            .prop_map(|(queue, partition, group, batch, partitions, auto_ack, lease)| Step::Pop { queue, partition, group, batch, partitions, auto_ack, lease }),
-        4 => (prop::collection::vec((0..64usize, 0..4u8, prop::bool::weighted(0.8)), 1..4), 0..3usize)
-            .prop_map(|(pick, group)| Step::Ack { pick, group }),
-        1 => (0..64usize, prop::option::of(1..4u32)).prop_map(|(pick, seconds)| Step::Extend { pick, seconds }),
-        1 => (0..2usize, 0..3u32, prop_oneof![Just(0u32), Just(500u32)], prop_oneof![Just(1u32), Just(3600u32)])
-            .prop_map(|(queue, retry_limit, retry_delay, dedup)| Step::Configure { queue, retry_limit, retry_delay, dedup }),
-        2 => (0..2500i64).prop_map(Step::Sleep),
-        2 => (0..READS, 0..2usize, 0..3usize, 0..64usize)
-            .prop_map(|(kind, queue, group, pick)| Step::Read { kind, queue, group, pick }),
-    ]
+/// Sequences for the invariants: everything but transactions (their acks are checked by
+/// the transaction rules' own tests) and an operator's seeks and deletes, which move
+/// cursors and remove messages by design.
+fn invariant_steps() -> impl Strategy<Value = Vec<Step>> {
+    let allowed = |o: Optional| !matches!(o, Optional::Transactions | Optional::ManagementWrites);
+    prop::collection::vec(sequence::step(&allowed), 1..60)
 }
 
-/// Turns a step into a request, given what was delivered so far.
-fn request(s: &Step, delivered: &[(PopMessage, Option<&'static str>)]) -> Option<HttpRequest> {
-    let group_q = |g: usize| GROUPS[g].map(|g| ("consumerGroup", g));
-    Some(match s {
-        Step::Push { queue, items } => {
-            let items: Vec<Value> = items
-                .iter()
-                .map(|(p, t)| {
-                    let mut v = json!({"queue": QUEUES[*queue], "partition": PARTS[*p], "payload": {"p": p}});
-                    if let Some(t) = t {
-                        v["transactionId"] = json!(format!("t{t}"));
-                    }
-                    v
-                })
-                .collect();
-            HttpRequest::post("/api/v1/push", &json!({ "items": items }))
-        }
-        Step::Pop {
-            queue,
-            partition,
-            group,
-            batch,
-            partitions,
-            auto_ack,
-            lease,
-        } => {
-            let path = match partition {
-                Some(p) => PopRoute::Partition(QUEUES[*queue].into(), PARTS[*p].into()).path(),
-                None => PopRoute::Queue(QUEUES[*queue].into()).path(),
-            };
-            let (b, n, l) = (batch.to_string(), partitions.to_string(), lease.to_string());
-            let mut q = vec![
-                ("batch", b.as_str()),
-                ("partitions", n.as_str()),
-                ("leaseSeconds", l.as_str()),
-            ];
-            if *auto_ack {
-                q.push(("autoAck", "true"));
-            }
-            q.extend(group_q(*group));
-            HttpRequest::get(path, &q)
-        }
-        Step::Ack { pick, group } => {
-            if delivered.is_empty() {
-                return None;
-            }
-            let items: Vec<Value> = pick
-                .iter()
-                .map(|(i, st, with_lease)| {
-                    let (m, _) = &delivered[i % delivered.len()];
-                    let status = ["completed", "failed", "retry", "dlq"][*st as usize];
-                    let mut v = json!({"transactionId": m.transaction_id, "partitionId": m.partition_id, "status": status});
-                    if *with_lease {
-                        v["leaseId"] = json!(m.lease_id);
-                    }
-                    v
-                })
-                .collect();
-            let mut body = json!({ "acknowledgments": items });
-            if let Some(g) = GROUPS[*group] {
-                body["consumerGroup"] = json!(g);
-            }
-            HttpRequest::post("/api/v1/ack/batch", &body)
-        }
-        Step::Extend { pick, seconds } => {
-            let (m, _) = delivered.get(pick % delivered.len().max(1))?;
-            if m.lease_id.is_empty() {
-                return None;
-            }
-            let body = seconds.map_or(vec![], |s| format!("{{\"seconds\":{s}}}").into_bytes());
-            HttpRequest::post_raw(format!("/api/v1/lease/{}/extend", m.lease_id), body)
-        }
-        Step::Configure {
-            queue,
-            retry_limit,
-            retry_delay,
-            dedup,
-        } => HttpRequest::post(
-            "/api/v1/configure",
-            &json!({"queue": QUEUES[*queue], "options": {"retryLimit": retry_limit, "retryDelay": retry_delay, "dedupWindowSeconds": dedup, "leaseTime": 2}}),
-        ),
-        Step::Read {
-            kind,
-            queue,
-            group,
-            pick,
-        } => read(
-            *kind,
-            QUEUES[*queue],
-            GROUPS[*group],
-            delivered.get(pick % delivered.len().max(1)),
-        ),
-        Step::Sleep(_) => return None,
-    })
+/// Every kind of step the generator makes, whole-broker reads included: the engine is
+/// alone with its sequence.
+fn any_step() -> BoxedStrategy<Step> {
+    sequence::step(&|_| true)
 }
 
-/// How many management reads [`read`] builds.
-const READS: u8 = 14;
-
-/// The management read `kind`, on `queue` and `group`, or about a delivered message.
-fn read(
-    kind: u8,
-    queue: &str,
-    group: Option<&str>,
-    m: Option<&(PopMessage, Option<&'static str>)>,
-) -> HttpRequest {
-    let g = group.unwrap_or(QUEUE_MODE);
-    let page = [("limit", "2"), ("offset", "1")];
-    match kind {
-        0 => HttpRequest::get("/api/v1/resources/overview", &[]),
-        1 => HttpRequest::get("/api/v1/status", &[]),
-        2 => HttpRequest::get("/api/v1/resources/queues", &page),
-        3 => HttpRequest::get(format!("/api/v1/resources/queues/{queue}"), &[]),
-        4 => HttpRequest::get(format!("/api/v1/status/queues/{queue}"), &[]),
-        5 => HttpRequest::get(
-            format!("/api/v1/resources/queues/{queue}/depth"),
-            &[("group", g)],
-        ),
-        6 => HttpRequest::get(format!("/api/v1/resources/queues/{queue}/depth"), &[]),
-        7 => HttpRequest::get("/api/v1/resources/partitions", &[("queue", queue)]),
-        8 => HttpRequest::get("/api/v1/resources/namespaces", &[]),
-        9 => HttpRequest::get("/api/v1/consumer-groups", &[]),
-        10 => HttpRequest::get(format!("/api/v1/consumer-groups/{g}"), &[]),
-        11 => HttpRequest::get("/api/v1/consumer-groups/lagging", &[("minLagSeconds", "1")]),
-        12 => HttpRequest::get(
-            "/api/v1/messages",
-            &[("queue", queue), ("consumerGroup", g)],
-        ),
-        _ => match m {
-            Some((m, _)) => HttpRequest::get(
-                format!("/api/v1/messages/{}/{}", m.partition_id, m.transaction_id),
-                &[],
-            ),
-            None => HttpRequest::get("/api/v1/resources/tasks", &[]),
-        },
+/// The group an item of an ack call acks as, and the item.
+fn ack_items(req: &HttpRequest) -> Vec<(String, Value)> {
+    let body: Value = serde_json::from_slice(&req.body).unwrap();
+    let group = |v: &Value| {
+        v["consumerGroup"]
+            .as_str()
+            .unwrap_or(QUEUE_MODE)
+            .to_string()
+    };
+    match req.path.as_str() {
+        "/api/v1/ack" => vec![(group(&body), body.clone())],
+        "/api/v1/ack/batch" => body["acknowledgments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| (group(&body), a.clone()))
+            .collect(),
+        _ => vec![],
     }
+}
+
+fn is_ack(s: &Step) -> bool {
+    matches!(s, Step::Ack { .. } | Step::AckLast { .. })
 }
 
 /// Cursor, lease and retry facts of a state, by (partition, group).
@@ -243,7 +90,7 @@ fn run_invariants(steps: &[Step], checks: u8) -> Result<(), TestCaseError> {
     let on = |c: u8| checks & c != 0;
     let mut e = Engine::default();
     let mut now: Millis = 1_800_000_000_000;
-    let mut delivered: Vec<(PopMessage, Option<&'static str>)> = Vec::new();
+    let (names, mut delivered, mut pops) = (names(), Vec::<Delivered>::new(), 0u32);
     // (partitionId, group) -> (lease id, deadline) of the lease a pop handed out.
     let mut live: BTreeMap<(String, String), (String, Millis)> = BTreeMap::new();
     let mut queued: BTreeSet<String> = BTreeSet::new();
@@ -251,16 +98,16 @@ fn run_invariants(steps: &[Step], checks: u8) -> Result<(), TestCaseError> {
     let mut endorsed: BTreeMap<(u32, String), u32> = BTreeMap::new();
     for s in steps {
         if let Step::Sleep(ms) = s {
-            now += ms;
+            now += Millis::from(*ms);
             continue;
         }
-        let Some(req) = request(s, &delivered) else {
+        let Some(req) = sequence::request(s, &names, &delivered) else {
             continue;
         };
         let before = e.state.clone();
         let r = e.handle(&req, now);
         let after = &e.state;
-        if let Step::Read { .. } = s {
+        if matches!(s, Step::Manage { .. }) {
             // MGMT-1: a read changes nothing, and answers 200 or, for something named
             // that does not exist, 404.
             prop_assert!(
@@ -290,7 +137,7 @@ fn run_invariants(steps: &[Step], checks: u8) -> Result<(), TestCaseError> {
             }
             for (off, n1) in r1 {
                 let n0 = r0.get(off).copied().unwrap_or(0);
-                if !matches!(s, Step::Ack { .. }) {
+                if !is_ack(s) {
                     prop_assert_eq!(*n1, n0, "ACK-7: retries changed outside an ack at {:?}", k);
                 } else {
                     prop_assert!(*n1 <= n0 + 1, "more than one retry charged at one offset");
@@ -312,17 +159,16 @@ fn run_invariants(steps: &[Step], checks: u8) -> Result<(), TestCaseError> {
             .skip(before.dead_letters.len())
             .filter(|_| on(DEAD_LETTERS))
         {
-            let Step::Ack { .. } = s else {
+            if !is_ack(s) {
                 return Err(TestCaseError::fail("dead letter outside an ack"));
-            };
+            }
             let p = after.part(d.part).unwrap();
             let txn = &p.at(d.offset).transaction_id;
             let pid = e.ids.parts.id(d.part).unwrap();
-            let body: Value = serde_json::from_slice(&req.body).unwrap();
-            let statuses: Vec<&str> = body["acknowledgments"]
-                .as_array()
-                .unwrap()
+            let items = ack_items(&req);
+            let statuses: Vec<&str> = items
                 .iter()
+                .map(|(_, a)| a)
                 .filter(|a| a["transactionId"] == json!(txn) && a["partitionId"] == json!(pid))
                 .map(|a| a["status"].as_str().unwrap())
                 .collect();
@@ -406,23 +252,19 @@ fn run_invariants(steps: &[Step], checks: u8) -> Result<(), TestCaseError> {
                         let best = endorsed.entry((ph.0, g.clone())).or_default();
                         *best = (*best).max(off);
                     }
-                    delivered.push((m.clone(), GROUPS[*group]));
+                    delivered.push(Delivered {
+                        message: m.clone(),
+                        group: *group % 3,
+                        pop: pops,
+                    });
                 }
+                pops += 1;
             }
-            Step::Ack { .. } => {
-                let body: Value = serde_json::from_slice(&req.body).unwrap();
-                let g = body["consumerGroup"]
-                    .as_str()
-                    .unwrap_or(QUEUE_MODE)
-                    .to_string();
+            Step::Ack { .. } | Step::AckLast { .. } => {
                 let results: Vec<AckResult> =
                     serde_json::from_value(r.body.clone().unwrap()).unwrap();
-                for (a, res) in body["acknowledgments"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .zip(&results)
-                {
+                for ((g, a), res) in ack_items(&req).iter().zip(&results) {
+                    let g = g.clone();
                     if res.success {
                         let ph = e
                             .ids
@@ -488,11 +330,11 @@ fn run_invariants(steps: &[Step], checks: u8) -> Result<(), TestCaseError> {
     // and every group that has a cursor can still reach what it has not committed.
     now += 10_000_000;
     let mut drained = BTreeSet::new();
-    for q in QUEUES {
+    for q in [names.queue(0), names.queue(1)] {
         loop {
             let r = e.handle(
                 &HttpRequest::get(
-                    PopRoute::Queue(q.into()).path(),
+                    PopRoute::Queue(q.clone()).path(),
                     &[
                         ("consumerGroup", "drain"),
                         ("batch", "1000"),
@@ -523,48 +365,48 @@ proptest! {
 
     /// A cursor never moves back.
     #[test]
-    fn cursor_never_moves_back(steps in prop::collection::vec(step(), 1..60)) {
+    fn cursor_never_moves_back(steps in invariant_steps()) {
         run_invariants(&steps, CURSOR_MONOTONE)?;
     }
 
     /// At most one live lease per (partition, group), seen from the outside (ACK-4).
     #[test]
-    fn at_most_one_live_lease_per_partition_and_group(steps in prop::collection::vec(step(), 1..60)) {
+    fn at_most_one_live_lease_per_partition_and_group(steps in invariant_steps()) {
         run_invariants(&steps, ONE_LEASE)?;
     }
 
     /// No pushed message vanishes: a fresh group drains every one, and a cursor only
     /// reaches what its group acknowledged or took with autoAck (ACK-1).
     #[test]
-    fn no_pushed_message_ever_vanishes(steps in prop::collection::vec(step(), 1..60)) {
+    fn no_pushed_message_ever_vanishes(steps in invariant_steps()) {
         run_invariants(&steps, NO_VANISH)?;
     }
 
     /// Per-partition order holds across redeliveries: a delivered span is consecutive
     /// offsets right after the group's cursor.
     #[test]
-    fn per_partition_order_holds_across_redeliveries(steps in prop::collection::vec(step(), 1..60)) {
+    fn per_partition_order_holds_across_redeliveries(steps in invariant_steps()) {
         run_invariants(&steps, ORDER)?;
     }
 
     /// A message becomes a dead letter only through `dlq` or a failed ack that finds
     /// its `retryLimit` spent (DLQ-1).
     #[test]
-    fn dead_letters_only_through_dlq_or_a_spent_budget(steps in prop::collection::vec(step(), 1..60)) {
+    fn dead_letters_only_through_dlq_or_a_spent_budget(steps in invariant_steps()) {
         run_invariants(&steps, DEAD_LETTERS)?;
     }
 
     /// A failure is never skipped by a later success: the cursor stops below every
     /// offset that comes back (ACK-2).
     #[test]
-    fn a_failure_is_never_skipped_by_a_later_success(steps in prop::collection::vec(step(), 1..60)) {
+    fn a_failure_is_never_skipped_by_a_later_success(steps in invariant_steps()) {
         run_invariants(&steps, NO_SKIP)?;
     }
 
     /// Lease expiry never charges the retry budget; an ack charges at most one retry
     /// per (partition, group) (ACK-7, ACK step 3).
     #[test]
-    fn lease_expiry_never_charges_the_budget(steps in prop::collection::vec(step(), 1..60)) {
+    fn lease_expiry_never_charges_the_budget(steps in invariant_steps()) {
         run_invariants(&steps, BUDGET)?;
     }
 
@@ -572,7 +414,7 @@ proptest! {
     /// engine answering anywhere inside each request's time interval (section 13).
     #[test]
     fn checker_accepts_the_engine_under_any_policy_and_timing(
-        steps in prop::collection::vec((step(), 0..400i64, 0..100u8), 1..40),
+        steps in prop::collection::vec((any_step(), 0..400i64, 0..100u8), 1..40),
         alt in any::<bool>(),
         project in any::<bool>(),
     ) {
@@ -596,22 +438,23 @@ proptest! {
         c.skew_ms = 0;
         c.strict_project = !project;
         let mut now: Millis = 1_800_000_000_000;
-        let mut delivered: Vec<(PopMessage, Option<&'static str>)> = Vec::new();
+        let (names, mut delivered, mut pops) = (names(), Vec::<Delivered>::new(), 0u32);
         for (s, took, at_pct) in &steps {
             if let Step::Sleep(ms) = s {
-                now += ms;
+                now += Millis::from(*ms);
                 continue;
             }
-            let Some(req) = request(s, &delivered) else { continue };
+            let Some(req) = sequence::request(s, &names, &delivered) else { continue };
             let at = now + took * (*at_pct as i64) / 100;
             let r = e.handle(&req, at);
             if let Err(err) = c.step(&req, now, now + took, &r) {
                 return Err(TestCaseError::fail(format!("{err:?}")));
             }
             now += took;
-            if r.status == 200 && matches!(s, Step::Pop { .. }) {
+            if let (200, Step::Pop { group, .. }) = (r.status, s) {
                 let p: PopResponse = serde_json::from_value(r.body.unwrap()).unwrap();
-                delivered.extend(p.messages.into_iter().map(|m| (m, None)));
+                delivered.extend(p.messages.into_iter().map(|message| Delivered { message, group: *group % 3, pop: pops }));
+                pops += 1;
             }
             if delivered.len() > 64 {
                 delivered.drain(..delivered.len() - 64);

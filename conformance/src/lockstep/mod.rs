@@ -272,7 +272,9 @@ fn capability_of(o: Optional) -> Capability {
         Optional::Configure => Capability::Configure,
         Optional::DeadLetter => Capability::DeadLetter,
         Optional::Transactions => Capability::Transactions,
-        Optional::Management => Capability::Management,
+        Optional::Management | Optional::ManagementWrites | Optional::WholeBrokerReads => {
+            Capability::Management
+        }
     }
 }
 
@@ -353,7 +355,10 @@ fn worker(
     }
     let mut runner = test_runner(opts, w, cases);
     let without = opts.without.clone();
-    let allowed = move |o: Optional| !without.contains(&capability_of(o));
+    let allowed = move |o: Optional| {
+        // Other sequences run on the same broker, so no read of the whole broker.
+        o != Optional::WholeBrokerReads && !without.contains(&capability_of(o))
+    };
     let strategy = proptest::collection::vec(gen::step(&allowed), 1..=opts.steps.max(1) as usize);
     let search = Search::default();
     let total = opts.cases as u64;
