@@ -452,8 +452,17 @@ impl Started {
 /// (`BODY_LIMIT`, `DEFAULT_TIMEOUT` from the environment).
 #[allow(unused_mut)]
 /// The tokens of a broker with authentication on, from `--jwt-secret` or `--token-*`.
+/// Our own server, started in-process without either, gets authentication on with a
+/// secret made for this run, so the main job runs the auth cases too (section 14).
 fn suite_tokens(args: &RunArgs) -> Option<crate::auth::Tokens> {
-    if let Some(secret) = &args.auth.jwt_secret {
+    let ours = args.broker.target.is_none() && cfg!(feature = "embedded");
+    let given = args.auth.token_admin.is_some();
+    let secret = match &args.auth.jwt_secret {
+        Some(s) => Some(s.clone()),
+        None if ours && !given => Some(run_secret()),
+        None => None,
+    };
+    if let Some(secret) = &secret {
         return Some(crate::auth::Tokens::minted(
             secret,
             args.auth.jwt_issuer.clone(),
@@ -470,6 +479,11 @@ fn suite_tokens(args: &RunArgs) -> Option<crate::auth::Tokens> {
         }
         _ => None,
     }
+}
+
+/// A random HS256 secret for one run (64 hex digits), never written anywhere.
+fn run_secret() -> String {
+    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
 }
 
 // Both are changed only when the suite can start our server itself.
