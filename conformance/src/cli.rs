@@ -483,7 +483,11 @@ fn suite_tokens(args: &RunArgs) -> Option<crate::auth::Tokens> {
 
 /// A random HS256 secret for one run (64 hex digits), never written anywhere.
 fn run_secret() -> String {
-    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
 }
 
 // Both are changed only when the suite can start our server itself.
@@ -1019,6 +1023,24 @@ fn recheck(args: &RecheckArgs) -> Result<(String, bool), String> {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    /// Section 14 in the main job: our server in-process gets authentication on with a
+    /// fresh secret; a target of the user's has it only when told.
+    #[cfg(feature = "embedded")]
+    #[test]
+    fn our_server_runs_with_authentication_on_and_a_target_only_when_told() {
+        let mut a = RunArgs::defaults();
+        let minted = |a: &RunArgs| suite_tokens(a).is_some_and(|t| t.minter.is_some());
+        assert!(minted(&a), "the embedded broker gets a secret for the run");
+        assert_ne!(run_secret(), run_secret());
+        a.broker.target = Some("http://127.0.0.1:6632".into());
+        assert!(
+            suite_tokens(&a).is_none(),
+            "no tokens for a target without them"
+        );
+        a.auth.jwt_secret = Some("given".into());
+        assert!(minted(&a));
+    }
 
     /// A recorded fault round whose unanswered pops kept a whole-history search busy past
     /// its time limit: leaving them out first decides it in a few steps.
