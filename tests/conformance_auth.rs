@@ -10,7 +10,6 @@ use queen_conformance::case::Capability;
 use queen_conformance::lockstep::LockstepOptions;
 use queen_conformance::report::{terminal, Report};
 use queen_conformance::runner::{self, RunOptions, RunResults, Status};
-use queen_conformance::select::Selection;
 use queen_conformance::session::{CheckSettings, Target};
 use queen_reference::rules::{AUTH_1, AUTH_2, AUTH_3, AUTH_4, AUTH_6};
 use queen_tests::{memory_server, pg_server_with};
@@ -29,25 +28,11 @@ async fn run_with_tokens(url: &str, label: &str, lockstep: bool) -> RunResults {
     target.tokens = Some(Arc::new(tokens));
     let failures =
         std::env::temp_dir().join(format!("queen-conformance-auth-{}", std::process::id()));
-    let opts = RunOptions {
+    let opts = RunOptions::whole(
         target,
-        target_label: label.to_string(),
-        without: BTreeSet::new(),
-        selection: Selection::all(),
-        jobs: 12,
-        concurrent: None,
-        case_timeout_s: 60,
-        lockstep: lockstep.then(|| LockstepOptions {
-            seed: 2_121,
-            cases: 12,
-            steps: 40,
-            workers: 4,
-            without: BTreeSet::new(),
-            failures_dir: Some(failures.clone()),
-            max_shrink_secs: 60,
-        }),
-        progress: false,
-    };
+        label,
+        lockstep.then(|| LockstepOptions::sized(2_121, 12, 40, failures.clone())),
+    );
     let results = runner::run(&opts).await;
     let _ = std::fs::remove_dir_all(failures);
     results

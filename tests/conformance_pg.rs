@@ -6,7 +6,6 @@
 use queen_conformance::lockstep::LockstepOptions;
 use queen_conformance::report::{terminal, Report};
 use queen_conformance::runner::{self, RunOptions};
-use queen_conformance::select::Selection;
 use queen_conformance::session::{CheckSettings, Target};
 use queen_tests::pg_server;
 use std::collections::BTreeSet;
@@ -17,25 +16,11 @@ async fn conformance_suite_passes_on_the_pg_engine() {
     let url = server.url();
     let failures =
         std::env::temp_dir().join(format!("queen-conformance-pg-{}", std::process::id()));
-    let opts = RunOptions {
-        target: Target::new(&url, CheckSettings::default()),
-        target_label: format!("{url} (our server, PostgreSQL engine, fresh database)"),
-        without: BTreeSet::new(),
-        selection: Selection::all(),
-        jobs: 12,
-        concurrent: None,
-        case_timeout_s: 60,
-        lockstep: Some(LockstepOptions {
-            seed: 4_242,
-            cases: 24,
-            steps: 40,
-            workers: 4,
-            without: BTreeSet::new(),
-            failures_dir: Some(failures.clone()),
-            max_shrink_secs: 60,
-        }),
-        progress: false,
-    };
+    let opts = RunOptions::whole(
+        Target::new(&url, CheckSettings::default()),
+        &format!("{url} (our server, PostgreSQL engine, fresh database)"),
+        Some(LockstepOptions::sized(4_242, 24, 40, failures.clone())),
+    );
     let report = Report::build(runner::run(&opts).await, true, &BTreeSet::new());
     let text = terminal::render(&report, true);
     println!("{text}");

@@ -6,7 +6,6 @@
 use queen_conformance::lockstep::{self, LockstepOptions, LockstepOutcome};
 use queen_conformance::target::{CheckSettings, Target};
 use queen_tests::{memory_server, pg_server, TestServer};
-use std::collections::BTreeSet;
 
 /// Long sequences (the generator's steps reach the engines' rarer paths: retries spent,
 /// dead letters, expired leases, transactions, management reads and writes).
@@ -19,13 +18,8 @@ async fn lockstep(server: &TestServer, seed: u64) -> LockstepOutcome {
     let target = Target::new(&server.url(), settings);
     let failures = queen_tests::TempDir::new("server-lockstep");
     let opts = LockstepOptions {
-        seed,
-        cases: 12,
-        steps: 80,
         workers: 2,
-        without: BTreeSet::new(),
-        failures_dir: Some(failures.0.clone()),
-        max_shrink_secs: 60,
+        ..LockstepOptions::sized(seed, 12, 80, failures.0.clone())
     };
     lockstep::run(&target, &format!("sl{seed}"), &opts, None).await
 }

@@ -8,7 +8,6 @@ use crate::report::Outcome;
 use queen_conformance::lockstep::LockstepOptions;
 use queen_conformance::report::Report;
 use queen_conformance::runner::{self, RunOptions};
-use queen_conformance::select::Selection;
 use queen_conformance::session::{CheckSettings, Target};
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -16,25 +15,11 @@ use std::collections::BTreeSet;
 /// Runs the suite once against `url` and reports its wall time in seconds.
 pub async fn run(url: &str, run_id: &str) -> Result<Outcome, String> {
     let failures = std::env::temp_dir().join(format!("queen-bench-suite-{run_id}"));
-    let opts = RunOptions {
-        target: Target::new(url, CheckSettings::default()),
-        target_label: format!("{url} (queen-bench)"),
-        without: BTreeSet::new(),
-        selection: Selection::all(),
-        jobs: 12,
-        concurrent: None,
-        case_timeout_s: 60,
-        lockstep: Some(LockstepOptions {
-            seed: 4_242,
-            cases: 24,
-            steps: 40,
-            workers: 4,
-            without: BTreeSet::new(),
-            failures_dir: Some(failures.clone()),
-            max_shrink_secs: 60,
-        }),
-        progress: false,
-    };
+    let opts = RunOptions::whole(
+        Target::new(url, CheckSettings::default()),
+        &format!("{url} (queen-bench)"),
+        Some(LockstepOptions::sized(4_242, 24, 40, failures.clone())),
+    );
     let report = Report::build(runner::run(&opts).await, true, &BTreeSet::new());
     let _ = std::fs::remove_dir_all(failures);
     let count = |passed: bool| {

@@ -273,14 +273,7 @@ pub fn acks_for(p: &PopResponse, status: &str) -> Vec<Value> {
 
 /// The transactionIds of a pop's messages, in order.
 pub fn txns(p: &Option<PopResponse>) -> Vec<String> {
-    p.as_ref()
-        .map(|p| {
-            p.messages
-                .iter()
-                .map(|m| m.transaction_id.clone())
-                .collect()
-        })
-        .unwrap_or_default()
+    PopResponse::transaction_ids(p)
 }
 
 /// Sleeps `ms` milliseconds.

@@ -39,6 +39,24 @@ pub struct RunOptions {
     pub progress: bool,
 }
 
+impl RunOptions {
+    /// The whole catalog, 12 cases at once, and `lockstep` if given, with no concurrent
+    /// scenario and no progress bar: how our own tests and the benchmark run the suite.
+    pub fn whole(target: Target, label: &str, lockstep: Option<LockstepOptions>) -> RunOptions {
+        RunOptions {
+            target,
+            target_label: label.to_string(),
+            without: BTreeSet::new(),
+            selection: Selection::all(),
+            jobs: 12,
+            case_timeout_s: 60,
+            lockstep,
+            concurrent: None,
+            progress: false,
+        }
+    }
+}
+
 pub use crate::concurrent::CONCURRENT_ID;
 
 /// How a case ended before expectations are applied.

@@ -214,17 +214,15 @@ fn pop() -> BoxedStrategy<Step> {
         .boxed()
 }
 
+/// An ack status, as an index into [`STATUSES`]: mostly completions, then failures.
+fn status() -> impl Strategy<Value = u8> {
+    prop_oneof![5 => Just(0u8), 3 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)]
+}
+
 /// Acks of delivered messages, single or in a batch, mostly completions.
 fn ack() -> BoxedStrategy<Step> {
     (
-        prop::collection::vec(
-            (
-                any::<u8>(),
-                prop_oneof![5 => Just(0u8), 3 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)],
-                prop::bool::weighted(0.8),
-            ),
-            1..4,
-        ),
+        prop::collection::vec((any::<u8>(), status(), prop::bool::weighted(0.8)), 1..4),
         prop_oneof![6 => Just(None), 1 => (0..3u8).prop_map(Some)],
         prop::bool::weighted(0.2),
     )
@@ -239,10 +237,7 @@ fn ack() -> BoxedStrategy<Step> {
 /// Acks of the whole latest delivery, with mixed statuses.
 fn ack_last() -> BoxedStrategy<Step> {
     (
-        prop::collection::vec(
-            prop_oneof![5 => Just(0u8), 3 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)],
-            1..4,
-        ),
+        prop::collection::vec(status(), 1..4),
         prop::bool::weighted(0.85),
     )
         .prop_map(|(statuses, with_lease)| Step::AckLast {

@@ -51,6 +51,23 @@ pub struct LockstepOptions {
     pub max_shrink_secs: u32,
 }
 
+impl LockstepOptions {
+    /// `cases` sequences of up to `steps` steps from `seed`, on 4 workers, with every
+    /// capability, counterexamples saved in `failures_dir` after at most a minute of
+    /// shrinking.
+    pub fn sized(seed: u64, cases: u32, steps: u32, failures_dir: PathBuf) -> LockstepOptions {
+        LockstepOptions {
+            seed,
+            cases,
+            steps,
+            workers: 4,
+            without: BTreeSet::new(),
+            failures_dir: Some(failures_dir),
+            max_shrink_secs: 60,
+        }
+    }
+}
+
 /// A minimal failing sequence.
 #[derive(Clone, Debug)]
 pub struct Counterexample {

@@ -256,6 +256,18 @@ pub struct PopResponse {
     pub partitions_claimed: u32,
 }
 
+impl PopResponse {
+    /// The transactionIds of a pop's answer, in delivery order; none for a 204 (`None`).
+    pub fn transaction_ids(answer: &Option<PopResponse>) -> Vec<String> {
+        answer.as_ref().map_or_else(Vec::new, |p| {
+            p.messages
+                .iter()
+                .map(|m| m.transaction_id.clone())
+                .collect()
+        })
+    }
+}
+
 /// One delivered message (POP-5): no offset, attempt count, expiry or queue name.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -95,14 +95,7 @@ impl Broker {
 
     /// The transactionIds of a pop, in order (empty for a 204).
     pub fn txns(p: &Option<PopResponse>) -> Vec<String> {
-        p.as_ref()
-            .map(|p| {
-                p.messages
-                    .iter()
-                    .map(|m| m.transaction_id.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        PopResponse::transaction_ids(p)
     }
 
     pub fn ack_batch(&mut self, group: Option<&str>, items: Vec<Value>) -> Vec<AckResult> {
