@@ -16,7 +16,9 @@ use serde_json::{json, Value};
 
 /// The `sub` of each token the suite mints, so a case can tell whose push it was.
 pub const SUB_ADMIN: &str = "queen-conformance-admin";
+/// The `sub` of the read-write token the suite mints.
 pub const SUB_RW: &str = "queen-conformance-rw";
+/// The `sub` of the read-only token the suite mints.
 pub const SUB_RO: &str = "queen-conformance-ro";
 
 /// How long a minted token lives: longer than any run.
@@ -33,9 +35,13 @@ pub struct Minter {
 /// The suite's tokens, one per level, and the minter when it has the secret.
 #[derive(Clone, Debug)]
 pub struct Tokens {
+    /// Bearer token with the admin role (section 14).
     pub admin: String,
+    /// Bearer token with the read-write role (section 14).
     pub rw: String,
+    /// Bearer token with the read-only role (section 14).
     pub ro: String,
+    /// Mints further tokens (expired, wrong role, ...) when the suite holds the JWT secret; `None` with given tokens only.
     pub minter: Option<Minter>,
 }
 

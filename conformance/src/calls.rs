@@ -15,6 +15,7 @@ use std::time::Duration;
 pub const POLL_STEPS_MS: [u64; 5] = [100, 200, 400, 800, 1600];
 
 impl Session {
+    /// Sends a `GET` of `path` with the query pairs, checked against the model.
     pub async fn get(
         &mut self,
         path: &str,
@@ -23,10 +24,12 @@ impl Session {
         self.send(HttpRequest::get(path, query)).await
     }
 
+    /// Sends a `POST` of `path` with a JSON body, checked against the model.
     pub async fn post(&mut self, path: &str, body: Value) -> Result<HttpResponse, Failure> {
         self.send(HttpRequest::post(path, &body)).await
     }
 
+    /// Sends a `POST` of `path` with a raw body as given (malformed JSON included), checked against the model.
     pub async fn post_raw(
         &mut self,
         path: &str,

@@ -28,12 +28,15 @@ pub const EMBEDDED_RETENTION_LAG_MS: i64 = 1_000;
     version = crate::version::LONG.as_str(),
     about = "Conformance suite for Queen-compatible brokers, checked against the reference model"
 )]
+/// The command line of the `queen-conformance` binary.
 pub struct Cli {
     #[command(subcommand)]
+    /// The subcommand to run.
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
+/// The subcommands of `queen-conformance`.
 pub enum Command {
     /// Run the suite.
     // Every flag's help on its own line under every heading, as the longest ones need.
@@ -74,13 +77,15 @@ pub enum Command {
     #[cfg(feature = "embedded")]
     #[command(hide = true)]
     Serve {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, help = None)]
+        /// The server's own command-line arguments, passed through.
         args: Vec<String>,
     },
 }
 
 #[cfg(feature = "embedded")]
 #[derive(Debug, Args, Clone)]
+/// The options of `faults`.
 pub struct FaultsArgs {
     /// Scenarios to run, comma-separated (default: all).
     #[arg(long, value_delimiter = ',', value_enum)]
@@ -130,6 +135,7 @@ pub struct FaultsArgs {
 
 #[cfg(feature = "embedded")]
 #[derive(Debug, Args, Clone)]
+/// The options of `cluster`.
 pub struct ClusterArgs {
     /// queen-server processes on the one database.
     #[arg(long, default_value_t = 2)]
@@ -143,6 +149,7 @@ pub struct ClusterArgs {
 }
 
 #[derive(Debug, Args, Clone)]
+/// The options of `recheck`.
 pub struct RecheckArgs {
     /// The history file (a JSON array of calls).
     pub file: PathBuf,
@@ -155,24 +162,34 @@ pub struct RecheckArgs {
 }
 
 #[derive(Debug, Args, Clone)]
+/// The options of `run`.
 pub struct RunArgs {
     #[command(flatten)]
+    /// The broker to check, or the embedded one.
     pub broker: TargetArgs,
     #[command(flatten)]
+    /// Which cases run (`--only`, `--skip`, `--without`).
     pub select: SelectionArgs,
     #[command(flatten)]
+    /// The concurrent scenario (`--concurrency`).
     pub concurrent: ConcurrencyArgs,
     #[command(flatten)]
+    /// The lockstep property run.
     pub lockstep: LockstepArgs,
     #[command(flatten)]
+    /// The tokens for a broker with authentication on (section 14).
     pub auth: AuthArgs,
     #[command(flatten)]
+    /// The JUnit and JSON reports to write.
     pub reports: ReportArgs,
     #[command(flatten)]
+    /// What fails the run (`--strict`, expected failures, accepted findings).
     pub verdict: VerdictArgs,
     #[command(flatten)]
+    /// Concurrency and time limits of the run.
     pub limits: LimitArgs,
     #[command(flatten)]
+    /// How the terminal output looks.
     pub terminal: TerminalArgs,
 }
 

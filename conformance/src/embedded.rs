@@ -81,10 +81,12 @@ pub struct Embedded {
     cluster: Option<Arc<EmbeddedDb>>,
     /// The temporary directory of the cluster and the spool (removed at the end).
     dir: Option<PathBuf>,
+    /// The configuration the server was started with.
     pub config: Config,
 }
 
 impl Embedded {
+    /// The server's base URL (empty when it is not running).
     pub fn url(&self) -> String {
         self.running.as_ref().map(Running::url).unwrap_or_default()
     }

@@ -15,9 +15,13 @@ use std::fmt::Write;
 /// One request and its answer, as checked.
 #[derive(Clone, Debug)]
 pub struct Exchange {
+    /// The request sent.
     pub request: HttpRequest,
+    /// The broker's answer.
     pub response: HttpResponse,
+    /// When the request was sent (ms since the Unix epoch).
     pub sent_ms: Millis,
+    /// When the answer arrived (ms since the Unix epoch).
     pub received_ms: Millis,
     /// States of the model still possible after this exchange (0: it diverged).
     pub worlds: usize,
@@ -43,8 +47,13 @@ pub fn request_json(r: &HttpRequest) -> Value {
 
 /// A request as sent.
 #[derive(Serialize, JsonSchema)]
+// `description = ""`: the field docs stay out of spec/report.schema.json (see `report::document`).
 pub struct RequestDoc {
+    /// The HTTP method.
+    #[schemars(description = "")]
     pub method: String,
+    /// The path, without the query.
+    #[schemars(description = "")]
     pub path: String,
     /// Query parameters as `[name, value]` pairs, in order.
     pub query: Vec<(String, String)>,

@@ -8,6 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Duration;
 
+/// The run's progress bar on stderr (hidden when stderr is not a terminal).
 pub struct Progress {
     bar: ProgressBar,
 }

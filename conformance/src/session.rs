@@ -78,10 +78,12 @@ impl Session {
         self.prefix.clone()
     }
 
+    /// The prefix of the session's queue names.
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
 
+    /// The broker the session talks to.
     pub fn target(&self) -> &Target {
         &self.target
     }
@@ -97,6 +99,7 @@ impl Session {
         self.target.pin = k;
     }
 
+    /// The settings the answers are checked with.
     pub fn settings(&self) -> &CheckSettings {
         &self.target.settings
     }
@@ -106,6 +109,7 @@ impl Session {
         &self.transcript
     }
 
+    /// The exchanges so far.
     pub fn into_transcript(self) -> Vec<Exchange> {
         self.transcript
     }
@@ -127,6 +131,7 @@ impl Session {
         self.checker.worlds().len()
     }
 
+    /// The model checking the answers.
     pub fn checker(&self) -> &Checker {
         &self.checker
     }

@@ -26,7 +26,9 @@ fn text(v: &Value, key: &str) -> Option<String> {
 /// One message of a pop answer: what the invariants and the acks need of it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Popped {
+    /// The message's `transactionId`.
     pub transaction_id: String,
+    /// The id of the partition it was popped from (what an ack names).
     pub partition_id: String,
     /// The partition's name (from the message, else the top level when it names the
     /// same partition id); `None` when the answer does not say.
@@ -87,7 +89,9 @@ fn popped(top: &Value, m: &Value) -> Option<Popped> {
 /// What a push answer says of one item; `status` is `None` when unreadable.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PushItemRead {
+    /// The item's `status` (`queued`, `buffered`, `duplicate`).
     pub status: Option<PushStatus>,
+    /// The item's `transactionId`, when the answer gives one.
     pub transaction_id: Option<String>,
 }
 
@@ -148,9 +152,13 @@ fn push_status(s: &str) -> Option<PushStatus> {
 /// when the answer leaves them out.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AckRead {
+    /// Whether the ack answer says `success`.
     pub success: bool,
+    /// The answer's `noop` flag: the ack changed nothing (section 4).
     pub noop: Option<bool>,
+    /// The answer's `dlq` flag: the failure moved the message to the dead-letter queue (section 6).
     pub dlq: Option<bool>,
+    /// The answer's `leaseReleased` flag: the ack released the partition's lease (section 4).
     pub lease_released: Option<bool>,
 }
 

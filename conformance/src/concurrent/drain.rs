@@ -85,7 +85,9 @@ impl DrainOptions {
 /// One `(queue, group)` the drain emptied, or did not.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Drained {
+    /// The queue drained.
     pub queue: String,
+    /// The consumer group it was drained for.
     pub group: String,
     /// Ended by an empty answer when no lease could still hold a missing message, or
     /// when only leases outliving the drain's time could.
@@ -109,8 +111,11 @@ impl Drained {
 /// The drain's calls and what it emptied.
 #[derive(Clone, Debug, Default)]
 pub struct Drain {
+    /// The drain's pops and acks, as recorded in the history.
     pub ops: Vec<Op>,
+    /// Each `(queue, group)` drained, and whether it was emptied.
     pub targets: Vec<Drained>,
+    /// How long the drain took (ms).
     pub elapsed_ms: f64,
 }
 

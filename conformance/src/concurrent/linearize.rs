@@ -52,6 +52,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict's name: `linearizable`, `violation` or `unknown`.
     pub fn name(&self) -> &'static str {
         match self {
             Verdict::Linearizable(_) => "linearizable",
@@ -65,7 +66,9 @@ impl Verdict {
 /// each call that could come next was refused there.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
+    /// The ids of the calls of the longest linearizable prefix, in order.
     pub prefix: Vec<usize>,
+    /// Each call that could come next (its id) and why the model refused it there.
     pub refused: Vec<(usize, String)>,
     /// The variant under which the history is linearizable, when one is: the cause.
     pub cause: Option<Variant>,
@@ -112,11 +115,15 @@ pub fn unanswered(history: &History) -> Option<String> {
 /// One key's result.
 #[derive(Clone, Debug)]
 pub struct KeyResult {
+    /// The key (queue) of the history checked.
     pub key: String,
+    /// Calls on the key.
     pub ops: usize,
+    /// Whether the key's calls are linearizable.
     pub verdict: Verdict,
     /// Model steps taken.
     pub steps: u64,
+    /// How long the search took (ms).
     pub elapsed_ms: f64,
     /// The verdict is unknown because the search ran out of time (not of steps).
     pub timed_out: bool,
@@ -125,9 +132,13 @@ pub struct KeyResult {
 /// The whole history's result.
 #[derive(Clone, Debug)]
 pub struct Outcome {
+    /// Each key's result.
     pub keys: Vec<KeyResult>,
+    /// Calls in the history.
     pub ops: usize,
+    /// Calls with no usable answer.
     pub unknown_ops: usize,
+    /// How long the whole check took (ms).
     pub elapsed_ms: f64,
     /// Why the history is inconclusive whatever the search found ([`unanswered`]); set
     /// by [`Outcome::judge_unanswered`], `None` from the search alone.
@@ -164,6 +175,7 @@ impl Outcome {
         }
     }
 
+    /// Whether the whole history is linearizable.
     pub fn passed(&self) -> bool {
         self.verdict_name() == "linearizable"
     }
@@ -176,6 +188,7 @@ impl Outcome {
         self.ops as f64 * 1000.0 / self.elapsed_ms
     }
 
+    /// Model steps taken over all keys.
     pub fn steps(&self) -> u64 {
         self.keys.iter().map(|k| k.steps).sum()
     }

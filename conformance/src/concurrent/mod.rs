@@ -80,6 +80,7 @@ pub async fn run_and_check(
 /// What `run --concurrency N` asks of the concurrent scenario.
 #[derive(Clone, Debug)]
 pub struct ScenarioOptions {
+    /// The clients, calls and queues of the workload.
     pub workload: Workload,
     /// Model steps of the linearizability search per queue.
     pub budget: u64,
@@ -91,10 +92,15 @@ pub struct ScenarioOptions {
 /// final drain and the invariants checked on both.
 #[derive(Clone, Debug)]
 pub struct Scenario {
+    /// The workload that ran.
     pub workload: Workload,
+    /// Every call of the workload and its answer.
     pub history: History,
+    /// The linearizability check of the history.
     pub outcome: Outcome,
+    /// The final drain's calls and what it emptied.
     pub drain: Drain,
+    /// The invariants checked on the history and the drain.
     pub invariants: InvariantReport,
     /// The whole scenario: workload, search, drain and checks.
     pub duration_ms: u64,

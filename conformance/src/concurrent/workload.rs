@@ -31,6 +31,7 @@ pub struct Workload {
     pub ops_per_client: usize,
     /// Queues the calls spread over.
     pub queues: usize,
+    /// Seed of the calls' random choices: the same seed makes the same calls.
     pub seed: u64,
     /// Client-side timeout of one call (ms): past it the answer is unknown.
     pub op_timeout_ms: u64,
@@ -72,6 +73,7 @@ impl Workload {
         k % 3 == 2 && self.lease_seconds.is_some_and(|s| s <= EXPIRY_LEASE_MAX_S)
     }
 
+    /// The name of the workload's `i`-th queue (modulo the queue count).
     pub fn queue(&self, i: usize) -> String {
         format!("{}-cq{}", self.prefix, i % self.queues.max(1))
     }

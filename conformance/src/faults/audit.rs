@@ -86,6 +86,7 @@ impl PushTally {
         t
     }
 
+    /// The audit in one line for the scenario's summary.
     pub fn summary(&self) -> String {
         format!(
             "pushed items: {} acknowledged ({} buffered), {} duplicate, {} unknown",

@@ -23,7 +23,9 @@ use super::proxy::Proxy;
 /// How to start one server process: a program and its leading arguments.
 #[derive(Clone, Debug)]
 pub struct ServerProgram {
+    /// The executable.
     pub program: PathBuf,
+    /// Arguments put before the server's own.
     pub args: Vec<String>,
 }
 
@@ -48,6 +50,7 @@ impl ServerProgram {
         Ok(ServerProgram::locate(&exe))
     }
 
+    /// The command line, as printed in a scenario's summary.
     pub fn describe(&self) -> String {
         let mut s = self.program.display().to_string();
         for a in &self.args {
@@ -69,6 +72,7 @@ struct Server {
 /// What a deployment holds besides its servers' program.
 #[derive(Clone, Debug)]
 pub struct Layout {
+    /// queen-server processes on the one database.
     pub servers: usize,
     /// `DB_POOL_SIZE` of each server.
     pub pool_size: u32,
@@ -308,10 +312,12 @@ impl Deployment {
         unreachable!("the loop returns")
     }
 
+    /// Every server's base URL, in order.
     pub fn urls(&self) -> Vec<String> {
         (0..self.servers.len()).map(|i| self.url(i)).collect()
     }
 
+    /// The base URL of server `i`.
     pub fn url(&self, i: usize) -> String {
         format!("http://127.0.0.1:{}", self.port(i))
     }
@@ -321,6 +327,7 @@ impl Deployment {
         self.servers[i].port
     }
 
+    /// How many server processes the deployment has.
     pub fn servers(&self) -> usize {
         self.servers.len()
     }

@@ -35,7 +35,9 @@ struct State {
 /// whatever the speed of the machine.
 #[derive(Clone, Copy, Debug)]
 pub struct Slow {
+    /// How long a held-back read waits.
     pub delay: std::time::Duration,
+    /// Every how many reads of a connection one is held back.
     pub every: u32,
 }
 

@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Counts by name, in two groups.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Coverage {
+    /// Calls made, by operation name.
     pub operations: BTreeMap<String, u64>,
+    /// Outcomes reached, by name.
     pub outcomes: BTreeMap<String, u64>,
 }
 
@@ -33,14 +35,17 @@ pub const INTERESTING: &[&str] = &[
 ];
 
 impl Coverage {
+    /// Counts one call of the operation `name`.
     pub fn op(&mut self, name: &str) {
         *self.operations.entry(name.to_string()).or_default() += 1;
     }
 
+    /// Counts one reaching of the outcome `name`.
     pub fn hit(&mut self, name: &str) {
         *self.outcomes.entry(name.to_string()).or_default() += 1;
     }
 
+    /// Adds another run's counts to these.
     pub fn merge(&mut self, other: &Coverage) {
         for (k, v) in &other.operations {
             *self.operations.entry(k.clone()).or_default() += v;

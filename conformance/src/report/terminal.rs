@@ -22,6 +22,7 @@ pub struct Paint {
 }
 
 impl Paint {
+    /// No colours.
     pub const PLAIN: Paint = Paint { on: false };
 
     /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty (no-color.org).
