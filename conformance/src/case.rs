@@ -199,13 +199,13 @@ impl Case {
     }
 
     /// The case runs alone, with no other case at the same time.
-    pub fn exclusive(mut self) -> Case {
+    pub(crate) fn exclusive(mut self) -> Case {
         self.exclusive = true;
         self
     }
 
     /// Every capability the case needs, its own first.
-    pub fn capabilities(&self) -> impl Iterator<Item = Capability> + '_ {
+    pub(crate) fn capabilities(&self) -> impl Iterator<Item = Capability> + '_ {
         std::iter::once(self.capability).chain(self.needs.iter().copied())
     }
 }

@@ -41,7 +41,7 @@ impl Exchange {
 }
 
 /// A request as JSON: the body parsed when it is JSON, else as text.
-pub fn request_json(r: &HttpRequest) -> Value {
+pub(crate) fn request_json(r: &HttpRequest) -> Value {
     serde_json::to_value(request_doc(r)).expect("a request serializes")
 }
 
@@ -63,7 +63,7 @@ pub struct RequestDoc {
 }
 
 /// A request as sent: the body parsed when it is JSON, else as text.
-pub fn request_doc(r: &HttpRequest) -> RequestDoc {
+pub(crate) fn request_doc(r: &HttpRequest) -> RequestDoc {
     let body = if r.body.is_empty() {
         Value::Null
     } else {
@@ -79,7 +79,7 @@ pub fn request_doc(r: &HttpRequest) -> RequestDoc {
 }
 
 /// One request as a single curl command line (for a terminal).
-pub fn curl_one(base: &str, r: &HttpRequest) -> String {
+pub(crate) fn curl_one(base: &str, r: &HttpRequest) -> String {
     let mut url = format!("{base}{}", r.path);
     if !r.query.is_empty() {
         url = format!("{url}?{}", form_urlencoded(&r.query));

@@ -31,7 +31,7 @@ impl Progress {
     }
 
     /// A spinner with `message` until [`Progress::finish`] (for work of unknown length).
-    pub fn spinner(enabled: bool, message: &str) -> Progress {
+    pub(crate) fn spinner(enabled: bool, message: &str) -> Progress {
         let p = Progress::new(enabled);
         p.bar.set_style(
             ProgressStyle::with_template("{spinner} {msg}  {elapsed}").expect("a valid template"),
@@ -42,7 +42,7 @@ impl Progress {
     }
 
     /// Redraws the bar: `done` of `total` in phase `what`.
-    pub fn update(&self, what: &str, done: u64, total: u64) {
+    pub(crate) fn update(&self, what: &str, done: u64, total: u64) {
         self.bar.set_length(total);
         self.bar.set_position(done);
         if self.bar.message() != what {

@@ -100,7 +100,7 @@ pub struct RunResults {
 }
 
 /// A fresh run id: 8 hex digits (queue names are `cf<run>c<case>-...`).
-pub fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
 }
 

@@ -177,7 +177,7 @@ impl Selection {
     }
 
     /// Whether the entry is selected: matched by `only` (when given) and by no `skip`.
-    pub fn covers(&self, e: &Entry) -> bool {
+    pub(crate) fn covers(&self, e: &Entry) -> bool {
         (self.only.is_empty() || self.only.iter().any(|s| s.matches(e)))
             && !self.skip.iter().any(|s| s.matches(e))
     }

@@ -95,7 +95,7 @@ impl Session {
 
     /// Sends this session's next requests to broker `k` (modulo the count), or round
     /// robin again with `None`.
-    pub fn pin_broker(&mut self, k: Option<usize>) {
+    pub(crate) fn pin_broker(&mut self, k: Option<usize>) {
         self.target.pin = k;
     }
 
@@ -110,7 +110,7 @@ impl Session {
     }
 
     /// The exchanges so far.
-    pub fn into_transcript(self) -> Vec<Exchange> {
+    pub(crate) fn into_transcript(self) -> Vec<Exchange> {
         self.transcript
     }
 
@@ -127,7 +127,7 @@ impl Session {
     }
 
     /// States of the model still consistent with every answer.
-    pub fn worlds(&self) -> usize {
+    pub(crate) fn worlds(&self) -> usize {
         self.checker.worlds().len()
     }
 
@@ -144,7 +144,10 @@ impl Session {
     /// Sends a request whose answer the model cannot judge (the broker's database is
     /// down: the model has no such input) and records it in the transcript unchecked;
     /// the case asserts what the spec says about it.
-    pub async fn send_unchecked(&mut self, req: HttpRequest) -> Result<HttpResponse, Failure> {
+    pub(crate) async fn send_unchecked(
+        &mut self,
+        req: HttpRequest,
+    ) -> Result<HttpResponse, Failure> {
         let req = self.target.authorized(req);
         let sent = now_ms();
         let answer = transmit(&self.target, &req).await;
@@ -166,7 +169,7 @@ impl Session {
     /// Tells the model that `req` (sent at `sent`, answered unchecked) took effect at
     /// some moment before `until`, with any outcome the model allows (a spooled push
     /// replayed later, PUSH-7). Later answers are checked against that.
-    pub fn assume_applied(
+    pub(crate) fn assume_applied(
         &mut self,
         req: &HttpRequest,
         sent: Millis,

@@ -141,7 +141,7 @@ impl Target {
 
     /// `req` with the suite's default token (admin) when it names none and the broker
     /// has authentication on: every request the suite sends goes through here.
-    pub fn authorized(&self, mut req: HttpRequest) -> HttpRequest {
+    pub(crate) fn authorized(&self, mut req: HttpRequest) -> HttpRequest {
         if let (None, Some(t)) = (&req.bearer, &self.tokens) {
             req.bearer = Some(t.admin.clone());
         }

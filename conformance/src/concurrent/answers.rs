@@ -50,7 +50,7 @@ pub enum PopRead {
 }
 
 /// Reads a pop answer leniently (any 2xx status, extra or missing keys).
-pub fn read_pop(answer: &Answer) -> PopRead {
+pub(crate) fn read_pop(answer: &Answer) -> PopRead {
     let Answer::Known(a) = answer else {
         return PopRead::Blind;
     };
@@ -108,7 +108,7 @@ pub enum PushRead {
 
 /// Reads a push answer: any 2xx whose body is an array of per-item results counts as
 /// answered, whatever its exact status (PUSH-1 says 201).
-pub fn read_push(answer: &Answer) -> PushRead {
+pub(crate) fn read_push(answer: &Answer) -> PushRead {
     let Answer::Known(a) = answer else {
         return PushRead::Unknown;
     };
@@ -166,7 +166,7 @@ pub struct AckRead {
 /// (whatever else is missing), `None` (unknown) otherwise. `None` for the whole answer
 /// when it is unknown or not a 2xx array (a 201, a 400 to a well-formed call, a body that
 /// is not an array): maybe applied, maybe not.
-pub fn read_acks(answer: &Answer) -> Option<Vec<Option<AckRead>>> {
+pub(crate) fn read_acks(answer: &Answer) -> Option<Vec<Option<AckRead>>> {
     let Answer::Known(a) = answer else {
         return None;
     };
@@ -200,7 +200,7 @@ pub enum ExtendRead {
 
 /// Reads an extend answer: a 2xx object with a boolean `success` (and, when true, a
 /// readable `expiresAt`).
-pub fn read_extend(answer: &Answer) -> ExtendRead {
+pub(crate) fn read_extend(answer: &Answer) -> ExtendRead {
     let Answer::Known(a) = answer else {
         return ExtendRead::Unknown;
     };

@@ -69,7 +69,7 @@ pub struct DrainOptions {
 impl DrainOptions {
     /// For a history whose pops lease for at most `lease_ms`, on queues with the
     /// default `retryDelay` (1 s, PROTOCOL.md section 8).
-    pub fn after_leases(lease_ms: Millis) -> DrainOptions {
+    pub(crate) fn after_leases(lease_ms: Millis) -> DrainOptions {
         DrainOptions {
             lease_seconds: 2,
             settle_ms: lease_ms + 1_000 + 300,
@@ -126,7 +126,7 @@ impl Drain {
     }
 
     /// `queue group` of each target not emptied.
-    pub fn unfinished(&self) -> Vec<String> {
+    pub(crate) fn unfinished(&self) -> Vec<String> {
         self.targets
             .iter()
             .filter(|t| !t.emptied)
@@ -147,7 +147,7 @@ impl Drain {
 
 /// The queues a history touched (pushes and queue-scoped pops), each with the groups its
 /// pops used, queue mode always among them.
-pub fn queues_and_groups(history: &History) -> BTreeMap<String, BTreeSet<String>> {
+pub(crate) fn queues_and_groups(history: &History) -> BTreeMap<String, BTreeSet<String>> {
     let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut add = |q: &str, g: Option<&str>| {
         let e = m.entry(q.to_string()).or_default();

@@ -39,7 +39,7 @@ pub struct Op {
 
 impl Op {
     /// Whether the call has no usable answer (it may or may not have been applied).
-    pub fn is_unknown(&self) -> bool {
+    pub(crate) fn is_unknown(&self) -> bool {
         matches!(self.answer, Answer::Unknown(_))
     }
 
@@ -85,7 +85,7 @@ impl Op {
 
     /// The call [`Op::to_json`] wrote (a failing round's history file), or why `v` is
     /// not one. Bearer tokens are not recorded, so a replayed call carries none.
-    pub fn from_json(v: &Value) -> Result<Op, String> {
+    pub(crate) fn from_json(v: &Value) -> Result<Op, String> {
         let num = |k: &str| {
             v[k].as_u64()
                 .ok_or_else(|| format!("call without a numeric `{k}`"))
@@ -178,7 +178,7 @@ impl History {
     }
 
     /// The history [`History::to_json`] wrote, in its recorded order.
-    pub fn from_json(v: &Value) -> Result<History, String> {
+    pub(crate) fn from_json(v: &Value) -> Result<History, String> {
         let calls = v.as_array().ok_or("a history is a JSON array of calls")?;
         let ops = calls
             .iter()

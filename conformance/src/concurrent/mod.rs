@@ -61,7 +61,7 @@ pub fn check_deep(
 
 /// Runs `workload` against `target` and checks the history with `budget` model steps
 /// per key; the outcome is inconclusive when too many calls went unanswered.
-pub async fn run_and_check(
+pub(crate) async fn run_and_check(
     target: &Target,
     workload: &Workload,
     budget: u64,
@@ -122,7 +122,7 @@ impl Scenario {
     /// Why the scenario is inconclusive (how many calls went unanswered), when it is:
     /// more than [`UNANSWERED_MAX_SHARE`] of its calls, or every call of a client, were
     /// unknown. Such a scenario fails the run and is never called linearizable.
-    pub fn inconclusive_reason(&self) -> Option<String> {
+    pub(crate) fn inconclusive_reason(&self) -> Option<String> {
         self.outcome.unanswered.clone()
     }
 
@@ -188,7 +188,7 @@ pub async fn run_scenario(target: &Target, workload: &Workload, budget: u64) -> 
 }
 
 /// [`run_scenario`] whose search gives up (unknown) after `limit`.
-pub async fn run_scenario_within(
+pub(crate) async fn run_scenario_within(
     target: &Target,
     workload: &Workload,
     budget: u64,

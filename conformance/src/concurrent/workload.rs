@@ -63,7 +63,7 @@ impl Workload {
     }
 
     /// The longest a pop of this workload leases for (ms).
-    pub fn lease_ms(&self) -> i64 {
+    pub(crate) fn lease_ms(&self) -> i64 {
         i64::from(self.lease_seconds.unwrap_or(60)) * 1000
     }
 
@@ -82,7 +82,7 @@ impl Workload {
 const GROUPS: [Option<&str>; 3] = [None, Some("g1"), Some("g2")];
 
 /// The default: every fourth call of each client is part of a burst.
-pub const BURST_EVERY: usize = 4;
+pub(crate) const BURST_EVERY: usize = 4;
 
 /// The longest lease (s) an expiry burst waits out.
 const EXPIRY_LEASE_MAX_S: u32 = 2;
@@ -123,7 +123,7 @@ pub async fn run_workload(target: &Target, w: &Workload) -> History {
 
 /// Runs the workload with its clients spread over `targets` (client `c` calls
 /// `targets[c % n]`: several processes of one broker) and returns the history.
-pub async fn run_workload_spread(targets: &[Target], w: &Workload) -> History {
+pub(crate) async fn run_workload_spread(targets: &[Target], w: &Workload) -> History {
     let log: Arc<Mutex<Vec<Op>>> = Arc::new(Mutex::new(Vec::new()));
     let meet = Arc::new(tokio::sync::Barrier::new(w.clients.max(1)));
     let mut tasks = Vec::new();

@@ -48,7 +48,7 @@ impl Proxy {
     }
 
     /// [`Proxy::start`], with the upstream's answers held back as `slow` says.
-    pub async fn start_slow(upstream: u16, slow: Slow) -> Result<Proxy, String> {
+    pub(crate) async fn start_slow(upstream: u16, slow: Slow) -> Result<Proxy, String> {
         Proxy::start_with(upstream, Some(slow)).await
     }
 

@@ -18,7 +18,7 @@ pub struct Coverage {
 }
 
 /// Outcomes every healthy run should reach at least once; reported when missing.
-pub const INTERESTING: &[&str] = &[
+pub(crate) const INTERESTING: &[&str] = &[
     "pop delivered",
     "pop empty (204)",
     "pop redelivery",
@@ -41,7 +41,7 @@ impl Coverage {
     }
 
     /// Counts one reaching of the outcome `name`.
-    pub fn hit(&mut self, name: &str) {
+    pub(crate) fn hit(&mut self, name: &str) {
         *self.outcomes.entry(name.to_string()).or_default() += 1;
     }
 
@@ -66,7 +66,7 @@ impl Coverage {
 
     /// Records the outcomes of one checked exchange. `world` is a state of the model
     /// after it (to tell a clamp from a plain commit); `seen` holds delivered ids.
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         req: &HttpRequest,
         resp: &HttpResponse,

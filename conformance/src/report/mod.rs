@@ -289,7 +289,7 @@ fn lockstep_entry(l: &LockstepOutcome, target_down: bool) -> Entry {
 
 /// The rules the concurrent scenario checks: linearizability against the model covers
 /// every rule its calls touch; the drain invariants name these.
-pub const CONCURRENT_RULES: [RuleId; 6] = [PUSH_7, ACK_1, ACK_2, ACK_4, ACK_6, ACK_7];
+pub(crate) const CONCURRENT_RULES: [RuleId; 6] = [PUSH_7, ACK_1, ACK_2, ACK_4, ACK_6, ACK_7];
 
 /// The concurrent scenario as one entry: failed when the history is not shown
 /// linearizable (a violation, or a search out of budget) or any anomaly is bad.
@@ -398,7 +398,7 @@ impl Report {
     /// Judges every entry against the expected failures (again, after `--fix` rewrote
     /// them) and lists why the run fails: the broker going down first, then the entries,
     /// the findings, and a run that executed nothing.
-    pub fn judge(&mut self, expected: &BTreeSet<String>) {
+    pub(crate) fn judge(&mut self, expected: &BTreeSet<String>) {
         let mut problems: Vec<Problem> = self
             .target_down
             .iter()
@@ -438,7 +438,7 @@ impl Report {
     }
 
     /// Ids of every failed case (expected or not): what `--fix` writes.
-    pub fn failing_ids(&self) -> BTreeSet<String> {
+    pub(crate) fn failing_ids(&self) -> BTreeSet<String> {
         self.entries
             .iter()
             .filter(|e| matches!(e.verdict, Verdict::Failed | Verdict::ExpectedFailure))

@@ -111,13 +111,13 @@ pub struct Acked {
 
 impl Acked {
     /// Whether the broker may have accepted this item (known success, or unknown).
-    pub fn maybe_effective(&self) -> bool {
+    pub(crate) fn maybe_effective(&self) -> bool {
         self.result.as_ref().is_none_or(|r| r.success)
     }
 
     /// A failure signal that may make messages come back (ACK-6): `failed` or `retry`
     /// not known to be refused or dead-lettered.
-    pub fn maybe_comes_back(&self) -> bool {
+    pub(crate) fn maybe_comes_back(&self) -> bool {
         matches!(self.status, AckStatus::Failed | AckStatus::Retry)
             && self.maybe_effective()
             && self.result.as_ref().is_none_or(|r| r.dlq != Some(true))
@@ -200,7 +200,7 @@ impl Facts {
 
     /// Reads calls in invocation order (each named by its `id`): what the drain reads
     /// of one queue while it runs.
-    pub fn from_ops<'a>(ops: impl IntoIterator<Item = &'a Op>) -> Facts {
+    pub(crate) fn from_ops<'a>(ops: impl IntoIterator<Item = &'a Op>) -> Facts {
         let mut f = Facts::default();
         let mut acks_raw = Vec::new();
         for op in ops {

@@ -109,7 +109,7 @@ impl InvariantReport {
     }
 
     /// Allowed anomalies per `kind/cause`.
-    pub fn allowed_causes(&self) -> BTreeMap<String, usize> {
+    pub(crate) fn allowed_causes(&self) -> BTreeMap<String, usize> {
         let mut m = BTreeMap::new();
         for a in self.anomalies.iter().filter(|a| !a.bad) {
             *m.entry(format!("{}/{}", a.kind, a.cause)).or_default() += 1;
@@ -197,7 +197,7 @@ pub fn check(history: &History, drain: &Drain) -> InvariantReport {
 
 /// Checks the workload's calls and the drain's together; anomalies name calls by their
 /// id in [`merged`]`(history, drain)`.
-pub fn check_with(history: &History, drain: &Drain, opts: &Options) -> InvariantReport {
+pub(crate) fn check_with(history: &History, drain: &Drain, opts: &Options) -> InvariantReport {
     let all = merged(history, drain);
     let f = Facts::read(&all);
     let mut out = InvariantReport {
