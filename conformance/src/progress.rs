@@ -9,7 +9,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 /// The run's progress bar on stderr (hidden when stderr is not a terminal).
-pub struct Progress {
+pub(crate) struct Progress {
     bar: ProgressBar,
 }
 

@@ -39,7 +39,7 @@ pub struct Popped {
 
 /// What a pop answer says was delivered.
 #[derive(Clone, Debug, PartialEq)]
-pub enum PopRead {
+pub(crate) enum PopRead {
     /// 204, or a 2xx whose `messages` is an empty array: nothing delivered.
     Empty,
     /// A 2xx whose `messages` is an array of readable messages.
@@ -88,7 +88,7 @@ fn popped(top: &Value, m: &Value) -> Option<Popped> {
 
 /// What a push answer says of one item; `status` is `None` when unreadable.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PushItemRead {
+pub(crate) struct PushItemRead {
     /// The item's `status` (`queued`, `buffered`, `duplicate`).
     pub status: Option<PushStatus>,
     /// The item's `transactionId`, when the answer gives one.
@@ -97,7 +97,7 @@ pub struct PushItemRead {
 
 /// What a push answer says.
 #[derive(Clone, Debug, PartialEq)]
-pub enum PushRead {
+pub(crate) enum PushRead {
     /// No usable answer: every item written or not.
     Unknown,
     /// A 4xx: nothing written (bad input, PUSH-8).

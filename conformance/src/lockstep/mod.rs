@@ -113,7 +113,7 @@ pub struct LockstepOutcome {
 pub const MAX_FINDINGS_LISTED: usize = 32;
 
 /// How one sequence ended.
-pub enum SeqResult {
+pub(crate) enum SeqResult {
     /// Every answer allowed; with the findings met on the way.
     Pass(Vec<Example>),
     /// The model could not decide: the sequence is cut short, not failed.

@@ -17,7 +17,7 @@ use std::fmt::Write;
 /// Colours for a terminal that wants them (on a TTY without `NO_COLOR`); plain text
 /// otherwise, for logs, files and tests.
 #[derive(Clone, Copy)]
-pub struct Paint {
+pub(crate) struct Paint {
     on: bool,
 }
 

@@ -47,7 +47,7 @@ pub(crate) const UNOBSERVED: Millis = Millis::MAX / 4;
 
 /// A lease that may still hold a message's partition.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Hold {
+pub(crate) struct Hold {
     /// `live-lease` (an extend showed it live), `unobserved-lease` (an extend answer that
     /// did not read), `lease-bound` (never asked: within the observed lease duration) or
     /// `unseen-lease` (a pop whose answer names no lease).
@@ -59,7 +59,7 @@ pub struct Hold {
 }
 
 /// The leases of a history, with the evidence on each.
-pub struct Leases<'a> {
+pub(crate) struct Leases<'a> {
     f: &'a Facts,
     skew: Millis,
     horizon: Millis,
