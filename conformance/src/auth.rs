@@ -38,11 +38,11 @@ pub struct Tokens {
     /// Bearer token with the admin role (section 14).
     pub admin: String,
     /// Bearer token with the read-write role (section 14).
-    pub rw: String,
+    pub(crate) rw: String,
     /// Bearer token with the read-only role (section 14).
-    pub ro: String,
+    pub(crate) ro: String,
     /// Mints further tokens (expired, wrong role, ...) when the suite holds the JWT secret; `None` with given tokens only.
-    pub minter: Option<Minter>,
+    pub(crate) minter: Option<Minter>,
 }
 
 impl Tokens {

@@ -163,10 +163,10 @@ pub struct Case {
     /// Further capabilities the case uses (it is skipped when any is excluded).
     pub needs: &'static [Capability],
     /// Touches global state (maintenance switches): runs alone, after the others.
-    pub exclusive: bool,
+    pub(crate) exclusive: bool,
     /// Reads a broker's own figures (its spool): with several brokers, every request
     /// goes to the first (CLUSTER-1).
-    pub one_broker: bool,
+    pub(crate) one_broker: bool,
     /// The case's body, run against a session on the target.
     pub run: CaseFn,
 }

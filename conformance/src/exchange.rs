@@ -20,11 +20,11 @@ pub struct Exchange {
     /// The broker's answer.
     pub response: HttpResponse,
     /// When the request was sent (ms since the Unix epoch).
-    pub sent_ms: Millis,
+    pub(crate) sent_ms: Millis,
     /// When the answer arrived (ms since the Unix epoch).
-    pub received_ms: Millis,
+    pub(crate) received_ms: Millis,
     /// States of the model still possible after this exchange (0: it diverged).
-    pub worlds: usize,
+    pub(crate) worlds: usize,
 }
 
 impl Exchange {

@@ -25,9 +25,9 @@ pub struct Example {
     /// The finding and where it was first seen.
     pub seen: Seen,
     /// Where it was seen: a case id, or the lockstep run.
-    pub origin: String,
+    pub(crate) origin: String,
     /// The case's name prefix (curl scripts make it fresh).
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// The exchanges up to and including the one where it was seen.
     pub transcript: Vec<Exchange>,
 }

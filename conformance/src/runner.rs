@@ -69,7 +69,7 @@ pub struct CaseOutcome {
     /// Every departure the case met, on its own rules or on others.
     pub findings: Vec<Seen>,
     /// The prefix of the queue names it used.
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// How long it took (ms).
     pub duration_ms: u64,
 }
@@ -82,7 +82,7 @@ pub struct RunResults {
     /// How the target is described in reports.
     pub target_label: String,
     /// When the run started (ms since the Unix epoch).
-    pub started_ms: i64,
+    pub(crate) started_ms: i64,
     /// How long the run took (ms).
     pub duration_ms: u64,
     /// Each selected case's outcome.

@@ -44,7 +44,7 @@ pub struct Entry<'a> {
     /// The level of its rules (`None`: no level, as for the property run).
     pub level: Option<Level>,
     /// The capabilities it needs.
-    pub capabilities: Vec<Capability>,
+    pub(crate) capabilities: Vec<Capability>,
 }
 
 impl<'a> Entry<'a> {

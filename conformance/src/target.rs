@@ -64,7 +64,7 @@ pub struct Target {
     /// The round robin's position, shared by the clones of this target.
     turn: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Every request to this one broker (its index, modulo the count) instead.
-    pub pin: Option<usize>,
+    pub(crate) pin: Option<usize>,
     /// The HTTP client the requests go through.
     pub client: reqwest::Client,
     /// How the answers are checked.

@@ -45,15 +45,15 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct DrainOptions {
     /// `leaseSeconds` of the drain's own pops.
-    pub lease_seconds: u32,
+    pub(crate) lease_seconds: u32,
     /// An empty answer is trusted only when invoked this long after the history's last
     /// completion: the longest lease a client asked for plus the retry delay (a longer
     /// lease the broker applies is found by asking it, see the module comment).
-    pub settle_ms: Millis,
+    pub(crate) settle_ms: Millis,
     /// Past this long, a `(queue, group)` still not empty is reported unfinished.
     pub max_ms: Millis,
     /// Client-side timeout of one drain call (ms).
-    pub op_timeout_ms: u64,
+    pub(crate) op_timeout_ms: u64,
     /// `batch` of the drain's pops.
     pub batch: u32,
     /// `(queue, group)` pairs drained at once. Each holds its turn from its first pop to
@@ -93,7 +93,7 @@ pub struct Drained {
     /// when only leases outliving the drain's time could.
     pub emptied: bool,
     /// When the pop whose empty answer ended it was invoked (client clock).
-    pub empty_at: Option<Millis>,
+    pub(crate) empty_at: Option<Millis>,
 }
 
 impl Drained {

@@ -32,7 +32,7 @@ pub struct Op {
     /// When the call was sent (ms since the Unix epoch).
     pub invoke_ms: Millis,
     /// When its answer arrived, or the client gave up (ms since the Unix epoch).
-    pub complete_ms: Millis,
+    pub(crate) complete_ms: Millis,
     /// What the call returned.
     pub answer: Answer,
 }

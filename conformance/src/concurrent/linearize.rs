@@ -67,7 +67,7 @@ impl Verdict {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
     /// The ids of the calls of the longest linearizable prefix, in order.
-    pub prefix: Vec<usize>,
+    pub(crate) prefix: Vec<usize>,
     /// Each call that could come next (its id) and why the model refused it there.
     pub refused: Vec<(usize, String)>,
     /// The variant under which the history is linearizable, when one is: the cause.
@@ -126,7 +126,7 @@ pub struct KeyResult {
     /// How long the search took (ms).
     pub elapsed_ms: f64,
     /// The verdict is unknown because the search ran out of time (not of steps).
-    pub timed_out: bool,
+    pub(crate) timed_out: bool,
 }
 
 /// The whole history's result.
@@ -137,12 +137,12 @@ pub struct Outcome {
     /// Calls in the history.
     pub ops: usize,
     /// Calls with no usable answer.
-    pub unknown_ops: usize,
+    pub(crate) unknown_ops: usize,
     /// How long the whole check took (ms).
     pub elapsed_ms: f64,
     /// Why the history is inconclusive whatever the search found ([`unanswered`]); set
     /// by [`Outcome::judge_unanswered`], `None` from the search alone.
-    pub unanswered: Option<String>,
+    pub(crate) unanswered: Option<String>,
 }
 
 impl Outcome {

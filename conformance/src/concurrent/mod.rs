@@ -85,7 +85,7 @@ pub struct ScenarioOptions {
     /// Model steps of the linearizability search per queue.
     pub budget: u64,
     /// Wall-clock limit of the search (past it: unknown).
-    pub search_limit: Duration,
+    pub(crate) search_limit: Duration,
 }
 
 /// A whole concurrent run: the workload's history, its linearizability outcome, the

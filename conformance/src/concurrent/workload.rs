@@ -28,18 +28,18 @@ pub struct Workload {
     /// Clients calling at once.
     pub clients: usize,
     /// Calls each client makes.
-    pub ops_per_client: usize,
+    pub(crate) ops_per_client: usize,
     /// Queues the calls spread over.
     pub queues: usize,
     /// Seed of the calls' random choices: the same seed makes the same calls.
     pub seed: u64,
     /// Client-side timeout of one call (ms): past it the answer is unknown.
-    pub op_timeout_ms: u64,
+    pub(crate) op_timeout_ms: u64,
     /// Queue names start with this (letters and digits).
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// `leaseSeconds` of every pop (`None`: the queue's `leaseTime`, 60 s). Short leases
     /// let the final drain finish soon after the clients stop.
-    pub lease_seconds: Option<u32>,
+    pub(crate) lease_seconds: Option<u32>,
     /// Every this many calls the clients meet and call at once on one queue and group
     /// (0: never), so that races between pops, and between acks and pops, happen on
     /// purpose rather than by luck.

@@ -84,7 +84,7 @@ pub struct Layout {
     pub standby: Option<queen_pg::Replication>,
     /// Each server reaches PostgreSQL through a [`Proxy`] of its own, which
     /// [`Deployment::cut`] cuts.
-    pub proxies: bool,
+    pub(crate) proxies: bool,
 }
 
 impl Layout {

@@ -178,17 +178,17 @@ pub struct Options {
     pub seed: u64,
     /// Client timeout of one call; half the clients of `client-timeouts` use
     /// `short_timeout_ms` instead.
-    pub op_timeout_ms: u64,
+    pub(crate) op_timeout_ms: u64,
     /// The short client timeout (ms) of half the clients of `client-timeouts`.
     pub short_timeout_ms: u64,
     /// Model steps of the search per queue.
     pub budget: u64,
     /// How long PostgreSQL stays paused or down, or a server down, per fault.
-    pub outage: Duration,
+    pub(crate) outage: Duration,
     /// Wall-clock limit of the search per round (past it: undecided, not a pass).
-    pub search_limit: Duration,
+    pub(crate) search_limit: Duration,
     /// `leaseSeconds` of the workload's pops: the drain waits the longest lease out.
-    pub lease_seconds: u32,
+    pub(crate) lease_seconds: u32,
     /// Where the timeline and history (JSON) of a round that fails the search go, and
     /// the whole history (all rounds and the drain) when an invariant fails.
     pub failures_dir: Option<std::path::PathBuf>,
@@ -243,13 +243,13 @@ pub struct Report {
     /// Pushed items by answer.
     pub pushes: audit::PushTally,
     /// The longest time the clients saw no push stored directly (ms).
-    pub store_gap_ms: f64,
+    pub(crate) store_gap_ms: f64,
     /// The invariants over every round and the final drain.
     pub invariants: InvariantReport,
     /// The drain's calls and how long it took.
-    pub drain_calls: usize,
+    pub(crate) drain_calls: usize,
     /// How long the drain took (ms).
-    pub drain_ms: f64,
+    pub(crate) drain_ms: f64,
     /// Starts of each server process (1 + restarts).
     pub starts: Vec<u32>,
     /// Spooled pushes adopted from dead processes, per the servers' logs.

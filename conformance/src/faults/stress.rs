@@ -24,9 +24,9 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 pub struct StressSizes {
     /// spool-capacity: the spool's capacity, and the payload bytes of one push.
-    pub spool_capacity: u64,
+    pub(crate) spool_capacity: u64,
     /// spool-capacity: the payload bytes of one push.
-    pub push_bytes: usize,
+    pub(crate) push_bytes: usize,
     /// slow-client: the connection cap, and how many stalled connections to open.
     pub max_connections: usize,
     /// slow-client: how many stalled connections to open.

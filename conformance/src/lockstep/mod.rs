@@ -63,7 +63,7 @@ pub struct Counterexample {
     /// The worker that found it.
     pub worker: usize,
     /// How many steps the failing sequence had before shrinking.
-    pub first_len: usize,
+    pub(crate) first_len: usize,
     /// The shrunk sequence.
     pub steps: Vec<Step>,
     /// Its exchanges with the broker, up to the failure.
@@ -75,7 +75,7 @@ pub struct Counterexample {
     /// The sequence as a Rust test.
     pub rust: String,
     /// Files the counterexample was saved to.
-    pub saved: Vec<PathBuf>,
+    pub(crate) saved: Vec<PathBuf>,
 }
 
 /// What a lockstep run found.

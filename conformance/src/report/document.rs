@@ -29,20 +29,20 @@ use std::collections::BTreeMap;
 #[schemars(title = "queen-conformance report")]
 pub struct Document {
     /// Always `queen-conformance`.
-    pub tool: &'static str,
+    pub(crate) tool: &'static str,
     /// The suite's version.
-    pub suite_version: &'static str,
+    pub(crate) suite_version: &'static str,
     /// The git revision the suite was built from (`unknown` outside a checkout).
-    pub git_revision: &'static str,
+    pub(crate) git_revision: &'static str,
     /// The version of `spec/PROTOCOL.md` the suite checks.
-    pub spec_version: &'static str,
+    pub(crate) spec_version: &'static str,
     /// The run's id: 8 hex digits, in the queue names it made (`cf<run>c<case>-...`).
     #[schemars(description = "")]
     pub run_id: String,
     /// The broker checked (its URL, or which embedded engine).
     pub target: String,
     /// When the run started (RFC 3339, UTC).
-    pub started_at: String,
+    pub(crate) started_at: String,
     /// How long the run took (ms).
     #[schemars(description = "")]
     pub duration_ms: u64,
@@ -91,7 +91,7 @@ pub struct Summary {
     pub skipped: usize,
     /// Cases that failed as listed in the expectations.
     #[schemars(description = "")]
-    pub expected_failures: usize,
+    pub(crate) expected_failures: usize,
     /// Passed, but listed as expected failures.
     pub stale: usize,
     /// Catalog cases the selection left out (not run, not listed).
@@ -126,7 +126,7 @@ pub struct CaseDoc {
     #[serde(skip_serializing_if = "Option::is_none")]
     /// Why the case was skipped.
     #[schemars(description = "")]
-    pub skip_reason: Option<String>,
+    pub(crate) skip_reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     /// Why the case failed.
     #[schemars(description = "")]
@@ -161,7 +161,7 @@ pub struct FailureDoc {
     #[serde(skip_serializing_if = "Option::is_none")]
     /// For a divergence: the broker's answer.
     #[schemars(description = "")]
-    pub actual: Option<AnswerDoc>,
+    pub(crate) actual: Option<AnswerDoc>,
     /// Every answer the model allowed there, and why the broker's differs from each.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed: Option<Vec<AllowedDoc>>,
@@ -209,12 +209,12 @@ pub struct ExchangeDoc {
     #[schemars(description = "")]
     pub response: AnswerDoc,
     /// When it was sent (ms since the Unix epoch).
-    pub sent_ms: i64,
+    pub(crate) sent_ms: i64,
     /// How long the answer took (ms).
     #[schemars(description = "")]
-    pub took_ms: i64,
+    pub(crate) took_ms: i64,
     /// How many model states were still possible after it.
-    pub worlds: usize,
+    pub(crate) worlds: usize,
 }
 
 /// One distinct departure of the broker from one rule.
@@ -227,7 +227,7 @@ pub struct FindingEntryDoc {
     pub finding: Finding,
     /// Every distinct instance, the first included.
     #[schemars(with = "Vec<FindingSchema>")]
-    pub instances: Vec<Finding>,
+    pub(crate) instances: Vec<Finding>,
     /// Covered by `--accept`.
     pub accepted: bool,
     /// Whether the finding fails the run.
@@ -237,10 +237,10 @@ pub struct FindingEntryDoc {
     pub seen_in: Vec<String>,
     /// The exchange where it was first seen.
     #[schemars(description = "")]
-    pub example: ExampleDoc,
+    pub(crate) example: ExampleDoc,
     /// Every difference between the model's answer and the broker's there.
     #[schemars(with = "Vec<DifferenceSchema>")]
-    pub diff: Vec<Difference>,
+    pub(crate) diff: Vec<Difference>,
     /// A shell script replaying the example.
     pub curl: String,
 }
@@ -250,7 +250,7 @@ pub struct FindingEntryDoc {
 pub struct ExampleDoc {
     /// Where it was seen: a case id or `lockstep/property-run`.
     #[schemars(description = "")]
-    pub origin: String,
+    pub(crate) origin: String,
     /// The exchange's index in that transcript.
     #[schemars(description = "")]
     pub step: usize,
@@ -259,7 +259,7 @@ pub struct ExampleDoc {
     pub request: Option<RequestDoc>,
     /// The broker's answer.
     #[schemars(description = "")]
-    pub actual: Option<AnswerDoc>,
+    pub(crate) actual: Option<AnswerDoc>,
     /// The model's answer.
     #[schemars(description = "")]
     pub expected: Option<AnswerDoc>,
@@ -278,7 +278,7 @@ pub struct LockstepDoc {
     pub cases: u32,
     /// Longest sequence asked for.
     #[schemars(description = "")]
-    pub max_steps: u32,
+    pub(crate) max_steps: u32,
     /// Sequences run.
     pub sequences: u64,
     /// Distinct findings met.
@@ -296,7 +296,7 @@ pub struct LockstepDoc {
     #[schemars(description = "")]
     pub coverage: Coverage,
     /// Outcomes a healthy run should reach that this one did not.
-    pub never_reached: Vec<String>,
+    pub(crate) never_reached: Vec<String>,
     /// Why the run stopped early, if it did.
     #[schemars(description = "")]
     pub error: Option<String>,
@@ -313,7 +313,7 @@ pub struct CounterexampleDoc {
     #[schemars(description = "")]
     pub worker: usize,
     /// How many steps it had before shrinking.
-    pub shrunk_from: usize,
+    pub(crate) shrunk_from: usize,
     /// The shrunk sequence, one step a line.
     #[schemars(description = "")]
     pub steps: Vec<String>,
@@ -326,7 +326,7 @@ pub struct CounterexampleDoc {
     /// The sequence as a Rust test.
     pub rust: String,
     /// Where it was saved.
-    pub saved: Vec<String>,
+    pub(crate) saved: Vec<String>,
 }
 
 /// A rule's level.

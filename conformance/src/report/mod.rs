@@ -78,7 +78,7 @@ pub struct Entry {
     /// How it ended.
     pub verdict: Verdict,
     /// Why it was skipped.
-    pub skip_reason: Option<String>,
+    pub(crate) skip_reason: Option<String>,
     /// Why it failed.
     pub failure: Option<Failure>,
     /// Its exchanges with the broker (kept for failures).
@@ -98,15 +98,15 @@ pub struct FindingEntry {
     /// The first instance.
     pub finding: Finding,
     /// Every distinct instance (its own text, path and example), the first included.
-    pub instances: Vec<Finding>,
+    pub(crate) instances: Vec<Finding>,
     /// Covered by `--accept`: listed, never a failure.
     pub accepted: bool,
     /// Where it was met: case ids (and `lockstep/property-run`), in catalog order.
     pub seen_in: Vec<String>,
     /// The first instance: the transcript up to it.
-    pub example: Example,
+    pub(crate) example: Example,
     /// Every difference between the model's answer and the broker's at that exchange.
-    pub diff: Vec<Difference>,
+    pub(crate) diff: Vec<Difference>,
     /// A script replaying the example.
     pub curl: String,
     /// Whether the finding fails the run.
@@ -120,7 +120,7 @@ pub struct Report {
     /// The broker checked, as the reports describe it.
     pub target: String,
     /// When the run started (ms since the Unix epoch).
-    pub started_ms: i64,
+    pub(crate) started_ms: i64,
     /// How long the run took (ms).
     pub duration_ms: u64,
     /// Whether PROJECT departures fail the run (`--strict`).

@@ -55,11 +55,11 @@ pub struct Pushed {
     /// The item's position in the push request.
     pub index: usize,
     /// What the push answer said of the item.
-    pub fate: Fate,
+    pub(crate) fate: Fate,
     /// When the push was sent (ms since the Unix epoch).
     pub invoke_ms: Millis,
     /// When its answer arrived (ms since the Unix epoch).
-    pub complete_ms: Millis,
+    pub(crate) complete_ms: Millis,
 }
 
 /// One pop's messages from one partition.
@@ -78,11 +78,11 @@ pub struct Delivery {
     /// When the pop was sent (ms since the Unix epoch).
     pub invoke_ms: Millis,
     /// When its answer arrived (ms since the Unix epoch).
-    pub complete_ms: Millis,
+    pub(crate) complete_ms: Millis,
     /// The shortest the lease can be (`leaseSeconds` of the pop), if the request says.
-    pub lease_min_ms: Option<Millis>,
+    pub(crate) lease_min_ms: Option<Millis>,
     /// Whether the pop asked for `autoAck` (the messages count as acknowledged on delivery).
-    pub auto_ack: bool,
+    pub(crate) auto_ack: bool,
 }
 
 /// One acknowledgment inside an ack call, with its result when the answer is known.
@@ -106,7 +106,7 @@ pub struct Acked {
     /// When the ack was sent (ms since the Unix epoch).
     pub invoke_ms: Millis,
     /// When its answer arrived (ms since the Unix epoch).
-    pub complete_ms: Millis,
+    pub(crate) complete_ms: Millis,
 }
 
 impl Acked {
@@ -139,11 +139,11 @@ pub struct BlindPop {
     /// When the pop was sent (ms since the Unix epoch).
     pub invoke_ms: Millis,
     /// When its answer arrived or the client gave up (ms since the Unix epoch).
-    pub complete_ms: Millis,
+    pub(crate) complete_ms: Millis,
     /// Whether the answer is unknown (then it may have acted after its completion).
     pub unknown: bool,
     /// The shortest the lease can be (`leaseSeconds` of the pop), if the request says.
-    pub lease_min_ms: Option<Millis>,
+    pub(crate) lease_min_ms: Option<Millis>,
 }
 
 /// A lease extend and what its answer showed (LEASE-1, LEASE-2).
@@ -160,7 +160,7 @@ pub struct Extended {
     /// When the extend was sent (ms since the Unix epoch).
     pub invoke_ms: Millis,
     /// When its answer arrived (ms since the Unix epoch).
-    pub complete_ms: Millis,
+    pub(crate) complete_ms: Millis,
 }
 
 /// Everything the checks need, over the workload and the drain together.
@@ -173,12 +173,12 @@ pub struct Facts {
     /// Every acknowledgment made.
     pub acks: Vec<Acked>,
     /// Pops that may have leased what no answer names.
-    pub blind_pops: Vec<BlindPop>,
+    pub(crate) blind_pops: Vec<BlindPop>,
     /// Every lease extend, with what it showed.
     pub extends: Vec<Extended>,
     /// Other calls that may release leases or move cursors outside ack calls
     /// (transactions, queue deletes): op index and queue (`None`: any queue).
-    pub other_writers: Vec<(usize, Option<String>, Millis)>,
+    pub(crate) other_writers: Vec<(usize, Option<String>, Millis)>,
     /// Dead letters listed, by group.
     pub dead: BTreeSet<(String, MsgKey)>,
     /// partitionId -> (queue, partition name), learnt from pop answers and DLQ listings.
