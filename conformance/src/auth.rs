@@ -17,9 +17,9 @@ use serde_json::{json, Value};
 /// The `sub` of each token the suite mints, so a case can tell whose push it was.
 pub const SUB_ADMIN: &str = "queen-conformance-admin";
 /// The `sub` of the read-write token the suite mints.
-pub(crate) const SUB_RW: &str = "queen-conformance-rw";
+const SUB_RW: &str = "queen-conformance-rw";
 /// The `sub` of the read-only token the suite mints.
-pub(crate) const SUB_RO: &str = "queen-conformance-ro";
+const SUB_RO: &str = "queen-conformance-ro";
 
 /// How long a minted token lives: longer than any run.
 const MINTED_LIFETIME_S: u64 = 24 * 3600;

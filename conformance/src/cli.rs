@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 /// RET-3: how late our embedded server's retention job may remove a message (it runs
 /// every 200 ms), the suite's `--retention-interval-ms` when it starts that server.
-pub(crate) const EMBEDDED_RETENTION_LAG_MS: i64 = 1_000;
+const EMBEDDED_RETENTION_LAG_MS: i64 = 1_000;
 #[derive(Debug, Parser)]
 #[command(
     name = "queen-conformance",

@@ -133,7 +133,7 @@ fn temp_dir() -> PathBuf {
 
 /// RET-3: how often our embedded server's retention job runs; the suite allows it
 /// [`crate::cli::EMBEDDED_RETENTION_LAG_MS`], as a round takes a moment.
-pub(crate) const RETENTION_INTERVAL_MS: u64 = 200;
+const RETENTION_INTERVAL_MS: u64 = 200;
 
 /// Starts our server with `engine`. `config` starts from the server's defaults
 /// (environment included); the data directory and spool are made temporary. With

@@ -143,7 +143,7 @@ impl Failure {
 
     /// Whether this is only a departure from PROJECT decisions (level PROJECT whatever
     /// the case's own level).
-    pub(crate) fn is_project_only(&self) -> bool {
+    fn is_project_only(&self) -> bool {
         matches!(self, Failure::Findings(d) if d.iter().all(|f| f.level == Level::Project))
     }
 

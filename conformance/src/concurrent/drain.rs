@@ -147,7 +147,7 @@ impl Drain {
 
 /// The queues a history touched (pushes and queue-scoped pops), each with the groups its
 /// pops used, queue mode always among them.
-pub(crate) fn queues_and_groups(history: &History) -> BTreeMap<String, BTreeSet<String>> {
+fn queues_and_groups(history: &History) -> BTreeMap<String, BTreeSet<String>> {
     let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut add = |q: &str, g: Option<&str>| {
         let e = m.entry(q.to_string()).or_default();

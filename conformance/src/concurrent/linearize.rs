@@ -197,7 +197,7 @@ impl Outcome {
 /// A checker configured as the target's model. PROJECT points are held strictly (the
 /// search cannot list departures), but accepted deviations and, with `--keep-going`,
 /// answer-only differences are let through as in the cases, which report them.
-pub(crate) fn fresh_checker(settings: &CheckSettings) -> Checker {
+fn fresh_checker(settings: &CheckSettings) -> Checker {
     let mut c = Checker::new();
     c.skew_ms = settings.skew_ms;
     c.set_retention_lag(settings.retention_lag_ms);
@@ -272,7 +272,7 @@ pub fn check_key(key: &str, ops: &[Op], start: Checker, budget: u64) -> KeyResul
 /// the whole history only when that finds none: an unanswered pop placed at some point
 /// keeps its lease's expiry uncertain for the rest of the search, which multiplies the
 /// states every later step carries.
-pub(crate) fn check_key_until(
+fn check_key_until(
     key: &str,
     ops: &[Op],
     start: Checker,

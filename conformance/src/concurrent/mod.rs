@@ -61,7 +61,7 @@ pub fn check_deep(
 
 /// Runs `workload` against `target` and checks the history with `budget` model steps
 /// per key; the outcome is inconclusive when too many calls went unanswered.
-pub(crate) async fn run_and_check(
+async fn run_and_check(
     target: &Target,
     workload: &Workload,
     budget: u64,

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 /// Whether a call's error says it never reached the broker: the connection was
 /// refused (a killed server's port), so the call had no effect at all.
-pub(crate) fn never_sent(answer: &Answer) -> bool {
+fn never_sent(answer: &Answer) -> bool {
     matches!(answer, Answer::Unknown(why) if why.contains("Connection refused"))
 }
 

@@ -124,7 +124,7 @@ impl Fault {
     }
 
     /// A stress scenario (see [`stress`]) rather than the workload under a fault.
-    pub(crate) fn is_stress(self) -> bool {
+    fn is_stress(self) -> bool {
         matches!(
             self,
             Fault::SpoolCapacity | Fault::SlowClient | Fault::ShutdownUnderLoad

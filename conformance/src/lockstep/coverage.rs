@@ -18,7 +18,7 @@ pub struct Coverage {
 }
 
 /// Outcomes every healthy run should reach at least once; reported when missing.
-pub(crate) const INTERESTING: &[&str] = &[
+const INTERESTING: &[&str] = &[
     "pop delivered",
     "pop empty (204)",
     "pop redelivery",
@@ -41,7 +41,7 @@ impl Coverage {
     }
 
     /// Counts one reaching of the outcome `name`.
-    pub(crate) fn hit(&mut self, name: &str) {
+    fn hit(&mut self, name: &str) {
         *self.outcomes.entry(name.to_string()).or_default() += 1;
     }
 

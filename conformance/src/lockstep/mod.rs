@@ -123,7 +123,7 @@ pub(crate) enum SeqResult {
 }
 
 /// Runs one sequence on a fresh session; returns how it ended and what was exchanged.
-pub(crate) async fn run_sequence(
+async fn run_sequence(
     target: &Target,
     prefix: String,
     steps: &[Step],
@@ -549,7 +549,7 @@ fn transcript_prefix(t: &[Exchange]) -> String {
 
 /// The command that runs the same sequences under the same judgement: the seed and
 /// size, and every flag that changes what the checker allows.
-pub(crate) fn reproduce(opts: &LockstepOptions, settings: &crate::target::CheckSettings) -> String {
+fn reproduce(opts: &LockstepOptions, settings: &crate::target::CheckSettings) -> String {
     let mut line = format!(
         "queen-conformance run --only lockstep --seed {} --cases {} --steps {} --lockstep-workers {}",
         opts.seed, opts.cases, opts.steps, opts.workers

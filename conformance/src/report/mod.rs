@@ -289,7 +289,7 @@ fn lockstep_entry(l: &LockstepOutcome, target_down: bool) -> Entry {
 
 /// The rules the concurrent scenario checks: linearizability against the model covers
 /// every rule its calls touch; the drain invariants name these.
-pub(crate) const CONCURRENT_RULES: [RuleId; 6] = [PUSH_7, ACK_1, ACK_2, ACK_4, ACK_6, ACK_7];
+const CONCURRENT_RULES: [RuleId; 6] = [PUSH_7, ACK_1, ACK_2, ACK_4, ACK_6, ACK_7];
 
 /// The concurrent scenario as one entry: failed when the history is not shown
 /// linearizable (a violation, or a search out of budget) or any anomaly is bad.

@@ -39,11 +39,11 @@ use queen_reference::time::Millis;
 use std::collections::BTreeMap;
 
 /// A pop's lease when it names no `leaseSeconds`: a push-created queue's `leaseTime`.
-pub(crate) const DEFAULT_LEASE_MS: Millis = 60_000;
+const DEFAULT_LEASE_MS: Millis = 60_000;
 
 /// How long a lease may live when the broker would not say (its extend answer did not
 /// read): for as long as anyone waits.
-pub(crate) const UNOBSERVED: Millis = Millis::MAX / 4;
+const UNOBSERVED: Millis = Millis::MAX / 4;
 
 /// A lease that may still hold a message's partition.
 #[derive(Clone, Debug, PartialEq)]

@@ -109,7 +109,7 @@ impl InvariantReport {
     }
 
     /// Allowed anomalies per `kind/cause`.
-    pub(crate) fn allowed_causes(&self) -> BTreeMap<String, usize> {
+    fn allowed_causes(&self) -> BTreeMap<String, usize> {
         let mut m = BTreeMap::new();
         for a in self.anomalies.iter().filter(|a| !a.bad) {
             *m.entry(format!("{}/{}", a.kind, a.cause)).or_default() += 1;
