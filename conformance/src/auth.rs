@@ -16,8 +16,10 @@ use serde_json::{json, Value};
 
 /// The `sub` of each token the suite mints, so a case can tell whose push it was.
 pub const SUB_ADMIN: &str = "queen-conformance-admin";
-pub const SUB_RW: &str = "queen-conformance-rw";
-pub const SUB_RO: &str = "queen-conformance-ro";
+/// The `sub` of the read-write token the suite mints.
+const SUB_RW: &str = "queen-conformance-rw";
+/// The `sub` of the read-only token the suite mints.
+const SUB_RO: &str = "queen-conformance-ro";
 
 /// How long a minted token lives: longer than any run.
 const MINTED_LIFETIME_S: u64 = 24 * 3600;
@@ -33,10 +35,14 @@ pub struct Minter {
 /// The suite's tokens, one per level, and the minter when it has the secret.
 #[derive(Clone, Debug)]
 pub struct Tokens {
+    /// Bearer token with the admin role (section 14).
     pub admin: String,
-    pub rw: String,
-    pub ro: String,
-    pub minter: Option<Minter>,
+    /// Bearer token with the read-write role (section 14).
+    pub(crate) rw: String,
+    /// Bearer token with the read-only role (section 14).
+    pub(crate) ro: String,
+    /// Mints further tokens (expired, wrong role, ...) when the suite holds the JWT secret; `None` with given tokens only.
+    pub(crate) minter: Option<Minter>,
 }
 
 impl Tokens {
@@ -95,7 +101,7 @@ impl Tokens {
     }
 
     /// The read-write token's header and payload with `alg: none` and no signature.
-    pub fn unsigned(&self) -> String {
+    pub(crate) fn unsigned(&self) -> String {
         let payload = self.rw.split('.').nth(1).unwrap_or("e30");
         format!(
             "{}.{payload}.",
@@ -111,7 +117,7 @@ impl Tokens {
 
     /// A token signed with another secret (only with the secret: otherwise the suite
     /// cannot tell it from the broker's own key).
-    pub fn wrong_key(&self) -> Option<String> {
+    pub(crate) fn wrong_key(&self) -> Option<String> {
         let m = self.minter.as_ref()?;
         let other = Minter {
             secret: format!("{}-not-the-broker's", m.secret),

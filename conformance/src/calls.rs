@@ -12,9 +12,10 @@ use std::time::Duration;
 
 /// The waits between pops asked again (see [`Session::pop`]): 3.1 s in all, the bound
 /// section 13 gives an effect the spec does not time.
-pub const POLL_STEPS_MS: [u64; 5] = [100, 200, 400, 800, 1600];
+pub(crate) const POLL_STEPS_MS: [u64; 5] = [100, 200, 400, 800, 1600];
 
 impl Session {
+    /// Sends a `GET` of `path` with the query pairs, checked against the model.
     pub async fn get(
         &mut self,
         path: &str,
@@ -23,10 +24,12 @@ impl Session {
         self.send(HttpRequest::get(path, query)).await
     }
 
+    /// Sends a `POST` of `path` with a JSON body, checked against the model.
     pub async fn post(&mut self, path: &str, body: Value) -> Result<HttpResponse, Failure> {
         self.send(HttpRequest::post(path, &body)).await
     }
 
+    /// Sends a `POST` of `path` with a raw body as given (malformed JSON included), checked against the model.
     pub async fn post_raw(
         &mut self,
         path: &str,
@@ -55,7 +58,7 @@ impl Session {
     }
 
     /// Pushes `txns` to one partition in one call.
-    pub async fn push_many(
+    pub(crate) async fn push_many(
         &mut self,
         queue: &str,
         partition: &str,
@@ -116,7 +119,7 @@ impl Session {
     }
 
     /// A queue-route pop.
-    pub async fn pop_q(
+    pub(crate) async fn pop_q(
         &mut self,
         queue: &str,
         query: &[(&str, &str)],
@@ -125,7 +128,7 @@ impl Session {
     }
 
     /// A queue-route pop that must deliver.
-    pub async fn pop_some(
+    pub(crate) async fn pop_some(
         &mut self,
         queue: &str,
         query: &[(&str, &str)],
@@ -139,7 +142,7 @@ impl Session {
     }
 
     /// `POST /api/v1/ack/batch`.
-    pub async fn ack_batch(
+    pub(crate) async fn ack_batch(
         &mut self,
         group: Option<&str>,
         acks: Vec<Value>,
@@ -219,7 +222,7 @@ impl Session {
     /// Sends a request that must be rejected with `status` (400 or 413), checked by the
     /// model (which also proves nothing changed: later answers are judged on the
     /// unchanged state).
-    pub async fn rejected(
+    pub(crate) async fn rejected(
         &mut self,
         req: HttpRequest,
         status: u16,
@@ -262,7 +265,7 @@ pub fn decode<T: serde::de::DeserializeOwned>(
 }
 
 /// Acknowledgments for every message of a pop, with its lease, all with `status`.
-pub fn acks_for(p: &PopResponse, status: &str) -> Vec<Value> {
+pub(crate) fn acks_for(p: &PopResponse, status: &str) -> Vec<Value> {
     p.messages
         .iter()
         .map(|m| {
@@ -277,6 +280,6 @@ pub fn txns(p: &Option<PopResponse>) -> Vec<String> {
 }
 
 /// Sleeps `ms` milliseconds.
-pub async fn sleep_ms(ms: u64) {
+pub(crate) async fn sleep_ms(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }

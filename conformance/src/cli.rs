@@ -21,19 +21,22 @@ use std::path::PathBuf;
 
 /// RET-3: how late our embedded server's retention job may remove a message (it runs
 /// every 200 ms), the suite's `--retention-interval-ms` when it starts that server.
-pub const EMBEDDED_RETENTION_LAG_MS: i64 = 1_000;
+const EMBEDDED_RETENTION_LAG_MS: i64 = 1_000;
 #[derive(Debug, Parser)]
 #[command(
     name = "queen-conformance",
     version = crate::version::LONG.as_str(),
     about = "Conformance suite for Queen-compatible brokers, checked against the reference model"
 )]
+/// The command line of the `queen-conformance` binary.
 pub struct Cli {
     #[command(subcommand)]
+    /// The subcommand to run.
     pub command: Command,
 }
 
 #[derive(Debug, Subcommand)]
+/// The subcommands of `queen-conformance`.
 pub enum Command {
     /// Run the suite.
     // Every flag's help on its own line under every heading, as the longest ones need.
@@ -74,23 +77,25 @@ pub enum Command {
     #[cfg(feature = "embedded")]
     #[command(hide = true)]
     Serve {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, help = None)]
+        /// The server's own command-line arguments, passed through.
         args: Vec<String>,
     },
 }
 
 #[cfg(feature = "embedded")]
 #[derive(Debug, Args, Clone)]
+/// The options of `faults`.
 pub struct FaultsArgs {
     /// Scenarios to run, comma-separated (default: all).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub faults: Vec<crate::faults::Fault>,
     /// Seconds each scenario's fault phase lasts (faults repeat until it is over).
     #[arg(long, default_value_t = 3)]
-    pub fault_duration: u64,
+    pub(crate) fault_duration: u64,
     /// Milliseconds PostgreSQL stays paused or down per fault.
     #[arg(long, default_value_t = 1500)]
-    pub outage_ms: u64,
+    pub(crate) outage_ms: u64,
     /// Clients calling at once (spread over the server processes).
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
@@ -105,7 +110,7 @@ pub struct FaultsArgs {
     pub seed: Option<u64>,
     /// Client-side timeout of one call in ms.
     #[arg(long, default_value_t = 1000)]
-    pub op_timeout_ms: u64,
+    pub(crate) op_timeout_ms: u64,
     /// The client-side timeout of the last client in client-timeouts, in ms.
     #[arg(long, default_value_t = 12)]
     pub short_timeout_ms: u64,
@@ -122,7 +127,7 @@ pub struct FaultsArgs {
     /// the size their defects were found at (a gigabyte spooled, 3,000 stalled
     /// connections, 500 parked pops) instead of the bounded size.
     #[arg(long)]
-    pub full_stress: bool,
+    pub(crate) full_stress: bool,
     /// Progress lines on stderr.
     #[arg(long, short)]
     pub verbose: bool,
@@ -130,6 +135,7 @@ pub struct FaultsArgs {
 
 #[cfg(feature = "embedded")]
 #[derive(Debug, Args, Clone)]
+/// The options of `cluster`.
 pub struct ClusterArgs {
     /// queen-server processes on the one database.
     #[arg(long, default_value_t = 2)]
@@ -143,6 +149,7 @@ pub struct ClusterArgs {
 }
 
 #[derive(Debug, Args, Clone)]
+/// The options of `recheck`.
 pub struct RecheckArgs {
     /// The history file (a JSON array of calls).
     pub file: PathBuf,
@@ -151,28 +158,38 @@ pub struct RecheckArgs {
     pub budget: u64,
     /// Seconds the whole search may take before "unknown".
     #[arg(long, default_value_t = crate::concurrent::DEFAULT_SEARCH_LIMIT.as_secs())]
-    pub search_limit_s: u64,
+    pub(crate) search_limit_s: u64,
 }
 
 #[derive(Debug, Args, Clone)]
+/// The options of `run`.
 pub struct RunArgs {
     #[command(flatten)]
+    /// The broker to check, or the embedded one.
     pub broker: TargetArgs,
     #[command(flatten)]
+    /// Which cases run (`--only`, `--skip`, `--without`).
     pub select: SelectionArgs,
     #[command(flatten)]
+    /// The concurrent scenario (`--concurrency`).
     pub concurrent: ConcurrencyArgs,
     #[command(flatten)]
+    /// The lockstep property run.
     pub lockstep: LockstepArgs,
     #[command(flatten)]
+    /// The tokens for a broker with authentication on (section 14).
     pub auth: AuthArgs,
     #[command(flatten)]
+    /// The JUnit and JSON reports to write.
     pub reports: ReportArgs,
     #[command(flatten)]
+    /// What fails the run (`--strict`, expected failures, accepted findings).
     pub verdict: VerdictArgs,
     #[command(flatten)]
+    /// Concurrency and time limits of the run.
     pub limits: LimitArgs,
     #[command(flatten)]
+    /// How the terminal output looks.
     pub terminal: TerminalArgs,
 }
 
@@ -243,11 +260,11 @@ pub struct ConcurrencyArgs {
     /// Concurrent scenario: client-side timeout of one call in ms (past it the answer is
     /// unknown: maybe applied).
     #[arg(long, default_value_t = 10_000)]
-    pub op_timeout_ms: u64,
+    pub(crate) op_timeout_ms: u64,
     /// Concurrent scenario: `leaseSeconds` of the clients' pops; the drain waits the
     /// leases out, so short ones keep it quick.
     #[arg(long, default_value_t = 1)]
-    pub lease_seconds: u32,
+    pub(crate) lease_seconds: u32,
     /// Concurrent scenario: model steps the linearizability search may take per queue
     /// before its verdict is "unknown" (which fails the run).
     #[arg(long, default_value_t = crate::concurrent::linearize::DEFAULT_BUDGET)]
@@ -255,7 +272,7 @@ pub struct ConcurrencyArgs {
     /// Concurrent scenario: seconds the linearizability search may take before its
     /// verdict is "unknown" (which fails the run): a run never hangs in the search.
     #[arg(long, default_value_t = crate::concurrent::DEFAULT_SEARCH_LIMIT.as_secs())]
-    pub search_limit_s: u64,
+    pub(crate) search_limit_s: u64,
     /// Concurrent scenario: where its timeline (HTML) is written. Without it, the
     /// timeline of a scenario that does not pass goes to
     /// `conformance-failures/concurrent-timeline.html`; with it, it is always written.
@@ -278,10 +295,10 @@ pub struct LockstepArgs {
     pub steps: u32,
     /// Parallel lockstep runners (part of what --seed reproduces).
     #[arg(long, default_value_t = 4)]
-    pub lockstep_workers: usize,
+    pub(crate) lockstep_workers: usize,
     /// Seconds allowed for shrinking a lockstep counterexample.
     #[arg(long, default_value_t = 60)]
-    pub shrink_secs: u32,
+    pub(crate) shrink_secs: u32,
     /// Where lockstep counterexamples are saved.
     #[arg(long, default_value = "conformance-failures")]
     pub failures_dir: PathBuf,
@@ -297,20 +314,20 @@ pub struct AuthArgs {
     pub jwt_secret: Option<String>,
     /// The `iss` the minted tokens carry (when the broker checks one).
     #[arg(long, requires = "jwt_secret")]
-    pub jwt_issuer: Option<String>,
+    pub(crate) jwt_issuer: Option<String>,
     /// The `aud` the minted tokens carry (when the broker checks one).
     #[arg(long, requires = "jwt_secret")]
-    pub jwt_audience: Option<String>,
+    pub(crate) jwt_audience: Option<String>,
     /// The broker has authentication on with keys the suite cannot know: a token with
     /// the admin role (give all three --token-* flags). Reports quote the tokens sent.
     #[arg(long, requires_all = ["token_rw", "token_ro"])]
-    pub token_admin: Option<String>,
+    pub(crate) token_admin: Option<String>,
     /// A token with the read-write role.
     #[arg(long, requires_all = ["token_admin", "token_ro"])]
-    pub token_rw: Option<String>,
+    pub(crate) token_rw: Option<String>,
     /// A token with the read-only role.
     #[arg(long, requires_all = ["token_admin", "token_rw"])]
-    pub token_ro: Option<String>,
+    pub(crate) token_ro: Option<String>,
 }
 
 /// The report files a run writes beside its terminal output.
@@ -344,7 +361,7 @@ pub struct VerdictArgs {
     /// run to FILE (an --expect-failures file), each with a comment saying what it
     /// accepts: a second run with `--expect-failures FILE` checks everything else.
     #[arg(long, value_name = "FILE")]
-    pub write_accepts: Option<PathBuf>,
+    pub(crate) write_accepts: Option<PathBuf>,
     /// Record an answer that differs only in what it says (status code, field names,
     /// shapes, error texts) as a finding and go on checking from what the broker did
     /// (the default with --target; our own server is held to every answer).
@@ -352,7 +369,7 @@ pub struct VerdictArgs {
     pub keep_going: bool,
     /// Stop a case at its first difference of any kind.
     #[arg(long)]
-    pub no_keep_going: bool,
+    pub(crate) no_keep_going: bool,
     /// Cases allowed to fail (one id per line); a listed case that passes fails the run.
     #[arg(long)]
     pub expect_failures: Option<PathBuf>,
@@ -371,7 +388,7 @@ pub struct LimitArgs {
     /// Seconds a request may go unanswered (a long poll: its `timeout` on top) before it
     /// fails its case with its curl line, instead of holding the case.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..))]
-    pub request_timeout_s: u64,
+    pub(crate) request_timeout_s: u64,
     /// The broker's body limit in bytes (413 above it).
     #[arg(long, default_value_t = 16 * 1024 * 1024)]
     pub body_limit: usize,
@@ -379,13 +396,13 @@ pub struct LimitArgs {
     /// a message may still be delivered [default: 5000 against --target; 1000 for our
     /// embedded server, whose retention job then runs every 200 ms].
     #[arg(long, value_parser = clap::value_parser!(i64).range(0..))]
-    pub retention_interval_ms: Option<i64>,
+    pub(crate) retention_interval_ms: Option<i64>,
     /// The broker's default long-poll timeout in ms.
     #[arg(long, default_value_t = 30_000)]
     pub default_timeout_ms: u64,
     /// Seconds one case may take.
     #[arg(long, default_value_t = 60)]
-    pub case_timeout: u64,
+    pub(crate) case_timeout: u64,
 }
 
 /// What the terminal shows while and after the run.
@@ -411,7 +428,7 @@ impl RunArgs {
 }
 
 /// Parses `--without` names.
-pub fn capabilities(names: &[String]) -> Result<BTreeSet<Capability>, String> {
+pub(crate) fn capabilities(names: &[String]) -> Result<BTreeSet<Capability>, String> {
     names
         .iter()
         .map(|n| n.trim())

@@ -70,7 +70,7 @@ pub enum Engine {
 }
 
 /// The engine used when `--engine` is not given.
-pub const DEFAULT_ENGINE: Engine = Engine::Pg;
+pub(crate) const DEFAULT_ENGINE: Engine = Engine::Pg;
 
 /// Our server running in-process; [`Embedded::stop`] shuts it down and cleans up.
 pub struct Embedded {
@@ -81,10 +81,12 @@ pub struct Embedded {
     cluster: Option<Arc<EmbeddedDb>>,
     /// The temporary directory of the cluster and the spool (removed at the end).
     dir: Option<PathBuf>,
+    /// The configuration the server was started with.
     pub config: Config,
 }
 
 impl Embedded {
+    /// The server's base URL (empty when it is not running).
     pub fn url(&self) -> String {
         self.running.as_ref().map(Running::url).unwrap_or_default()
     }
@@ -131,7 +133,7 @@ fn temp_dir() -> PathBuf {
 
 /// RET-3: how often our embedded server's retention job runs; the suite allows it
 /// [`crate::cli::EMBEDDED_RETENTION_LAG_MS`], as a round takes a moment.
-pub const RETENTION_INTERVAL_MS: u64 = 200;
+const RETENTION_INTERVAL_MS: u64 = 200;
 
 /// Starts our server with `engine`. `config` starts from the server's defaults
 /// (environment included); the data directory and spool are made temporary. With

@@ -15,12 +15,16 @@ use std::fmt::Write;
 /// One request and its answer, as checked.
 #[derive(Clone, Debug)]
 pub struct Exchange {
+    /// The request sent.
     pub request: HttpRequest,
+    /// The broker's answer.
     pub response: HttpResponse,
-    pub sent_ms: Millis,
-    pub received_ms: Millis,
+    /// When the request was sent (ms since the Unix epoch).
+    pub(crate) sent_ms: Millis,
+    /// When the answer arrived (ms since the Unix epoch).
+    pub(crate) received_ms: Millis,
     /// States of the model still possible after this exchange (0: it diverged).
-    pub worlds: usize,
+    pub(crate) worlds: usize,
 }
 
 impl Exchange {
@@ -37,14 +41,19 @@ impl Exchange {
 }
 
 /// A request as JSON: the body parsed when it is JSON, else as text.
-pub fn request_json(r: &HttpRequest) -> Value {
+pub(crate) fn request_json(r: &HttpRequest) -> Value {
     serde_json::to_value(request_doc(r)).expect("a request serializes")
 }
 
 /// A request as sent.
 #[derive(Serialize, JsonSchema)]
+// `description = ""`: the field docs stay out of spec/report.schema.json (see `report::document`).
 pub struct RequestDoc {
+    /// The HTTP method.
+    #[schemars(description = "")]
     pub method: String,
+    /// The path, without the query.
+    #[schemars(description = "")]
     pub path: String,
     /// Query parameters as `[name, value]` pairs, in order.
     pub query: Vec<(String, String)>,
@@ -54,7 +63,7 @@ pub struct RequestDoc {
 }
 
 /// A request as sent: the body parsed when it is JSON, else as text.
-pub fn request_doc(r: &HttpRequest) -> RequestDoc {
+pub(crate) fn request_doc(r: &HttpRequest) -> RequestDoc {
     let body = if r.body.is_empty() {
         Value::Null
     } else {
@@ -70,7 +79,7 @@ pub fn request_doc(r: &HttpRequest) -> RequestDoc {
 }
 
 /// One request as a single curl command line (for a terminal).
-pub fn curl_one(base: &str, r: &HttpRequest) -> String {
+pub(crate) fn curl_one(base: &str, r: &HttpRequest) -> String {
     let mut url = format!("{base}{}", r.path);
     if !r.query.is_empty() {
         url = format!("{url}?{}", form_urlencoded(&r.query));

@@ -14,7 +14,9 @@ use std::path::Path;
 /// What an expectations file lists.
 #[derive(Clone, Debug, Default)]
 pub struct Expectations {
+    /// Ids of the cases expected to fail.
     pub cases: BTreeSet<String>,
+    /// Findings accepted: they do not fail the run.
     pub accept: Vec<Accept>,
 }
 

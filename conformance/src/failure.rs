@@ -13,17 +13,33 @@ pub enum Failure {
     Diverged {
         /// Index of the exchange in the transcript.
         step: usize,
+        /// The model's allowed answers there and how the broker's differs.
         divergence: Box<Divergence>,
     },
     /// The model could not decide (too many possible states): never a pass.
-    Inconclusive { step: usize, why: String },
+    Inconclusive {
+        /// Index of the exchange in the transcript.
+        step: usize,
+        /// Why the model could not decide.
+        why: String,
+    },
     /// A case's own assertion on top of the model (e.g. a wake-up time, POP-11).
-    Assertion { message: String, rules: Vec<RuleId> },
+    Assertion {
+        /// What the case expected and what it got.
+        message: String,
+        /// The rule ids the assertion checks.
+        rules: Vec<RuleId>,
+    },
     /// The broker could not be reached or answered something that is not HTTP/JSON.
     Transport(String),
     /// The case did not finish in time; `waiting`: the requests it had sent and had no
     /// answer to (as curl lines).
-    Timeout { secs: u64, waiting: Vec<String> },
+    Timeout {
+        /// The time allowed (s).
+        secs: u64,
+        /// The requests still unanswered, as curl lines.
+        waiting: Vec<String>,
+    },
     /// Every answer was allowed, but only with findings on the case's own rules (answer-
     /// only differences, or PROJECT points decided otherwise when the model is not
     /// strict). Only PROJECT ones: the broker "differs on project-resolved points".
@@ -127,7 +143,7 @@ impl Failure {
 
     /// Whether this is only a departure from PROJECT decisions (level PROJECT whatever
     /// the case's own level).
-    pub fn is_project_only(&self) -> bool {
+    fn is_project_only(&self) -> bool {
         matches!(self, Failure::Findings(d) if d.iter().all(|f| f.level == Level::Project))
     }
 

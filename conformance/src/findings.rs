@@ -9,6 +9,7 @@ use queen_reference::wire::HttpResponse;
 /// A finding as first seen by a session: at which exchange, and the model's answer there.
 #[derive(Clone, Debug)]
 pub struct Seen {
+    /// The departure from the protocol.
     pub finding: Finding,
     /// Index of the exchange in the session's transcript.
     pub step: usize,
@@ -21,11 +22,13 @@ pub struct Seen {
 /// including the exchange where it was first seen.
 #[derive(Clone, Debug)]
 pub struct Example {
+    /// The finding and where it was first seen.
     pub seen: Seen,
     /// Where it was seen: a case id, or the lockstep run.
-    pub origin: String,
+    pub(crate) origin: String,
     /// The case's name prefix (curl scripts make it fresh).
-    pub prefix: String,
+    pub(crate) prefix: String,
+    /// The exchanges up to and including the one where it was seen.
     pub transcript: Vec<Exchange>,
 }
 

@@ -99,7 +99,7 @@ impl Health {
     /// After `req` (sent by `label`) got no answer (`error`): the broker is gone when it
     /// does not answer `GET /health` either, three times over a second and a half (any
     /// HTTP answer counts as alive). Returns the message that ends the run, then.
-    pub async fn confirm_down(
+    pub(crate) async fn confirm_down(
         &self,
         client: &reqwest::Client,
         urls: &[&str],

@@ -15,6 +15,8 @@
 //! * `faults` (feature `embedded`) — the concurrent workload while PostgreSQL or a
 //!   server process is paused or killed, on a deployment the harness starts.
 
+#![warn(missing_docs)]
+
 pub mod auth;
 pub mod calls;
 pub mod case;

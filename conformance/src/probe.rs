@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 /// Whether the broker serves the management routes (section 17): a broker that answers
 /// 404 to the overview has none, and its management cases are skipped rather than
 /// failed one by one; any other answer leaves the judging to the cases.
-pub async fn serves_management(target: &Target) -> bool {
+pub(crate) async fn serves_management(target: &Target) -> bool {
     let req = target.authorized(HttpRequest::get("/api/v1/resources/overview", &[]));
     !matches!(transmit(target, &req).await, Ok(r) if r.status == 404)
 }

@@ -8,7 +8,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Duration;
 
-pub struct Progress {
+/// The run's progress bar on stderr (hidden when stderr is not a terminal).
+pub(crate) struct Progress {
     bar: ProgressBar,
 }
 
@@ -30,7 +31,7 @@ impl Progress {
     }
 
     /// A spinner with `message` until [`Progress::finish`] (for work of unknown length).
-    pub fn spinner(enabled: bool, message: &str) -> Progress {
+    pub(crate) fn spinner(enabled: bool, message: &str) -> Progress {
         let p = Progress::new(enabled);
         p.bar.set_style(
             ProgressStyle::with_template("{spinner} {msg}  {elapsed}").expect("a valid template"),
@@ -41,7 +42,7 @@ impl Progress {
     }
 
     /// Redraws the bar: `done` of `total` in phase `what`.
-    pub fn update(&self, what: &str, done: u64, total: u64) {
+    pub(crate) fn update(&self, what: &str, done: u64, total: u64) {
         self.bar.set_length(total);
         self.bar.set_position(done);
         if self.bar.message() != what {

@@ -24,18 +24,23 @@ use std::time::{Duration, Instant};
 /// What to run and how.
 #[derive(Clone)]
 pub struct RunOptions {
+    /// The broker to check.
     pub target: Target,
     /// How the target is described in reports (URL, embedded engine).
     pub target_label: String,
+    /// Capabilities excluded: cases needing them are skipped.
     pub without: BTreeSet<Capability>,
     /// The entries to run; the others are left out of the reports.
     pub selection: Selection,
     /// Cases running at once.
     pub jobs: usize,
+    /// Time allowed for one case (s).
     pub case_timeout_s: u64,
+    /// The lockstep property run, if asked for.
     pub lockstep: Option<LockstepOptions>,
     /// The concurrent scenario (reported as [`CONCURRENT_ID`]), if asked for.
     pub concurrent: Option<concurrent::ScenarioOptions>,
+    /// Whether to show a progress bar.
     pub progress: bool,
 }
 
@@ -62,33 +67,49 @@ pub use crate::concurrent::CONCURRENT_ID;
 /// How a case ended before expectations are applied.
 #[derive(Clone, Debug)]
 pub enum Status {
+    /// Every answer was allowed and every assertion held.
     Passed,
+    /// The case failed, and why.
     Failed(Failure),
+    /// The case was not run, and why.
     Skipped(String),
 }
 
 /// One case's result.
 #[derive(Clone)]
 pub struct CaseOutcome {
+    /// The case run.
     pub case: Case,
+    /// How it ended.
     pub status: Status,
+    /// Its exchanges with the broker.
     pub transcript: Vec<Exchange>,
     /// Every departure the case met, on its own rules or on others.
     pub findings: Vec<Seen>,
-    pub prefix: String,
+    /// The prefix of the queue names it used.
+    pub(crate) prefix: String,
+    /// How long it took (ms).
     pub duration_ms: u64,
 }
 
 /// Everything a run produced.
 #[derive(Clone)]
 pub struct RunResults {
+    /// The run's id: 8 hex digits, in the queue names it made (`cf<run>c<case>-...`).
     pub run_id: String,
+    /// How the target is described in reports.
     pub target_label: String,
-    pub started_ms: i64,
+    /// When the run started (ms since the Unix epoch).
+    pub(crate) started_ms: i64,
+    /// How long the run took (ms).
     pub duration_ms: u64,
+    /// Each selected case's outcome.
     pub cases: Vec<CaseOutcome>,
+    /// The lockstep property run, if it ran.
     pub lockstep: Option<LockstepOutcome>,
+    /// The concurrent scenario, if it ran.
     pub concurrent: Option<Scenario>,
+    /// The capabilities excluded.
     pub without: BTreeSet<Capability>,
     /// Set when the broker stopped answering: why, and what it received last.
     pub target_down: Option<String>,
@@ -97,7 +118,7 @@ pub struct RunResults {
 }
 
 /// A fresh run id: 8 hex digits (queue names are `cf<run>c<case>-...`).
-pub fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..8].to_string()
 }
 

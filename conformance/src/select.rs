@@ -27,20 +27,28 @@ use crate::rules::{Level, RuleId};
 pub enum Selector {
     /// A case id, family or pattern, lower-cased; `*` matches any run of characters.
     Id(String),
+    /// A PROTOCOL.md rule id.
     Rule(RuleId),
+    /// A capability.
     Capability(Capability),
+    /// A level.
     Level(Level),
 }
 
 /// What an entry offers a selector to match on.
 pub struct Entry<'a> {
+    /// The entry's id.
     pub id: &'a str,
+    /// The rule ids it checks.
     pub rules: &'a [RuleId],
+    /// The level of its rules (`None`: no level, as for the property run).
     pub level: Option<Level>,
-    pub capabilities: Vec<Capability>,
+    /// The capabilities it needs.
+    pub(crate) capabilities: Vec<Capability>,
 }
 
 impl<'a> Entry<'a> {
+    /// What a case offers to match on.
     pub fn case(case: &'a Case) -> Entry<'a> {
         Entry {
             id: case.id,
@@ -89,6 +97,7 @@ impl Selector {
         }
     }
 
+    /// Whether the entry matches this selector.
     pub fn matches(&self, e: &Entry) -> bool {
         match self {
             Selector::Id(p) => id_matches(p, &e.id.to_ascii_lowercase()),
@@ -123,7 +132,9 @@ fn glob(p: &[u8], s: &[u8]) -> bool {
 /// none) and no `skip` selector.
 #[derive(Clone, Debug, Default)]
 pub struct Selection {
+    /// `--only`: when any is given, only entries matching one of them run.
     pub only: Vec<Selector>,
+    /// `--skip`: entries matching any of them are left out.
     pub skip: Vec<Selector>,
 }
 
@@ -165,7 +176,8 @@ impl Selection {
         Selection::parse(only, skip, &entries)
     }
 
-    pub fn covers(&self, e: &Entry) -> bool {
+    /// Whether the entry is selected: matched by `only` (when given) and by no `skip`.
+    pub(crate) fn covers(&self, e: &Entry) -> bool {
         (self.only.is_empty() || self.only.iter().any(|s| s.matches(e)))
             && !self.skip.iter().any(|s| s.matches(e))
     }

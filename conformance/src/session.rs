@@ -78,10 +78,12 @@ impl Session {
         self.prefix.clone()
     }
 
+    /// The prefix of the session's queue names.
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
 
+    /// The broker the session talks to.
     pub fn target(&self) -> &Target {
         &self.target
     }
@@ -93,10 +95,11 @@ impl Session {
 
     /// Sends this session's next requests to broker `k` (modulo the count), or round
     /// robin again with `None`.
-    pub fn pin_broker(&mut self, k: Option<usize>) {
+    pub(crate) fn pin_broker(&mut self, k: Option<usize>) {
         self.target.pin = k;
     }
 
+    /// The settings the answers are checked with.
     pub fn settings(&self) -> &CheckSettings {
         &self.target.settings
     }
@@ -106,7 +109,8 @@ impl Session {
         &self.transcript
     }
 
-    pub fn into_transcript(self) -> Vec<Exchange> {
+    /// The exchanges so far.
+    pub(crate) fn into_transcript(self) -> Vec<Exchange> {
         self.transcript
     }
 
@@ -123,10 +127,11 @@ impl Session {
     }
 
     /// States of the model still consistent with every answer.
-    pub fn worlds(&self) -> usize {
+    pub(crate) fn worlds(&self) -> usize {
         self.checker.worlds().len()
     }
 
+    /// The model checking the answers.
     pub fn checker(&self) -> &Checker {
         &self.checker
     }
@@ -139,7 +144,10 @@ impl Session {
     /// Sends a request whose answer the model cannot judge (the broker's database is
     /// down: the model has no such input) and records it in the transcript unchecked;
     /// the case asserts what the spec says about it.
-    pub async fn send_unchecked(&mut self, req: HttpRequest) -> Result<HttpResponse, Failure> {
+    pub(crate) async fn send_unchecked(
+        &mut self,
+        req: HttpRequest,
+    ) -> Result<HttpResponse, Failure> {
         let req = self.target.authorized(req);
         let sent = now_ms();
         let answer = transmit(&self.target, &req).await;
@@ -161,7 +169,7 @@ impl Session {
     /// Tells the model that `req` (sent at `sent`, answered unchecked) took effect at
     /// some moment before `until`, with any outcome the model allows (a spooled push
     /// replayed later, PUSH-7). Later answers are checked against that.
-    pub fn assume_applied(
+    pub(crate) fn assume_applied(
         &mut self,
         req: &HttpRequest,
         sent: Millis,

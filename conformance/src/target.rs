@@ -56,6 +56,7 @@ impl Default for CheckSettings {
 /// Where the broker is and how to talk to it; shared by every session of a run.
 #[derive(Clone, Debug)]
 pub struct Target {
+    /// The broker's base URL.
     pub url: String,
     /// Further brokers of the same system (`--target A,B,...`): requests go round robin
     /// over `url` and these, so one session's calls reach different brokers.
@@ -63,8 +64,10 @@ pub struct Target {
     /// The round robin's position, shared by the clones of this target.
     turn: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Every request to this one broker (its index, modulo the count) instead.
-    pub pin: Option<usize>,
+    pub(crate) pin: Option<usize>,
+    /// The HTTP client the requests go through.
     pub client: reqwest::Client,
+    /// How the answers are checked.
     pub settings: CheckSettings,
     /// The broker's database, when the suite may stop and start it (`database-control`).
     pub database: Option<Database>,
@@ -75,6 +78,7 @@ pub struct Target {
 }
 
 impl Target {
+    /// A target at `url` with these settings and a fresh HTTP client.
     pub fn new(url: &str, settings: CheckSettings) -> Target {
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(60))
@@ -137,7 +141,7 @@ impl Target {
 
     /// `req` with the suite's default token (admin) when it names none and the broker
     /// has authentication on: every request the suite sends goes through here.
-    pub fn authorized(&self, mut req: HttpRequest) -> HttpRequest {
+    pub(crate) fn authorized(&self, mut req: HttpRequest) -> HttpRequest {
         if let (None, Some(t)) = (&req.bearer, &self.tokens) {
             req.bearer = Some(t.admin.clone());
         }

@@ -12,7 +12,7 @@ pub use queen_reference::time::wall_clock_ms as now_ms;
 
 /// How long `req` may wait for its answer: the request timeout, and a long poll's own
 /// `timeout` on top.
-pub fn deadline_ms(req: &HttpRequest, settings: &CheckSettings) -> u64 {
+fn deadline_ms(req: &HttpRequest, settings: &CheckSettings) -> u64 {
     let q = |k: &str| {
         req.query
             .iter()
@@ -30,7 +30,7 @@ pub fn deadline_ms(req: &HttpRequest, settings: &CheckSettings) -> u64 {
 
 /// An error with its causes ("error sending request ...: ...: Connection refused"):
 /// the cause tells a call that never reached the broker from one whose answer was lost.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
+fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cause = e.source();
     while let Some(c) = cause {
@@ -41,7 +41,7 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Sends one request; never panics on a broker's misbehaviour.
-pub async fn transmit(target: &Target, req: &HttpRequest) -> Result<HttpResponse, String> {
+pub(crate) async fn transmit(target: &Target, req: &HttpRequest) -> Result<HttpResponse, String> {
     let base = target.base();
     let mut url = reqwest::Url::parse(&format!("{base}{}", req.path))
         .map_err(|e| format!("bad URL {base}{}: {e}", req.path))?;

@@ -13,10 +13,10 @@ pub const GIT_REVISION: &str = env!("QUEEN_GIT_REVISION");
 pub const SPEC: &str = queen_reference::SPEC_VERSION;
 
 /// The spec itself, as the suite was built with it.
-pub const SPEC_TEXT: &str = queen_reference::SPEC_TEXT;
+pub(crate) const SPEC_TEXT: &str = queen_reference::SPEC_TEXT;
 
 /// `--version`: all three.
-pub static LONG: std::sync::LazyLock<String> =
+pub(crate) static LONG: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| format!("{SUITE} (revision {GIT_REVISION}, spec {SPEC})"));
 
 /// One line for the head of a report: what `--version` prints, named.

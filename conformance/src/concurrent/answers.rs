@@ -26,7 +26,9 @@ fn text(v: &Value, key: &str) -> Option<String> {
 /// One message of a pop answer: what the invariants and the acks need of it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Popped {
+    /// The message's `transactionId`.
     pub transaction_id: String,
+    /// The id of the partition it was popped from (what an ack names).
     pub partition_id: String,
     /// The partition's name (from the message, else the top level when it names the
     /// same partition id); `None` when the answer does not say.
@@ -37,7 +39,7 @@ pub struct Popped {
 
 /// What a pop answer says was delivered.
 #[derive(Clone, Debug, PartialEq)]
-pub enum PopRead {
+pub(crate) enum PopRead {
     /// 204, or a 2xx whose `messages` is an empty array: nothing delivered.
     Empty,
     /// A 2xx whose `messages` is an array of readable messages.
@@ -48,7 +50,7 @@ pub enum PopRead {
 }
 
 /// Reads a pop answer leniently (any 2xx status, extra or missing keys).
-pub fn read_pop(answer: &Answer) -> PopRead {
+pub(crate) fn read_pop(answer: &Answer) -> PopRead {
     let Answer::Known(a) = answer else {
         return PopRead::Blind;
     };
@@ -86,14 +88,16 @@ fn popped(top: &Value, m: &Value) -> Option<Popped> {
 
 /// What a push answer says of one item; `status` is `None` when unreadable.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PushItemRead {
+pub(crate) struct PushItemRead {
+    /// The item's `status` (`queued`, `buffered`, `duplicate`).
     pub status: Option<PushStatus>,
+    /// The item's `transactionId`, when the answer gives one.
     pub transaction_id: Option<String>,
 }
 
 /// What a push answer says.
 #[derive(Clone, Debug, PartialEq)]
-pub enum PushRead {
+pub(crate) enum PushRead {
     /// No usable answer: every item written or not.
     Unknown,
     /// A 4xx: nothing written (bad input, PUSH-8).
@@ -104,7 +108,7 @@ pub enum PushRead {
 
 /// Reads a push answer: any 2xx whose body is an array of per-item results counts as
 /// answered, whatever its exact status (PUSH-1 says 201).
-pub fn read_push(answer: &Answer) -> PushRead {
+pub(crate) fn read_push(answer: &Answer) -> PushRead {
     let Answer::Known(a) = answer else {
         return PushRead::Unknown;
     };
@@ -148,9 +152,13 @@ fn push_status(s: &str) -> Option<PushStatus> {
 /// when the answer leaves them out.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AckRead {
+    /// Whether the ack answer says `success`.
     pub success: bool,
+    /// The answer's `noop` flag: the ack changed nothing (section 4).
     pub noop: Option<bool>,
+    /// The answer's `dlq` flag: the failure moved the message to the dead-letter queue (section 6).
     pub dlq: Option<bool>,
+    /// The answer's `leaseReleased` flag: the ack released the partition's lease (section 4).
     pub lease_released: Option<bool>,
 }
 
@@ -158,7 +166,7 @@ pub struct AckRead {
 /// (whatever else is missing), `None` (unknown) otherwise. `None` for the whole answer
 /// when it is unknown or not a 2xx array (a 201, a 400 to a well-formed call, a body that
 /// is not an array): maybe applied, maybe not.
-pub fn read_acks(answer: &Answer) -> Option<Vec<Option<AckRead>>> {
+pub(crate) fn read_acks(answer: &Answer) -> Option<Vec<Option<AckRead>>> {
     let Answer::Known(a) = answer else {
         return None;
     };
@@ -192,7 +200,7 @@ pub enum ExtendRead {
 
 /// Reads an extend answer: a 2xx object with a boolean `success` (and, when true, a
 /// readable `expiresAt`).
-pub fn read_extend(answer: &Answer) -> ExtendRead {
+pub(crate) fn read_extend(answer: &Answer) -> ExtendRead {
     let Answer::Known(a) = answer else {
         return ExtendRead::Unknown;
     };

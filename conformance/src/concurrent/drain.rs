@@ -45,15 +45,15 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct DrainOptions {
     /// `leaseSeconds` of the drain's own pops.
-    pub lease_seconds: u32,
+    pub(crate) lease_seconds: u32,
     /// An empty answer is trusted only when invoked this long after the history's last
     /// completion: the longest lease a client asked for plus the retry delay (a longer
     /// lease the broker applies is found by asking it, see the module comment).
-    pub settle_ms: Millis,
+    pub(crate) settle_ms: Millis,
     /// Past this long, a `(queue, group)` still not empty is reported unfinished.
     pub max_ms: Millis,
     /// Client-side timeout of one drain call (ms).
-    pub op_timeout_ms: u64,
+    pub(crate) op_timeout_ms: u64,
     /// `batch` of the drain's pops.
     pub batch: u32,
     /// `(queue, group)` pairs drained at once. Each holds its turn from its first pop to
@@ -69,7 +69,7 @@ pub struct DrainOptions {
 impl DrainOptions {
     /// For a history whose pops lease for at most `lease_ms`, on queues with the
     /// default `retryDelay` (1 s, PROTOCOL.md section 8).
-    pub fn after_leases(lease_ms: Millis) -> DrainOptions {
+    pub(crate) fn after_leases(lease_ms: Millis) -> DrainOptions {
         DrainOptions {
             lease_seconds: 2,
             settle_ms: lease_ms + 1_000 + 300,
@@ -85,13 +85,15 @@ impl DrainOptions {
 /// One `(queue, group)` the drain emptied, or did not.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Drained {
+    /// The queue drained.
     pub queue: String,
+    /// The consumer group it was drained for.
     pub group: String,
     /// Ended by an empty answer when no lease could still hold a missing message, or
     /// when only leases outliving the drain's time could.
     pub emptied: bool,
     /// When the pop whose empty answer ended it was invoked (client clock).
-    pub empty_at: Option<Millis>,
+    pub(crate) empty_at: Option<Millis>,
 }
 
 impl Drained {
@@ -109,8 +111,11 @@ impl Drained {
 /// The drain's calls and what it emptied.
 #[derive(Clone, Debug, Default)]
 pub struct Drain {
+    /// The drain's pops and acks, as recorded in the history.
     pub ops: Vec<Op>,
+    /// Each `(queue, group)` drained, and whether it was emptied.
     pub targets: Vec<Drained>,
+    /// How long the drain took (ms).
     pub elapsed_ms: f64,
 }
 
@@ -121,7 +126,7 @@ impl Drain {
     }
 
     /// `queue group` of each target not emptied.
-    pub fn unfinished(&self) -> Vec<String> {
+    pub(crate) fn unfinished(&self) -> Vec<String> {
         self.targets
             .iter()
             .filter(|t| !t.emptied)
@@ -142,7 +147,7 @@ impl Drain {
 
 /// The queues a history touched (pushes and queue-scoped pops), each with the groups its
 /// pops used, queue mode always among them.
-pub fn queues_and_groups(history: &History) -> BTreeMap<String, BTreeSet<String>> {
+fn queues_and_groups(history: &History) -> BTreeMap<String, BTreeSet<String>> {
     let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut add = |q: &str, g: Option<&str>| {
         let e = m.entry(q.to_string()).or_default();

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 /// What a call returned.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Answer {
+    /// The broker's HTTP answer.
     Known(HttpResponse),
     /// No usable answer (why): the call may or may not have been applied.
     Unknown(String),
@@ -21,18 +22,24 @@ pub enum Answer {
 pub struct Op {
     /// Position in the history (order of invocation).
     pub id: usize,
+    /// The client that made the call (calls of one client never overlap).
     pub client: usize,
     /// The partition of the history the call belongs to (its queue): calls on
     /// different keys are checked independently.
     pub key: String,
+    /// The request sent.
     pub request: HttpRequest,
+    /// When the call was sent (ms since the Unix epoch).
     pub invoke_ms: Millis,
-    pub complete_ms: Millis,
+    /// When its answer arrived, or the client gave up (ms since the Unix epoch).
+    pub(crate) complete_ms: Millis,
+    /// What the call returned.
     pub answer: Answer,
 }
 
 impl Op {
-    pub fn is_unknown(&self) -> bool {
+    /// Whether the call has no usable answer (it may or may not have been applied).
+    pub(crate) fn is_unknown(&self) -> bool {
         matches!(self.answer, Answer::Unknown(_))
     }
 
@@ -59,6 +66,7 @@ impl Op {
         )
     }
 
+    /// The call as one JSON object of a recorded history file.
     pub fn to_json(&self) -> Value {
         let answer = match &self.answer {
             Answer::Known(r) => json!({"status": r.status, "body": r.body}),
@@ -77,7 +85,7 @@ impl Op {
 
     /// The call [`Op::to_json`] wrote (a failing round's history file), or why `v` is
     /// not one. Bearer tokens are not recorded, so a replayed call carries none.
-    pub fn from_json(v: &Value) -> Result<Op, String> {
+    pub(crate) fn from_json(v: &Value) -> Result<Op, String> {
         let num = |k: &str| {
             v[k].as_u64()
                 .ok_or_else(|| format!("call without a numeric `{k}`"))
@@ -136,6 +144,7 @@ impl Op {
 /// A whole concurrent history.
 #[derive(Clone, Debug, Default)]
 pub struct History {
+    /// Every call, in order of invocation.
     pub ops: Vec<Op>,
 }
 
@@ -158,16 +167,18 @@ impl History {
         m
     }
 
+    /// How many calls have no usable answer.
     pub fn unknown(&self) -> usize {
         self.ops.iter().filter(|o| o.is_unknown()).count()
     }
 
+    /// The history as the JSON array `recheck` reads.
     pub fn to_json(&self) -> Value {
         Value::Array(self.ops.iter().map(Op::to_json).collect())
     }
 
     /// The history [`History::to_json`] wrote, in its recorded order.
-    pub fn from_json(v: &Value) -> Result<History, String> {
+    pub(crate) fn from_json(v: &Value) -> Result<History, String> {
         let calls = v.as_array().ok_or("a history is a JSON array of calls")?;
         let ops = calls
             .iter()

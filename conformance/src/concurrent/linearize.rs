@@ -52,6 +52,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict's name: `linearizable`, `violation` or `unknown`.
     pub fn name(&self) -> &'static str {
         match self {
             Verdict::Linearizable(_) => "linearizable",
@@ -65,7 +66,9 @@ impl Verdict {
 /// each call that could come next was refused there.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Violation {
-    pub prefix: Vec<usize>,
+    /// The ids of the calls of the longest linearizable prefix, in order.
+    pub(crate) prefix: Vec<usize>,
+    /// Each call that could come next (its id) and why the model refused it there.
     pub refused: Vec<(usize, String)>,
     /// The variant under which the history is linearizable, when one is: the cause.
     pub cause: Option<Variant>,
@@ -112,26 +115,34 @@ pub fn unanswered(history: &History) -> Option<String> {
 /// One key's result.
 #[derive(Clone, Debug)]
 pub struct KeyResult {
+    /// The key (queue) of the history checked.
     pub key: String,
+    /// Calls on the key.
     pub ops: usize,
+    /// Whether the key's calls are linearizable.
     pub verdict: Verdict,
     /// Model steps taken.
     pub steps: u64,
+    /// How long the search took (ms).
     pub elapsed_ms: f64,
     /// The verdict is unknown because the search ran out of time (not of steps).
-    pub timed_out: bool,
+    pub(crate) timed_out: bool,
 }
 
 /// The whole history's result.
 #[derive(Clone, Debug)]
 pub struct Outcome {
+    /// Each key's result.
     pub keys: Vec<KeyResult>,
+    /// Calls in the history.
     pub ops: usize,
-    pub unknown_ops: usize,
+    /// Calls with no usable answer.
+    pub(crate) unknown_ops: usize,
+    /// How long the whole check took (ms).
     pub elapsed_ms: f64,
     /// Why the history is inconclusive whatever the search found ([`unanswered`]); set
     /// by [`Outcome::judge_unanswered`], `None` from the search alone.
-    pub unanswered: Option<String>,
+    pub(crate) unanswered: Option<String>,
 }
 
 impl Outcome {
@@ -164,6 +175,7 @@ impl Outcome {
         }
     }
 
+    /// Whether the whole history is linearizable.
     pub fn passed(&self) -> bool {
         self.verdict_name() == "linearizable"
     }
@@ -176,6 +188,7 @@ impl Outcome {
         self.ops as f64 * 1000.0 / self.elapsed_ms
     }
 
+    /// Model steps taken over all keys.
     pub fn steps(&self) -> u64 {
         self.keys.iter().map(|k| k.steps).sum()
     }
@@ -184,7 +197,7 @@ impl Outcome {
 /// A checker configured as the target's model. PROJECT points are held strictly (the
 /// search cannot list departures), but accepted deviations and, with `--keep-going`,
 /// answer-only differences are let through as in the cases, which report them.
-pub fn fresh_checker(settings: &CheckSettings) -> Checker {
+fn fresh_checker(settings: &CheckSettings) -> Checker {
     let mut c = Checker::new();
     c.skew_ms = settings.skew_ms;
     c.set_retention_lag(settings.retention_lag_ms);
@@ -206,7 +219,7 @@ pub fn check(history: &History, settings: &CheckSettings, budget: u64) -> Outcom
 /// does not bound the time. Each key first gets an equal share of the time left, so
 /// one hard key cannot leave the others unsearched; a key stopped by its share alone
 /// is searched again with whatever time the others left.
-pub fn check_until(
+pub(crate) fn check_until(
     history: &History,
     settings: &CheckSettings,
     budget: u64,
@@ -259,7 +272,7 @@ pub fn check_key(key: &str, ops: &[Op], start: Checker, budget: u64) -> KeyResul
 /// the whole history only when that finds none: an unanswered pop placed at some point
 /// keeps its lease's expiry uncertain for the rest of the search, which multiplies the
 /// states every later step carries.
-pub fn check_key_until(
+fn check_key_until(
     key: &str,
     ops: &[Op],
     start: Checker,

@@ -61,7 +61,7 @@ pub fn check_deep(
 
 /// Runs `workload` against `target` and checks the history with `budget` model steps
 /// per key; the outcome is inconclusive when too many calls went unanswered.
-pub async fn run_and_check(
+async fn run_and_check(
     target: &Target,
     workload: &Workload,
     budget: u64,
@@ -80,21 +80,27 @@ pub async fn run_and_check(
 /// What `run --concurrency N` asks of the concurrent scenario.
 #[derive(Clone, Debug)]
 pub struct ScenarioOptions {
+    /// The clients, calls and queues of the workload.
     pub workload: Workload,
     /// Model steps of the linearizability search per queue.
     pub budget: u64,
     /// Wall-clock limit of the search (past it: unknown).
-    pub search_limit: Duration,
+    pub(crate) search_limit: Duration,
 }
 
 /// A whole concurrent run: the workload's history, its linearizability outcome, the
 /// final drain and the invariants checked on both.
 #[derive(Clone, Debug)]
 pub struct Scenario {
+    /// The workload that ran.
     pub workload: Workload,
+    /// Every call of the workload and its answer.
     pub history: History,
+    /// The linearizability check of the history.
     pub outcome: Outcome,
+    /// The final drain's calls and what it emptied.
     pub drain: Drain,
+    /// The invariants checked on the history and the drain.
     pub invariants: InvariantReport,
     /// The whole scenario: workload, search, drain and checks.
     pub duration_ms: u64,
@@ -116,7 +122,7 @@ impl Scenario {
     /// Why the scenario is inconclusive (how many calls went unanswered), when it is:
     /// more than [`UNANSWERED_MAX_SHARE`] of its calls, or every call of a client, were
     /// unknown. Such a scenario fails the run and is never called linearizable.
-    pub fn inconclusive_reason(&self) -> Option<String> {
+    pub(crate) fn inconclusive_reason(&self) -> Option<String> {
         self.outcome.unanswered.clone()
     }
 
@@ -182,7 +188,7 @@ pub async fn run_scenario(target: &Target, workload: &Workload, budget: u64) -> 
 }
 
 /// [`run_scenario`] whose search gives up (unknown) after `limit`.
-pub async fn run_scenario_within(
+pub(crate) async fn run_scenario_within(
     target: &Target,
     workload: &Workload,
     budget: u64,

@@ -55,7 +55,7 @@ fn marks(outcome: &Outcome) -> Marks {
 }
 
 /// The operation and outcome of a call, short enough for its bar.
-pub fn short_label(o: &Op) -> String {
+fn short_label(o: &Op) -> String {
     // Named by the one routing function, so a label never disagrees with the checker.
     let op = match parse_request(&o.request, DEFAULT_POP_TIMEOUT_MS, usize::MAX) {
         Ok(r) => r.name(),

@@ -28,17 +28,18 @@ pub struct Workload {
     /// Clients calling at once.
     pub clients: usize,
     /// Calls each client makes.
-    pub ops_per_client: usize,
+    pub(crate) ops_per_client: usize,
     /// Queues the calls spread over.
     pub queues: usize,
+    /// Seed of the calls' random choices: the same seed makes the same calls.
     pub seed: u64,
     /// Client-side timeout of one call (ms): past it the answer is unknown.
-    pub op_timeout_ms: u64,
+    pub(crate) op_timeout_ms: u64,
     /// Queue names start with this (letters and digits).
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// `leaseSeconds` of every pop (`None`: the queue's `leaseTime`, 60 s). Short leases
     /// let the final drain finish soon after the clients stop.
-    pub lease_seconds: Option<u32>,
+    pub(crate) lease_seconds: Option<u32>,
     /// Every this many calls the clients meet and call at once on one queue and group
     /// (0: never), so that races between pops, and between acks and pops, happen on
     /// purpose rather than by luck.
@@ -62,7 +63,7 @@ impl Workload {
     }
 
     /// The longest a pop of this workload leases for (ms).
-    pub fn lease_ms(&self) -> i64 {
+    pub(crate) fn lease_ms(&self) -> i64 {
         i64::from(self.lease_seconds.unwrap_or(60)) * 1000
     }
 
@@ -72,6 +73,7 @@ impl Workload {
         k % 3 == 2 && self.lease_seconds.is_some_and(|s| s <= EXPIRY_LEASE_MAX_S)
     }
 
+    /// The name of the workload's `i`-th queue (modulo the queue count).
     pub fn queue(&self, i: usize) -> String {
         format!("{}-cq{}", self.prefix, i % self.queues.max(1))
     }
@@ -80,7 +82,7 @@ impl Workload {
 const GROUPS: [Option<&str>; 3] = [None, Some("g1"), Some("g2")];
 
 /// The default: every fourth call of each client is part of a burst.
-pub const BURST_EVERY: usize = 4;
+pub(crate) const BURST_EVERY: usize = 4;
 
 /// The longest lease (s) an expiry burst waits out.
 const EXPIRY_LEASE_MAX_S: u32 = 2;
@@ -121,7 +123,7 @@ pub async fn run_workload(target: &Target, w: &Workload) -> History {
 
 /// Runs the workload with its clients spread over `targets` (client `c` calls
 /// `targets[c % n]`: several processes of one broker) and returns the history.
-pub async fn run_workload_spread(targets: &[Target], w: &Workload) -> History {
+pub(crate) async fn run_workload_spread(targets: &[Target], w: &Workload) -> History {
     let log: Arc<Mutex<Vec<Op>>> = Arc::new(Mutex::new(Vec::new()));
     let meet = Arc::new(tokio::sync::Barrier::new(w.clients.max(1)));
     let mut tasks = Vec::new();

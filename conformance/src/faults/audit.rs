@@ -18,7 +18,7 @@ use serde_json::Value;
 
 /// Whether a call's error says it never reached the broker: the connection was
 /// refused (a killed server's port), so the call had no effect at all.
-pub fn never_sent(answer: &Answer) -> bool {
+fn never_sent(answer: &Answer) -> bool {
     matches!(answer, Answer::Unknown(why) if why.contains("Connection refused"))
 }
 
@@ -86,6 +86,7 @@ impl PushTally {
         t
     }
 
+    /// The audit in one line for the scenario's summary.
     pub fn summary(&self) -> String {
         format!(
             "pushed items: {} acknowledged ({} buffered), {} duplicate, {} unknown",
@@ -97,7 +98,7 @@ impl PushTally {
 /// The longest time, in ms of the clients' clock, between two pushes answered 201 with
 /// every item `queued`: how long the clients saw no push stored directly (a failover, a
 /// cut), whatever the spool accepted meanwhile.
-pub fn longest_store_gap(history: &History) -> f64 {
+pub(crate) fn longest_store_gap(history: &History) -> f64 {
     let mut stored: Vec<f64> = history
         .ops
         .iter()

@@ -23,7 +23,9 @@ use super::proxy::Proxy;
 /// How to start one server process: a program and its leading arguments.
 #[derive(Clone, Debug)]
 pub struct ServerProgram {
+    /// The executable.
     pub program: PathBuf,
+    /// Arguments put before the server's own.
     pub args: Vec<String>,
 }
 
@@ -43,11 +45,12 @@ impl ServerProgram {
     }
 
     /// For the command line: relative to the running `queen-conformance`.
-    pub fn for_this_executable() -> Result<ServerProgram, String> {
+    pub(crate) fn for_this_executable() -> Result<ServerProgram, String> {
         let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
         Ok(ServerProgram::locate(&exe))
     }
 
+    /// The command line, as printed in a scenario's summary.
     pub fn describe(&self) -> String {
         let mut s = self.program.display().to_string();
         for a in &self.args {
@@ -69,6 +72,7 @@ struct Server {
 /// What a deployment holds besides its servers' program.
 #[derive(Clone, Debug)]
 pub struct Layout {
+    /// queen-server processes on the one database.
     pub servers: usize,
     /// `DB_POOL_SIZE` of each server.
     pub pool_size: u32,
@@ -80,7 +84,7 @@ pub struct Layout {
     pub standby: Option<queen_pg::Replication>,
     /// Each server reaches PostgreSQL through a [`Proxy`] of its own, which
     /// [`Deployment::cut`] cuts.
-    pub proxies: bool,
+    pub(crate) proxies: bool,
 }
 
 impl Layout {
@@ -308,10 +312,12 @@ impl Deployment {
         unreachable!("the loop returns")
     }
 
+    /// Every server's base URL, in order.
     pub fn urls(&self) -> Vec<String> {
         (0..self.servers.len()).map(|i| self.url(i)).collect()
     }
 
+    /// The base URL of server `i`.
     pub fn url(&self, i: usize) -> String {
         format!("http://127.0.0.1:{}", self.port(i))
     }
@@ -321,6 +327,7 @@ impl Deployment {
         self.servers[i].port
     }
 
+    /// How many server processes the deployment has.
     pub fn servers(&self) -> usize {
         self.servers.len()
     }
@@ -394,7 +401,7 @@ impl Deployment {
     }
 
     /// Every server's `DATABASE_URL`, deduplicated.
-    pub fn database_urls(&self) -> Vec<String> {
+    pub(crate) fn database_urls(&self) -> Vec<String> {
         let mut urls: Vec<String> = (0..self.servers.len())
             .map(|i| self.database_url(i))
             .collect();
@@ -413,7 +420,7 @@ impl Deployment {
     }
 
     /// Lets server `i` reach the database again.
-    pub fn heal(&self, i: usize) {
+    pub(crate) fn heal(&self, i: usize) {
         if let Some(p) = self.proxies.get(i) {
             p.heal();
         }
@@ -421,7 +428,7 @@ impl Deployment {
 
     /// Cuts the standby's stream from the primary, so it falls behind: the
     /// connections reset.
-    pub fn cut_replication(&self) -> Result<usize, String> {
+    pub(crate) fn cut_replication(&self) -> Result<usize, String> {
         let link = self
             .replication
             .as_ref()
@@ -430,7 +437,7 @@ impl Deployment {
     }
 
     /// Promotes the standby; it becomes the deployment's cluster.
-    pub async fn promote_standby(&mut self) -> Result<(), String> {
+    pub(crate) async fn promote_standby(&mut self) -> Result<(), String> {
         let s = self
             .standby
             .take()
@@ -449,7 +456,7 @@ impl Deployment {
     }
 
     /// Waits until server `i` answers `/health` with 200 (its database reachable).
-    pub async fn wait_healthy(&mut self, i: usize, within: Duration) -> Result<(), String> {
+    pub(crate) async fn wait_healthy(&mut self, i: usize, within: Duration) -> Result<(), String> {
         let until = Instant::now() + within;
         let url = format!("{}/health", self.url(i));
         loop {
@@ -525,20 +532,20 @@ impl Deployment {
     }
 
     /// SIGSTOPs the postmaster, then every process it started; returns them all.
-    pub fn pause_pg(&self) -> Result<Vec<i32>, String> {
+    pub(crate) fn pause_pg(&self) -> Result<Vec<i32>, String> {
         let c = self.cluster.as_ref().ok_or("PostgreSQL is not running")?;
         pause_tree(postmaster_pid(c.data_dir())?)
     }
 
     /// SIGCONTs what [`Deployment::pause_pg`] stopped (children first).
-    pub fn resume_pg(&self, pids: &[i32]) {
+    pub(crate) fn resume_pg(&self, pids: &[i32]) {
         for &p in pids.iter().rev() {
             signal(p, libc::SIGCONT);
         }
     }
 
     /// SIGKILLs the postmaster and every backend (no shutdown, no checkpoint).
-    pub async fn kill_pg(&mut self) -> Result<usize, String> {
+    pub(crate) async fn kill_pg(&mut self) -> Result<usize, String> {
         let pids = self.pause_pg()?;
         for &p in &pids {
             signal(p, libc::SIGKILL);
@@ -556,7 +563,7 @@ impl Deployment {
     }
 
     /// Starts the cluster again on the same data directory and port (crash recovery).
-    pub async fn restart_pg(&mut self) -> Result<(), String> {
+    pub(crate) async fn restart_pg(&mut self) -> Result<(), String> {
         let started = Instant::now();
         loop {
             match queen_pg::PersistentCluster::start(self.dir.join("pg"), self.pg_port).await {
@@ -575,7 +582,7 @@ impl Deployment {
     }
 
     /// SIGKILLs server `i` and reaps it.
-    pub fn kill_server(&mut self, i: usize) -> Result<(), String> {
+    pub(crate) fn kill_server(&mut self, i: usize) -> Result<(), String> {
         let mut c = self.servers[i]
             .child
             .take()
@@ -587,7 +594,11 @@ impl Deployment {
 
     /// SIGTERMs server `i` and waits up to `within` for it to exit: how long it took
     /// (`None`: still running, then SIGKILLed).
-    pub async fn terminate_server(&mut self, i: usize, within: Duration) -> Option<Duration> {
+    pub(crate) async fn terminate_server(
+        &mut self,
+        i: usize,
+        within: Duration,
+    ) -> Option<Duration> {
         let mut c = self.servers[i].child.take()?;
         let t = Instant::now();
         signal(c.id() as i32, libc::SIGTERM);
@@ -617,13 +628,13 @@ impl Deployment {
     }
 
     /// Starts server `i` again (same port, same spool directory) and waits for health.
-    pub async fn restart_server(&mut self, i: usize) -> Result<(), String> {
+    pub(crate) async fn restart_server(&mut self, i: usize) -> Result<(), String> {
         self.spawn_server(i)?;
         self.wait_healthy(i, Duration::from_secs(60)).await
     }
 
     /// The last lines of server `i`'s log.
-    pub fn server_log_tail(&self, i: usize, lines: usize) -> String {
+    pub(crate) fn server_log_tail(&self, i: usize, lines: usize) -> String {
         let text =
             std::fs::read_to_string(self.dir.join(format!("server-{i}.log"))).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
@@ -631,7 +642,7 @@ impl Deployment {
     }
 
     /// Lines of every server log that contain `needle`.
-    pub fn server_log_count(&self, needle: &str) -> usize {
+    pub(crate) fn server_log_count(&self, needle: &str) -> usize {
         (0..self.servers.len())
             .map(|i| {
                 std::fs::read_to_string(self.dir.join(format!("server-{i}.log")))

@@ -53,10 +53,20 @@ use std::time::Duration;
 /// One fault scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Fault {
+    /// PostgreSQL is paused (SIGSTOP) and resumed while the workload runs.
+    #[value(help = None)]
     PgPause,
+    /// PostgreSQL is killed and restarted while the workload runs.
+    #[value(help = None)]
     PgKill,
+    /// A server process is killed and restarted while the workload runs.
+    #[value(help = None)]
     ServerKill,
+    /// Two servers on one database share the workload (section 18).
+    #[value(help = None)]
     TwoServers,
+    /// Some clients give up on calls the broker still carries out (answers held back by a proxy).
+    #[value(help = None)]
     ClientTimeouts,
     /// Two servers on a primary with a synchronous standby; the standby falls behind,
     /// the primary is killed, the standby promoted: the servers follow it.
@@ -95,6 +105,7 @@ impl Fault {
         Fault::ShutdownUnderLoad,
     ];
 
+    /// The scenario's name, as `faults --scenarios` spells it.
     pub fn name(self) -> &'static str {
         match self {
             Fault::PgPause => "pg-pause",
@@ -113,7 +124,7 @@ impl Fault {
     }
 
     /// A stress scenario (see [`stress`]) rather than the workload under a fault.
-    pub fn is_stress(self) -> bool {
+    fn is_stress(self) -> bool {
         matches!(
             self,
             Fault::SpoolCapacity | Fault::SlowClient | Fault::ShutdownUnderLoad
@@ -153,26 +164,31 @@ impl Fault {
 /// How a scenario runs.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The server program to start.
     pub program: ServerProgram,
     /// Length of the fault phase: faults repeat (at least once) until it is over.
     pub duration: Duration,
+    /// Clients calling at once.
     pub clients: usize,
     /// Calls per client in one round.
     pub ops_per_round: usize,
+    /// Queues the calls spread over.
     pub queues: usize,
+    /// Seed of the workload's random choices.
     pub seed: u64,
     /// Client timeout of one call; half the clients of `client-timeouts` use
     /// `short_timeout_ms` instead.
-    pub op_timeout_ms: u64,
+    pub(crate) op_timeout_ms: u64,
+    /// The short client timeout (ms) of half the clients of `client-timeouts`.
     pub short_timeout_ms: u64,
     /// Model steps of the search per queue.
     pub budget: u64,
     /// How long PostgreSQL stays paused or down, or a server down, per fault.
-    pub outage: Duration,
+    pub(crate) outage: Duration,
     /// Wall-clock limit of the search per round (past it: undecided, not a pass).
-    pub search_limit: Duration,
+    pub(crate) search_limit: Duration,
     /// `leaseSeconds` of the workload's pops: the drain waits the longest lease out.
-    pub lease_seconds: u32,
+    pub(crate) lease_seconds: u32,
     /// Where the timeline and history (JSON) of a round that fails the search go, and
     /// the whole history (all rounds and the drain) when an invariant fails.
     pub failures_dir: Option<std::path::PathBuf>,
@@ -210,11 +226,15 @@ impl Options {
 /// What a scenario did and found.
 #[derive(Debug)]
 pub struct Report {
+    /// The scenario that ran.
     pub fault: Fault,
     /// What was injected, when (ms from the start).
     pub events: Vec<String>,
+    /// Rounds of the workload run.
     pub rounds: usize,
+    /// Calls made over all rounds.
     pub calls: usize,
+    /// Calls with no usable answer.
     pub unknown: usize,
     /// The rounds' verdicts, in order ("linearizable", "violation", "unknown").
     pub verdicts: Vec<&'static str>,
@@ -223,12 +243,13 @@ pub struct Report {
     /// Pushed items by answer.
     pub pushes: audit::PushTally,
     /// The longest time the clients saw no push stored directly (ms).
-    pub store_gap_ms: f64,
+    pub(crate) store_gap_ms: f64,
     /// The invariants over every round and the final drain.
     pub invariants: InvariantReport,
     /// The drain's calls and how long it took.
-    pub drain_calls: usize,
-    pub drain_ms: f64,
+    pub(crate) drain_calls: usize,
+    /// How long the drain took (ms).
+    pub(crate) drain_ms: f64,
     /// Starts of each server process (1 + restarts).
     pub starts: Vec<u32>,
     /// Spooled pushes adopted from dead processes, per the servers' logs.
@@ -237,6 +258,7 @@ pub struct Report {
     pub problems: Vec<String>,
     /// Rounds whose linearizability search ran out of budget or time ("unknown").
     pub undecided: Vec<String>,
+    /// How long the scenario took.
     pub elapsed: Duration,
     /// Every round's calls and the drain's, as the invariants read them (ids as in
     /// their anomalies).
@@ -280,6 +302,7 @@ impl Report {
         self.problems.is_empty()
     }
 
+    /// The report in a few lines for the terminal.
     pub fn summary(&self) -> String {
         if self.fault.is_stress() {
             return self.stress_summary();

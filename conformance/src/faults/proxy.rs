@@ -35,7 +35,9 @@ struct State {
 /// whatever the speed of the machine.
 #[derive(Clone, Copy, Debug)]
 pub struct Slow {
+    /// How long a held-back read waits.
     pub delay: std::time::Duration,
+    /// Every how many reads of a connection one is held back.
     pub every: u32,
 }
 
@@ -46,7 +48,7 @@ impl Proxy {
     }
 
     /// [`Proxy::start`], with the upstream's answers held back as `slow` says.
-    pub async fn start_slow(upstream: u16, slow: Slow) -> Result<Proxy, String> {
+    pub(crate) async fn start_slow(upstream: u16, slow: Slow) -> Result<Proxy, String> {
         Proxy::start_with(upstream, Some(slow)).await
     }
 

@@ -24,13 +24,16 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 pub struct StressSizes {
     /// spool-capacity: the spool's capacity, and the payload bytes of one push.
-    pub spool_capacity: u64,
-    pub push_bytes: usize,
+    pub(crate) spool_capacity: u64,
+    /// spool-capacity: the payload bytes of one push.
+    pub(crate) push_bytes: usize,
     /// slow-client: the connection cap, and how many stalled connections to open.
     pub max_connections: usize,
+    /// slow-client: how many stalled connections to open.
     pub stalled: usize,
     /// shutdown-under-load: parked pops and producers.
     pub parked: usize,
+    /// shutdown-under-load: producers pushing while the server shuts down.
     pub producers: usize,
 }
 

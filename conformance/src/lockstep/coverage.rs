@@ -11,12 +11,14 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Counts by name, in two groups.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Coverage {
+    /// Calls made, by operation name.
     pub operations: BTreeMap<String, u64>,
+    /// Outcomes reached, by name.
     pub outcomes: BTreeMap<String, u64>,
 }
 
 /// Outcomes every healthy run should reach at least once; reported when missing.
-pub const INTERESTING: &[&str] = &[
+const INTERESTING: &[&str] = &[
     "pop delivered",
     "pop empty (204)",
     "pop redelivery",
@@ -33,14 +35,17 @@ pub const INTERESTING: &[&str] = &[
 ];
 
 impl Coverage {
+    /// Counts one call of the operation `name`.
     pub fn op(&mut self, name: &str) {
         *self.operations.entry(name.to_string()).or_default() += 1;
     }
 
-    pub fn hit(&mut self, name: &str) {
+    /// Counts one reaching of the outcome `name`.
+    fn hit(&mut self, name: &str) {
         *self.outcomes.entry(name.to_string()).or_default() += 1;
     }
 
+    /// Adds another run's counts to these.
     pub fn merge(&mut self, other: &Coverage) {
         for (k, v) in &other.operations {
             *self.operations.entry(k.clone()).or_default() += v;
@@ -61,7 +66,7 @@ impl Coverage {
 
     /// Records the outcomes of one checked exchange. `world` is a state of the model
     /// after it (to tell a clamp from a plain commit); `seen` holds delivered ids.
-    pub fn observe(
+    pub(crate) fn observe(
         &mut self,
         req: &HttpRequest,
         resp: &HttpResponse,

@@ -36,6 +36,7 @@ pub const LOCKSTEP_ID: &str = "lockstep/property-run";
 /// How big a lockstep run is and where its counterexamples go.
 #[derive(Clone, Debug)]
 pub struct LockstepOptions {
+    /// The run's seed; each worker's seed derives from it.
     pub seed: u64,
     /// Sequences generated (before shrinking), across all workers.
     pub cases: u32,
@@ -71,30 +72,50 @@ impl LockstepOptions {
 /// A minimal failing sequence.
 #[derive(Clone, Debug)]
 pub struct Counterexample {
+    /// The run's seed.
     pub seed: u64,
+    /// The worker that found it.
     pub worker: usize,
-    pub first_len: usize,
+    /// How many steps the failing sequence had before shrinking.
+    pub(crate) first_len: usize,
+    /// The shrunk sequence.
     pub steps: Vec<Step>,
+    /// Its exchanges with the broker, up to the failure.
     pub transcript: Vec<Exchange>,
+    /// Why it fails.
     pub failure: Failure,
+    /// The sequence as a curl script.
     pub curl: String,
+    /// The sequence as a Rust test.
     pub rust: String,
-    pub saved: Vec<PathBuf>,
+    /// Files the counterexample was saved to.
+    pub(crate) saved: Vec<PathBuf>,
 }
 
 /// What a lockstep run found.
 #[derive(Clone, Debug, Default)]
 pub struct LockstepOutcome {
+    /// The run's seed.
     pub seed: u64,
+    /// Parallel runners.
     pub workers: usize,
+    /// Sequences asked for.
     pub cases: u32,
+    /// Longest sequence asked for.
     pub steps: u32,
+    /// Sequences run.
     pub sequences: u64,
+    /// Exchanges with the broker over all sequences.
     pub exchanges: u64,
+    /// Sequences the model could not decide (cut short, not failed).
     pub inconclusive: u64,
+    /// How often each operation was called and each outcome reached.
     pub coverage: Coverage,
+    /// The minimal failing sequence, when one failed.
     pub counterexample: Option<Counterexample>,
+    /// Why the run could not go on, when it stopped early.
     pub error: Option<String>,
+    /// How long the run took (ms).
     pub duration_ms: u64,
     /// Departures met in sequences (answer-only ones, PROJECT points decided otherwise),
     /// each with the sequence up to where it was first seen; at most
@@ -106,16 +127,17 @@ pub struct LockstepOutcome {
 pub const MAX_FINDINGS_LISTED: usize = 32;
 
 /// How one sequence ended.
-pub enum SeqResult {
+pub(crate) enum SeqResult {
     /// Every answer allowed; with the findings met on the way.
     Pass(Vec<Example>),
     /// The model could not decide: the sequence is cut short, not failed.
     Inconclusive,
+    /// An answer was not allowed, or an assertion failed.
     Fail(Failure),
 }
 
 /// Runs one sequence on a fresh session; returns how it ended and what was exchanged.
-pub async fn run_sequence(
+async fn run_sequence(
     target: &Target,
     prefix: String,
     steps: &[Step],
@@ -557,7 +579,7 @@ fn transcript_prefix(t: &[Exchange]) -> String {
 
 /// The command that runs the same sequences under the same judgement: the seed and
 /// size, and every flag that changes what the checker allows.
-pub fn reproduce(opts: &LockstepOptions, settings: &crate::target::CheckSettings) -> String {
+fn reproduce(opts: &LockstepOptions, settings: &crate::target::CheckSettings) -> String {
     let mut line = format!(
         "queen-conformance run --only lockstep --seed {} --cases {} --steps {} --lockstep-workers {}",
         opts.seed, opts.cases, opts.steps, opts.workers

@@ -99,7 +99,11 @@ fn substitute(
 
 /// A bash script replaying `transcript` with curl, with the model's allowed answers
 /// and the rules beside the diverging exchange.
-pub fn curl_script(transcript: &[Exchange], prefix: &str, failure: Option<&Failure>) -> String {
+pub(crate) fn curl_script(
+    transcript: &[Exchange],
+    prefix: &str,
+    failure: Option<&Failure>,
+) -> String {
     curl_marked(transcript, prefix, failure.and_then(failure_mark))
 }
 
@@ -129,7 +133,7 @@ fn failure_mark(failure: &Failure) -> Option<(usize, Vec<String>)> {
 }
 
 /// [`curl_script`] with `mark`'s comment lines beside the exchange it names.
-pub fn curl_marked(
+pub(crate) fn curl_marked(
     transcript: &[Exchange],
     prefix: &str,
     mark: Option<(usize, Vec<String>)>,
@@ -269,7 +273,7 @@ fn curl_line(s: &mut String, i: usize, (method, url, body): &Rendered, x: &Excha
 }
 
 /// A Rust test replaying the steps against `QUEEN_URL` (or 127.0.0.1:6632).
-pub fn rust_test(steps: &[Step], name: &str, about: &str) -> String {
+pub(crate) fn rust_test(steps: &[Step], name: &str, about: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "//! {about}");
     let _ = writeln!(s, "//! Run against a broker: QUEEN_URL=http://127.0.0.1:6632 cargo test -p queen-conformance --test <this file>");

@@ -8,6 +8,9 @@
 //! through the model's own types; the schema of each is described here by a
 //! schema-only twin (`FindingSchema`, `DifferenceSchema`) that rejects unknown members,
 //! so a field added on one side and not the other fails validation.
+//!
+//! A field documented with `#[schemars(description = "")]` keeps its doc out of the
+//! schema, which describes only the fields it described when it was checked in.
 
 use crate::case::Capability;
 use crate::lockstep::coverage::Coverage;
@@ -26,23 +29,29 @@ use std::collections::BTreeMap;
 #[schemars(title = "queen-conformance report")]
 pub struct Document {
     /// Always `queen-conformance`.
-    pub tool: &'static str,
+    pub(crate) tool: &'static str,
     /// The suite's version.
-    pub suite_version: &'static str,
+    pub(crate) suite_version: &'static str,
     /// The git revision the suite was built from (`unknown` outside a checkout).
-    pub git_revision: &'static str,
+    pub(crate) git_revision: &'static str,
     /// The version of `spec/PROTOCOL.md` the suite checks.
-    pub spec_version: &'static str,
+    pub(crate) spec_version: &'static str,
+    /// The run's id: 8 hex digits, in the queue names it made (`cf<run>c<case>-...`).
+    #[schemars(description = "")]
     pub run_id: String,
     /// The broker checked (its URL, or which embedded engine).
     pub target: String,
     /// When the run started (RFC 3339, UTC).
-    pub started_at: String,
+    pub(crate) started_at: String,
+    /// How long the run took (ms).
+    #[schemars(description = "")]
     pub duration_ms: u64,
     /// Whether PROJECT departures failed the run (`--strict`).
     pub strict: bool,
     /// The capabilities excluded with `--without`.
     pub without: Vec<Capability>,
+    /// Whether the run passed.
+    #[schemars(description = "")]
     pub passed: bool,
     /// Why the run fails (empty when it passes).
     pub problems: Vec<String>,
@@ -54,9 +63,13 @@ pub struct Document {
     pub accepted: Vec<String>,
     /// Every distinct departure, by rule.
     pub findings: Vec<FindingEntryDoc>,
+    /// How many cases ended each way.
+    #[schemars(description = "")]
     pub summary: Summary,
     /// Every selected case (and the property run and the concurrent scenario).
     pub cases: Vec<CaseDoc>,
+    /// The lockstep property run, if it ran.
+    #[schemars(description = "")]
     pub lockstep: Option<LockstepDoc>,
     /// The concurrent scenario (`run --concurrency N`): its workload, the
     /// linearizability verdict per queue, the drain and the anomaly counts.
@@ -67,10 +80,18 @@ pub struct Document {
 #[derive(Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
+    /// Cases that passed.
+    #[schemars(description = "")]
     pub passed: usize,
+    /// Cases that failed.
+    #[schemars(description = "")]
     pub failed: usize,
+    /// Cases skipped.
+    #[schemars(description = "")]
     pub skipped: usize,
-    pub expected_failures: usize,
+    /// Cases that failed as listed in the expectations.
+    #[schemars(description = "")]
+    pub(crate) expected_failures: usize,
     /// Passed, but listed as expected failures.
     pub stale: usize,
     /// Catalog cases the selection left out (not run, not listed).
@@ -81,18 +102,34 @@ pub struct Summary {
 #[derive(Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CaseDoc {
+    /// The case's id.
+    #[schemars(description = "")]
     pub id: String,
     /// The rule ids the case checks.
     pub rules: Vec<String>,
     #[schemars(with = "LevelSchema")]
+    /// The level of the rules checked.
+    #[schemars(description = "")]
     pub level: Level,
+    /// The capability the case needs.
+    #[schemars(description = "")]
     pub capability: Capability,
+    /// How the case ended.
+    #[schemars(description = "")]
     pub verdict: Verdict,
+    /// Whether the case fails the run.
+    #[schemars(description = "")]
     pub fails_run: bool,
+    /// How long the case took (ms).
+    #[schemars(description = "")]
     pub duration_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub skip_reason: Option<String>,
+    /// Why the case was skipped.
+    #[schemars(description = "")]
+    pub(crate) skip_reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// Why the case failed.
+    #[schemars(description = "")]
     pub failure: Option<FailureDoc>,
     /// Every exchange of a failed case, up to the failure.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -108,15 +145,23 @@ pub struct CaseDoc {
 pub struct FailureDoc {
     /// `diverged`, `assertion`, `findings`, `project-difference`, `timeout`, ...
     pub kind: &'static str,
+    /// What went wrong, in a sentence.
+    #[schemars(description = "")]
     pub message: String,
+    /// The rule ids involved.
+    #[schemars(description = "")]
     pub rules: Vec<String>,
     /// For a divergence: the exchange (0-based) where the broker's answer was not allowed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// For a divergence: the request whose answer was not allowed.
+    #[schemars(description = "")]
     pub request: Option<RequestDoc>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub actual: Option<AnswerDoc>,
+    /// For a divergence: the broker's answer.
+    #[schemars(description = "")]
+    pub(crate) actual: Option<AnswerDoc>,
     /// Every answer the model allowed there, and why the broker's differs from each.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allowed: Option<Vec<AllowedDoc>>,
@@ -131,15 +176,25 @@ pub use crate::exchange::RequestDoc;
 /// An answer: its status and body (null when it had none).
 #[derive(Serialize, JsonSchema)]
 pub struct AnswerDoc {
+    /// The HTTP status.
+    #[schemars(description = "")]
     pub status: u16,
+    /// The JSON body (null when there was none).
+    #[schemars(description = "")]
     pub body: Value,
 }
 
 /// An answer the model allowed, and how the broker's differs from it.
 #[derive(Serialize, JsonSchema)]
 pub struct AllowedDoc {
+    /// The HTTP status allowed.
+    #[schemars(description = "")]
     pub status: u16,
+    /// The JSON body allowed.
+    #[schemars(description = "")]
     pub body: Value,
+    /// How the broker's answer differs from it.
+    #[schemars(description = "")]
     pub differs: String,
 }
 
@@ -147,13 +202,19 @@ pub struct AllowedDoc {
 #[derive(Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExchangeDoc {
+    /// The request sent.
+    #[schemars(description = "")]
     pub request: RequestDoc,
+    /// The broker's answer.
+    #[schemars(description = "")]
     pub response: AnswerDoc,
     /// When it was sent (ms since the Unix epoch).
-    pub sent_ms: i64,
-    pub took_ms: i64,
+    pub(crate) sent_ms: i64,
+    /// How long the answer took (ms).
+    #[schemars(description = "")]
+    pub(crate) took_ms: i64,
     /// How many model states were still possible after it.
-    pub worlds: usize,
+    pub(crate) worlds: usize,
 }
 
 /// One distinct departure of the broker from one rule.
@@ -161,19 +222,25 @@ pub struct ExchangeDoc {
 #[serde(rename_all = "camelCase")]
 pub struct FindingEntryDoc {
     #[schemars(with = "FindingSchema")]
+    /// The first instance of the finding.
+    #[schemars(description = "")]
     pub finding: Finding,
     /// Every distinct instance, the first included.
     #[schemars(with = "Vec<FindingSchema>")]
-    pub instances: Vec<Finding>,
+    pub(crate) instances: Vec<Finding>,
     /// Covered by `--accept`.
     pub accepted: bool,
+    /// Whether the finding fails the run.
+    #[schemars(description = "")]
     pub fails_run: bool,
     /// Where it was met: case ids and `lockstep/property-run`.
     pub seen_in: Vec<String>,
-    pub example: ExampleDoc,
+    /// The exchange where it was first seen.
+    #[schemars(description = "")]
+    pub(crate) example: ExampleDoc,
     /// Every difference between the model's answer and the broker's there.
     #[schemars(with = "Vec<DifferenceSchema>")]
-    pub diff: Vec<Difference>,
+    pub(crate) diff: Vec<Difference>,
     /// A shell script replaying the example.
     pub curl: String,
 }
@@ -181,10 +248,20 @@ pub struct FindingEntryDoc {
 /// Where a finding was first seen.
 #[derive(Serialize, JsonSchema)]
 pub struct ExampleDoc {
-    pub origin: String,
+    /// Where it was seen: a case id or `lockstep/property-run`.
+    #[schemars(description = "")]
+    pub(crate) origin: String,
+    /// The exchange's index in that transcript.
+    #[schemars(description = "")]
     pub step: usize,
+    /// The request sent there.
+    #[schemars(description = "")]
     pub request: Option<RequestDoc>,
-    pub actual: Option<AnswerDoc>,
+    /// The broker's answer.
+    #[schemars(description = "")]
+    pub(crate) actual: Option<AnswerDoc>,
+    /// The model's answer.
+    #[schemars(description = "")]
     pub expected: Option<AnswerDoc>,
 }
 
@@ -194,23 +271,37 @@ pub struct ExampleDoc {
 pub struct LockstepDoc {
     /// The seed, as a string (it may exceed what a JSON number holds exactly).
     pub seed: String,
+    /// Parallel runners.
+    #[schemars(description = "")]
     pub workers: usize,
     /// Sequences asked for.
     pub cases: u32,
-    pub max_steps: u32,
+    /// Longest sequence asked for.
+    #[schemars(description = "")]
+    pub(crate) max_steps: u32,
     /// Sequences run.
     pub sequences: u64,
     /// Distinct findings met.
     pub findings: usize,
+    /// Exchanges over all sequences.
+    #[schemars(description = "")]
     pub exchanges: u64,
     /// Sequences the model could not decide (cut short, not failed).
     pub inconclusive: u64,
+    /// How long the run took (ms).
+    #[schemars(description = "")]
     pub duration_ms: u64,
     #[schemars(with = "CoverageSchema")]
+    /// How often each operation was called and each outcome reached.
+    #[schemars(description = "")]
     pub coverage: Coverage,
     /// Outcomes a healthy run should reach that this one did not.
-    pub never_reached: Vec<String>,
+    pub(crate) never_reached: Vec<String>,
+    /// Why the run stopped early, if it did.
+    #[schemars(description = "")]
     pub error: Option<String>,
+    /// The minimal failing sequence, if one failed.
+    #[schemars(description = "")]
     pub counterexample: Option<CounterexampleDoc>,
 }
 
@@ -218,16 +309,24 @@ pub struct LockstepDoc {
 #[derive(Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CounterexampleDoc {
+    /// The worker that found it.
+    #[schemars(description = "")]
     pub worker: usize,
     /// How many steps it had before shrinking.
-    pub shrunk_from: usize,
+    pub(crate) shrunk_from: usize,
+    /// The shrunk sequence, one step a line.
+    #[schemars(description = "")]
     pub steps: Vec<String>,
+    /// Why it fails.
+    #[schemars(description = "")]
     pub failure: FailureDoc,
+    /// The sequence as a curl script.
+    #[schemars(description = "")]
     pub curl: String,
     /// The sequence as a Rust test.
     pub rust: String,
     /// Where it was saved.
-    pub saved: Vec<String>,
+    pub(crate) saved: Vec<String>,
 }
 
 /// A rule's level.

@@ -35,9 +35,14 @@ pub use problem::Problem;
 /// A case's final verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
+// Variant docs only for rustdoc, as for `Capability`: they keep the schema's plain `enum`.
+#[cfg_attr(not(doc), allow(missing_docs))]
 pub enum Verdict {
+    #[cfg_attr(doc, doc = "Every answer was allowed and every assertion held.")]
     Passed,
+    #[cfg_attr(doc, doc = "An answer was not allowed, or an assertion failed.")]
     Failed,
+    #[cfg_attr(doc, doc = "Not run: a capability it needs is excluded or missing.")]
     Skipped,
     /// Failed, and listed in the expected-failures file, or failed only through
     /// deviations accepted with `--accept`.
@@ -47,6 +52,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict's kebab-case name, as the reports spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Passed => "passed",
@@ -61,15 +67,25 @@ impl Verdict {
 /// One line of the report.
 #[derive(Clone, Debug)]
 pub struct Entry {
+    /// The case's id, or the property run's or concurrent scenario's.
     pub id: String,
+    /// The rule ids checked.
     pub rules: Vec<String>,
+    /// The level of the rules checked.
     pub level: Level,
+    /// The capability needed.
     pub capability: Capability,
+    /// How it ended.
     pub verdict: Verdict,
-    pub skip_reason: Option<String>,
+    /// Why it was skipped.
+    pub(crate) skip_reason: Option<String>,
+    /// Why it failed.
     pub failure: Option<Failure>,
+    /// Its exchanges with the broker (kept for failures).
     pub transcript: Vec<Exchange>,
+    /// A curl script replaying a failure.
     pub curl: Option<String>,
+    /// How long it took (ms).
     pub duration_ms: u64,
     /// Whether this entry fails the run.
     pub fails_run: bool,
@@ -82,33 +98,42 @@ pub struct FindingEntry {
     /// The first instance.
     pub finding: Finding,
     /// Every distinct instance (its own text, path and example), the first included.
-    pub instances: Vec<Finding>,
+    pub(crate) instances: Vec<Finding>,
     /// Covered by `--accept`: listed, never a failure.
     pub accepted: bool,
     /// Where it was met: case ids (and `lockstep/property-run`), in catalog order.
     pub seen_in: Vec<String>,
     /// The first instance: the transcript up to it.
-    pub example: Example,
+    pub(crate) example: Example,
     /// Every difference between the model's answer and the broker's at that exchange.
-    pub diff: Vec<Difference>,
+    pub(crate) diff: Vec<Difference>,
     /// A script replaying the example.
     pub curl: String,
+    /// Whether the finding fails the run.
     pub fails_run: bool,
 }
 
 /// A finished run, judged.
 pub struct Report {
+    /// The run's id: 8 hex digits, in the queue names it made (`cf<run>c<case>-...`).
     pub run_id: String,
+    /// The broker checked, as the reports describe it.
     pub target: String,
-    pub started_ms: i64,
+    /// When the run started (ms since the Unix epoch).
+    pub(crate) started_ms: i64,
+    /// How long the run took (ms).
     pub duration_ms: u64,
+    /// Whether PROJECT departures fail the run (`--strict`).
     pub strict: bool,
+    /// One entry per selected case, property run and concurrent scenario.
     pub entries: Vec<Entry>,
+    /// The lockstep property run, if it ran.
     pub lockstep: Option<LockstepOutcome>,
     /// The concurrent scenario (`run --concurrency N`), with its anomaly counts.
     pub concurrent: Option<Scenario>,
     /// Where the timeline of a concurrent history that is not linearizable was written.
     pub timeline: Option<std::path::PathBuf>,
+    /// The capabilities excluded with `--without`.
     pub without: BTreeSet<Capability>,
     /// Every distinct finding, by rule.
     pub findings: Vec<FindingEntry>,
@@ -264,7 +289,7 @@ fn lockstep_entry(l: &LockstepOutcome, target_down: bool) -> Entry {
 
 /// The rules the concurrent scenario checks: linearizability against the model covers
 /// every rule its calls touch; the drain invariants name these.
-pub const CONCURRENT_RULES: [RuleId; 6] = [PUSH_7, ACK_1, ACK_2, ACK_4, ACK_6, ACK_7];
+const CONCURRENT_RULES: [RuleId; 6] = [PUSH_7, ACK_1, ACK_2, ACK_4, ACK_6, ACK_7];
 
 /// The concurrent scenario as one entry: failed when the history is not shown
 /// linearizable (a violation, or a search out of budget) or any anomaly is bad.
@@ -373,7 +398,7 @@ impl Report {
     /// Judges every entry against the expected failures (again, after `--fix` rewrote
     /// them) and lists why the run fails: the broker going down first, then the entries,
     /// the findings, and a run that executed nothing.
-    pub fn judge(&mut self, expected: &BTreeSet<String>) {
+    pub(crate) fn judge(&mut self, expected: &BTreeSet<String>) {
         let mut problems: Vec<Problem> = self
             .target_down
             .iter()
@@ -394,6 +419,7 @@ impl Report {
         self.problems = problems;
     }
 
+    /// Whether the run passes (no problem).
     pub fn passed(&self) -> bool {
         self.problems.is_empty()
     }
@@ -412,7 +438,7 @@ impl Report {
     }
 
     /// Ids of every failed case (expected or not): what `--fix` writes.
-    pub fn failing_ids(&self) -> BTreeSet<String> {
+    pub(crate) fn failing_ids(&self) -> BTreeSet<String> {
         self.entries
             .iter()
             .filter(|e| matches!(e.verdict, Verdict::Failed | Verdict::ExpectedFailure))
@@ -420,6 +446,7 @@ impl Report {
             .collect()
     }
 
+    /// How many entries ended with this verdict.
     pub fn count(&self, v: Verdict) -> usize {
         self.entries.iter().filter(|e| e.verdict == v).count()
     }

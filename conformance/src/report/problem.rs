@@ -12,9 +12,17 @@ pub enum Problem {
     /// The broker stopped answering during the run (exit status 3): why, as observed.
     TargetDown(String),
     /// A case listed as an expected failure passed: the list is out of date.
-    StalePass { id: String },
+    StalePass {
+        /// The case's id.
+        id: String,
+    },
     /// A case failed at a level that fails the run.
-    CaseFailed { id: String, level: Level },
+    CaseFailed {
+        /// The case's id.
+        id: String,
+        /// The level of its rules.
+        level: Level,
+    },
     /// A departure from the protocol that is not accepted and fails the run at its level.
     Finding(Finding),
     /// Every case was skipped or left out.

@@ -17,15 +17,16 @@ use std::fmt::Write;
 /// Colours for a terminal that wants them (on a TTY without `NO_COLOR`); plain text
 /// otherwise, for logs, files and tests.
 #[derive(Clone, Copy)]
-pub struct Paint {
+pub(crate) struct Paint {
     on: bool,
 }
 
 impl Paint {
+    /// No colours.
     pub const PLAIN: Paint = Paint { on: false };
 
     /// Colour when stdout is a terminal and `NO_COLOR` is unset or empty (no-color.org).
-    pub fn for_stdout() -> Paint {
+    pub(crate) fn for_stdout() -> Paint {
         use std::io::IsTerminal;
         let no_color = std::env::var("NO_COLOR").ok();
         Paint::when(std::io::stdout().is_terminal(), no_color.as_deref())
@@ -218,7 +219,7 @@ pub fn render(r: &Report, verbose: bool) -> String {
 }
 
 /// Renders the report, in colour when `p` says so.
-pub fn render_with(r: &Report, verbose: bool, p: Paint) -> String {
+pub(crate) fn render_with(r: &Report, verbose: bool, p: Paint) -> String {
     let mut out = String::new();
     header(&mut out, r, p);
     verdict_table(&mut out, r);

@@ -20,8 +20,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 /// One message, as the history names it: queue, partition name, transactionId.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MsgKey {
+    /// The queue's name.
     pub queue: String,
+    /// The partition's name.
     pub partition: String,
+    /// The message's `transactionId`.
     pub txn: String,
 }
 
@@ -47,55 +50,74 @@ pub enum Fate {
 /// One pushed item.
 #[derive(Clone, Debug)]
 pub struct Pushed {
+    /// The push call's id in the history.
     pub op: usize,
+    /// The item's position in the push request.
     pub index: usize,
-    pub fate: Fate,
+    /// What the push answer said of the item.
+    pub(crate) fate: Fate,
+    /// When the push was sent (ms since the Unix epoch).
     pub invoke_ms: Millis,
-    pub complete_ms: Millis,
+    /// When its answer arrived (ms since the Unix epoch).
+    pub(crate) complete_ms: Millis,
 }
 
 /// One pop's messages from one partition.
 #[derive(Clone, Debug)]
 pub struct Delivery {
+    /// The pop call's id in the history.
     pub op: usize,
+    /// The consumer group that popped.
     pub group: String,
+    /// The id of the partition the messages came from.
     pub partition_id: String,
+    /// The lease id the pop answer gave.
     pub lease: String,
     /// In the order the pop returned them (offset order, POP-1).
     pub msgs: Vec<MsgKey>,
+    /// When the pop was sent (ms since the Unix epoch).
     pub invoke_ms: Millis,
-    pub complete_ms: Millis,
+    /// When its answer arrived (ms since the Unix epoch).
+    pub(crate) complete_ms: Millis,
     /// The shortest the lease can be (`leaseSeconds` of the pop), if the request says.
-    pub lease_min_ms: Option<Millis>,
-    pub auto_ack: bool,
+    pub(crate) lease_min_ms: Option<Millis>,
+    /// Whether the pop asked for `autoAck` (the messages count as acknowledged on delivery).
+    pub(crate) auto_ack: bool,
 }
 
 /// One acknowledgment inside an ack call, with its result when the answer is known.
 #[derive(Clone, Debug)]
 pub struct Acked {
+    /// The ack call's id in the history.
     pub op: usize,
+    /// The consumer group acknowledging.
     pub group: String,
+    /// The partition id the ack names.
     pub partition_id: String,
     /// `None` when the partition id was never seen in a pop answer.
     pub msg: Option<MsgKey>,
+    /// The status the ack asked for (`completed` or `failed`).
     pub status: AckStatus,
+    /// The lease id the ack names, if any.
     pub lease: Option<String>,
     /// `None`: the answer is unknown or unreadable (the ack may or may not have taken
     /// effect).
     pub result: Option<AckRead>,
+    /// When the ack was sent (ms since the Unix epoch).
     pub invoke_ms: Millis,
-    pub complete_ms: Millis,
+    /// When its answer arrived (ms since the Unix epoch).
+    pub(crate) complete_ms: Millis,
 }
 
 impl Acked {
     /// Whether the broker may have accepted this item (known success, or unknown).
-    pub fn maybe_effective(&self) -> bool {
+    pub(crate) fn maybe_effective(&self) -> bool {
         self.result.as_ref().is_none_or(|r| r.success)
     }
 
     /// A failure signal that may make messages come back (ACK-6): `failed` or `retry`
     /// not known to be refused or dead-lettered.
-    pub fn maybe_comes_back(&self) -> bool {
+    pub(crate) fn maybe_comes_back(&self) -> bool {
         matches!(self.status, AckStatus::Failed | AckStatus::Retry)
             && self.maybe_effective()
             && self.result.as_ref().is_none_or(|r| r.dlq != Some(true))
@@ -106,29 +128,39 @@ impl Acked {
 /// it may have taken a lease nobody can name.
 #[derive(Clone, Debug)]
 pub struct BlindPop {
+    /// The pop call's id in the history.
     pub op: usize,
     /// `None`: a discovery pop (any queue).
     pub queue: Option<String>,
     /// The partition route's partition name (`None`: any partition of the queue).
     pub partition: Option<String>,
+    /// The consumer group that popped.
     pub group: String,
+    /// When the pop was sent (ms since the Unix epoch).
     pub invoke_ms: Millis,
-    pub complete_ms: Millis,
+    /// When its answer arrived or the client gave up (ms since the Unix epoch).
+    pub(crate) complete_ms: Millis,
     /// Whether the answer is unknown (then it may have acted after its completion).
     pub unknown: bool,
-    pub lease_min_ms: Option<Millis>,
+    /// The shortest the lease can be (`leaseSeconds` of the pop), if the request says.
+    pub(crate) lease_min_ms: Option<Millis>,
 }
 
 /// A lease extend and what its answer showed (LEASE-1, LEASE-2).
 #[derive(Clone, Debug)]
 pub struct Extended {
+    /// The extend call's id in the history.
     pub op: usize,
+    /// The lease id extended.
     pub lease: String,
     /// `seconds` of the request (`None`: the lease's own duration, LEASE-3).
     pub seconds: Option<u32>,
+    /// What the extend answer showed.
     pub read: ExtendRead,
+    /// When the extend was sent (ms since the Unix epoch).
     pub invoke_ms: Millis,
-    pub complete_ms: Millis,
+    /// When its answer arrived (ms since the Unix epoch).
+    pub(crate) complete_ms: Millis,
 }
 
 /// Everything the checks need, over the workload and the drain together.
@@ -136,15 +168,17 @@ pub struct Extended {
 pub struct Facts {
     /// Every push of each message (a message may be pushed again: dedup).
     pub pushes: BTreeMap<MsgKey, Vec<Pushed>>,
+    /// Every pop answer's messages, by partition.
     pub deliveries: Vec<Delivery>,
+    /// Every acknowledgment made.
     pub acks: Vec<Acked>,
     /// Pops that may have leased what no answer names.
-    pub blind_pops: Vec<BlindPop>,
+    pub(crate) blind_pops: Vec<BlindPop>,
     /// Every lease extend, with what it showed.
     pub extends: Vec<Extended>,
     /// Other calls that may release leases or move cursors outside ack calls
     /// (transactions, queue deletes): op index and queue (`None`: any queue).
-    pub other_writers: Vec<(usize, Option<String>, Millis)>,
+    pub(crate) other_writers: Vec<(usize, Option<String>, Millis)>,
     /// Dead letters listed, by group.
     pub dead: BTreeSet<(String, MsgKey)>,
     /// partitionId -> (queue, partition name), learnt from pop answers and DLQ listings.
@@ -166,7 +200,7 @@ impl Facts {
 
     /// Reads calls in invocation order (each named by its `id`): what the drain reads
     /// of one queue while it runs.
-    pub fn from_ops<'a>(ops: impl IntoIterator<Item = &'a Op>) -> Facts {
+    pub(crate) fn from_ops<'a>(ops: impl IntoIterator<Item = &'a Op>) -> Facts {
         let mut f = Facts::default();
         let mut acks_raw = Vec::new();
         for op in ops {

@@ -39,15 +39,15 @@ use queen_reference::time::Millis;
 use std::collections::BTreeMap;
 
 /// A pop's lease when it names no `leaseSeconds`: a push-created queue's `leaseTime`.
-pub const DEFAULT_LEASE_MS: Millis = 60_000;
+const DEFAULT_LEASE_MS: Millis = 60_000;
 
 /// How long a lease may live when the broker would not say (its extend answer did not
 /// read): for as long as anyone waits.
-pub const UNOBSERVED: Millis = Millis::MAX / 4;
+const UNOBSERVED: Millis = Millis::MAX / 4;
 
 /// A lease that may still hold a message's partition.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Hold {
+pub(crate) struct Hold {
     /// `live-lease` (an extend showed it live), `unobserved-lease` (an extend answer that
     /// did not read), `lease-bound` (never asked: within the observed lease duration) or
     /// `unseen-lease` (a pop whose answer names no lease).
@@ -59,7 +59,7 @@ pub struct Hold {
 }
 
 /// The leases of a history, with the evidence on each.
-pub struct Leases<'a> {
+pub(crate) struct Leases<'a> {
     f: &'a Facts,
     skew: Millis,
     horizon: Millis,
@@ -122,7 +122,7 @@ impl<'a> Leases<'a> {
     /// Lease ids on `msg`'s partition for `group` that no extend has asked about yet:
     /// what the drain probes before it trusts an empty answer. Leases known gone (an ack
     /// released them, a later pop got the partition) need no asking.
-    pub fn unprobed(&self, group: &str, msg: &MsgKey) -> Vec<String> {
+    pub(crate) fn unprobed(&self, group: &str, msg: &MsgKey) -> Vec<String> {
         self.named(group, msg, Millis::MAX)
             .into_iter()
             .filter(|n| !self.f.extends.iter().any(|e| e.lease == n.lease))

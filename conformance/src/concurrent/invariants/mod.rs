@@ -60,16 +60,20 @@ pub struct Anomaly {
 /// Counts of one kind.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Count {
+    /// Anomalies that break an invariant.
     pub bad: usize,
+    /// Anomalies the protocol allows (reported, never failing).
     pub allowed: usize,
 }
 
 /// The result of [`check`].
 #[derive(Clone, Debug, Default)]
 pub struct InvariantReport {
+    /// Every anomaly found, bad and allowed.
     pub anomalies: Vec<Anomaly>,
     /// Messages followed (named by a push) and deliveries seen.
     pub messages: usize,
+    /// Deliveries seen (messages of pop answers).
     pub deliveries: usize,
     /// Whether the drain emptied every `(queue, group)` it was asked to.
     pub drained: bool,
@@ -105,7 +109,7 @@ impl InvariantReport {
     }
 
     /// Allowed anomalies per `kind/cause`.
-    pub fn allowed_causes(&self) -> BTreeMap<String, usize> {
+    fn allowed_causes(&self) -> BTreeMap<String, usize> {
         let mut m = BTreeMap::new();
         for a in self.anomalies.iter().filter(|a| !a.bad) {
             *m.entry(format!("{}/{}", a.kind, a.cause)).or_default() += 1;
@@ -113,10 +117,12 @@ impl InvariantReport {
         m
     }
 
+    /// How many anomalies break an invariant.
     pub fn bad(&self) -> usize {
         self.anomalies.iter().filter(|a| a.bad).count()
     }
 
+    /// Whether no anomaly breaks an invariant.
     pub fn passed(&self) -> bool {
         self.bad() == 0
     }
@@ -162,6 +168,7 @@ impl InvariantReport {
         s
     }
 
+    /// The report as JSON, for the run's JSON report.
     pub fn to_json(&self) -> Value {
         let counts: serde_json::Map<String, Value> = self
             .counts()
@@ -190,7 +197,7 @@ pub fn check(history: &History, drain: &Drain) -> InvariantReport {
 
 /// Checks the workload's calls and the drain's together; anomalies name calls by their
 /// id in [`merged`]`(history, drain)`.
-pub fn check_with(history: &History, drain: &Drain, opts: &Options) -> InvariantReport {
+pub(crate) fn check_with(history: &History, drain: &Drain, opts: &Options) -> InvariantReport {
     let all = merged(history, drain);
     let f = Facts::read(&all);
     let mut out = InvariantReport {
