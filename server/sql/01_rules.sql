@@ -26,15 +26,15 @@ CREATE OR REPLACE FUNCTION queen_cursor_free(
        AND coalesce(p_not_before <= p_now, true)
 $fn$;
 
--- Whether a maintenance switch is on (MAINT-1's push switch, MAINT-2's pop switch): the
--- one reader of `queen_switches`, so a switch without a row is off everywhere alike.
--- PL/pgSQL keeps the lookup's plan for the session, so the hot paths pay no planning.
-CREATE OR REPLACE FUNCTION queen_switch(p_name text) RETURNS boolean
-LANGUAGE plpgsql STABLE PARALLEL SAFE AS $fn$
-BEGIN
-    RETURN coalesce((SELECT s.enabled FROM queen_switches s WHERE s.name = p_name), false);
-END
-$fn$;
+-- The maintenance switches (MAINT-1's push switch, MAINT-2's pop switch): the one reader
+-- of `queen_switches`, so a switch without a row is off everywhere alike. A view, so
+-- PostgreSQL plans it into each statement that reads it: a write pays no function call.
+CREATE OR REPLACE VIEW queen_switch_state AS
+    SELECT coalesce(bool_or(s.enabled) FILTER (WHERE s.name = 'push_maintenance'), false)
+               AS push_maintenance,
+           coalesce(bool_or(s.enabled) FILTER (WHERE s.name = 'pop_maintenance'), false)
+               AS pop_maintenance
+    FROM queen_switches s;
 
 -- POP-14 windowBuffer: a partition written to within the window is held back. The
 -- options are the queue's stored row, which always holds every option (the table's

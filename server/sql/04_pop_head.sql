@@ -63,7 +63,7 @@ DECLARE
     v_q record;
     v_cand record;
 BEGIN
-    v_paused := queen_switch('pop_maintenance');
+    SELECT s.pop_maintenance INTO v_paused FROM queen_switch_state s;
     IF p_queue IS NOT NULL THEN
         SELECT q.id, q.options INTO v_qid, v_options FROM queen_queues q WHERE q.name = p_queue;
         IF v_qid IS NOT NULL THEN

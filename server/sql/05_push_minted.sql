@@ -30,7 +30,7 @@ DECLARE
     v_last bigint[];
     v_general boolean;
 BEGIN
-    IF queen_switch('push_maintenance') THEN
+    IF (SELECT s.push_maintenance FROM queen_switch_state s) THEN
         RETURN QUERY SELECT false, true;
         RETURN;
     END IF;

@@ -165,10 +165,15 @@ pub(crate) async fn list_dlq(
 
 /// A maintenance switch's state.
 pub(crate) async fn switch(pool: &Db, name: &str) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("SELECT queen_switch($1)")
-        .bind(name)
-        .fetch_one(&mut *pool.acquire().await?)
-        .await
+    let (push, pop): (bool, bool) =
+        sqlx::query_as("SELECT push_maintenance, pop_maintenance FROM queen_switch_state")
+            .fetch_one(&mut *pool.acquire().await?)
+            .await?;
+    Ok(if name == "push_maintenance" {
+        push
+    } else {
+        pop
+    })
 }
 
 async fn set_switch(pool: &Db, name: &str, on: bool) -> Result<(), sqlx::Error> {

@@ -86,7 +86,7 @@ async fn refusal(
 ) -> Result<Option<Refusal>, sqlx::Error> {
     // "Now" and the maintenance switch in one round trip, as the push writers read them.
     let (now, maintenance): (chrono::DateTime<chrono::Utc>, bool) =
-        sqlx::query_as("SELECT now(), queen_switch('push_maintenance')")
+        sqlx::query_as("SELECT now(), s.push_maintenance FROM queen_switch_state s")
             .fetch_one(&mut *tx)
             .await?;
     if pushes && maintenance {

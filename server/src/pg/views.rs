@@ -147,7 +147,7 @@ async fn overview(pool: &Db) -> Result<Overview, sqlx::Error> {
 
 async fn status(pool: &Db) -> Result<StatusView, sqlx::Error> {
     let (push_maintenance, pop_maintenance): (bool, bool) =
-        sqlx::query_as("SELECT queen_switch('push_maintenance'), queen_switch('pop_maintenance')")
+        sqlx::query_as("SELECT push_maintenance, pop_maintenance FROM queen_switch_state")
             .fetch_one(&mut *pool.acquire().await?)
             .await?;
     Ok(StatusView {

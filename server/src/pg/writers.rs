@@ -289,7 +289,7 @@ async fn write_all(
     }
     let mut tx = pool.begin().await?;
     let (now, maintenance): (DateTime<Utc>, bool) =
-        sqlx::query_as("SELECT now(), queen_switch('push_maintenance')")
+        sqlx::query_as("SELECT now(), s.push_maintenance FROM queen_switch_state s")
             .fetch_one(&mut *tx)
             .await?;
     if maintenance {
