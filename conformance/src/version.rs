@@ -2,6 +2,11 @@
 //! was built from, and the version of the spec it embeds, so a CI job can state
 //! "conformant to spec X with suite Y at revision Z" and a diff between two runs can be
 //! told apart from a change of the suite.
+//!
+//! The policy (`docs/broker-authors.md`, "Versions"): the suite's major and minor are
+//! those of the spec it checks, and its patch counts the suite's own releases for that
+//! spec; so `queen-conformance 1.12.x` checks spec 1.12, and a pin on one says which
+//! rules a broker was held to.
 
 /// The version of the suite (the crate's).
 pub const SUITE: &str = env!("CARGO_PKG_VERSION");
@@ -36,5 +41,11 @@ mod tests {
         let changelog = SPEC_TEXT.split("## Changelog").nth(1).expect("a changelog");
         assert!(changelog.contains(SPEC), "no changelog entry for {SPEC}");
         assert!(!GIT_REVISION.is_empty());
+    }
+
+    #[test]
+    fn the_suite_version_is_the_spec_version_it_checks() {
+        let major_minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
+        assert_eq!(major_minor(SUITE), major_minor(SPEC), "suite {SUITE}, spec {SPEC}");
     }
 }
