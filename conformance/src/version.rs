@@ -46,6 +46,10 @@ mod tests {
     #[test]
     fn the_suite_version_is_the_spec_version_it_checks() {
         let major_minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
-        assert_eq!(major_minor(SUITE), major_minor(SPEC), "suite {SUITE}, spec {SPEC}");
+        assert_eq!(
+            major_minor(SUITE),
+            major_minor(SPEC),
+            "suite {SUITE}, spec {SPEC}"
+        );
     }
 }
