@@ -80,18 +80,21 @@ CREATE OR REPLACE FUNCTION queen_retained_above(
         - CASE WHEN p_deleted = 0 THEN 0 ELSE queen_deleted_above(p_partition, p_from) END
 $fn$;
 
--- The figures of every partition (filter them by `id` or `queue_id`): its retained
+-- Every partition with its figures (filter them by `id` or `queue_id`): its retained
 -- messages, and RET-5's unconsumed ones, those retained above its lowest cursor (all of
 -- them when no group has a cursor there), which `maxSize` counts. A SQL function over a
 -- set, so PostgreSQL inlines it and a filter on the caller's side reaches the scan.
 CREATE OR REPLACE FUNCTION queen_partition_figures() RETURNS TABLE (
-    id uuid, queue_id bigint, messages bigint, unconsumed bigint
+    id uuid, queue_id bigint, name text, last_offset bigint, deleted bigint,
+    removed_through bigint, messages bigint, unconsumed bigint
 ) LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
-    SELECT p.id, p.queue_id,
+    SELECT p.id, p.queue_id, p.name, p.last_offset, p.deleted, p.removed_through,
         queen_retained_above(p.id, p.last_offset, p.deleted, p.removed_through),
         queen_retained_above(p.id, p.last_offset, p.deleted,
                              GREATEST(p.removed_through, coalesce(k.low, 0)))
     FROM queen_partitions p
+    -- A join rather than a subquery in the argument: PostgreSQL inlines
+    -- queen_retained_above only when no argument it repeats holds a subquery.
     LEFT JOIN LATERAL (SELECT min(c.committed) AS low FROM queen_cursors c
                        WHERE c.partition_id = p.id) k ON true
 $fn$;
