@@ -85,17 +85,6 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-pub fn temp_dir(tag: &str) -> std::path::PathBuf {
-    let p = std::env::temp_dir().join(format!(
-        "queen-server-test-{tag}-{}-{}",
-        std::process::id(),
-        free_port()
-    ));
-    let _ = std::fs::remove_dir_all(&p);
-    std::fs::create_dir_all(&p).unwrap();
-    p
-}
-
 /// Waits until `/health` answers 200.
 pub async fn wait_healthy(c: &reqwest::Client, base: &str, within: Duration) {
     let until = std::time::Instant::now() + within;
@@ -114,4 +103,4 @@ pub async fn wait_healthy(c: &reqwest::Client, base: &str, within: Duration) {
 }
 
 #[allow(unused_imports)]
-pub use queen_server::testing::{config, pg_server, pg_server_with, TestServer};
+pub use queen_server::testing::{config, pg_server, pg_server_with, TempDir, TestServer};

@@ -18,7 +18,8 @@ const SECRET: &str = r#"{"card":"4111-1111","big":18446744073709551616,"f":0.10}
 
 /// Another server on `app`'s database with `key`.
 async fn restarted(app: &TestServer, tag: &str, key: Option<&str>) -> queen_server::app::Running {
-    let mut cfg = config(&temp_dir(tag));
+    let dir = TempDir::new(tag);
+    let mut cfg = config(&dir);
     cfg.encryption_key = key.map(str::to_string);
     let broker = PgBroker::connect(app.database_url().unwrap(), &cfg)
         .await
@@ -194,7 +195,8 @@ async fn enc_3_a_key_that_is_not_64_hex_digits_stops_the_start() {
     let db = queen_pg::TestDb::new()
         .await
         .expect("a PostgreSQL for tests");
-    let mut cfg = config(&temp_dir("enc-bad"));
+    let dir = TempDir::new("enc-bad");
+    let mut cfg = config(&dir);
     cfg.encryption_key = Some("not-hex".into());
     let err = PgBroker::connect(db.url(), &cfg)
         .await

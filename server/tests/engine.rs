@@ -93,7 +93,7 @@ async fn pop_11_push_wakes_parked_pops_at_once_and_parked_pops_hold_no_connectio
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_7_postgres_down_spools_and_replays_exactly_once_in_order() {
-    let dir = temp_dir("spool");
+    let dir = TempDir::new("spool");
     let port = free_port();
     let cluster = queen_pg::PersistentCluster::start(dir.join("pg"), port)
         .await
@@ -255,7 +255,7 @@ async fn pop_15_min_pop_wait_time_fills_under_full_batches() {
     let db = queen_pg::TestDb::new()
         .await
         .expect("a PostgreSQL for tests");
-    let dir = temp_dir("minwait");
+    let dir = TempDir::new("minwait");
     let cfg = config(&dir);
     let pg: Arc<dyn queen_server::broker::Broker> =
         Arc::new(PgBroker::connect(db.url(), &cfg).await.unwrap());

@@ -52,7 +52,7 @@ impl Drop for Server {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_arguments_starts_embedded_postgres_and_keeps_data_across_restart() {
-    let dir = temp_dir("embedded");
+    let dir = TempDir::new("embedded");
     let c = reqwest::Client::new();
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
@@ -159,7 +159,7 @@ async fn two_processes_on_one_database_share_leases_and_wake_each_other() {
     let db = queen_pg::TestDb::new()
         .await
         .expect("a PostgreSQL for tests");
-    let dir = temp_dir("two");
+    let dir = TempDir::new("two");
     let c = reqwest::Client::new();
     let (pa, pb) = (free_port(), free_port());
     let env = |port: u16, spool: &str| {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{config, temp_dir};
+use common::{config, TempDir};
 use queen_server::pg::PgBroker;
 
 async fn stored(pool: &sqlx::PgPool) -> Vec<(String, String)> {
@@ -18,7 +18,8 @@ async fn functions_are_replaced_only_when_a_file_changed() {
     let db = queen_pg::TestDb::new()
         .await
         .expect("a PostgreSQL for tests");
-    let cfg = config(&temp_dir("schema"));
+    let dir = TempDir::new("schema");
+    let cfg = config(&dir);
     let first = PgBroker::connect(db.url(), &cfg).await.unwrap();
     let pool = first.pool().clone();
     let files = stored(&pool).await;
@@ -49,7 +50,8 @@ async fn functions_are_replaced_only_when_a_file_changed() {
     let before = oid(pool.clone()).await;
     drop(first);
     // A start with the same files leaves the functions alone (no new catalog row).
-    let cfg2 = config(&temp_dir("schema2"));
+    let dir2 = TempDir::new("schema2");
+    let cfg2 = config(&dir2);
     let again = PgBroker::connect(db.url(), &cfg2).await.unwrap();
     assert_eq!(oid(pool.clone()).await, before);
     drop(again);
@@ -58,7 +60,8 @@ async fn functions_are_replaced_only_when_a_file_changed() {
         .execute(&pool)
         .await
         .unwrap();
-    let cfg3 = config(&temp_dir("schema3"));
+    let dir3 = TempDir::new("schema3");
+    let cfg3 = config(&dir3);
     let _third = PgBroker::connect(db.url(), &cfg3).await.unwrap();
     assert_ne!(
         oid(pool.clone()).await.1,
@@ -73,9 +76,8 @@ async fn a_queue_row_without_the_options_the_sql_rules_read_is_refused() {
     let db = queen_pg::TestDb::new()
         .await
         .expect("a PostgreSQL for tests");
-    let broker = PgBroker::connect(db.url(), &config(&temp_dir("schemaopts")))
-        .await
-        .unwrap();
+    let dir = TempDir::new("schemaopts");
+    let broker = PgBroker::connect(db.url(), &config(&dir)).await.unwrap();
     let err = sqlx::query(
         "INSERT INTO queen_queues (name, namespace, task, options) VALUES ('q', '', '', '{\"retryLimit\": 3}')",
     )
@@ -96,7 +98,7 @@ async fn an_upgrade_names_the_queue_of_every_existing_cursor() {
     let db = queen_pg::TestDb::new()
         .await
         .expect("a PostgreSQL for tests");
-    let before = temp_dir("migrations-before-cursor-queue");
+    let before = TempDir::new("migrations-before-cursor-queue");
     for entry in std::fs::read_dir("migrations").unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_str().unwrap().to_string();
@@ -105,7 +107,7 @@ async fn an_upgrade_names_the_queue_of_every_existing_cursor() {
         }
     }
     let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
-    sqlx::migrate::Migrator::new(before.as_path())
+    sqlx::migrate::Migrator::new(before.path())
         .await
         .unwrap()
         .run(&pool)
@@ -123,9 +125,8 @@ async fn an_upgrade_names_the_queue_of_every_existing_cursor() {
     .execute(&pool)
     .await
     .unwrap();
-    let broker = PgBroker::connect(db.url(), &config(&temp_dir("upgraded")))
-        .await
-        .unwrap();
+    let dir = TempDir::new("upgraded");
+    let broker = PgBroker::connect(db.url(), &config(&dir)).await.unwrap();
     let (cursors, named): (i64, i64) = sqlx::query_as(
         "SELECT count(*), count(*) FILTER (WHERE c.queue_id = p.queue_id)
          FROM queen_cursors c JOIN queen_partitions p ON p.id = c.partition_id",

@@ -163,29 +163,53 @@ pub(crate) async fn list_dlq(
     }))
 }
 
+/// The maintenance switches (MAINT-1, MAINT-2), by the name their row has in
+/// `queen_switches` and their column in the `queen_switch_state` view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Switch {
+    /// Pushes are spooled instead of written.
+    PushMaintenance,
+    /// Pops answer empty.
+    PopMaintenance,
+}
+
+impl Switch {
+    /// The switch's row name, its view column and the prefix of its notification.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Switch::PushMaintenance => "push_maintenance",
+            Switch::PopMaintenance => "pop_maintenance",
+        }
+    }
+
+    /// The notification other processes get when this switch turns `on` or off.
+    pub(crate) fn notification(self, on: bool) -> String {
+        format!("{}={on}", self.name())
+    }
+}
+
 /// A maintenance switch's state.
-pub(crate) async fn switch(pool: &Db, name: &str) -> Result<bool, sqlx::Error> {
+pub(crate) async fn switch(pool: &Db, which: Switch) -> Result<bool, sqlx::Error> {
     let (push, pop): (bool, bool) =
         sqlx::query_as("SELECT push_maintenance, pop_maintenance FROM queen_switch_state")
             .fetch_one(&mut *pool.acquire().await?)
             .await?;
-    Ok(if name == "push_maintenance" {
-        push
-    } else {
-        pop
+    Ok(match which {
+        Switch::PushMaintenance => push,
+        Switch::PopMaintenance => pop,
     })
 }
 
-async fn set_switch(pool: &Db, name: &str, on: bool) -> Result<(), sqlx::Error> {
+async fn set_switch(pool: &Db, which: Switch, on: bool) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::query("UPDATE queen_switches SET enabled = $2 WHERE name = $1")
-        .bind(name)
+        .bind(which.name())
         .bind(on)
         .execute(&mut *tx)
         .await?;
     // Other processes replay their spools / wake their pops when a switch turns off.
     sqlx::query("SELECT pg_notify('queen_switch', $1)")
-        .bind(format!("{name}={on}"))
+        .bind(which.notification(on))
         .execute(&mut *tx)
         .await?;
     tx.commit().await
@@ -193,7 +217,7 @@ async fn set_switch(pool: &Db, name: &str, on: bool) -> Result<(), sqlx::Error> 
 
 /// MAINT-1: the switch and this process's spooled pushes.
 pub(crate) async fn push_maintenance(b: &PgBroker) -> Result<Answer, sqlx::Error> {
-    let on = switch(&b.inner.pool, "push_maintenance").await?;
+    let on = switch(&b.inner.pool, Switch::PushMaintenance).await?;
     Ok(Answer::PushMaintenance(MaintenanceResponse {
         maintenance_mode: on,
         buffered_messages: b.inner.spool.pending() as u64,
@@ -202,7 +226,7 @@ pub(crate) async fn push_maintenance(b: &PgBroker) -> Result<Answer, sqlx::Error
 
 /// MAINT-1: turning push maintenance off replays the spool before answering.
 pub(crate) async fn set_push_maintenance(b: &PgBroker, on: bool) -> Result<Answer, sqlx::Error> {
-    set_switch(&b.inner.pool, "push_maintenance", on).await?;
+    set_switch(&b.inner.pool, Switch::PushMaintenance, on).await?;
     if !on {
         b.replay_spool().await;
     }
@@ -211,14 +235,14 @@ pub(crate) async fn set_push_maintenance(b: &PgBroker, on: bool) -> Result<Answe
 
 /// MAINT-2.
 pub(crate) async fn pop_maintenance(pool: &Db) -> Result<Answer, sqlx::Error> {
-    let on = switch(pool, "pop_maintenance").await?;
+    let on = switch(pool, Switch::PopMaintenance).await?;
     Ok(Answer::PopMaintenance(PopMaintenanceResponse {
         pop_maintenance_mode: on,
     }))
 }
 
 pub(crate) async fn set_pop_maintenance(pool: &Db, on: bool) -> Result<Answer, sqlx::Error> {
-    set_switch(pool, "pop_maintenance", on).await?;
+    set_switch(pool, Switch::PopMaintenance, on).await?;
     pop_maintenance(pool).await
 }
 

@@ -1,6 +1,7 @@
 //! `LISTEN` for other processes: their pushes ring our bells (POP-11), and their
 //! maintenance switches make us replay our spool or wake our pops.
 
+use super::admin::Switch;
 use super::{Inner, PgBroker};
 use crate::wakes::Wakes;
 use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
@@ -51,7 +52,7 @@ async fn listen(pool: &PgPool, broker: &Weak<Inner>, wakes: &Wakes) -> Result<()
             "queen_push" => wakes.ring(n.payload()),
             _ => {
                 wakes.ring_all();
-                if n.payload() == "push_maintenance=false" {
+                if n.payload() == Switch::PushMaintenance.notification(false) {
                     let Some(b) = PgBroker::from_weak(broker) else {
                         return Ok(());
                     };

@@ -341,7 +341,7 @@ impl PgBroker {
         // One replay at a time; a second caller waits for it, then finds what is left.
         let _only_one = self.inner.replay.running.lock().await;
         while self.inner.spool.pending() > 0 {
-            match admin::switch(&self.inner.pool, "push_maintenance").await {
+            match admin::switch(&self.inner.pool, admin::Switch::PushMaintenance).await {
                 Ok(false) => {}
                 _ => return false,
             }
@@ -588,7 +588,7 @@ impl Broker for PgBroker {
     /// For wrappers that answer pops through [`Broker::call`]; this engine's own
     /// [`Broker::pop`] reads the switch in its head.
     async fn pop_paused(&self) -> bool {
-        admin::switch(&self.inner.pool, "pop_maintenance")
+        admin::switch(&self.inner.pool, admin::Switch::PopMaintenance)
             .await
             .unwrap_or_else(|e| logged(e, "reading the pop maintenance switch", false))
     }

@@ -47,7 +47,7 @@ pub(crate) async fn retry(
         let e = no_dead_letter(partition_id, txn);
         return Ok(Answer::error(e.status, e.message));
     };
-    if super::admin::switch(pool, "push_maintenance").await? {
+    if super::admin::switch(pool, super::admin::Switch::PushMaintenance).await? {
         return Ok(Answer::error(503, RETRY_UNDER_MAINTENANCE));
     }
     // A payload no consumer could read stays a dead letter (POP-16): going back would
