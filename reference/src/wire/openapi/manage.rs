@@ -1,10 +1,11 @@
 //! The management and observability operations of the document (PROTOCOL.md section
 //! 17), each answer's schema generated from the view type it is rendered from.
 
-use super::{g_ref, of, param, Op};
+use super::{g_ref, of, param, At, Op};
 use crate::wire::*;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::Value;
+use RouteId as R;
 
 /// `POST /api/v1/consumer-groups/{group}/subscription` (MGMT-8).
 #[derive(JsonSchema)]
@@ -38,15 +39,9 @@ fn page() -> Vec<Value> {
     ]
 }
 
-fn read(
-    path: &'static str,
-    summary: &'static str,
-    params: Vec<Value>,
-    answer: Option<Value>,
-) -> Op {
+fn read(route: RouteId, summary: &'static str, params: Vec<Value>, answer: Option<Value>) -> Op {
     Op {
-        method: "get",
-        path,
+        at: At::Route(route),
         summary,
         params,
         body: None,
@@ -87,43 +82,43 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
     };
     let mut ops = vec![
         read(
-            "/api/v1/resources/overview",
+            R::Overview,
             "Broker-wide figures (MGMT-4).",
             vec![],
             of::<Overview>(g),
         ),
         read(
-            "/api/v1/status",
+            R::Status,
             "The overview with the maintenance switches (MGMT-5).",
             vec![],
             of::<StatusView>(g),
         ),
         read(
-            "/api/v1/resources/queues",
+            R::Queues,
             "A page of queues by name (MGMT-2, MGMT-4).",
             with(filters(), page()),
             of::<QueuesPage>(g),
         ),
         read(
-            "/api/v1/status/queues",
+            R::StatusQueues,
             "The same page of queues (MGMT-5).",
             with(filters(), page()),
             of::<QueuesPage>(g),
         ),
         read(
-            "/api/v1/resources/queues/{queue}",
+            R::Queue,
             "One queue's figures and options (MGMT-4).",
             vec![q()],
             of::<QueueDetail>(g),
         ),
         read(
-            "/api/v1/status/queues/{queue}",
+            R::StatusQueue,
             "One queue with a page of its partitions (MGMT-5).",
             with(vec![q()], page()),
             of::<StatusQueue>(g),
         ),
         read(
-            "/api/v1/resources/queues/{queue}/depth",
+            R::Depth,
             "The backlog per partition (MGMT-4).",
             with(
                 vec![
@@ -140,7 +135,7 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             of::<Depth>(g),
         ),
         read(
-            "/api/v1/resources/partitions",
+            R::Partitions,
             "A page of partitions (MGMT-4).",
             with(
                 vec![param("queue", "query", "string", "Only this queue's.")],
@@ -149,25 +144,25 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             of::<PartitionsPage>(g),
         ),
         read(
-            "/api/v1/resources/namespaces",
+            R::Namespaces,
             "A page of namespaces with their queue counts (MGMT-4).",
             page(),
             of::<Namespaces>(g),
         ),
         read(
-            "/api/v1/resources/tasks",
+            R::Tasks,
             "A page of tasks with their queue counts (MGMT-4).",
             page(),
             of::<Tasks>(g),
         ),
         read(
-            "/api/v1/consumer-groups",
+            R::Groups,
             "A page of consumer groups by name (MGMT-3).",
             page(),
             of::<GroupsPage>(g),
         ),
         read(
-            "/api/v1/consumer-groups/lagging",
+            R::Lagging,
             "A page of the groups lagging by at least minLagSeconds on some queue (MGMT-3).",
             with(
                 vec![param("minLagSeconds", "query", "integer", "Default 60.")],
@@ -176,13 +171,13 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             of::<Lagging>(g),
         ),
         read(
-            "/api/v1/consumer-groups/{group}",
+            R::Group,
             "One consumer group (MGMT-3).",
             vec![grp()],
             of::<GroupView>(g),
         ),
         read(
-            "/api/v1/messages",
+            R::Messages,
             "Peek: retained messages with their state for a group, nothing leased (MGMT-6).",
             with(
                 vec![
@@ -206,7 +201,7 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             of::<MessagesPage>(g),
         ),
         read(
-            "/api/v1/status/queues/{queue}/messages",
+            R::QueueMessages,
             "Peek one queue's messages (MGMT-5, MGMT-6).",
             with(
                 vec![
@@ -230,7 +225,7 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             of::<MessagesPage>(g),
         ),
         read(
-            "/api/v1/status/analytics",
+            R::Analytics,
             "Per bucket of a window: messages created, dead letters filed (MGMT-13).",
             with(
                 vec![
@@ -259,7 +254,7 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             of::<Analytics>(g),
         ),
         read(
-            "/api/v1/messages/{partitionId}/{transactionId}",
+            R::Message,
             "One message with every reading group's state (MGMT-7).",
             vec![
                 param("partitionId", "path", "string", "The partition's UUID."),
@@ -274,16 +269,14 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         ),
     ];
     ops.push(Op {
-        method: "get",
-        path: "/metrics",
+        at: At::Outside("GET", "/metrics"),
         summary: "Counts since the broker started, as JSON (MGMT-10; the Prometheus text is at /metrics/prometheus).",
         params: vec![],
         body: None,
         responses: vec![(200, "The counts.", of::<MetricsView>(g))],
     });
     ops.push(Op {
-        method: "post",
-        path: "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
+        at: At::Route(R::Seek),
         summary: "Move a group's cursors on a queue to the end or to a time (MGMT-8).",
         params: vec![grp(), q()],
         body: Some(g.subschema_for::<SeekBody>().to_value()),
@@ -299,8 +292,7 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
     });
     let seek_body = g.subschema_for::<SeekBody>().to_value();
     ops.push(Op {
-        method: "post",
-        path: "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek",
+        at: At::Route(R::SeekPartition),
         summary: "Move a group's cursor on one partition to the end or to a time (MGMT-8).",
         params: vec![
             grp(),
@@ -323,8 +315,7 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         ],
     });
     ops.push(Op {
-        method: "post",
-        path: "/api/v1/consumer-groups/{group}/subscription",
+        at: At::Route(R::Subscription),
         summary: "Seek a group to a time on every queue it reads (MGMT-8).",
         params: vec![grp()],
         body: Some(g.subschema_for::<SubscriptionBody>().to_value()),
@@ -349,8 +340,7 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         ]
     };
     ops.push(Op {
-        method: "post",
-        path: "/api/v1/messages/{partitionId}/{transactionId}/retry",
+        at: At::Route(R::Retry),
         summary: "Write a dead-lettered message again at the end of its partition (MGMT-12).",
         params: message(),
         body: Some(serde_json::json!({"type": "object", "description": "Ignored."})),
@@ -383,8 +373,7 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         ],
     });
     ops.push(Op {
-        method: "delete",
-        path: "/api/v1/messages/{partitionId}/{transactionId}",
+        at: At::Route(R::DeleteMessage),
         summary: "Delete the newest retained message with the transactionId (MGMT-11).",
         params: message(),
         body: None,
@@ -414,21 +403,20 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             "Also its subscriptions (default true).",
         )
     };
-    for (path, summary, params) in [
+    for (route, summary, params) in [
         (
-            "/api/v1/consumer-groups/{group}",
+            R::DeleteGroup,
             "Delete a group's cursors on every queue (MGMT-9).",
             vec![grp(), delete_metadata()],
         ),
         (
-            "/api/v1/consumer-groups/{group}/queues/{queue}",
+            R::DeleteGroupQueue,
             "Delete a group's cursors on one queue (MGMT-9).",
             vec![grp(), q(), delete_metadata()],
         ),
     ] {
         ops.push(Op {
-            method: "delete",
-            path,
+            at: At::Route(route),
             summary,
             params,
             body: None,

@@ -2,7 +2,9 @@
 //! (client generators, request validators, API explorers). Every answer's schema is
 //! generated from the wire type that answer is rendered from, so the document cannot
 //! drift from what the broker sends; request bodies, which the wire layer parses by hand
-//! for exact error messages, are described by the schema-only types below. Our broker
+//! for exact error messages, are described by the schema-only types below. Each
+//! operation names its row of the route table ([`super::ROUTES`]), which alone holds its
+//! method, path and access level; a test holds that every row has one. Our broker
 //! serves the document at `/openapi.json`; `spec/openapi.json` is its checked-in copy,
 //! and a test validates every wire snapshot against it.
 
@@ -12,6 +14,7 @@ use super::*;
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{json, Map, Value};
+use RouteId as R;
 
 /// `POST /api/v1/push`.
 #[derive(JsonSchema)]
@@ -137,10 +140,35 @@ struct MaintenanceBody {
     enabled: bool,
 }
 
-/// One operation of the document.
+/// Where an operation is served: a row of the route table, or a route the server answers
+/// outside the protocol's requests (its JSON metrics).
+#[derive(Clone, Copy)]
+pub(super) enum At {
+    /// A route of [`super::ROUTES`]: its method and path come from there.
+    Route(RouteId),
+    /// Method and path of a route outside the table.
+    Outside(&'static str, &'static str),
+}
+
+impl At {
+    fn method(self) -> &'static str {
+        match self {
+            At::Route(r) => r.route().method,
+            At::Outside(method, _) => method,
+        }
+    }
+
+    fn path(self) -> &'static str {
+        match self {
+            At::Route(r) => r.route().path,
+            At::Outside(_, path) => path,
+        }
+    }
+}
+
+/// One operation of the document: what the table does not hold about a route.
 pub(super) struct Op {
-    pub(super) method: &'static str,
-    pub(super) path: &'static str,
+    pub(super) at: At,
     pub(super) summary: &'static str,
     pub(super) params: Vec<Value>,
     pub(super) body: Option<Value>,
@@ -204,8 +232,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
     let q = || param("queue", "path", "string", "The queue.");
     vec![
         Op {
-            method: "post",
-            path: "/api/v1/push",
+            at: At::Route(R::Push),
             summary: "Push messages (PUSH-1..PUSH-8).",
             params: vec![],
             body: of::<PushBody>(g),
@@ -231,19 +258,18 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         },
         pop_op(
             g,
-            "/api/v1/pop/queue/{queue}",
+            R::PopQueue,
             "Pop from any partition of a queue (POP-1..POP-9).",
             vec![q()],
         ),
         pop_op(
             g,
-            "/api/v1/pop/queue/{queue}/partition/{partition}",
+            R::PopPartition,
             "Pop from one partition.",
             vec![q(), param("partition", "path", "string", "The partition.")],
         ),
         Op {
-            method: "get",
-            path: "/api/v1/pop",
+            at: At::Route(R::PopDiscovery),
             summary: "Pop across the queues of a namespace or task (POP-10).",
             params: [
                 param("namespace", "query", "string", "The namespace to pop from."),
@@ -265,16 +291,14 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             ],
         },
         Op {
-            method: "post",
-            path: "/api/v1/ack",
+            at: At::Route(R::Ack),
             summary: "Acknowledge one message (ACK-0..ACK-8).",
             params: vec![],
             body: of::<AckBody>(g),
             responses: vec![(200, "One result.", of::<Vec<AckResult>>(g)), bad.clone()],
         },
         Op {
-            method: "post",
-            path: "/api/v1/ack/batch",
+            at: At::Route(R::AckBatch),
             summary: "Acknowledge several messages at once.",
             params: vec![],
             body: of::<AckBatchBody>(g),
@@ -288,8 +312,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             ],
         },
         Op {
-            method: "post",
-            path: "/api/v1/lease/{leaseId}/extend",
+            at: At::Route(R::Extend),
             summary: "Extend a live lease (LEASE-1..LEASE-3).",
             params: vec![param("leaseId", "path", "string", "The lease (a UUID).")],
             body: of::<ExtendBody>(g),
@@ -303,8 +326,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             ],
         },
         Op {
-            method: "post",
-            path: "/api/v1/transaction",
+            at: At::Route(R::Transaction),
             summary: "Pushes and acks applied together or not at all (TXN-1..TXN-3).",
             params: vec![],
             body: of::<TxnBody>(g),
@@ -323,8 +345,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             ],
         },
         Op {
-            method: "post",
-            path: "/api/v1/configure",
+            at: At::Route(R::Configure),
             summary: "Create or configure a queue (CFG-1..CFG-4).",
             params: vec![],
             body: of::<ConfigureBody>(g),
@@ -334,8 +355,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             ],
         },
         Op {
-            method: "delete",
-            path: "/api/v1/resources/queues/{queue}",
+            at: At::Route(R::DeleteQueue),
             summary: "Delete a queue and everything in it.",
             params: vec![q()],
             body: None,
@@ -345,8 +365,7 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             ],
         },
         Op {
-            method: "get",
-            path: "/api/v1/dlq",
+            at: At::Route(R::Dlq),
             summary: "List dead letters (DLQ-1, DLQ-2).",
             params: vec![
                 param("queue", "query", "string", "Only this queue."),
@@ -365,21 +384,12 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
                 bad.clone(),
             ],
         },
-        maintenance(
-            g,
-            "/api/v1/system/maintenance",
-            "Push maintenance: pushes are buffered (MAINT-1).",
-            |g| g.subschema_for::<MaintenanceResponse>().to_value(),
-        ),
-        maintenance(
-            g,
-            "/api/v1/system/maintenance/pop",
-            "Pop maintenance: pops answer 204 (MAINT-2).",
-            |g| g.subschema_for::<PopMaintenanceResponse>().to_value(),
-        ),
+        maintenance(g, R::GetPushMaintenance, PUSH_MAINTENANCE, push_switch),
+        maintenance(g, R::SetPushMaintenance, PUSH_MAINTENANCE, push_switch),
+        maintenance(g, R::GetPopMaintenance, POP_MAINTENANCE, pop_switch),
+        maintenance(g, R::SetPopMaintenance, POP_MAINTENANCE, pop_switch),
         Op {
-            method: "get",
-            path: "/health",
+            at: At::Route(R::Health),
             summary: "Whether the broker serves (HEALTH-1).",
             params: vec![],
             body: None,
@@ -397,14 +407,13 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
 
 fn pop_op(
     g: &mut SchemaGenerator,
-    path: &'static str,
+    route: RouteId,
     summary: &'static str,
     mut params: Vec<Value>,
 ) -> Op {
     params.extend(pop_query());
     Op {
-        method: "get",
-        path,
+        at: At::Route(route),
         summary,
         params,
         body: None,
@@ -420,16 +429,26 @@ fn pop_op(
     }
 }
 
-/// The `GET` and `POST` of one maintenance switch, as two operations.
+const PUSH_MAINTENANCE: &str = "Push maintenance: pushes are buffered (MAINT-1).";
+const POP_MAINTENANCE: &str = "Pop maintenance: pops answer 204 (MAINT-2).";
+
+fn push_switch(g: &mut SchemaGenerator) -> Value {
+    g.subschema_for::<MaintenanceResponse>().to_value()
+}
+
+fn pop_switch(g: &mut SchemaGenerator) -> Value {
+    g.subschema_for::<PopMaintenanceResponse>().to_value()
+}
+
+/// The `GET` or `POST` of one maintenance switch (the body is read on `POST` only).
 fn maintenance(
     g: &mut SchemaGenerator,
-    path: &'static str,
+    route: RouteId,
     summary: &'static str,
     answer: fn(&mut SchemaGenerator) -> Value,
 ) -> Op {
     Op {
-        method: "get+post",
-        path,
+        at: At::Route(route),
         summary,
         params: vec![],
         body: Some(g.subschema_for::<MaintenanceBody>().to_value()),
@@ -453,7 +472,8 @@ pub(super) fn g_ref(name: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{name}")})
 }
 
-fn operation(op: &Op, method: &str) -> Value {
+fn operation(op: &Op) -> Value {
+    let (method, path) = (op.at.method(), op.at.path());
     let mut responses = Map::new();
     for (status, what, schema) in &op.responses {
         let mut r = json!({"description": what});
@@ -465,7 +485,7 @@ fn operation(op: &Op, method: &str) -> Value {
     // Section 14: with authentication on, every route but the public ones takes a
     // bearer token of its level (AUTH-3) and may answer 401 or 403 (AUTH-4); with it off
     // (the default) no token is needed, hence the empty alternative.
-    let level = super::required(&method.to_ascii_uppercase(), op.path, &DEFAULT_PUBLIC_PATHS);
+    let level = super::required(method, path, &DEFAULT_PUBLIC_PATHS);
     if level != Access::Public {
         for (status, what) in [
             (
@@ -492,8 +512,10 @@ fn operation(op: &Op, method: &str) -> Value {
     if !op.params.is_empty() {
         o["parameters"] = Value::Array(op.params.clone());
     }
-    if let (Some(b), "post") = (&op.body, method) {
-        o["requestBody"] = json!({"required": op.path != "/api/v1/lease/{leaseId}/extend",
+    if let (Some(b), "POST") = (&op.body, method) {
+        // LEASE-3: an extend without a body takes the lease's own duration.
+        let required = !matches!(op.at, At::Route(RouteId::Extend));
+        o["requestBody"] = json!({"required": required,
             "content": {"application/json": {"schema": b}}});
     }
     o
@@ -509,10 +531,8 @@ pub fn document(spec_version: &str) -> Value {
     ops.extend(manage::operations(&mut g));
     let mut paths = Map::new();
     for op in &ops {
-        let entry = paths.entry(op.path).or_insert_with(|| json!({}));
-        for method in op.method.split('+') {
-            entry[method] = operation(op, method);
-        }
+        let entry = paths.entry(op.at.path()).or_insert_with(|| json!({}));
+        entry[op.at.method().to_ascii_lowercase()] = operation(op);
     }
     let schemas: Map<String, Value> = g.take_definitions(true).into_iter().collect();
     json!({
@@ -542,4 +562,24 @@ pub fn text(spec_version: &str) -> String {
     let mut t = serde_json::to_string_pretty(&document(spec_version)).expect("serializes");
     t.push('\n');
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every row of the route table is documented exactly once.
+    #[test]
+    fn every_route_has_one_operation() {
+        let mut g = SchemaGenerator::default();
+        let mut ops = operations(&mut g);
+        ops.extend(manage::operations(&mut g));
+        for r in ROUTES {
+            let n = ops
+                .iter()
+                .filter(|o| matches!(o.at, At::Route(id) if id == r.id))
+                .count();
+            assert_eq!(n, 1, "{:?} is documented {n} times", r.id);
+        }
+    }
 }
