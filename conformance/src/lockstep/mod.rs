@@ -13,6 +13,7 @@ pub mod repro;
 
 pub use coverage::Coverage;
 pub use queen_reference::sequence::{Route, Step};
+pub use queen_reference::wire::RouteId;
 
 use crate::calls::sleep_ms;
 use crate::case::{Capability, Failure};

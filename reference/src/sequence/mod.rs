@@ -11,6 +11,8 @@
 //! from a per-run prefix: `<prefix>.qa` and `<prefix>.qb`, so the prefix is also the
 //! discovery namespace of the sequence.
 
+mod manage;
+
 use crate::wire::*;
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -142,11 +144,14 @@ pub enum Step {
         /// The ack's status, by index into [`STATUSES`].
         status: u8,
     },
-    /// A management request on one of the sequence's queues (MGMT-1..11): `kind` picks
-    /// the route; `pick` a delivered message for the per-message read and delete.
+    /// A management request (section 17) on a route of the table, in one of the
+    /// variants of its parameters the sequence sends (see `manage::request`); `pick` is
+    /// a delivered message for the per-message routes, or a partition.
     Manage {
-        /// Which request (see `manage_request`).
-        kind: u8,
+        /// The route.
+        route: RouteId,
+        /// Which of the route's variants.
+        variant: u8,
         /// The queue it is about.
         queue: u8,
         /// The group it is about.
@@ -158,13 +163,6 @@ pub enum Step {
     /// the deterministic engine.
     Sleep(u16),
 }
-
-/// How many management requests on the sequence's own queues [`manage_request`] builds
-/// (kinds 8 and 9 are the writes); kinds from there up to [`ALL_MANAGE_KINDS`] read the
-/// whole broker.
-const MANAGE_KINDS: u8 = 11;
-/// Every kind of management request, whole-broker reads included.
-const ALL_MANAGE_KINDS: u8 = 19;
 
 /// The strategy for one step; capabilities the broker lacks are never generated.
 pub fn step(allowed: &dyn Fn(Optional) -> bool) -> BoxedStrategy<Step> {
@@ -285,9 +283,10 @@ fn optional_steps(allowed: &dyn Fn(Optional) -> bool) -> Vec<(u32, BoxedStrategy
     if allowed(Optional::Management) {
         options.push((
             2,
-            (manage_kinds(allowed), 0..2u8, 0..3u8, any::<u8>())
-                .prop_map(|(kind, queue, group, pick)| Step::Manage {
-                    kind,
+            (manage_choice(allowed), 0..2u8, 0..3u8, any::<u8>())
+                .prop_map(|((route, variant), queue, group, pick)| Step::Manage {
+                    route,
+                    variant,
                     queue,
                     group,
                     pick,
@@ -298,22 +297,15 @@ fn optional_steps(allowed: &dyn Fn(Optional) -> bool) -> Vec<(u32, BoxedStrategy
     options
 }
 
-/// The management kinds a broker may be sent: its own queues' reads and writes as they
-/// always were, or a choice among the kinds allowed (writes or whole-broker reads left
-/// out, or added).
-fn manage_kinds(allowed: &dyn Fn(Optional) -> bool) -> BoxedStrategy<u8> {
-    let (writes, whole) = (
-        allowed(Optional::ManagementWrites),
-        allowed(Optional::WholeBrokerReads),
-    );
-    if writes && !whole {
-        return (0..MANAGE_KINDS).boxed();
-    }
-    let kinds: Vec<u8> = (0..ALL_MANAGE_KINDS)
-        .filter(|k| writes || !matches!(k, 8 | 9))
-        .filter(|k| whole || *k < MANAGE_KINDS)
-        .collect();
-    prop::sample::select(kinds).boxed()
+/// The management requests a broker may be sent: its own queues' reads always, writes
+/// and whole-broker reads as `allowed` says.
+fn manage_choice(allowed: &dyn Fn(Optional) -> bool) -> BoxedStrategy<(RouteId, u8)> {
+    prop::sample::select(manage::choices(|scope| match scope {
+        manage::Scope::Own => true,
+        manage::Scope::OwnWrite => allowed(Optional::ManagementWrites),
+        manage::Scope::WholeBroker => allowed(Optional::WholeBrokerReads),
+    }))
+    .boxed()
 }
 
 /// Configures of one queue: retries, their delay, the dedup window and the lease time.
@@ -415,11 +407,17 @@ pub fn request(s: &Step, names: &Names, delivered: &[Delivered]) -> Option<HttpR
             status,
         } => txn_request(names, (*queue, *txn), pick(delivered, *i), *status),
         Step::Manage {
-            kind,
+            route,
+            variant,
             queue,
             group,
             pick: i,
-        } => manage_request(*kind, names, *queue, *group, pick(delivered, *i))?,
+        } => manage::request(
+            (*route, *variant),
+            names,
+            (*queue, *group, *i),
+            pick(delivered, *i),
+        )?,
         Step::Sleep(_) => return None,
     })
 }
@@ -574,80 +572,6 @@ fn txn_request(
     HttpRequest::post("/api/v1/transaction", &json!({ "operations": ops }))
 }
 
-/// A management request that reads or changes only the sequence's own queues (group
-/// names are shared between sequences, so no request names a group alone).
-fn manage_request(
-    kind: u8,
-    names: &Names,
-    queue: u8,
-    group: u8,
-    d: Option<&Delivered>,
-) -> Option<HttpRequest> {
-    let q = names.queue(queue);
-    let g = GROUPS[group as usize % 3].unwrap_or(QUEUE_MODE);
-    let get = |path: String, query: &[(&str, &str)]| HttpRequest::get(path, query);
-    Some(match kind {
-        0 => get(format!("/api/v1/resources/queues/{q}"), &[]),
-        1 => get(format!("/api/v1/status/queues/{q}"), &[("limit", "2")]),
-        2 => get(
-            format!("/api/v1/resources/queues/{q}/depth"),
-            &[("group", g)],
-        ),
-        3 => get(format!("/api/v1/resources/queues/{q}/depth"), &[]),
-        4 => get("/api/v1/resources/partitions".into(), &[("queue", &q)]),
-        5 => get(
-            "/api/v1/messages".into(),
-            &[("queue", &q), ("consumerGroup", g), ("limit", "5")],
-        ),
-        6 => get(
-            "/api/v1/resources/queues".into(),
-            &[("namespace", &names.prefix)],
-        ),
-        7 => {
-            let d = d?;
-            get(
-                format!(
-                    "/api/v1/messages/{}/{}",
-                    d.message.partition_id, d.message.transaction_id
-                ),
-                &[],
-            )
-        }
-        8 => {
-            let d = d?;
-            HttpRequest::delete(format!(
-                "/api/v1/messages/{}/{}",
-                d.message.partition_id, d.message.transaction_id
-            ))
-        }
-        10 => get("/api/v1/status/analytics".into(), &[("queue", &q)]),
-        11..ALL_MANAGE_KINDS => whole_broker_read(kind, g),
-        _ => HttpRequest::post(
-            format!("/api/v1/consumer-groups/{g}/queues/{q}/seek"),
-            &json!({"toEnd": true}),
-        ),
-    })
-}
-
-/// A read of the whole broker (kinds [`MANAGE_KINDS`] and up), as group `g` where it
-/// names one.
-fn whole_broker_read(kind: u8, g: &str) -> HttpRequest {
-    let get = |path: &str, query: &[(&str, &str)]| HttpRequest::get(path, query);
-    match kind {
-        11 => get("/api/v1/resources/overview", &[]),
-        12 => get("/api/v1/status", &[]),
-        13 => get(
-            "/api/v1/resources/queues",
-            &[("limit", "2"), ("offset", "1")],
-        ),
-        14 => get("/api/v1/resources/namespaces", &[]),
-        15 => get("/api/v1/resources/tasks", &[]),
-        16 => get("/api/v1/consumer-groups", &[]),
-        17 => HttpRequest::get(format!("/api/v1/consumer-groups/{g}"), &[]),
-        _ => get("/api/v1/consumer-groups/lagging", &[("minLagSeconds", "1")]),
-    }
-}
-
 fn push_item(names: &Names, queue: u8, p: u8, t: Option<u8>) -> Value {
     let mut v = json!({"queue": names.queue(queue), "partition": PARTS[p as usize % 3], "payload": {"p": p}});
     if let Some(t) = t {
@@ -700,8 +624,8 @@ impl Step {
             Step::Txn { queue, txn, pick, status } => {
                 format!("Step::Txn {{ queue: {queue}, txn: {txn}, pick: {pick}, status: {status} }}")
             }
-            Step::Manage { kind, queue, group, pick } => {
-                format!("Step::Manage {{ kind: {kind}, queue: {queue}, group: {group}, pick: {pick} }}")
+            Step::Manage { route, variant, queue, group, pick } => {
+                format!("Step::Manage {{ route: RouteId::{route:?}, variant: {variant}, queue: {queue}, group: {group}, pick: {pick} }}")
             }
             Step::Sleep(ms) => format!("Step::Sleep({ms})"),
         }
@@ -730,9 +654,7 @@ impl Step {
             Step::Configure { .. } => "configure",
             Step::Dlq { .. } => "dlq listing",
             Step::Txn { .. } => "transaction",
-            Step::Manage { kind: 8, .. } => "message delete",
-            Step::Manage { kind: 9, .. } => "seek",
-            Step::Manage { .. } => "management read",
+            Step::Manage { route, .. } => manage::label(*route),
             Step::Sleep(_) => "sleep",
         }
     }
