@@ -1,10 +1,13 @@
 //! What the benchmark drives: a broker URL on loopback, or our own server started here
 //! as a child process on a PostgreSQL cluster of its own (so its RSS can be read and the
-//! database's own ceiling measured on the same cluster), durable unless asked otherwise.
+//! database's own ceiling measured on the same cluster), durable unless asked otherwise;
+//! started by the suite's launcher (`queen_conformance::launch`), as its fault scenarios
+//! start theirs.
 
+use queen_conformance::launch::{free_port, rss_mib, url, wait_healthy, Launch, ServerProgram};
 use std::net::{IpAddr, ToSocketAddrs};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
+use std::time::Duration;
 
 /// A broker under test: one process, or several on one database (a cluster of
 /// stateless brokers, which the client spreads its requests over).
@@ -109,46 +112,30 @@ impl Target {
             spools: vec![],
             _cluster: None,
         };
+        let program = ServerProgram::binary(server);
         for b in 0..brokers.max(1) {
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .map_err(|e| e.to_string())?
-                .port();
+            let port = free_port()?;
             let spool =
                 std::env::temp_dir().join(format!("queen-bench-spool-{}-{b}", std::process::id()));
             target.spools.push(spool.clone());
-            let child = Command::new(&server)
-                .env("PORT", port.to_string())
-                .env("HOST", "127.0.0.1")
-                .env("DATABASE_URL", cluster.url())
-                .env("DB_POOL_SIZE", pool_size.to_string())
-                .env("SPOOL_DIR", &spool)
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .map_err(|e| format!("cannot start {}: {e}", server.display()))?;
+            let child = program.spawn(&Launch {
+                port,
+                database_url: cluster.url().to_string(),
+                spool_dir: spool,
+                pool_size,
+                rust_log: "warn".into(),
+                env: vec![],
+                log: None,
+                dir: None,
+            })?;
             target.pids.push(child.id());
             target.children.push(child);
-            target.urls.push(format!("http://127.0.0.1:{port}"));
+            target.urls.push(url(port));
         }
         target._cluster = Some(cluster);
         let client = reqwest::Client::new();
-        let until = Instant::now() + Duration::from_secs(60);
-        for url in &target.urls {
-            loop {
-                if let Ok(r) = client.get(format!("{url}/health")).send().await {
-                    if r.status().is_success() {
-                        break;
-                    }
-                }
-                if Instant::now() > until {
-                    return Err(format!(
-                        "queen-server at {url} did not become healthy within 60 s"
-                    ));
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+        for (url, child) in target.urls.iter().zip(&mut target.children) {
+            wait_healthy(&client, url, Some(child), Duration::from_secs(60)).await?;
         }
         Ok(target)
     }
@@ -204,21 +191,8 @@ impl Target {
         if self.pids.is_empty() {
             return None;
         }
-        self.pids.iter().map(|p| rss_of(*p)).sum()
+        self.pids.iter().map(|p| rss_mib(*p)).sum()
     }
-}
-
-/// Resident memory of process `pid` in MiB.
-fn rss_of(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
 }
 
 /// The settings that decide what a commit costs and promises.

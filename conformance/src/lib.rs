@@ -33,6 +33,8 @@ pub mod failure;
 pub mod faults;
 pub mod findings;
 pub mod health;
+#[cfg(feature = "embedded")]
+pub mod launch;
 pub mod lockstep;
 pub mod probe;
 pub mod progress;

@@ -15,51 +15,13 @@
 //! `env!("CARGO_BIN_EXE_queen-conformance")`, which cargo builds fresh for them.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use super::proxy::Proxy;
 
-/// How to start one server process: a program and its leading arguments.
-#[derive(Clone, Debug)]
-pub struct ServerProgram {
-    /// The executable.
-    pub program: PathBuf,
-    /// Arguments put before the server's own.
-    pub args: Vec<String>,
-}
-
-impl ServerProgram {
-    /// `QUEEN_SERVER_BIN`, else `exe serve` (`exe`: a `queen-conformance` binary).
-    pub fn locate(exe: &Path) -> ServerProgram {
-        match std::env::var_os("QUEEN_SERVER_BIN") {
-            Some(p) if !p.is_empty() => ServerProgram {
-                program: PathBuf::from(p),
-                args: vec![],
-            },
-            _ => ServerProgram {
-                program: exe.to_path_buf(),
-                args: vec!["serve".into()],
-            },
-        }
-    }
-
-    /// For the command line: relative to the running `queen-conformance`.
-    pub(crate) fn for_this_executable() -> Result<ServerProgram, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
-        Ok(ServerProgram::locate(&exe))
-    }
-
-    /// The command line, as printed in a scenario's summary.
-    pub fn describe(&self) -> String {
-        let mut s = self.program.display().to_string();
-        for a in &self.args {
-            s.push(' ');
-            s.push_str(a);
-        }
-        s
-    }
-}
+pub use crate::launch::ServerProgram;
+use crate::launch::{free_port, Launch};
 
 /// One `queen-server` process of the deployment.
 struct Server {
@@ -119,13 +81,6 @@ pub struct Deployment {
     /// Extra environment of every server process (a scenario's limits).
     env: Vec<(String, String)>,
     http: reqwest::Client,
-}
-
-fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
 }
 
 fn signal(pid: i32, sig: i32) {
@@ -319,7 +274,7 @@ impl Deployment {
 
     /// The base URL of server `i`.
     pub fn url(&self, i: usize) -> String {
-        format!("http://127.0.0.1:{}", self.port(i))
+        crate::launch::url(self.port(i))
     }
 
     /// The port server `i` listens on.
@@ -343,41 +298,17 @@ impl Deployment {
     }
 
     fn spawn_server(&mut self, i: usize) -> Result<(), String> {
-        let port = self.servers[i].port;
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join(format!("server-{i}.log")))
-            .map_err(|e| format!("server log: {e}"))?;
-        let mut cmd = Command::new(&self.program.program);
-        cmd.args(&self.program.args)
-            .current_dir(&self.dir)
-            .env("HOST", "127.0.0.1")
-            .env("PORT", port.to_string())
-            .env("DATABASE_URL", self.database_url(i))
-            .env("SPOOL_DIR", self.dir.join("spool"))
-            .env("DB_POOL_SIZE", self.pool_size.to_string())
-            .env(
-                "RUST_LOG",
-                std::env::var("QUEEN_FAULTS_LOG").unwrap_or_else(|_| "info,sqlx=warn".into()),
-            )
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().map_err(|e| e.to_string())?)
-            .stderr(log);
-        // The server dies with this process (tests that panic leave nothing behind).
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.program.describe()))?;
-        self.servers[i].child = Some(child);
+        let launch = Launch {
+            port: self.servers[i].port,
+            database_url: self.database_url(i),
+            spool_dir: self.dir.join("spool"),
+            pool_size: self.pool_size,
+            rust_log: std::env::var("QUEEN_FAULTS_LOG").unwrap_or_else(|_| "info,sqlx=warn".into()),
+            env: self.env.clone(),
+            log: Some(self.dir.join(format!("server-{i}.log"))),
+            dir: Some(self.dir.clone()),
+        };
+        self.servers[i].child = Some(self.program.spawn(&launch)?);
         self.servers[i].starts += 1;
         Ok(())
     }
@@ -457,27 +388,12 @@ impl Deployment {
 
     /// Waits until server `i` answers `/health` with 200 (its database reachable).
     pub(crate) async fn wait_healthy(&mut self, i: usize, within: Duration) -> Result<(), String> {
-        let until = Instant::now() + within;
-        let url = format!("{}/health", self.url(i));
-        loop {
-            if let Ok(r) = self.http.get(&url).send().await {
-                if r.status().as_u16() == 200 {
-                    return Ok(());
-                }
-            }
-            if let Some(c) = self.servers[i].child.as_mut() {
-                if let Ok(Some(status)) = c.try_wait() {
-                    return Err(format!(
-                        "server {i} exited ({status}); see {}",
-                        self.dir.join(format!("server-{i}.log")).display()
-                    ));
-                }
-            }
-            if Instant::now() >= until {
-                return Err(format!("server {i} not healthy within {within:?}"));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let url = self.url(i);
+        let log = self.dir.join(format!("server-{i}.log"));
+        let child = self.servers[i].child.as_mut();
+        crate::launch::wait_healthy(&self.http, &url, child, within)
+            .await
+            .map_err(|e| format!("server {i}: {e}; see {}", log.display()))
     }
 
     /// Items server `i` still holds in its spool (`bufferedMessages`), if it answers.
@@ -615,16 +531,7 @@ impl Deployment {
 
     /// Server `i`'s resident memory in MiB (from /proc), if it runs.
     pub fn server_rss_mib(&self, i: usize) -> Option<f64> {
-        let pid = self.servers[i].child.as_ref()?.id();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        let kb: f64 = status
-            .lines()
-            .find(|l| l.starts_with("VmRSS:"))?
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()?;
-        Some(kb / 1024.0)
+        crate::launch::rss_mib(self.servers[i].child.as_ref()?.id())
     }
 
     /// Starts server `i` again (same port, same spool directory) and waits for health.
