@@ -573,7 +573,7 @@ pub const RULES: &[Rule] = &[
         id: ACK_STEP_5,
         level: Project,
         title:
-            "the lease is released when anything comes back or the cursor reaches the span's end",
+            "the lease is released when anything comes back, a message failed, or the cursor reaches the span's end",
     },
     Rule {
         id: LEASE_1,

@@ -25,6 +25,7 @@ pub fn cases() -> Vec<Case> {
         outside_span: "ack-10/live-lease-outside-its-span-is-refused", [ACK_10], Project, Core;
         statuses: "ack-6/completed-failed-retry-dlq", [ACK_6, DLQ_2], Seed, Core, needs [Configure, DeadLetter];
         expiry_free: "ack-7/lease-expiry-never-spends-retry-budget", [ACK_7, DLQ_1], Seed, DeadLetter, needs [Configure];
+        spent_failure_releases: "ack-6/a-failure-that-dead-letters-still-releases-the-lease", [ACK_6, DLQ_1], Seed, DeadLetter, needs [Configure];
         retry_free: "ack-6/retry-spends-no-retry-budget", [ACK_6, DLQ_1], Seed, DeadLetter, needs [Configure];
         retry_free_after_spent: "ack-6/retry-after-a-spent-retry-is-still-free", [ACK_6, DLQ_1], Seed, DeadLetter, needs [Configure];
         newest: "ack-8/resolves-the-newest-message-with-that-transaction-id", [ACK_8, PUSH_5], Project, Core, needs [Configure, Dedup];
@@ -366,6 +367,43 @@ async fn fail_once(s: &mut Session, q: &str, dead: bool, why: &str) -> CaseResul
     let p = s.pop_some(q, &[]).await?;
     let r = s.ack_batch(None, acks_for(&p, "failed")).await?;
     ensure!(r[0].dlq == dead, [DLQ_1, ACK_6], "{why}")
+}
+
+/// ACK-6: `failed` releases the lease, also when the budget is spent and the message
+/// becomes a dead letter, so the rest of the batch comes back at once (a client that
+/// stops a batch at its first failure relies on it).
+async fn spent_failure_releases(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(
+        &q,
+        json!({"retryLimit": 0, "retryDelay": 0, "leaseTime": 300}),
+    )
+    .await?;
+    s.push_many(&q, "p", &["a", "b", "c"]).await?;
+    let p = s.pop_some(&q, &[("batch", "3")]).await?;
+    let r = s
+        .ack_batch(None, vec![ack_item(&p.messages[0], "failed", true)])
+        .await?;
+    ensure!(
+        r[0].success && r[0].dlq,
+        [ACK_6, DLQ_1],
+        "a failure with no retries left is a dead letter"
+    )?;
+    ensure!(
+        r[0].lease_released,
+        ACK_6,
+        "`failed` releases the lease, also when the message became a dead letter"
+    )?;
+    let Some(next) = p.messages.get(1) else {
+        return Ok(());
+    };
+    let again = s.pop_q(&q, &[("batch", "3")]).await?;
+    let first = again.as_ref().and_then(|a| a.messages.first());
+    ensure!(
+        first.is_some_and(|m| m.transaction_id == next.transaction_id),
+        ACK_6,
+        "the rest of the batch comes back at once, not when the released lease would have ended"
+    )
 }
 
 async fn retry_free(s: &mut Session) -> CaseResult {

@@ -355,7 +355,8 @@ struct StepAlternatives {
     never_charge: bool,
     /// [`Variant::CompletionKeepsLease`]: only something coming back releases the lease.
     keep_on_completion: bool,
-    /// [`Variant::FailureKeepsLease`]: something coming back does not release the lease.
+    /// [`Variant::FailureKeepsLease`]: neither something coming back nor a failure
+    /// releases the lease.
     keep_on_back: bool,
 }
 
@@ -463,9 +464,15 @@ fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -> De
         Some(f) if !alt.no_clamp => c.max(highest_terminal.min(f - 1)),
         _ => c.max(highest_terminal),
     };
-    // Step 5: release the lease when something comes back or the span is done.
+    let failed_signals = signal
+        .iter()
+        .filter(|(_, _, s, _)| *s == AckStatus::Failed)
+        .count();
+    // Step 5: release the lease when something comes back, when a message failed (ACK-6:
+    // `failed` releases the lease even when its budget is spent and it becomes a dead
+    // letter, so the rest of the batch comes back), or when the span is done.
     let release = view.lease.is_some_and(|(end, _)| {
-        (first_back.is_some() && !alt.keep_on_back)
+        ((first_back.is_some() || failed_signals > 0) && !alt.keep_on_back)
             || (new_cursor >= end && !alt.keep_on_completion)
             || (alt.release_on_partial_commit && !valid.is_empty())
     });
@@ -482,10 +489,6 @@ fn decide_with(view: &PairView, valid: &[ValidAck], alt: StepAlternatives) -> De
             )
         })
         .collect();
-    let failed_signals = signal
-        .iter()
-        .filter(|(_, _, s, _)| *s == AckStatus::Failed)
-        .count();
     Decision {
         new_cursor,
         charged,
@@ -744,5 +747,23 @@ mod tests {
                 (7, AckStatus::Failed, Some("f1")),
             ]
         );
+    }
+
+    #[test]
+    fn ack_6_a_failure_that_dead_letters_releases_the_lease_and_moves_the_cursor() {
+        let retries = BTreeMap::new();
+        let view = PairView {
+            committed: 0,
+            retries: &retries,
+            lease: Some((3, true)),
+            retry_limit: 0,
+        };
+        let d = decide(&view, &[v(0, 1, AckStatus::Failed, Some("boom"))]);
+        assert_eq!(d.dead, vec![(1, Some("boom".to_string()), 0)]);
+        assert_eq!(d.new_cursor, 1);
+        assert!(d.release && d.released_live, "{d:?}");
+        // A completion of part of the span keeps it (step 5).
+        let d = decide(&view, &[v(0, 1, AckStatus::Completed, None)]);
+        assert!(!d.release, "{d:?}");
     }
 }

@@ -60,7 +60,7 @@ pub(crate) fn transaction(
         Ok(TxnOut {
             success: false,
             results: vec![],
-            error: Some(error),
+            error: Some(crate::wire::rolled_back(&error)),
         })
     };
     for (lease, id) in required {

@@ -60,9 +60,28 @@ pub struct TxnResponse {
     pub error: Option<String>,
 }
 
-/// Parses a transaction body (TXN-3: empty `operations` is 400).
+/// The `error` of an aborted transaction (TXN-1): it says that nothing was applied, then why.
+pub fn rolled_back(why: &str) -> String {
+    format!("transaction rolled back, nothing applied: {why}")
+}
+
+/// Members of a transaction body that other Queen brokers act on and this protocol does
+/// not have (key-value gates, timers): TXN-5 refuses them rather than commit without them.
+const UNSUPPORTED_MEMBERS: [&str; 2] = ["kv", "timers"];
+
+/// Parses a transaction body (TXN-3: empty `operations` is 400; TXN-5: `kv` or `timers`
+/// operations are 400).
 pub(crate) fn parse_transaction(body: &Value) -> Result<TxnRequest, WireError> {
     let obj = as_object(body, "transaction body")?;
+    for member in UNSUPPORTED_MEMBERS {
+        match obj.get(member) {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) if a.is_empty() => {}
+            Some(_) => return Err(WireError::bad(format!(
+                "{member} operations are not supported by this broker (TXN-5); nothing was applied"
+            ))),
+        }
+    }
     let ops = match obj.get("operations") {
         Some(Value::Array(a)) if a.is_empty() => {
             return Err(WireError::bad("operations must not be empty"))
@@ -165,6 +184,11 @@ mod tests {
             json!({"operations": [{"type": "ack", "partitionId": P}]}),
             json!({"operations": [{"type": "push", "items": [{"queue": 1}]}]}),
             json!({"operations": [{"type": "push", "items": []}], "requiredLeases": ["x"]}),
+            // TXN-5: a gate or a timer this broker would not apply.
+            json!({"operations": [{"type": "push", "items": []}],
+                   "kv": [{"op": "putIfAbsent", "ns": "n", "key": "k", "required": true}]}),
+            json!({"operations": [], "timers": [{"at": 1}]}),
+            json!({"operations": [{"type": "push", "items": []}], "kv": {"op": "put"}}),
         ] {
             assert_eq!(parse_transaction(&bad).unwrap_err().status, 400, "{bad}");
         }

@@ -7,7 +7,7 @@ use crate::prepared::Prepared;
 use crate::seal::Sealer;
 use crate::wakes::Wakes;
 use queen_reference::model::txn::TXN_MAINTENANCE_ERROR;
-use queen_reference::wire::{Answer, TxnOp, TxnRequest, TxnResponse, TxnResult};
+use queen_reference::wire::{rolled_back, Answer, TxnOp, TxnRequest, TxnResponse, TxnResult};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -48,7 +48,7 @@ pub(crate) async fn transaction(
                     transaction_id: id,
                     success: false,
                     results: vec![],
-                    error: Some(error),
+                    error: Some(rolled_back(&error)),
                 }),
             });
         }
