@@ -15,6 +15,7 @@
 #                        (default target/official-clients)
 #   QUEEN_PY_CLIENT      the PyPI release (default 2.6.0, as src/python.rs pins)
 #   QUEEN_JS_CLIENT      the npm package and release (default queen-mq@2.6.0)
+#   QUEEN_JS_TARBALL     that package as a tarball at hand, used instead of the registry's
 #   QUEEN_TEST_TIMEOUT   seconds one Python test may take (default 120)
 #   QUEEN_SUITE_TIMEOUT  seconds one client's whole suite may take (default 1800)
 #
@@ -28,6 +29,8 @@
 #
 # Exit status: 0 when every suite ran and passed and the payload was sealed; 1 when a test
 # failed or the check did not hold; 2 when something could not run (build, server, package).
+# The functions below run through traps and `"run_$client"`, which shellcheck cannot follow.
+# shellcheck disable=SC2317
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
@@ -172,9 +175,10 @@ run_python() {
     done <"$official/python/excluded.txt"
     excluded[python]=$n_excluded
 
-    say "python: pytest on $(ls "$dir"/test_*.py | wc -l) files of queen-mq $py_version's tests (each test at most ${test_timeout} s)"
+    say "python: pytest on $(find "$dir" -maxdepth 1 -name 'test_*.py' | wc -l) files of queen-mq $py_version's tests (each test at most ${test_timeout} s)"
     local rc=0
-    (cd "$dir" && QUEEN_URL="$url" QUEEN_SERVER_URL="$url" \
+    # QUEEN_HTTP_TRACE: conftest.py writes every exchange there, for the findings below.
+    (cd "$dir" && QUEEN_URL="$url" QUEEN_SERVER_URL="$url" QUEEN_HTTP_TRACE="$work/python-trace.txt" \
         timeout --kill-after=30 "$suite_timeout" "$venv/bin/python" -m pytest -p no:cacheprovider \
         --timeout "$test_timeout" -q -rfEs --junitxml="$work/python-junit.xml" \
         "${deselect[@]}" .) >"$work/python.log" 2>&1 || rc=$?
@@ -186,13 +190,15 @@ run_python() {
         return 2
     fi
     cp "$work/python-junit.xml" "$cache/python-last-junit.xml" 2>/dev/null || true
-    "$venv/bin/python" "$official/python/junit_summary.py" "$work/python-junit.xml" >"$work/python-summary.txt"
+    cp "$work/python-trace.txt" "$cache/python-last-trace.txt" 2>/dev/null || true
+    "$venv/bin/python" "$official/python/junit_summary.py" "$work/python-junit.xml" "$work/python-trace.txt" \
+        >"$work/python-summary.txt"
     local counts
     counts="$(tail -n 1 "$work/python-summary.txt")"
     passed[python]="$(sed -E 's/.*passed=([0-9]+).*/\1/' <<<"$counts")"
     failed[python]="$(sed -E 's/.*failed=([0-9]+).*/\1/' <<<"$counts")"
     skipped[python]="$(sed -E 's/.*skipped=([0-9]+).*/\1/' <<<"$counts")"
-    grep -E '^(FAILED|SKIPPED) ' "$work/python-summary.txt" | sed 's/^/python: /' >>"$findings" || true
+    grep -v '^counts ' "$work/python-summary.txt" | sed -E 's/^(FAILED|SKIPPED)/python: \1/' >>"$findings" || true
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
         echo "python: FAILED the suite itself: stopped after ${suite_timeout} s" >>"$findings"
         failed[python]=$((failed[python] + 1))
@@ -206,7 +212,7 @@ run_sealed_check() {
     local venv="$cache/python-$py_version"
     local psql_bin
     psql_bin="$(command -v psql || true)"
-    [ -n "$psql_bin" ] || psql_bin="$(ls /usr/lib/postgresql/*/bin/psql 2>/dev/null | tail -n 1)"
+    [ -n "$psql_bin" ] || psql_bin="$(find /usr/lib/postgresql -path '*/bin/psql' 2>/dev/null | sort | tail -n 1)"
     [ -n "$psql_bin" ] || {
         say "sealed: no psql found"
         return 2
@@ -218,8 +224,13 @@ run_sealed_check() {
         say "sealed: the round trip failed: $out"
         return 1
     }
+    out="$(grep -E '^queue=.* marker=' <<<"$out" | tail -n 1)"
     local marker="${out##*marker=}"
-    say "sealed: round trip ok ($out)"
+    [ -n "$marker" ] || {
+        say "sealed: the round trip printed no marker"
+        return 1
+    }
+    say "sealed: round trip ok: $out"
     local sql="SELECT q.name, m.\"offset\", m.sealed, m.data::text FROM queen_messages m
         JOIN queen_partitions p ON p.id = m.partition_id JOIN queen_queues q ON q.id = p.queue_id
         WHERE q.options->>'encryptionEnabled' = 'true' ORDER BY q.name, m.\"offset\""
@@ -231,8 +242,8 @@ run_sealed_check() {
     }
     say "sealed: psql on the embedded cluster: $sql"
     echo "    queue|offset|sealed|data"
-    sed 's/^/    /' <<<"$rows"
-    local bad=0 name off flag data
+    while IFS= read -r line; do echo "    $line"; done <<<"$rows"
+    local bad=0 name off flag data line
     local mine=0
     while IFS='|' read -r name off flag data; do
         [ -n "$name" ] || continue
@@ -262,20 +273,30 @@ run_sealed_check() {
 
 # --- JavaScript: queen-mq's integration tests (test-v2/run.js human) -------------------
 run_js() {
-    command -v npm >/dev/null && command -v node >/dev/null || {
+    if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
         say "js: node and npm are required"
         return 2
-    }
-    local pkg_dir="$cache/js-${js_spec//[@\/]/_}"
+    fi
+    # QUEEN_JS_TARBALL: a package tarball at hand (npm pack of the client's folder) instead
+    # of the registry's.
+    local source="${QUEEN_JS_TARBALL:-$js_spec}"
+    local pkg_dir
+    pkg_dir="$cache/js-$(basename "$source" | tr -c 'A-Za-z0-9.\n-' _)"
     if [ ! -f "$pkg_dir/package/.installed" ]; then
         rm -rf "$pkg_dir"
         mkdir -p "$pkg_dir"
-        say "js: npm pack $js_spec"
-        local err
-        if ! err="$(cd "$pkg_dir" && timeout 300 npm pack --silent "$js_spec" 2>&1)"; then
-            say "js: npm pack $js_spec failed: $(grep -m1 -E 'E404|error' <<<"$err" || tail -n 1 <<<"$err")"
-            status[js]="not run: npm pack $js_spec failed ($(grep -m1 -oE '404 Not Found[^"]*' <<<"$err" || echo "see above"))"
-            return 2
+        if [ -n "${QUEEN_JS_TARBALL:-}" ]; then
+            cp "$QUEEN_JS_TARBALL" "$pkg_dir/" || return 2
+        else
+            say "js: npm pack $js_spec"
+            local err
+            if ! err="$(cd "$pkg_dir" && timeout 300 npm pack --loglevel=error "$js_spec" 2>&1)"; then
+                local why
+                why="$(grep -m1 -oE '(404 Not Found|E[A-Z0-9]+).*' <<<"$err" || tail -n 1 <<<"$err")"
+                say "js: npm pack $js_spec failed: $why"
+                status[js]="not run: npm pack $js_spec failed: $why"
+                return 2
+            fi
         fi
         tar -xzf "$pkg_dir"/*.tgz -C "$pkg_dir" || return 2
         say "js: npm install (its dependencies and devDependencies, as its package.json says)"
