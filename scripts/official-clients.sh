@@ -292,7 +292,7 @@ run_js() {
             local err
             if ! err="$(cd "$pkg_dir" && timeout 300 npm pack --loglevel=error "$js_spec" 2>&1)"; then
                 local why
-                why="$(grep -m1 -oE '(404 Not Found|E[A-Z0-9]+).*' <<<"$err" || tail -n 1 <<<"$err")"
+                why="$(grep -m1 -oE '404 Not Found.*' <<<"$err" || grep -m1 'error' <<<"$err" || tail -n 1 <<<"$err")"
                 say "js: npm pack $js_spec failed: $why"
                 status[js]="not run: npm pack $js_spec failed: $why"
                 return 2
