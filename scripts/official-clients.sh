@@ -70,6 +70,28 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/queen-official-clients.XXXXXX")"
 # The embedded cluster runs as the `postgres` user when we are root: it must reach its data dir.
 chmod 755 "$work"
 server_pid=""
+# A long step (a whole suite) runs in the background so that a signal to this script is
+# handled at once: the trap stops the step (timeout passes the signal on to its command).
+step_pid=""
+in_background() {
+    "$@" &
+    step_pid=$!
+    local rc=0
+    wait "$step_pid" || rc=$?
+    step_pid=""
+    return "$rc"
+}
+stop_step() {
+    if [ -n "$step_pid" ] && kill -0 "$step_pid" 2>/dev/null; then
+        kill -TERM "$step_pid" 2>/dev/null || true
+        for _ in $(seq 1 20); do
+            kill -0 "$step_pid" 2>/dev/null || break
+            sleep 0.5
+        done
+        kill -KILL "$step_pid" 2>/dev/null || true
+    fi
+    step_pid=""
+}
 stop_server() {
     if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
         kill -TERM "$server_pid" 2>/dev/null || true
@@ -94,6 +116,7 @@ stop_server() {
 }
 cleanup() {
     local status=$?
+    stop_step
     stop_server
     rm -rf "$work"
     exit "$status"
@@ -178,10 +201,10 @@ run_python() {
     say "python: pytest on $(find "$dir" -maxdepth 1 -name 'test_*.py' | wc -l) files of queen-mq $py_version's tests (each test at most ${test_timeout} s)"
     local rc=0
     # QUEEN_HTTP_TRACE: conftest.py writes every exchange there, for the findings below.
-    (cd "$dir" && QUEEN_URL="$url" QUEEN_SERVER_URL="$url" QUEEN_HTTP_TRACE="$work/python-trace.txt" \
-        timeout --kill-after=30 "$suite_timeout" "$venv/bin/python" -m pytest -p no:cacheprovider \
-        --timeout "$test_timeout" -q -rfEs --junitxml="$work/python-junit.xml" \
-        "${deselect[@]}" .) >"$work/python.log" 2>&1 || rc=$?
+    in_background timeout --kill-after=30 "$suite_timeout" env -C "$dir" QUEEN_URL="$url" \
+        QUEEN_SERVER_URL="$url" QUEEN_HTTP_TRACE="$work/python-trace.txt" \
+        "$venv/bin/python" -m pytest -p no:cacheprovider --timeout "$test_timeout" -q -rfEs \
+        --junitxml="$work/python-junit.xml" "${deselect[@]}" . >"$work/python.log" 2>&1 || rc=$?
     cp "$work/python.log" "$cache/python-last.log" 2>/dev/null || true
     tail -n 3 "$work/python.log" | sed 's/^/    /'
     if [ ! -s "$work/python-junit.xml" ]; then
@@ -318,9 +341,9 @@ run_js() {
     # empties its own tables with it first, and ignores the error when they are not there).
     say "js: node test-v2/run.js human against $url"
     local rc=0
-    (cd "$pkg_dir/package" && QUEEN_SERVER_URL="$url" PG_HOST=127.0.0.1 PG_PORT="$pg_port" \
-        PG_DB=postgres PG_USER=postgres PG_PASSWORD=postgres \
-        timeout --kill-after=30 "$suite_timeout" node test-v2/run.js human) >"$work/js.log" 2>&1 || rc=$?
+    in_background timeout --kill-after=30 "$suite_timeout" env -C "$pkg_dir/package" \
+        QUEEN_SERVER_URL="$url" PG_HOST=127.0.0.1 PG_PORT="$pg_port" PG_DB=postgres \
+        PG_USER=postgres PG_PASSWORD=postgres node test-v2/run.js human >"$work/js.log" 2>&1 || rc=$?
     cp "$work/js.log" "$cache/js-last.log" 2>/dev/null || true
     grep -E '^Overall Results' "$work/js.log" | sed 's/^/    /' || true
     local p=0 f=0 x=0 mark name rest excl
