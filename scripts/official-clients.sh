@@ -157,7 +157,7 @@ say "server healthy: $(curl -fsS --max-time 5 "$url/health")"
 [ -f "$work/pg.key" ] && say "the embedded database made its own key: $work/pg.key (ENC-4)"
 
 # Per client: passed failed excluded skipped, and a status (ran / "not run: why").
-declare -A passed failed excluded skipped status
+declare -A passed failed excluded skipped outside status
 findings="$work/findings.txt"
 : >"$findings"
 
@@ -215,13 +215,14 @@ run_python() {
     cp "$work/python-junit.xml" "$cache/python-last-junit.xml" 2>/dev/null || true
     cp "$work/python-trace.txt" "$cache/python-last-trace.txt" 2>/dev/null || true
     "$venv/bin/python" "$official/python/junit_summary.py" "$work/python-junit.xml" "$work/python-trace.txt" \
-        >"$work/python-summary.txt"
+        "$official/python/outside.txt" >"$work/python-summary.txt"
     local counts
     counts="$(tail -n 1 "$work/python-summary.txt")"
     passed[python]="$(sed -E 's/.*passed=([0-9]+).*/\1/' <<<"$counts")"
     failed[python]="$(sed -E 's/.*failed=([0-9]+).*/\1/' <<<"$counts")"
     skipped[python]="$(sed -E 's/.*skipped=([0-9]+).*/\1/' <<<"$counts")"
-    grep -v '^counts ' "$work/python-summary.txt" | sed -E 's/^(FAILED|SKIPPED)/python: \1/' >>"$findings" || true
+    outside[python]="$(sed -E 's/.*outside=([0-9]+).*/\1/' <<<"$counts")"
+    grep -v '^counts ' "$work/python-summary.txt" | sed -E 's/^(FAILED|SKIPPED|OUTSIDE)/python: \1/' >>"$findings" || true
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
         echo "python: FAILED the suite itself: stopped after ${suite_timeout} s" >>"$findings"
         failed[python]=$((failed[python] + 1))
@@ -407,8 +408,9 @@ for client in python js; do
     if [[ "${status[$client]}" == "not run"* ]]; then
         printf '  %-7s %s\n' "$client" "${status[$client]}"
     else
-        printf '  %-7s passed %s, failed %s, excluded %s, skipped by the test itself %s (%s)\n' "$client" \
-            "${passed[$client]:-0}" "${failed[$client]:-0}" "${excluded[$client]:-0}" "${skipped[$client]:-0}" "${status[$client]}"
+        printf '  %-7s passed %s, failed %s, outside the protocol %s, excluded %s, skipped by the test itself %s (%s)\n' "$client" \
+            "${passed[$client]:-0}" "${failed[$client]:-0}" "${outside[$client]:-0}" "${excluded[$client]:-0}" \
+            "${skipped[$client]:-0}" "${status[$client]}"
     fi
 done
 if wants python; then
@@ -419,7 +421,7 @@ if wants python; then
     fi
 fi
 if [ -s "$findings" ]; then
-    echo "-- tests that did not pass (FAILED is a finding; SKIPPED is the test's own condition):"
+    echo "-- tests that did not pass (FAILED is a finding; OUTSIDE a feature the protocol does not have, tests/official/python/outside.txt; SKIPPED the test's own condition):"
     sed 's/^/  /' "$findings"
 fi
 echo "logs of the last run: $cache/{python,js}-last.log"

@@ -26,6 +26,7 @@ const TIME_KEYS: &[&str] = &[
     "createdAt",
     "failedAt",
     "expiresAt",
+    "leaseExpiresAt",
     "timestamp",
     "from",
     "to",

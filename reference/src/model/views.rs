@@ -502,16 +502,18 @@ fn message(
         .keys()
         .map(|g| {
             let (status, retry_count, error_message) = status_of(st, p, offset, g, ctx);
-            MessageGroup {
+            let lease = p.cursors.get(g).and_then(|c| c.lease.as_ref());
+            let lease_end = lease
+                .filter(|_| status == MessageStatus::Leased)
+                .map(|l| sym::time(l.deadline));
+            let group = MessageGroup {
                 group: g.clone(),
                 status,
                 retry_count,
                 error_message,
-            }
+            };
+            (group, lease_end)
         })
         .collect();
-    Ok(MessageDetail {
-        message: core(st, p, offset, ctx),
-        groups,
-    })
+    Ok(MessageDetail::new(core(st, p, offset, ctx), groups))
 }

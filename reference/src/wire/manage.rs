@@ -1043,6 +1043,24 @@ pub struct MessageGroup {
     pub error_message: Option<String>,
 }
 
+/// One reading group's view of a message in the shape the official clients read
+/// (MGMT-7's `consumerGroups`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
+pub struct MessageConsumerGroup {
+    /// `name`: the group.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
+    pub name: String,
+    /// `consumed`: the group is done with the message (`completed` or `deadLettered`).
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
+    pub consumed: bool,
+    /// `leaseExpiresAt`: while the message is `leased`, when the lease ends (ISO-8601);
+    /// else `null`.
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
+    pub lease_expires_at: Option<String>,
+}
+
 /// `GET /api/v1/messages/{partitionId}/{transactionId}` (MGMT-7).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(schemars::JsonSchema))]
@@ -1054,6 +1072,35 @@ pub struct MessageDetail {
     /// `groups`: every group reading the partition, by name.
     #[cfg_attr(feature = "openapi", schemars(description = ""))]
     pub groups: Vec<MessageGroup>,
+    /// `consumerGroups`: the same groups, in order, as the official clients read them.
+    #[serde(rename = "consumerGroups")]
+    #[cfg_attr(feature = "openapi", schemars(description = ""))]
+    pub consumer_groups: Vec<MessageConsumerGroup>,
+}
+
+impl MessageDetail {
+    /// The answer for `message` and its groups, each with its lease's end while `leased`.
+    pub fn new(message: MessageCore, groups: Vec<(MessageGroup, Option<String>)>) -> Self {
+        let consumer_groups = groups
+            .iter()
+            .map(|(g, lease_end)| MessageConsumerGroup {
+                name: g.group.clone(),
+                consumed: matches!(
+                    g.status,
+                    MessageStatus::Completed | MessageStatus::DeadLettered
+                ),
+                lease_expires_at: match g.status {
+                    MessageStatus::Leased => lease_end.clone(),
+                    _ => None,
+                },
+            })
+            .collect();
+        MessageDetail {
+            message,
+            groups: groups.into_iter().map(|(g, _)| g).collect(),
+            consumer_groups,
+        }
+    }
 }
 
 /// The seek answer (MGMT-8).

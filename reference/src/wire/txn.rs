@@ -77,9 +77,11 @@ pub(crate) fn parse_transaction(body: &Value) -> Result<TxnRequest, WireError> {
         match obj.get(member) {
             None | Some(Value::Null) => {}
             Some(Value::Array(a)) if a.is_empty() => {}
-            Some(_) => return Err(WireError::bad(format!(
+            Some(_) => {
+                return Err(WireError::bad(format!(
                 "{member} operations are not supported by this broker (TXN-5); nothing was applied"
-            ))),
+            )))
+            }
         }
     }
     let ops = match obj.get("operations") {

@@ -1,5 +1,6 @@
 -- MGMT-7: the message at offset $2 of partition $1 as each group reading the partition
--- sees it (MGMT-6's four states), by group; one row with a NULL group when none reads it.
+-- sees it (MGMT-6's four states, and the group's lease deadline, read while `leased`), by
+-- group; one row with a NULL group when none reads it.
 SELECT g.consumer_group AS grp,
     m.id, m.transaction_id, m.trace_id, p.id AS partition_id, q.name AS queue,
     p.name AS partition, m.data, m.sealed, m.created_at, m.producer_sub,
@@ -8,7 +9,7 @@ SELECT g.consumer_group AS grp,
          WHEN m."offset" <= c.lease_end AND queen_lease_live(c.lease_deadline, now()) THEN 'leased'
          ELSE 'pending' END AS status,
     COALESCE(d.retry_count, (c.retries ->> m."offset"::text)::int, 0) AS retry_count,
-    d.error_message
+    d.error_message, c.lease_deadline
 FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
 JOIN queen_messages m ON m.partition_id = p.id AND m."offset" = $2
 LEFT JOIN (SELECT consumer_group FROM queen_cursors WHERE partition_id = $1) g ON true

@@ -487,15 +487,16 @@ async fn message(
     let Some(offset) = offset else {
         return Ok(Ok(Err(no_such_message(partition_id, txn))));
     };
-    let rows: Vec<(String, MessageSql)> = sqlx::query_as::<_, GroupMessageSql>(sql::MESSAGE)
-        .bind(pid)
-        .bind(offset)
-        .fetch_all(&mut *pool.acquire().await?)
-        .await?
-        .into_iter()
-        .map(|r| (r.grp.unwrap_or_default(), r.row))
-        .collect();
-    let Some((_, first)) = rows.first() else {
+    let rows: Vec<(String, MessageSql, Option<DateTime<Utc>>)> =
+        sqlx::query_as::<_, GroupMessageSql>(sql::MESSAGE)
+            .bind(pid)
+            .bind(offset)
+            .fetch_all(&mut *pool.acquire().await?)
+            .await?
+            .into_iter()
+            .map(|r| (r.grp.unwrap_or_default(), r.row, r.lease_deadline))
+            .collect();
+    let Some((_, first, _)) = rows.first() else {
         return Ok(Ok(Err(no_such_message(partition_id, txn))));
     };
     let core = match first.core(seal) {
@@ -504,24 +505,26 @@ async fn message(
     };
     let groups = rows
         .iter()
-        .filter(|(g, _)| !g.is_empty())
-        .map(|(g, r)| MessageGroup {
-            group: g.clone(),
-            status: r.status(),
-            retry_count: u32::try_from(r.retry_count).unwrap_or(0),
-            error_message: r.error_message.clone(),
+        .filter(|(g, _, _)| !g.is_empty())
+        .map(|(g, r, lease_deadline)| {
+            let group = MessageGroup {
+                group: g.clone(),
+                status: r.status(),
+                retry_count: u32::try_from(r.retry_count).unwrap_or(0),
+                error_message: r.error_message.clone(),
+            };
+            (group, lease_deadline.map(super::rows::iso))
         })
         .collect();
-    Ok(Ok(Ok(MessageDetail {
-        message: core,
-        groups,
-    })))
+    Ok(Ok(Ok(MessageDetail::new(core, groups))))
 }
 
 /// One reading group's row of a message.
 struct GroupMessageSql {
     grp: Option<String>,
     row: MessageSql,
+    /// The group's lease deadline, whether or not it covers the message.
+    lease_deadline: Option<DateTime<Utc>>,
 }
 
 impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for GroupMessageSql {
@@ -530,6 +533,7 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for GroupMessageSql {
         Ok(GroupMessageSql {
             grp: row.try_get("grp")?,
             row: MessageSql::from_row(row)?,
+            lease_deadline: row.try_get("lease_deadline")?,
         })
     }
 }
