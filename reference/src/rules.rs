@@ -222,6 +222,8 @@ pub mod ids {
     pub const TXN_3: RuleId = RuleId("TXN-3");
     /// a transaction with a push is refused with 503 while pushes would spool
     pub const TXN_4: RuleId = RuleId("TXN-4");
+    /// kv or timers operations in a transaction are 400, never ignored
+    pub const TXN_5: RuleId = RuleId("TXN-5");
     /// configure is a full replace
     pub const CFG_1: RuleId = RuleId("CFG-1");
     /// option defaults
@@ -619,6 +621,11 @@ pub const RULES: &[Rule] = &[
         id: TXN_4,
         level: Project,
         title: "a transaction with a push is refused with 503 while pushes would spool",
+    },
+    Rule {
+        id: TXN_5,
+        level: Project,
+        title: "kv or timers operations in a transaction are 400, never ignored",
     },
     Rule {
         id: CFG_1,

@@ -1,4 +1,4 @@
-//! Transaction cases (PROTOCOL.md section 7: TXN-1..3).
+//! Transaction cases (PROTOCOL.md section 7: TXN-1..5).
 
 use super::cases;
 use crate::calls::*;
@@ -14,6 +14,7 @@ pub fn cases() -> Vec<Case> {
         all_or_nothing: "txn-1/all-operations-commit-together-or-none", [TXN_1, TXN_2], Seed, Transactions;
         follow_rules: "txn-2/acks-follow-section-4-and-pushes-dedup", [TXN_2, ACK_6, PUSH_5], Project, Transactions, needs [Configure];
         shape: "txn-3/answer-shape-and-empty-operations-is-400", [TXN_3], Project, Transactions;
+        kv_gate: "txn-5/a-required-kv-gate-is-refused-not-ignored", [TXN_5, TXN_1], Project, Transactions;
     ]
 }
 
@@ -125,5 +126,27 @@ async fn shape(s: &mut Session) -> CaseResult {
         s.pop_some(&q, &[("partitions", "0")]).await?.messages.len() == 2,
         TXN_3,
         "only the committed transaction wrote"
+    )
+}
+
+/// TXN-5: the same push behind the same required key-value gate, sent twice (what a
+/// client that deduplicates with a gate does). Refused both times, nothing is pushed; a
+/// broker that ignored the gate would push twice.
+async fn kv_gate(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let gated = json!({
+        "operations": [{"type": "push", "items": [{"queue": q, "payload": {"n": 1}}]}],
+        "requiredLeases": [],
+        "kv": [{"op": "putIfAbsent", "ns": s.name("ns"), "key": "gate:1", "value": true,
+                "ttlSeconds": 300, "required": true}],
+    });
+    for _ in 0..2 {
+        s.rejected(HttpRequest::post("/api/v1/transaction", &gated), 400)
+            .await?;
+    }
+    ensure!(
+        s.pop_q(&q, &[("batch", "10")]).await?.is_none(),
+        TXN_5,
+        "a refused transaction pushed nothing"
     )
 }
