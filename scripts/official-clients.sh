@@ -81,25 +81,23 @@ in_background() {
     step_pid=""
     return "$rc"
 }
+# terminate PID HALF_SECONDS: TERM, up to HALF_SECONDS half-seconds to go, then KILL.
+terminate() {
+    kill -0 "$1" 2>/dev/null || return 0
+    kill -TERM "$1" 2>/dev/null || true
+    for _ in $(seq 1 "$2"); do
+        kill -0 "$1" 2>/dev/null || break
+        sleep 0.5
+    done
+    kill -KILL "$1" 2>/dev/null || true
+}
 stop_step() {
-    if [ -n "$step_pid" ] && kill -0 "$step_pid" 2>/dev/null; then
-        kill -TERM "$step_pid" 2>/dev/null || true
-        for _ in $(seq 1 20); do
-            kill -0 "$step_pid" 2>/dev/null || break
-            sleep 0.5
-        done
-        kill -KILL "$step_pid" 2>/dev/null || true
-    fi
+    [ -z "$step_pid" ] || terminate "$step_pid" 20
     step_pid=""
 }
 stop_server() {
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        for _ in $(seq 1 30); do
-            kill -0 "$server_pid" 2>/dev/null || break
-            sleep 0.5
-        done
-        kill -KILL "$server_pid" 2>/dev/null || true
+    if [ -n "$server_pid" ]; then
+        terminate "$server_pid" 30
         wait "$server_pid" 2>/dev/null || true
     fi
     server_pid=""
