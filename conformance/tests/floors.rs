@@ -14,7 +14,7 @@ const FLOORS: &[&[&str]] = &[
     // tokens, versions, files.
     &[
         "exchange", "failure", "findings", "rules", "auth", "version", "expect", "progress",
-        "database",
+        "database", "launch",
     ],
     &["health"],
     // The broker and one request to it, unchecked.
