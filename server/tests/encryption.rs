@@ -204,3 +204,67 @@ async fn enc_3_a_key_that_is_not_64_hex_digits_stops_the_start() {
         .expect("refused");
     assert!(err.to_string().contains("QUEEN_ENCRYPTION_KEY"), "{err}");
 }
+
+/// ENC-2 on the write paths the wire cannot tell apart: the spool's replay after push
+/// maintenance and a dead letter written again (MGMT-12). Each stored row is sealed, and
+/// the dead letter between them keeps no clear copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enc_2_replayed_dead_lettered_and_redriven_payloads_are_sealed() {
+    let app = pg_server_with(|c| c.encryption_key = Some(KEY.into())).await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    let body = json!({"queue": "r", "options": {"encryptionEnabled": true, "retryLimit": 0}});
+    assert_eq!(
+        post(&c, &format!("{base}/api/v1/configure"), &body).await.0,
+        200
+    );
+    let maintenance = format!("{base}/api/v1/system/maintenance");
+    post(&c, &maintenance, &json!({"enabled": true})).await;
+    let item = format!(r#"{{"items":[{{"queue":"r","transactionId":"s","payload":{SECRET}}}]}}"#);
+    assert_eq!(push_raw(&c, &base, item).await, 201);
+    assert!(stored(&app, "r").await.is_empty(), "spooled, not written");
+    let (_, b) = post(&c, &maintenance, &json!({"enabled": false})).await;
+    assert_eq!(b.unwrap()["bufferedMessages"], 0, "replayed");
+    let sealed_text = |data: &Value| {
+        let text = data
+            .as_str()
+            .expect("a sealed payload is stored as a string");
+        assert!(!text.contains("4111"), "{text}");
+    };
+    let rows = stored(&app, "r").await;
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0].0, "the replayed row is sealed: {:?}", rows[0].1);
+    sealed_text(&rows[0].1);
+    // A failure with no retries left files a dead letter, which keeps a copy.
+    let (_, p) = get(&c, &format!("{base}/api/v1/pop/queue/r")).await;
+    let m = &p.unwrap()["messages"][0];
+    let ack = json!({"transactionId": "s", "partitionId": m["partitionId"], "leaseId": m["leaseId"], "status": "failed"});
+    let (_, a) = post(&c, &format!("{base}/api/v1/ack"), &ack).await;
+    assert_eq!(a.unwrap()[0]["dlq"], true);
+    // The dead letter holds no clear copy (a copy is taken only when the message row goes).
+    let (letters, clear): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE d.data IS NOT NULL AND NOT d.sealed)
+         FROM queen_dead_letters d JOIN queen_partitions p ON p.id = d.partition_id
+         JOIN queen_queues q ON q.id = p.queue_id WHERE q.name = 'r'",
+    )
+    .fetch_one(app.broker().pool())
+    .await
+    .unwrap();
+    assert_eq!((letters, clear), (1, 0));
+    // Written again at the end of its partition: a new row, sealed too.
+    let retry = format!(
+        "{base}/api/v1/messages/{}/s/retry",
+        m["partitionId"].as_str().unwrap()
+    );
+    assert_eq!(post(&c, &retry, &json!({})).await.0, 200);
+    let rows = stored(&app, "r").await;
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows.iter().all(|r| r.0), "{rows:?}");
+    sealed_text(&rows[1].1);
+    // And it still reads back exactly as pushed.
+    let r = c
+        .get(format!("{base}/api/v1/pop/queue/r"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.text().await.unwrap().contains(SECRET));
+}
