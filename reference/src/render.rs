@@ -177,7 +177,12 @@ impl Renderer<'_> {
                 pop_maintenance_mode: *enabled,
             }),
             Outcome::Health => Answer::Health(HealthResponse::new(HEALTHY, "connected")),
-            Outcome::View { value, .. } => Answer::View(self.resolve(value)),
+            Outcome::View { route, value, .. } => {
+                match View::from_value(*route, self.resolve(value)) {
+                    Ok(view) => Answer::View(view),
+                    Err(why) => Answer::error(500, why),
+                }
+            }
         }
     }
 

@@ -16,7 +16,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use queen_reference::wire::{
-    admit, parse_request, required, Answer, HttpRequest, ManageRequest, Request,
+    admit, parse_request, required, Answer, HttpRequest, ManageRequest, Request, View,
 };
 use std::sync::Arc;
 
@@ -78,9 +78,7 @@ async fn handle(State(app): State<AppState>, req: AxumRequest) -> Response {
         return metrics_answer(&app).await;
     }
     if req.method() == axum::http::Method::GET && req.uri().path() == METRICS_JSON_PATH {
-        return render(Answer::View(
-            serde_json::to_value(app.metrics.json()).expect("serializes"),
-        ));
+        return render(Answer::View(View::Metrics(app.metrics.json())));
     }
     let started = std::time::Instant::now();
     if req.method() == axum::http::Method::GET && req.uri().path() == OPENAPI_PATH {
@@ -250,8 +248,15 @@ async fn metrics_answer(app: &AppState) -> Response {
         .broker
         .call(Request::Manage(ManageRequest::Groups(first)))
         .await;
-    app.metrics
-        .set_backlogs(view(queues), view(groups), app.metrics_top);
+    let queues = match queues {
+        Answer::View(View::Queues(page)) => Some(page),
+        _ => None,
+    };
+    let groups = match groups {
+        Answer::View(View::Groups(page)) => Some(page),
+        _ => None,
+    };
+    app.metrics.set_backlogs(queues, groups, app.metrics_top);
     let text = app
         .metrics
         .render(app.broker.spool(), app.broker.set_aside());
@@ -263,14 +268,6 @@ async fn metrics_answer(app: &AppState) -> Response {
         text,
     )
         .into_response()
-}
-
-/// A management view's answer as its wire type (`None` when the broker failed it).
-fn view<T: serde::de::DeserializeOwned>(answer: Answer) -> Option<T> {
-    match answer {
-        Answer::View(v) => serde_json::from_value(v).ok(),
-        _ => None,
-    }
 }
 
 /// Where the OpenAPI document of the protocol is served.

@@ -220,6 +220,7 @@ fn manage(
     match answer {
         Ok(value) => Outcome::View {
             rule: req.rule(),
+            route: req.route(),
             value,
         },
         Err(e) => Outcome::Rejected(e),

@@ -56,6 +56,8 @@ pub enum Outcome {
     View {
         /// The rule the answer is judged under.
         rule: crate::rules::RuleId,
+        /// The route it answers, which names the view's type.
+        route: crate::wire::RouteId,
         /// The wire view as JSON, with symbols where ids and times go.
         value: serde_json::Value,
     },

@@ -9,9 +9,9 @@
 use super::{
     AckResult, ConfigureResponse, DeleteResponse, DiscoveryError, DlqResponse, ExtendResponse,
     HealthResponse, HttpResponse, MaintenanceResponse, PopMaintenanceResponse, PopResponse,
-    PushResult, Rejection, TxnResponse,
+    PushResult, Rejection, TxnResponse, View,
 };
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Every answer of the protocol, by meaning.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,8 +54,8 @@ pub enum Answer {
     },
     /// The exact 400 of a discovery pop without scope (POP-10).
     DiscoveryScope,
-    /// 200: a management answer (section 17), one of the views of `wire::manage`.
-    View(Value),
+    /// 200: a management answer (section 17), typed by route.
+    View(View),
     /// An answer already written out as it goes on the wire: what a test double that
     /// departs from the protocol on purpose returns.
     Raw(HttpResponse),

@@ -29,6 +29,7 @@ mod raw;
 mod route;
 mod table;
 mod txn;
+mod view;
 
 pub use ack::*;
 pub use admin::*;
@@ -46,6 +47,7 @@ pub use raw::{deliverable, RawJson, Undeliverable, PAYLOAD_DEPTH_LIMIT};
 pub use route::*;
 pub use table::*;
 pub use txn::*;
+pub use view::View;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

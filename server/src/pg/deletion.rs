@@ -44,15 +44,12 @@ pub(crate) async fn delete_message(
     tx.commit().await?;
     // A released lease may leave messages after it to deliver: parked pops look again.
     wakes.ring(&queue);
-    Ok(Answer::View(
-        serde_json::to_value(MessageDeleted {
-            success: true,
-            partition_id: partition_id.to_string(),
-            transaction_id: txn.to_string(),
-            message_id: message_id.to_string(),
-        })
-        .expect("serializes"),
-    ))
+    Ok(Answer::View(View::MessageDeleted(MessageDeleted {
+        success: true,
+        partition_id: partition_id.to_string(),
+        transaction_id: txn.to_string(),
+        message_id: message_id.to_string(),
+    })))
 }
 
 /// POP-16: a stored message no consumer could read is set aside: filed as `group`'s dead

@@ -45,12 +45,12 @@ pub(crate) async fn seek(
     tx.commit().await?;
     // A seek back leaves something to deliver: parked pops look again.
     wakes.ring(queue);
-    Ok(view(SeekResponse {
+    Ok(Answer::View(View::Seek(SeekResponse {
         success: true,
         group: group.to_string(),
         queue: queue.to_string(),
         partitions: parts.len() as u64,
-    }))
+    })))
 }
 
 /// MGMT-8: the seek to `at` on every queue the group reads or subscribed to, whose
@@ -91,12 +91,12 @@ pub(crate) async fn subscription(
     for (_, q) in &queues {
         wakes.ring(q);
     }
-    Ok(view(SubscriptionResponse {
+    Ok(Answer::View(View::Subscription(SubscriptionResponse {
         success: true,
         group: group.to_string(),
         queues: queues.len() as u64,
         partitions: parts.len() as u64,
-    }))
+    })))
 }
 
 /// Sets the group's cursor on each partition (creating it), at the partition's end or,
@@ -131,10 +131,6 @@ async fn set_cursors(
     .execute(tx)
     .await?;
     Ok(())
-}
-
-fn view<T: serde::Serialize>(t: T) -> Answer {
-    Answer::View(serde_json::to_value(t).expect("serializes"))
 }
 
 fn refusal(e: WireError) -> Answer {
@@ -187,10 +183,10 @@ pub(crate) async fn delete_group(
         Some(q) => wakes.ring(q),
         None => wakes.ring_all(),
     }
-    Ok(view(GroupDeleted {
+    Ok(Answer::View(View::GroupDeleted(GroupDeleted {
         success: true,
         group: group.to_string(),
         queue: queue.map(str::to_string),
         deleted,
-    }))
+    })))
 }

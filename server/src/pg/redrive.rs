@@ -84,13 +84,10 @@ pub(crate) async fn retry(
             .execute(&mut *pool.acquire().await?)
             .await?
             .rows_affected();
-    Ok(Answer::View(
-        serde_json::to_value(RetryResponse {
-            success: true,
-            transaction_id: pushed.transaction_id,
-            message_id: pushed.message_id,
-            retried,
-        })
-        .expect("serializes"),
-    ))
+    Ok(Answer::View(View::Retry(RetryResponse {
+        success: true,
+        transaction_id: pushed.transaction_id,
+        message_id: pushed.message_id,
+        retried,
+    })))
 }

@@ -41,65 +41,66 @@ pub(crate) async fn read(
     req: &ManageRequest,
     seal: Option<&Sealer>,
 ) -> Result<Answer, sqlx::Error> {
-    let json = |v: Result<Value, WireError>| match v {
+    let json = |v: Result<View, WireError>| match v {
         Ok(v) => Answer::View(v),
         Err(e) => Answer::error(e.status, e.message),
     };
-    fn to<T: serde::Serialize>(t: T) -> Value {
-        serde_json::to_value(t).expect("views serialize")
-    }
     let out = match req {
-        ManageRequest::Overview => Ok(to(overview(pool).await?)),
-        ManageRequest::Status => Ok(to(status(pool).await?)),
+        ManageRequest::Overview => Ok(View::Overview(overview(pool).await?)),
+        ManageRequest::Status => Ok(View::Status(status(pool).await?)),
         ManageRequest::Queues {
             namespace,
             task,
             page,
-        } => Ok(to(queues(
-            pool,
-            namespace.as_deref(),
-            task.as_deref(),
+        } => Ok(View::Queues(
+            queues(pool, namespace.as_deref(), task.as_deref(), *page).await?,
+        )),
+        ManageRequest::Queue(name) => detail(pool, name).await?.map(View::Queue),
+        ManageRequest::StatusQueue { queue, page } => status_queue(pool, queue, *page)
+            .await?
+            .map(View::StatusQueue),
+        ManageRequest::Depth { queue, group, page } => depth(pool, queue, group.as_deref(), *page)
+            .await?
+            .map(View::Depth),
+        ManageRequest::Partitions { queue, page } => Ok(View::Partitions(
+            partitions(pool, queue.as_deref(), *page).await?,
+        )),
+        ManageRequest::Namespaces(page) => Ok(View::Namespaces(Namespaces::of(
+            counted(pool, true).await?,
             *page,
-        )
-        .await?)),
-        ManageRequest::Queue(name) => detail(pool, name).await?.map(to),
-        ManageRequest::StatusQueue { queue, page } => {
-            status_queue(pool, queue, *page).await?.map(to)
+        ))),
+        ManageRequest::Tasks(page) => {
+            Ok(View::Tasks(Tasks::of(counted(pool, false).await?, *page)))
         }
-        ManageRequest::Depth { queue, group, page } => {
-            depth(pool, queue, group.as_deref(), *page).await?.map(to)
-        }
-        ManageRequest::Partitions { queue, page } => {
-            Ok(to(partitions(pool, queue.as_deref(), *page).await?))
-        }
-        ManageRequest::Namespaces(page) => {
-            Ok(to(Namespaces::of(counted(pool, true).await?, *page)))
-        }
-        ManageRequest::Tasks(page) => Ok(to(Tasks::of(counted(pool, false).await?, *page))),
-        ManageRequest::Groups(page) => Ok(to(groups_page(pool, *page).await?)),
+        ManageRequest::Groups(page) => Ok(View::Groups(groups_page(pool, *page).await?)),
         ManageRequest::Group(name) => {
             let mut found = groups(pool, std::slice::from_ref(name)).await?;
-            found.pop().ok_or_else(|| no_such_group(name)).map(to)
+            found
+                .pop()
+                .ok_or_else(|| no_such_group(name))
+                .map(View::Group)
         }
         ManageRequest::Lagging {
             min_lag_seconds,
             page,
-        } => Ok(to(lagging(pool, *min_lag_seconds, *page).await?)),
+        } => Ok(View::Lagging(lagging(pool, *min_lag_seconds, *page).await?)),
         ManageRequest::Messages(MessageQuery {
             queue: Some(queue),
             in_path: true,
             ..
         }) if !queue_exists(pool, queue).await? => Err(no_such_queue(queue)),
         ManageRequest::Messages(q) => match messages(pool, q, seal).await? {
-            Ok(page) => Ok(to(page)),
+            Ok(page) => Ok(View::Messages(page)),
             Err(why) => return Ok(Answer::error(500, why)),
         },
-        ManageRequest::Analytics(q) => super::analytics::analytics(pool, q).await?.map(to),
+        ManageRequest::Analytics(q) => super::analytics::analytics(pool, q)
+            .await?
+            .map(View::Analytics),
         ManageRequest::Message {
             partition_id,
             transaction_id,
         } => match message(pool, partition_id, transaction_id, seal).await? {
-            Ok(found) => found.map(to),
+            Ok(found) => found.map(View::Message),
             Err(why) => return Ok(Answer::error(500, why)),
         },
         ManageRequest::Seek { .. }

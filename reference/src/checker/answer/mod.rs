@@ -190,7 +190,7 @@ fn answer(cx: &mut Cx, out: &Outcome, actual: &HttpResponse, path: &str) -> Chec
             let expected = describe(out, cx.w).body.expect("these answers have bodies");
             cx.subset(&expected, body, "$", &|_| rule)
         }
-        Outcome::View { rule, value } => {
+        Outcome::View { rule, value, .. } => {
             cx.status(200, actual.status, *rule)?;
             view::view(cx, *rule, value, body, "$")
         }
