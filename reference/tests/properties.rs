@@ -8,7 +8,7 @@ use queen_reference::checker::Checker;
 use queen_reference::engine::Engine;
 use queen_reference::model::State;
 use queen_reference::policy::*;
-use queen_reference::sequence::{self, Delivered, Names, Optional, Step};
+use queen_reference::sequence::{self, Delivered, Names, Optional, Pop, Step};
 use queen_reference::time::Millis;
 use queen_reference::wire::*;
 use serde_json::{json, Value};
@@ -192,7 +192,7 @@ fn run_invariants(steps: &[Step], checks: u8) -> Result<(), TestCaseError> {
                     }
                 }
             }
-            Step::Pop { group, .. } if r.status == 200 => {
+            Step::Pop(Pop { group, .. }) if r.status == 200 => {
                 let p: PopResponse = serde_json::from_value(r.body.clone().unwrap()).unwrap();
                 let g = p.consumer_group.clone();
                 let mut parts: Vec<&str> = vec![];
@@ -451,7 +451,7 @@ proptest! {
                 return Err(TestCaseError::fail(format!("{err:?}")));
             }
             now += took;
-            if let (200, Step::Pop { group, .. }) = (r.status, s) {
+            if let (200, Step::Pop(Pop { group, .. })) = (r.status, s) {
                 let p: PopResponse = serde_json::from_value(r.body.unwrap()).unwrap();
                 delivered.extend(p.messages.into_iter().map(|message| Delivered { message, group: *group % 3, pop: pops }));
                 pops += 1;

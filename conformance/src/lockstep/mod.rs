@@ -12,7 +12,7 @@ pub mod coverage;
 pub mod repro;
 
 pub use coverage::Coverage;
-pub use queen_reference::sequence::{Route, Step};
+pub use queen_reference::sequence::{Pop, Route, Step};
 pub use queen_reference::wire::RouteId;
 
 use crate::calls::sleep_ms;
@@ -174,7 +174,7 @@ async fn run_sequence(
                         s.worlds(),
                     );
                 }
-                if let (Step::Pop { group, .. }, 200) = (step, resp.status) {
+                if let (Step::Pop(Pop { group, .. }), 200) = (step, resp.status) {
                     if let Some(p) = resp
                         .body
                         .and_then(|b| serde_json::from_value::<PopResponse>(b).ok())

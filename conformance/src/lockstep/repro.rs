@@ -279,7 +279,7 @@ pub(crate) fn rust_test(steps: &[Step], name: &str, about: &str) -> String {
     let _ = writeln!(s, "//! Run against a broker: QUEEN_URL=http://127.0.0.1:6632 cargo test -p queen-conformance --test <this file>");
     let _ = writeln!(
         s,
-        "#[allow(unused_imports)]\nuse queen_conformance::lockstep::{{replay, Route, RouteId, Step}};"
+        "#[allow(unused_imports)]\nuse queen_conformance::lockstep::{{replay, Pop, Route, RouteId, Step}};"
     );
     let _ = writeln!(s);
     let _ = writeln!(s, "#[tokio::test]");

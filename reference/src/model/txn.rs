@@ -77,7 +77,7 @@ pub(crate) fn transaction(
             _ => false,
         };
         if !live {
-            return abort(format!("required lease {id} is not held"));
+            return abort(crate::wire::lease_not_held(id));
         }
     }
     let mut work = st.clone();

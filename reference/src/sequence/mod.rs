@@ -61,6 +61,23 @@ pub enum Route {
     Discovery(Option<u8>),
 }
 
+/// A pop step's route and parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pop {
+    /// The route and what it names.
+    pub route: Route,
+    /// The group popping ([`GROUPS`]).
+    pub group: u8,
+    /// `batch`.
+    pub batch: u8,
+    /// `partitions` (-1 and 0 included: the broker's reading of them is checked).
+    pub partitions: i8,
+    /// `autoAck=true`.
+    pub auto_ack: bool,
+    /// `leaseSeconds` (0: absent, the queue's leaseTime).
+    pub lease: u8,
+}
+
 /// One generated operation. Indices (queue, partition, group, status, pick) wrap around
 /// the sequence's names and what it has delivered, so every value is meaningful.
 #[derive(Clone, Debug, PartialEq)]
@@ -73,20 +90,7 @@ pub enum Step {
         items: Vec<(u8, Option<u8>)>,
     },
     /// A pop on one of the three routes, with its parameters (POP-1..POP-10).
-    Pop {
-        /// The route and what it names.
-        route: Route,
-        /// The group popping ([`GROUPS`]).
-        group: u8,
-        /// `batch`.
-        batch: u8,
-        /// `partitions` (-1 and 0 included: the broker's reading of them is checked).
-        partitions: i8,
-        /// `autoAck=true`.
-        auto_ack: bool,
-        /// `leaseSeconds` (0: absent, the queue's leaseTime).
-        lease: u8,
-    },
+    Pop(Pop),
     /// Picks among delivered messages: `(index, status, with leaseId)`. `group`: `None`
     /// acks as the group the first picked message was delivered to.
     Ack {
@@ -199,16 +203,16 @@ fn pop() -> BoxedStrategy<Step> {
         prop::bool::weighted(0.15),
         prop_oneof![3 => Just(0u8), 2 => Just(1u8), 1 => Just(2u8)],
     )
-        .prop_map(
-            |(route, group, batch, partitions, auto_ack, lease)| Step::Pop {
+        .prop_map(|(route, group, batch, partitions, auto_ack, lease)| {
+            Step::Pop(Pop {
                 route,
                 group,
                 batch,
                 partitions,
                 auto_ack,
                 lease,
-            },
-        )
+            })
+        })
         .boxed()
 }
 
@@ -369,7 +373,7 @@ pub fn request(s: &Step, names: &Names, delivered: &[Delivered]) -> Option<HttpR
                 .collect();
             HttpRequest::post("/api/v1/push", &json!({ "items": items }))
         }
-        Step::Pop { .. } => pop_request(s, names)?,
+        Step::Pop(p) => pop_request(p, names),
         Step::Ack {
             picks,
             group,
@@ -427,23 +431,12 @@ fn pick(delivered: &[Delivered], i: u8) -> Option<&Delivered> {
     delivered.get(i as usize % delivered.len().max(1))
 }
 
-/// A pop step's request, on its route with its parameters; `None` for any other step.
-fn pop_request(s: &Step, names: &Names) -> Option<HttpRequest> {
-    let Step::Pop {
-        route,
-        group,
-        batch,
-        partitions,
-        auto_ack,
-        lease,
-    } = s
-    else {
-        return None;
-    };
-    let (path, mut q): (String, Vec<(String, String)>) = match route {
+/// A pop step's request, on its route with its parameters.
+fn pop_request(p: &Pop, names: &Names) -> HttpRequest {
+    let (path, mut q): (String, Vec<(String, String)>) = match &p.route {
         Route::Queue(qi) => (PopRoute::Queue(names.queue(*qi)).path(), vec![]),
-        Route::Partition(qi, p) => (
-            PopRoute::Partition(names.queue(*qi), PARTS[*p as usize % 3].into()).path(),
+        Route::Partition(qi, pi) => (
+            PopRoute::Partition(names.queue(*qi), PARTS[*pi as usize % 3].into()).path(),
             vec![],
         ),
         Route::Discovery(task) => {
@@ -454,24 +447,24 @@ fn pop_request(s: &Step, names: &Names) -> Option<HttpRequest> {
             ("/api/v1/pop".to_string(), q)
         }
     };
-    q.push(("batch".into(), batch.to_string()));
-    q.push(("partitions".into(), partitions.to_string()));
-    if *lease > 0 {
-        q.push(("leaseSeconds".into(), lease.to_string()));
+    q.push(("batch".into(), p.batch.to_string()));
+    q.push(("partitions".into(), p.partitions.to_string()));
+    if p.lease > 0 {
+        q.push(("leaseSeconds".into(), p.lease.to_string()));
     }
-    if *auto_ack {
+    if p.auto_ack {
         q.push(("autoAck".into(), "true".into()));
     }
-    if let Some((k, v)) = group_pair(*group) {
+    if let Some((k, v)) = group_pair(p.group) {
         q.push((k.into(), v.into()));
     }
-    Some(HttpRequest {
+    HttpRequest {
         method: "GET".into(),
         path,
         query: q,
         body: vec![],
         bearer: None,
-    })
+    }
 }
 
 /// An ack of the picked messages, single or batch, as the first one's group unless
@@ -600,13 +593,13 @@ impl Step {
                 let items: Vec<String> = items.iter().map(|(p, t)| format!("({p}, {})", opt(t))).collect();
                 format!("Step::Push {{ queue: {queue}, items: vec![{}] }}", items.join(", "))
             }
-            Step::Pop { route, group, batch, partitions, auto_ack, lease } => {
+            Step::Pop(Pop { route, group, batch, partitions, auto_ack, lease }) => {
                 let route = match route {
                     Route::Queue(q) => format!("Route::Queue({q})"),
                     Route::Partition(q, p) => format!("Route::Partition({q}, {p})"),
                     Route::Discovery(t) => format!("Route::Discovery({})", opt(t)),
                 };
-                format!("Step::Pop {{ route: {route}, group: {group}, batch: {batch}, partitions: {partitions}, auto_ack: {auto_ack}, lease: {lease} }}")
+                format!("Step::Pop(Pop {{ route: {route}, group: {group}, batch: {batch}, partitions: {partitions}, auto_ack: {auto_ack}, lease: {lease} }})")
             }
             Step::Ack { picks, group, single } => {
                 let picks: Vec<String> = picks.iter().map(|(i, s, l)| format!("({i}, {s}, {l})")).collect();
@@ -635,18 +628,18 @@ impl Step {
     pub fn kind(&self) -> &'static str {
         match self {
             Step::Push { .. } => "push",
-            Step::Pop {
+            Step::Pop(Pop {
                 route: Route::Queue(_),
                 ..
-            } => "pop (queue route)",
-            Step::Pop {
+            }) => "pop (queue route)",
+            Step::Pop(Pop {
                 route: Route::Partition(..),
                 ..
-            } => "pop (partition route)",
-            Step::Pop {
+            }) => "pop (partition route)",
+            Step::Pop(Pop {
                 route: Route::Discovery(_),
                 ..
-            } => "pop (discovery)",
+            }) => "pop (discovery)",
             Step::Ack { single: true, .. } => "ack (single)",
             Step::Ack { .. } => "ack (batch)",
             Step::AckLast { .. } => "ack (the latest batch)",

@@ -47,7 +47,7 @@ pub use raw::{deliverable, RawJson, Undeliverable, PAYLOAD_DEPTH_LIMIT};
 pub use route::*;
 pub use table::*;
 pub use txn::*;
-pub use view::View;
+pub use view::{View, ViewKind};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};

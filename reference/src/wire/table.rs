@@ -1,13 +1,15 @@
 //! Every route of the protocol in one table: its method and path, who may call it, the
-//! rule that names its answer and the short name people read.
+//! rule that names its answer, the short name people read, and the wire types of the
+//! body it reads and the answer it gives.
 //!
-//! A route used to be known in many places at once: the parser's dispatch, the access
-//! levels, the checker's rule for a missing route and the shape it prints, a request's
-//! short name. Each of those now reads this table, and a request names its route
+//! The parser's dispatch, the access levels, the checker's rule for a missing route and
+//! the shape it prints, a request's short name, the typing of a management answer and the
+//! OpenAPI document all read this table, and a request names its route
 //! ([`Request::route`]), so adding a route means adding its row, its parse, its answer in
 //! the model and the engines, a case and its rule in the spec.
 
 use super::auth::Access;
+use super::view::{View, ViewKind};
 use super::{ManageRequest, PopRoute, Request};
 use crate::rules::*;
 
@@ -26,6 +28,10 @@ pub struct Route {
     pub rule: RuleId,
     /// The operation's short name, for labels a person reads (metrics, a timeline).
     pub name: &'static str,
+    /// The body it reads.
+    pub body: Body,
+    /// What it answers with when it succeeds.
+    pub reply: Reply,
 }
 
 /// Every route, by what it does.
@@ -113,13 +119,16 @@ pub enum RouteId {
     DeleteGroupQueue,
 }
 
+#[allow(clippy::too_many_arguments)]
 const fn row(
     id: RouteId,
     method: &'static str,
-    path: &'static str,
     access: Access,
     rule: RuleId,
     name: &'static str,
+    body: Body,
+    reply: Reply,
+    path: &'static str,
 ) -> Route {
     Route {
         id,
@@ -128,308 +137,138 @@ const fn row(
         access,
         rule,
         name,
+        body,
+        reply,
     }
 }
 
+/// The JSON body a route reads, by the wire type that describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// No body is read.
+    Empty,
+    /// A push's items (PUSH-1).
+    Push,
+    /// One acknowledgment (section 4).
+    Ack,
+    /// Several acknowledgments.
+    AckBatch,
+    /// An optional duration (LEASE-3: none means the lease's own).
+    Extend,
+    /// Operations applied together (TXN-1).
+    Transaction,
+    /// A queue and its options (CFG-1).
+    Configure,
+    /// A maintenance switch's new state.
+    Switch,
+    /// Where a group's cursors go (MGMT-8).
+    Seek,
+    /// The time a group reads from (MGMT-8).
+    Subscription,
+    /// Any JSON object, not read (MGMT-12).
+    Ignored,
+}
+
+impl Body {
+    /// Whether a call must send the body (LEASE-3 lets an extend leave it out).
+    pub fn required(self) -> bool {
+        !matches!(self, Body::Empty | Body::Extend)
+    }
+}
+
+/// The wire type of a route's successful answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// One [`PushResult`] per item.
+    Pushed,
+    /// A [`PopResponse`].
+    Popped,
+    /// One [`AckResult`] per acknowledgment.
+    Acked,
+    /// An [`ExtendResponse`].
+    Extended,
+    /// A [`TxnResponse`].
+    Transaction,
+    /// A [`ConfigureResponse`].
+    Configured,
+    /// A [`DeleteResponse`].
+    QueueDeleted,
+    /// A [`DlqResponse`].
+    DeadLetters,
+    /// A [`MaintenanceResponse`].
+    PushSwitch,
+    /// A [`PopMaintenanceResponse`].
+    PopSwitch,
+    /// A [`HealthResponse`].
+    Health,
+    /// A management view (section 17).
+    View(ViewKind),
+}
+
 use Access::{Admin, ReadOnly, ReadWrite};
+use Body as B;
+use Reply as A;
 use RouteId as R;
+use ViewKind as V;
 
 /// The table. A path is matched against the rows in order, so a literal segment comes
 /// before a variable one in the same place (`lagging` before `{group}`).
+#[rustfmt::skip]
 pub const ROUTES: &[Route] = &[
-    row(R::Push, "POST", "/api/v1/push", ReadWrite, PUSH_1, "push"),
-    row(
-        R::PopDiscovery,
-        "GET",
-        "/api/v1/pop",
-        ReadWrite,
-        POP_10,
-        "pop",
-    ),
-    row(
-        R::PopQueue,
-        "GET",
-        "/api/v1/pop/queue/{queue}",
-        ReadWrite,
-        POP_5,
-        "pop",
-    ),
-    row(
-        R::PopPartition,
-        "GET",
-        "/api/v1/pop/queue/{queue}/partition/{partition}",
-        ReadWrite,
-        POP_5,
-        "pop",
-    ),
-    row(R::Ack, "POST", "/api/v1/ack", ReadWrite, ACK_0, "ack"),
-    row(
-        R::AckBatch,
-        "POST",
-        "/api/v1/ack/batch",
-        ReadWrite,
-        ACK_0,
-        "ack",
-    ),
-    row(
-        R::Extend,
-        "POST",
-        "/api/v1/lease/{leaseId}/extend",
-        ReadWrite,
-        LEASE_2,
-        "extend",
-    ),
-    row(
-        R::Transaction,
-        "POST",
-        "/api/v1/transaction",
-        ReadWrite,
-        TXN_1,
-        "txn",
-    ),
-    row(
-        R::Configure,
-        "POST",
-        "/api/v1/configure",
-        ReadWrite,
-        CFG_1,
-        "configure",
-    ),
-    row(
-        R::DeleteQueue,
-        "DELETE",
-        "/api/v1/resources/queues/{queue}",
-        Admin,
-        DEL_1,
-        "delete",
-    ),
-    row(R::Dlq, "GET", "/api/v1/dlq", ReadOnly, DLQ_2, "dlq"),
-    row(
-        R::GetPushMaintenance,
-        "GET",
-        "/api/v1/system/maintenance",
-        Admin,
-        MAINT_1,
-        "maintenance",
-    ),
-    row(
-        R::SetPushMaintenance,
-        "POST",
-        "/api/v1/system/maintenance",
-        Admin,
-        MAINT_1,
-        "maintenance",
-    ),
-    row(
-        R::GetPopMaintenance,
-        "GET",
-        "/api/v1/system/maintenance/pop",
-        Admin,
-        MAINT_2,
-        "pop-maintenance",
-    ),
-    row(
-        R::SetPopMaintenance,
-        "POST",
-        "/api/v1/system/maintenance/pop",
-        Admin,
-        MAINT_2,
-        "pop-maintenance",
-    ),
-    row(R::Health, "GET", "/health", ReadOnly, HEALTH_1, "health"),
-    row(
-        R::Overview,
-        "GET",
-        "/api/v1/resources/overview",
-        ReadOnly,
-        MGMT_4,
-        "manage",
-    ),
-    row(
-        R::Status,
-        "GET",
-        "/api/v1/status",
-        ReadOnly,
-        MGMT_5,
-        "manage",
-    ),
-    row(
-        R::Queues,
-        "GET",
-        "/api/v1/resources/queues",
-        ReadOnly,
-        MGMT_4,
-        "manage",
-    ),
-    row(
-        R::StatusQueues,
-        "GET",
-        "/api/v1/status/queues",
-        ReadOnly,
-        MGMT_4,
-        "manage",
-    ),
-    row(
-        R::Queue,
-        "GET",
-        "/api/v1/resources/queues/{queue}",
-        ReadOnly,
-        MGMT_4,
-        "manage",
-    ),
-    row(
-        R::StatusQueue,
-        "GET",
-        "/api/v1/status/queues/{queue}",
-        ReadOnly,
-        MGMT_5,
-        "manage",
-    ),
-    row(
-        R::Depth,
-        "GET",
-        "/api/v1/resources/queues/{queue}/depth",
-        ReadOnly,
-        MGMT_4,
-        "manage",
-    ),
-    row(
-        R::Partitions,
-        "GET",
-        "/api/v1/resources/partitions",
-        ReadOnly,
-        MGMT_4,
-        "manage",
-    ),
-    row(
-        R::Namespaces,
-        "GET",
-        "/api/v1/resources/namespaces",
-        ReadOnly,
-        MGMT_4,
-        "manage",
-    ),
-    row(
-        R::Tasks,
-        "GET",
-        "/api/v1/resources/tasks",
-        ReadOnly,
-        MGMT_4,
-        "manage",
-    ),
-    row(
-        R::Groups,
-        "GET",
-        "/api/v1/consumer-groups",
-        ReadOnly,
-        MGMT_3,
-        "manage",
-    ),
-    row(
-        R::Lagging,
-        "GET",
-        "/api/v1/consumer-groups/lagging",
-        ReadOnly,
-        MGMT_3,
-        "manage",
-    ),
-    row(
-        R::Group,
-        "GET",
-        "/api/v1/consumer-groups/{group}",
-        ReadOnly,
-        MGMT_3,
-        "manage",
-    ),
-    row(
-        R::Analytics,
-        "GET",
-        "/api/v1/status/analytics",
-        ReadOnly,
-        MGMT_13,
-        "manage",
-    ),
-    row(
-        R::Messages,
-        "GET",
-        "/api/v1/messages",
-        ReadOnly,
-        MGMT_6,
-        "manage",
-    ),
-    row(
-        R::QueueMessages,
-        "GET",
-        "/api/v1/status/queues/{queue}/messages",
-        ReadOnly,
-        MGMT_6,
-        "manage",
-    ),
-    row(
-        R::Message,
-        "GET",
-        "/api/v1/messages/{partitionId}/{transactionId}",
-        ReadOnly,
-        MGMT_7,
-        "manage",
-    ),
-    row(
-        R::Seek,
-        "POST",
-        "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
-        ReadWrite,
-        MGMT_8,
-        "manage-write",
-    ),
-    row(
-        R::SeekPartition,
-        "POST",
-        "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek",
-        ReadWrite,
-        MGMT_8,
-        "manage-write",
-    ),
-    row(
-        R::Subscription,
-        "POST",
-        "/api/v1/consumer-groups/{group}/subscription",
-        ReadWrite,
-        MGMT_8,
-        "manage-write",
-    ),
-    row(
-        R::Retry,
-        "POST",
-        "/api/v1/messages/{partitionId}/{transactionId}/retry",
-        ReadWrite,
-        MGMT_12,
-        "manage-write",
-    ),
-    row(
-        R::DeleteMessage,
-        "DELETE",
-        "/api/v1/messages/{partitionId}/{transactionId}",
-        Admin,
-        MGMT_11,
-        "manage-write",
-    ),
-    row(
-        R::DeleteGroup,
-        "DELETE",
-        "/api/v1/consumer-groups/{group}",
-        Admin,
-        MGMT_9,
-        "manage-write",
-    ),
-    row(
-        R::DeleteGroupQueue,
-        "DELETE",
-        "/api/v1/consumer-groups/{group}/queues/{queue}",
-        Admin,
-        MGMT_9,
-        "manage-write",
-    ),
+    row(R::Push,               "POST",   ReadWrite, PUSH_1,   "push",            B::Push,         A::Pushed,                  "/api/v1/push"),
+    row(R::PopDiscovery,       "GET",    ReadWrite, POP_10,   "pop",             B::Empty,        A::Popped,                  "/api/v1/pop"),
+    row(R::PopQueue,           "GET",    ReadWrite, POP_5,    "pop",             B::Empty,        A::Popped,                  "/api/v1/pop/queue/{queue}"),
+    row(R::PopPartition,       "GET",    ReadWrite, POP_5,    "pop",             B::Empty,        A::Popped,                  "/api/v1/pop/queue/{queue}/partition/{partition}"),
+    row(R::Ack,                "POST",   ReadWrite, ACK_0,    "ack",             B::Ack,          A::Acked,                   "/api/v1/ack"),
+    row(R::AckBatch,           "POST",   ReadWrite, ACK_0,    "ack",             B::AckBatch,     A::Acked,                   "/api/v1/ack/batch"),
+    row(R::Extend,             "POST",   ReadWrite, LEASE_2,  "extend",          B::Extend,       A::Extended,                "/api/v1/lease/{leaseId}/extend"),
+    row(R::Transaction,        "POST",   ReadWrite, TXN_1,    "txn",             B::Transaction,  A::Transaction,             "/api/v1/transaction"),
+    row(R::Configure,          "POST",   ReadWrite, CFG_1,    "configure",       B::Configure,    A::Configured,              "/api/v1/configure"),
+    row(R::DeleteQueue,        "DELETE", Admin,     DEL_1,    "delete",          B::Empty,        A::QueueDeleted,            "/api/v1/resources/queues/{queue}"),
+    row(R::Dlq,                "GET",    ReadOnly,  DLQ_2,    "dlq",             B::Empty,        A::DeadLetters,             "/api/v1/dlq"),
+    row(R::GetPushMaintenance, "GET",    Admin,     MAINT_1,  "maintenance",     B::Empty,        A::PushSwitch,              "/api/v1/system/maintenance"),
+    row(R::SetPushMaintenance, "POST",   Admin,     MAINT_1,  "maintenance",     B::Switch,       A::PushSwitch,              "/api/v1/system/maintenance"),
+    row(R::GetPopMaintenance,  "GET",    Admin,     MAINT_2,  "pop-maintenance", B::Empty,        A::PopSwitch,               "/api/v1/system/maintenance/pop"),
+    row(R::SetPopMaintenance,  "POST",   Admin,     MAINT_2,  "pop-maintenance", B::Switch,       A::PopSwitch,               "/api/v1/system/maintenance/pop"),
+    row(R::Health,             "GET",    ReadOnly,  HEALTH_1, "health",          B::Empty,        A::Health,                  "/health"),
+    row(R::Overview,           "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Overview),       "/api/v1/resources/overview"),
+    row(R::Status,             "GET",    ReadOnly,  MGMT_5,   "manage",          B::Empty,        A::View(V::Status),         "/api/v1/status"),
+    row(R::Queues,             "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Queues),         "/api/v1/resources/queues"),
+    row(R::StatusQueues,       "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Queues),         "/api/v1/status/queues"),
+    row(R::Queue,              "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Queue),          "/api/v1/resources/queues/{queue}"),
+    row(R::StatusQueue,        "GET",    ReadOnly,  MGMT_5,   "manage",          B::Empty,        A::View(V::StatusQueue),    "/api/v1/status/queues/{queue}"),
+    row(R::Depth,              "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Depth),          "/api/v1/resources/queues/{queue}/depth"),
+    row(R::Partitions,         "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Partitions),     "/api/v1/resources/partitions"),
+    row(R::Namespaces,         "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Namespaces),     "/api/v1/resources/namespaces"),
+    row(R::Tasks,              "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Tasks),          "/api/v1/resources/tasks"),
+    row(R::Groups,             "GET",    ReadOnly,  MGMT_3,   "manage",          B::Empty,        A::View(V::Groups),         "/api/v1/consumer-groups"),
+    row(R::Lagging,            "GET",    ReadOnly,  MGMT_3,   "manage",          B::Empty,        A::View(V::Lagging),        "/api/v1/consumer-groups/lagging"),
+    row(R::Group,              "GET",    ReadOnly,  MGMT_3,   "manage",          B::Empty,        A::View(V::Group),          "/api/v1/consumer-groups/{group}"),
+    row(R::Analytics,          "GET",    ReadOnly,  MGMT_13,  "manage",          B::Empty,        A::View(V::Analytics),      "/api/v1/status/analytics"),
+    row(R::Messages,           "GET",    ReadOnly,  MGMT_6,   "manage",          B::Empty,        A::View(V::Messages),       "/api/v1/messages"),
+    row(R::QueueMessages,      "GET",    ReadOnly,  MGMT_6,   "manage",          B::Empty,        A::View(V::Messages),       "/api/v1/status/queues/{queue}/messages"),
+    row(R::Message,            "GET",    ReadOnly,  MGMT_7,   "manage",          B::Empty,        A::View(V::Message),        "/api/v1/messages/{partitionId}/{transactionId}"),
+    row(R::Seek,               "POST",   ReadWrite, MGMT_8,   "manage-write",    B::Seek,         A::View(V::Seek),           "/api/v1/consumer-groups/{group}/queues/{queue}/seek"),
+    row(R::SeekPartition,      "POST",   ReadWrite, MGMT_8,   "manage-write",    B::Seek,         A::View(V::Seek),           "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek"),
+    row(R::Subscription,       "POST",   ReadWrite, MGMT_8,   "manage-write",    B::Subscription, A::View(V::Subscription),   "/api/v1/consumer-groups/{group}/subscription"),
+    row(R::Retry,              "POST",   ReadWrite, MGMT_12,  "manage-write",    B::Ignored,      A::View(V::Retry),          "/api/v1/messages/{partitionId}/{transactionId}/retry"),
+    row(R::DeleteMessage,      "DELETE", Admin,     MGMT_11,  "manage-write",    B::Empty,        A::View(V::MessageDeleted), "/api/v1/messages/{partitionId}/{transactionId}"),
+    row(R::DeleteGroup,        "DELETE", Admin,     MGMT_9,   "manage-write",    B::Empty,        A::View(V::GroupDeleted),   "/api/v1/consumer-groups/{group}"),
+    row(R::DeleteGroupQueue,   "DELETE", Admin,     MGMT_9,   "manage-write",    B::Empty,        A::View(V::GroupDeleted),   "/api/v1/consumer-groups/{group}/queues/{queue}"),
 ];
+
+impl View {
+    /// The view `route` answers with, read from its JSON form; an error when `route` does
+    /// not answer with a view or `v` is not its view.
+    pub fn from_value(route: RouteId, v: serde_json::Value) -> Result<View, String> {
+        match route.route().reply {
+            Reply::View(kind) => {
+                View::read(kind, v).map_err(|e| format!("not the view of {route:?}: {e}"))
+            }
+            _ => Err(format!("{route:?} answers no management view")),
+        }
+    }
+}
 
 impl RouteId {
     /// This route's row.

@@ -65,6 +65,11 @@ pub fn rolled_back(why: &str) -> String {
     format!("transaction rolled back, nothing applied: {why}")
 }
 
+/// Why a transaction aborts when one of its `requiredLeases` is not live (TXN-1).
+pub fn lease_not_held(lease: impl std::fmt::Display) -> String {
+    format!("required lease {lease} is not held")
+}
+
 /// Members of a transaction body that other Queen brokers act on and this protocol does
 /// not have (key-value gates, timers): TXN-5 refuses them rather than commit without them.
 const UNSUPPORTED_MEMBERS: [&str; 2] = ["kv", "timers"];

@@ -1,17 +1,62 @@
-//! The management answers (PROTOCOL.md section 17), typed by route.
+//! The management answers (PROTOCOL.md section 17), typed by what they show.
 //!
-//! Every engine answers a management request with one of these, so code between the
-//! engine and the wire reads a view as its type rather than as JSON, and the one place
-//! that knows which type a route answers with is [`View::from_value`], which the model's
-//! renderer uses to type the views it builds from symbolic values.
+//! Every engine answers a management request with a [`View`], so code between the engine
+//! and the wire reads a view as its type rather than as JSON. The route table names each
+//! route's view by its [`ViewKind`]; the list below is the one place a kind is tied to
+//! its wire type, for reading a view back from JSON, writing it, and describing it in
+//! the OpenAPI document.
 
 use super::*;
 use serde_json::Value;
 
-/// A management answer, by what it shows.
-#[derive(Clone, Debug, PartialEq)]
-#[allow(missing_docs)] // Each variant is named for the wire type it holds.
-pub enum View {
+/// Declares [`View`], [`ViewKind`] and the code that goes from one to the other, from
+/// one list of `Kind(WireType)` pairs.
+macro_rules! views {
+    ($($kind:ident($ty:ty)),* $(,)?) => {
+        /// A management answer, by what it shows.
+        #[derive(Clone, Debug, PartialEq)]
+        #[allow(missing_docs)] // Each variant is named for the wire type it holds.
+        pub enum View {
+            $($kind($ty)),*
+        }
+
+        /// Which view a route answers with: a [`View`] variant without its contents.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[allow(missing_docs)]
+        pub enum ViewKind {
+            $($kind),*
+        }
+
+        impl View {
+            /// The view of kind `kind` read from its JSON form.
+            pub fn read(kind: ViewKind, v: Value) -> Result<View, serde_json::Error> {
+                match kind {
+                    $(ViewKind::$kind => serde_json::from_value(v).map(View::$kind)),*
+                }
+            }
+        }
+
+        impl serde::Serialize for View {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self {
+                    $(View::$kind(v) => v.serialize(s)),*
+                }
+            }
+        }
+
+        #[cfg(feature = "openapi")]
+        impl ViewKind {
+            /// The JSON Schema of this kind's wire type, a reference into `g`'s definitions.
+            pub fn schema(self, g: &mut schemars::SchemaGenerator) -> Value {
+                match self {
+                    $(ViewKind::$kind => g.subschema_for::<$ty>().to_value()),*
+                }
+            }
+        }
+    };
+}
+
+views! {
     Overview(Overview),
     Status(StatusView),
     Queues(QueuesPage),
@@ -33,65 +78,4 @@ pub enum View {
     MessageDeleted(MessageDeleted),
     GroupDeleted(GroupDeleted),
     Metrics(MetricsView),
-}
-
-impl View {
-    /// The view `route` answers with, read from its JSON form; an error when `route` is
-    /// not a management route or `v` is not that route's view.
-    pub fn from_value(route: RouteId, v: Value) -> Result<View, String> {
-        use serde_json::from_value as of;
-        use RouteId as R;
-        let typed = match route {
-            R::Overview => of(v).map(View::Overview),
-            R::Status => of(v).map(View::Status),
-            R::Queues | R::StatusQueues => of(v).map(View::Queues),
-            R::Queue => of(v).map(View::Queue),
-            R::StatusQueue => of(v).map(View::StatusQueue),
-            R::Depth => of(v).map(View::Depth),
-            R::Partitions => of(v).map(View::Partitions),
-            R::Namespaces => of(v).map(View::Namespaces),
-            R::Tasks => of(v).map(View::Tasks),
-            R::Groups => of(v).map(View::Groups),
-            R::Lagging => of(v).map(View::Lagging),
-            R::Group => of(v).map(View::Group),
-            R::Messages | R::QueueMessages => of(v).map(View::Messages),
-            R::Analytics => of(v).map(View::Analytics),
-            R::Message => of(v).map(View::Message),
-            R::Seek | R::SeekPartition => of(v).map(View::Seek),
-            R::Subscription => of(v).map(View::Subscription),
-            R::Retry => of(v).map(View::Retry),
-            R::DeleteMessage => of(v).map(View::MessageDeleted),
-            R::DeleteGroup | R::DeleteGroupQueue => of(v).map(View::GroupDeleted),
-            other => return Err(format!("{other:?} answers no management view")),
-        };
-        typed.map_err(|e| format!("not the view of {route:?}: {e}"))
-    }
-}
-
-impl serde::Serialize for View {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            View::Overview(v) => v.serialize(s),
-            View::Status(v) => v.serialize(s),
-            View::Queues(v) => v.serialize(s),
-            View::Queue(v) => v.serialize(s),
-            View::StatusQueue(v) => v.serialize(s),
-            View::Depth(v) => v.serialize(s),
-            View::Partitions(v) => v.serialize(s),
-            View::Namespaces(v) => v.serialize(s),
-            View::Tasks(v) => v.serialize(s),
-            View::Groups(v) => v.serialize(s),
-            View::Lagging(v) => v.serialize(s),
-            View::Group(v) => v.serialize(s),
-            View::Messages(v) => v.serialize(s),
-            View::Analytics(v) => v.serialize(s),
-            View::Message(v) => v.serialize(s),
-            View::Seek(v) => v.serialize(s),
-            View::Subscription(v) => v.serialize(s),
-            View::Retry(v) => v.serialize(s),
-            View::MessageDeleted(v) => v.serialize(s),
-            View::GroupDeleted(v) => v.serialize(s),
-            View::Metrics(v) => v.serialize(s),
-        }
-    }
 }

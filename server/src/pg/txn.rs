@@ -7,7 +7,9 @@ use crate::prepared::Prepared;
 use crate::seal::Sealer;
 use crate::wakes::Wakes;
 use queen_reference::model::txn::TXN_MAINTENANCE_ERROR;
-use queen_reference::wire::{rolled_back, Answer, TxnOp, TxnRequest, TxnResponse, TxnResult};
+use queen_reference::wire::{
+    lease_not_held, rolled_back, Answer, TxnOp, TxnRequest, TxnResponse, TxnResult,
+};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -99,9 +101,7 @@ async fn refusal(
             .fetch_one(&mut *tx)
             .await?;
         if !live {
-            return Ok(Some(Refusal::Abort(format!(
-                "required lease {l} is not held"
-            ))));
+            return Ok(Some(Refusal::Abort(lease_not_held(l))));
         }
     }
     Ok(None)

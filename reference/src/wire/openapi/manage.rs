@@ -1,9 +1,9 @@
 //! The management and observability operations of the document (PROTOCOL.md section
 //! 17), each answer's schema generated from the view type it is rendered from.
 
-use super::{g_ref, of, param, At, Op};
+use super::{g_ref, param, At, Op};
 use crate::wire::*;
-use schemars::{JsonSchema, SchemaGenerator};
+use schemars::JsonSchema;
 use serde_json::Value;
 use RouteId as R;
 
@@ -11,7 +11,7 @@ use RouteId as R;
 #[derive(JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
-struct SubscriptionBody {
+pub(super) struct SubscriptionBody {
     /// ISO-8601: where the group reads from on every queue it reads.
     subscription_timestamp: String,
 }
@@ -20,7 +20,7 @@ struct SubscriptionBody {
 #[derive(JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[allow(dead_code)]
-struct SeekBody {
+pub(super) struct SeekBody {
     /// `true`: to each partition's last offset.
     to_end: Option<bool>,
     /// ISO-8601: to the last message created before it.
@@ -39,14 +39,13 @@ fn page() -> Vec<Value> {
     ]
 }
 
-fn read(route: RouteId, summary: &'static str, params: Vec<Value>, answer: Option<Value>) -> Op {
+fn read(route: RouteId, summary: &'static str, params: Vec<Value>) -> Op {
     Op {
         at: At::Route(route),
         summary,
         params,
-        body: None,
-        responses: vec![
-            (200, "The view.", answer),
+        ok: (200, "The view."),
+        errors: vec![
             (
                 400,
                 "A malformed parameter; nothing changed.",
@@ -62,7 +61,7 @@ fn read(route: RouteId, summary: &'static str, params: Vec<Value>, answer: Optio
 }
 
 /// Every management operation.
-pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
+pub(super) fn operations() -> Vec<Op> {
     let q = || param("queue", "path", "string", "The queue.");
     let grp = || param("group", "path", "string", "The consumer group.");
     let with = |mut a: Vec<Value>, b: Vec<Value>| {
@@ -81,41 +80,31 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         ]
     };
     let mut ops = vec![
-        read(
-            R::Overview,
-            "Broker-wide figures (MGMT-4).",
-            vec![],
-            of::<Overview>(g),
-        ),
+        read(R::Overview, "Broker-wide figures (MGMT-4).", vec![]),
         read(
             R::Status,
             "The overview with the maintenance switches (MGMT-5).",
             vec![],
-            of::<StatusView>(g),
         ),
         read(
             R::Queues,
             "A page of queues by name (MGMT-2, MGMT-4).",
             with(filters(), page()),
-            of::<QueuesPage>(g),
         ),
         read(
             R::StatusQueues,
             "The same page of queues (MGMT-5).",
             with(filters(), page()),
-            of::<QueuesPage>(g),
         ),
         read(
             R::Queue,
             "One queue's figures and options (MGMT-4).",
             vec![q()],
-            of::<QueueDetail>(g),
         ),
         read(
             R::StatusQueue,
             "One queue with a page of its partitions (MGMT-5).",
             with(vec![q()], page()),
-            of::<StatusQueue>(g),
         ),
         read(
             R::Depth,
@@ -132,7 +121,6 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
                 ],
                 page(),
             ),
-            of::<Depth>(g),
         ),
         read(
             R::Partitions,
@@ -141,25 +129,21 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
                 vec![param("queue", "query", "string", "Only this queue's.")],
                 page(),
             ),
-            of::<PartitionsPage>(g),
         ),
         read(
             R::Namespaces,
             "A page of namespaces with their queue counts (MGMT-4).",
             page(),
-            of::<Namespaces>(g),
         ),
         read(
             R::Tasks,
             "A page of tasks with their queue counts (MGMT-4).",
             page(),
-            of::<Tasks>(g),
         ),
         read(
             R::Groups,
             "A page of consumer groups by name (MGMT-3).",
             page(),
-            of::<GroupsPage>(g),
         ),
         read(
             R::Lagging,
@@ -168,14 +152,8 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
                 vec![param("minLagSeconds", "query", "integer", "Default 60.")],
                 page(),
             ),
-            of::<Lagging>(g),
         ),
-        read(
-            R::Group,
-            "One consumer group (MGMT-3).",
-            vec![grp()],
-            of::<GroupView>(g),
-        ),
+        read(R::Group, "One consumer group (MGMT-3).", vec![grp()]),
         read(
             R::Messages,
             "Peek: retained messages with their state for a group, nothing leased (MGMT-6).",
@@ -198,7 +176,6 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
                 ],
                 page(),
             ),
-            of::<MessagesPage>(g),
         ),
         read(
             R::QueueMessages,
@@ -222,7 +199,6 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
                 ],
                 page(),
             ),
-            of::<MessagesPage>(g),
         ),
         read(
             R::Analytics,
@@ -251,7 +227,6 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
                 ],
                 filters(),
             ),
-            of::<Analytics>(g),
         ),
         read(
             R::Message,
@@ -265,23 +240,21 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
                     "The message's transactionId.",
                 ),
             ],
-            of::<MessageDetail>(g),
         ),
     ];
     ops.push(Op {
-        at: At::Outside("GET", "/metrics"),
+        at: At::Outside("GET", "/metrics", Reply::View(ViewKind::Metrics)),
         summary: "Counts since the broker started, as JSON (MGMT-10; the Prometheus text is at /metrics/prometheus).",
         params: vec![],
-        body: None,
-        responses: vec![(200, "The counts.", of::<MetricsView>(g))],
+        ok: (200, "The counts."),
+errors: vec![],
     });
     ops.push(Op {
         at: At::Route(R::Seek),
         summary: "Move a group's cursors on a queue to the end or to a time (MGMT-8).",
         params: vec![grp(), q()],
-        body: Some(g.subschema_for::<SeekBody>().to_value()),
-        responses: vec![
-            (200, "The cursors were set.", of::<SeekResponse>(g)),
+        ok: (200, "The cursors were set."),
+        errors: vec![
             (
                 400,
                 "A malformed body; nothing changed.",
@@ -290,7 +263,6 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             (404, "The queue does not exist.", Some(g_ref("ErrorBody"))),
         ],
     });
-    let seek_body = g.subschema_for::<SeekBody>().to_value();
     ops.push(Op {
         at: At::Route(R::SeekPartition),
         summary: "Move a group's cursor on one partition to the end or to a time (MGMT-8).",
@@ -299,9 +271,8 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             q(),
             param("partition", "path", "string", "The partition."),
         ],
-        body: Some(seek_body),
-        responses: vec![
-            (200, "The cursor was set.", of::<SeekResponse>(g)),
+        ok: (200, "The cursor was set."),
+        errors: vec![
             (
                 400,
                 "A malformed body; nothing changed.",
@@ -318,15 +289,12 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         at: At::Route(R::Subscription),
         summary: "Seek a group to a time on every queue it reads (MGMT-8).",
         params: vec![grp()],
-        body: Some(g.subschema_for::<SubscriptionBody>().to_value()),
-        responses: vec![
-            (200, "The cursors were set.", of::<SubscriptionResponse>(g)),
-            (
-                400,
-                "A malformed body; nothing changed.",
-                Some(g_ref("ErrorBody")),
-            ),
-        ],
+        ok: (200, "The cursors were set."),
+        errors: vec![(
+            400,
+            "A malformed body; nothing changed.",
+            Some(g_ref("ErrorBody")),
+        )],
     });
     let message = || {
         vec![
@@ -343,13 +311,8 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         at: At::Route(R::Retry),
         summary: "Write a dead-lettered message again at the end of its partition (MGMT-12).",
         params: message(),
-        body: Some(serde_json::json!({"type": "object", "description": "Ignored."})),
-        responses: vec![
-            (
-                200,
-                "Written again; its dead letters are gone.",
-                of::<RetryResponse>(g),
-            ),
+        ok: (200, "Written again; its dead letters are gone."),
+        errors: vec![
             (
                 400,
                 "A partitionId that is not a UUID.",
@@ -376,13 +339,11 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
         at: At::Route(R::DeleteMessage),
         summary: "Delete the newest retained message with the transactionId (MGMT-11).",
         params: message(),
-        body: None,
-        responses: vec![
-            (
-                200,
-                "Deleted: never delivered, counted or resolved again; its offset stays used.",
-                of::<MessageDeleted>(g),
-            ),
+        ok: (
+            200,
+            "Deleted: never delivered, counted or resolved again; its offset stays used.",
+        ),
+        errors: vec![
             (
                 400,
                 "A partitionId that is not a UUID.",
@@ -419,19 +380,12 @@ pub(super) fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             at: At::Route(route),
             summary,
             params,
-            body: None,
-            responses: vec![
-                (
-                    200,
-                    "Deleted (0 when the group had none).",
-                    of::<GroupDeleted>(g),
-                ),
-                (
-                    400,
-                    "A malformed parameter; nothing changed.",
-                    Some(g_ref("ErrorBody")),
-                ),
-            ],
+            ok: (200, "Deleted (0 when the group had none)."),
+            errors: vec![(
+                400,
+                "A malformed parameter; nothing changed.",
+                Some(g_ref("ErrorBody")),
+            )],
         });
     }
     ops

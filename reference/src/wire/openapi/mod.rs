@@ -146,22 +146,36 @@ struct MaintenanceBody {
 pub(super) enum At {
     /// A route of [`super::ROUTES`]: its method and path come from there.
     Route(RouteId),
-    /// Method and path of a route outside the table.
-    Outside(&'static str, &'static str),
+    /// Method, path and answer of a route outside the table.
+    Outside(&'static str, &'static str, Reply),
 }
 
 impl At {
     fn method(self) -> &'static str {
         match self {
             At::Route(r) => r.route().method,
-            At::Outside(method, _) => method,
+            At::Outside(method, ..) => method,
         }
     }
 
     fn path(self) -> &'static str {
         match self {
             At::Route(r) => r.route().path,
-            At::Outside(_, path) => path,
+            At::Outside(_, path, _) => path,
+        }
+    }
+
+    fn reply(self) -> Reply {
+        match self {
+            At::Route(r) => r.route().reply,
+            At::Outside(.., reply) => reply,
+        }
+    }
+
+    fn body(self) -> Body {
+        match self {
+            At::Route(r) => r.route().body,
+            At::Outside(..) => Body::Empty,
         }
     }
 }
@@ -171,9 +185,10 @@ pub(super) struct Op {
     pub(super) at: At,
     pub(super) summary: &'static str,
     pub(super) params: Vec<Value>,
-    pub(super) body: Option<Value>,
+    /// The success status and what it means; its schema is the route's reply.
+    pub(super) ok: (u16, &'static str),
     /// Status, description, schema (`None`: no body).
-    pub(super) responses: Vec<(u16, &'static str, Option<Value>)>,
+    pub(super) errors: Vec<(u16, &'static str, Option<Value>)>,
 }
 
 pub(super) fn param(name: &str, place: &str, ty: &str, what: &str) -> Value {
@@ -235,13 +250,8 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             at: At::Route(R::Push),
             summary: "Push messages (PUSH-1..PUSH-8).",
             params: vec![],
-            body: of::<PushBody>(g),
-            responses: vec![
-                (
-                    201,
-                    "One result per item, in order.",
-                    of::<Vec<PushResult>>(g),
-                ),
+            ok: (201, "One result per item, in order."),
+            errors: vec![
                 bad.clone(),
                 (413, "The body exceeds the broker's limit.", err()),
                 (
@@ -257,13 +267,11 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             ],
         },
         pop_op(
-            g,
             R::PopQueue,
             "Pop from any partition of a queue (POP-1..POP-9).",
             vec![q()],
         ),
         pop_op(
-            g,
             R::PopPartition,
             "Pop from one partition.",
             vec![q(), param("partition", "path", "string", "The partition.")],
@@ -278,9 +286,8 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             .into_iter()
             .chain(pop_query())
             .collect(),
-            body: None,
-            responses: vec![
-                (200, "Leased messages.", of::<PopResponse>(g)),
+            ok: (200, "Leased messages."),
+            errors: vec![
                 (204, "Nothing to deliver.", None),
                 (
                     400,
@@ -294,48 +301,29 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             at: At::Route(R::Ack),
             summary: "Acknowledge one message (ACK-0..ACK-8).",
             params: vec![],
-            body: of::<AckBody>(g),
-            responses: vec![(200, "One result.", of::<Vec<AckResult>>(g)), bad.clone()],
+            ok: (200, "One result."),
+            errors: vec![bad.clone()],
         },
         Op {
             at: At::Route(R::AckBatch),
             summary: "Acknowledge several messages at once.",
             params: vec![],
-            body: of::<AckBatchBody>(g),
-            responses: vec![
-                (
-                    200,
-                    "One result per acknowledgment, in order.",
-                    of::<Vec<AckResult>>(g),
-                ),
-                bad.clone(),
-            ],
+            ok: (200, "One result per acknowledgment, in order."),
+            errors: vec![bad.clone()],
         },
         Op {
             at: At::Route(R::Extend),
             summary: "Extend a live lease (LEASE-1..LEASE-3).",
             params: vec![param("leaseId", "path", "string", "The lease (a UUID).")],
-            body: of::<ExtendBody>(g),
-            responses: vec![
-                (
-                    200,
-                    "Whether the lease was renewed, and until when.",
-                    of::<ExtendResponse>(g),
-                ),
-                bad.clone(),
-            ],
+            ok: (200, "Whether the lease was renewed, and until when."),
+            errors: vec![bad.clone()],
         },
         Op {
             at: At::Route(R::Transaction),
             summary: "Pushes and acks applied together or not at all (TXN-1..TXN-3).",
             params: vec![],
-            body: of::<TxnBody>(g),
-            responses: vec![
-                (
-                    200,
-                    "Applied, or refused with nothing applied.",
-                    of::<TxnResponse>(g),
-                ),
+            ok: (200, "Applied, or refused with nothing applied."),
+            errors: vec![
                 bad.clone(),
                 (
                     429,
@@ -348,21 +336,15 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
             at: At::Route(R::Configure),
             summary: "Create or configure a queue (CFG-1..CFG-4).",
             params: vec![],
-            body: of::<ConfigureBody>(g),
-            responses: vec![
-                (200, "The queue's options now.", of::<ConfigureResponse>(g)),
-                bad.clone(),
-            ],
+            ok: (200, "The queue's options now."),
+            errors: vec![bad.clone()],
         },
         Op {
             at: At::Route(R::DeleteQueue),
             summary: "Delete a queue and everything in it.",
             params: vec![q()],
-            body: None,
-            responses: vec![
-                (200, "Deleted (or already absent).", of::<DeleteResponse>(g)),
-                bad.clone(),
-            ],
+            ok: (200, "Deleted (or already absent)."),
+            errors: vec![bad.clone()],
         },
         Op {
             at: At::Route(R::Dlq),
@@ -374,55 +356,35 @@ fn operations(g: &mut SchemaGenerator) -> Vec<Op> {
                 param("limit", "query", "integer", "Page size (default 100)."),
                 param("offset", "query", "integer", "Entries to skip."),
             ],
-            body: None,
-            responses: vec![
-                (
-                    200,
-                    "A page of dead letters, oldest first.",
-                    of::<DlqResponse>(g),
-                ),
-                bad.clone(),
-            ],
+            ok: (200, "A page of dead letters, oldest first."),
+            errors: vec![bad.clone()],
         },
-        maintenance(g, R::GetPushMaintenance, PUSH_MAINTENANCE, push_switch),
-        maintenance(g, R::SetPushMaintenance, PUSH_MAINTENANCE, push_switch),
-        maintenance(g, R::GetPopMaintenance, POP_MAINTENANCE, pop_switch),
-        maintenance(g, R::SetPopMaintenance, POP_MAINTENANCE, pop_switch),
+        maintenance(R::GetPushMaintenance, PUSH_MAINTENANCE),
+        maintenance(R::SetPushMaintenance, PUSH_MAINTENANCE),
+        maintenance(R::GetPopMaintenance, POP_MAINTENANCE),
+        maintenance(R::SetPopMaintenance, POP_MAINTENANCE),
         Op {
             at: At::Route(R::Health),
             summary: "Whether the broker serves (HEALTH-1).",
             params: vec![],
-            body: None,
-            responses: vec![
-                (200, "Healthy.", of::<HealthResponse>(g)),
-                (
-                    503,
-                    "Not serving (e.g. the database is down).",
-                    of::<HealthResponse>(g),
-                ),
-            ],
+            ok: (200, "Healthy."),
+            errors: vec![(
+                503,
+                "Not serving (e.g. the database is down).",
+                of::<HealthResponse>(g),
+            )],
         },
     ]
 }
 
-fn pop_op(
-    g: &mut SchemaGenerator,
-    route: RouteId,
-    summary: &'static str,
-    mut params: Vec<Value>,
-) -> Op {
+fn pop_op(route: RouteId, summary: &'static str, mut params: Vec<Value>) -> Op {
     params.extend(pop_query());
     Op {
         at: At::Route(route),
         summary,
         params,
-        body: None,
-        responses: vec![
-            (
-                200,
-                "Leased messages.",
-                Some(g.subschema_for::<PopResponse>().to_value()),
-            ),
+        ok: (200, "Leased messages."),
+        errors: vec![
             (204, "Nothing to deliver (or pop maintenance).", None),
             (400, "A malformed parameter.", Some(g_ref("ErrorBody"))),
         ],
@@ -432,50 +394,76 @@ fn pop_op(
 const PUSH_MAINTENANCE: &str = "Push maintenance: pushes are buffered (MAINT-1).";
 const POP_MAINTENANCE: &str = "Pop maintenance: pops answer 204 (MAINT-2).";
 
-fn push_switch(g: &mut SchemaGenerator) -> Value {
-    g.subschema_for::<MaintenanceResponse>().to_value()
-}
-
-fn pop_switch(g: &mut SchemaGenerator) -> Value {
-    g.subschema_for::<PopMaintenanceResponse>().to_value()
-}
-
 /// The `GET` or `POST` of one maintenance switch (the body is read on `POST` only).
-fn maintenance(
-    g: &mut SchemaGenerator,
-    route: RouteId,
-    summary: &'static str,
-    answer: fn(&mut SchemaGenerator) -> Value,
-) -> Op {
+fn maintenance(route: RouteId, summary: &'static str) -> Op {
     Op {
         at: At::Route(route),
         summary,
         params: vec![],
-        body: Some(g.subschema_for::<MaintenanceBody>().to_value()),
-        responses: vec![
-            (200, "The switch's state now.", Some(answer(g))),
-            (
-                400,
-                "The request is malformed; nothing changed.",
-                Some(g_ref("ErrorBody")),
-            ),
-        ],
+        ok: (200, "The switch's state now."),
+        errors: vec![(
+            400,
+            "The request is malformed; nothing changed.",
+            Some(g_ref("ErrorBody")),
+        )],
+    }
+}
+
+/// The schema of a route's answer, from the wire type the table names.
+fn reply_schema(reply: Reply, g: &mut SchemaGenerator) -> Value {
+    match reply {
+        Reply::Pushed => schema::<Vec<PushResult>>(g),
+        Reply::Popped => schema::<PopResponse>(g),
+        Reply::Acked => schema::<Vec<AckResult>>(g),
+        Reply::Extended => schema::<ExtendResponse>(g),
+        Reply::Transaction => schema::<TxnResponse>(g),
+        Reply::Configured => schema::<ConfigureResponse>(g),
+        Reply::QueueDeleted => schema::<DeleteResponse>(g),
+        Reply::DeadLetters => schema::<DlqResponse>(g),
+        Reply::PushSwitch => schema::<MaintenanceResponse>(g),
+        Reply::PopSwitch => schema::<PopMaintenanceResponse>(g),
+        Reply::Health => schema::<HealthResponse>(g),
+        Reply::View(kind) => kind.schema(g),
+    }
+}
+
+/// The schema of the body a route reads, from the schema-only type that describes it.
+fn body_schema(body: Body, g: &mut SchemaGenerator) -> Option<Value> {
+    match body {
+        Body::Empty => None,
+        Body::Push => of::<PushBody>(g),
+        Body::Ack => of::<AckBody>(g),
+        Body::AckBatch => of::<AckBatchBody>(g),
+        Body::Extend => of::<ExtendBody>(g),
+        Body::Transaction => of::<TxnBody>(g),
+        Body::Configure => of::<ConfigureBody>(g),
+        Body::Switch => of::<MaintenanceBody>(g),
+        Body::Seek => of::<manage::SeekBody>(g),
+        Body::Subscription => of::<manage::SubscriptionBody>(g),
+        Body::Ignored => Some(json!({"type": "object", "description": "Ignored."})),
     }
 }
 
 /// The schema of `T`, a reference into the document's components.
+fn schema<T: JsonSchema>(g: &mut SchemaGenerator) -> Value {
+    g.subschema_for::<T>().to_value()
+}
+
+/// [`schema`] for a place that may have none.
 pub(super) fn of<T: JsonSchema>(g: &mut SchemaGenerator) -> Option<Value> {
-    Some(g.subschema_for::<T>().to_value())
+    Some(schema::<T>(g))
 }
 
 pub(super) fn g_ref(name: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{name}")})
 }
 
-fn operation(op: &Op) -> Value {
+fn operation(op: &Op, g: &mut SchemaGenerator) -> Value {
     let (method, path) = (op.at.method(), op.at.path());
     let mut responses = Map::new();
-    for (status, what, schema) in &op.responses {
+    let (status, what) = op.ok;
+    let ok = Some(reply_schema(op.at.reply(), g));
+    for (status, what, schema) in std::iter::once(&(status, what, ok)).chain(&op.errors) {
         let mut r = json!({"description": what});
         if let Some(s) = schema {
             r["content"] = json!({"application/json": {"schema": s}});
@@ -512,10 +500,8 @@ fn operation(op: &Op) -> Value {
     if !op.params.is_empty() {
         o["parameters"] = Value::Array(op.params.clone());
     }
-    if let (Some(b), "POST") = (&op.body, method) {
-        // LEASE-3: an extend without a body takes the lease's own duration.
-        let required = !matches!(op.at, At::Route(RouteId::Extend));
-        o["requestBody"] = json!({"required": required,
+    if let (Some(b), "POST") = (body_schema(op.at.body(), g), method) {
+        o["requestBody"] = json!({"required": op.at.body().required(),
             "content": {"application/json": {"schema": b}}});
     }
     o
@@ -528,13 +514,16 @@ pub fn document(spec_version: &str) -> Value {
         .into_generator();
     let _ = g.subschema_for::<ErrorBody>();
     let mut ops = operations(&mut g);
-    ops.extend(manage::operations(&mut g));
+    ops.extend(manage::operations());
     let mut paths = Map::new();
     for op in &ops {
         let entry = paths.entry(op.at.path()).or_insert_with(|| json!({}));
-        entry[op.at.method().to_ascii_lowercase()] = operation(op);
+        entry[op.at.method().to_ascii_lowercase()] = operation(op, &mut g);
     }
-    let schemas: Map<String, Value> = g.take_definitions(true).into_iter().collect();
+    // By name, so the checked-in document does not move when operations are reordered.
+    let mut schemas: Vec<(String, Value)> = g.take_definitions(true).into_iter().collect();
+    schemas.sort_by(|a, b| a.0.cmp(&b.0));
+    let schemas: Map<String, Value> = schemas.into_iter().collect();
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -573,7 +562,7 @@ mod tests {
     fn every_route_has_one_operation() {
         let mut g = SchemaGenerator::default();
         let mut ops = operations(&mut g);
-        ops.extend(manage::operations(&mut g));
+        ops.extend(manage::operations());
         for r in ROUTES {
             let n = ops
                 .iter()
