@@ -72,6 +72,16 @@ pub enum Command {
     /// `run --concurrency` or `faults` wrote. Prints each queue's verdict with the model
     /// steps and time its search took; exit status 0 when every queue is linearizable.
     Recheck(RecheckArgs),
+    /// A proxy that checks real traffic: point any client at --listen instead of the
+    /// broker; every exchange is forwarded unchanged and judged by the model, per queue,
+    /// as it completes. Findings print as they are made; Ctrl-C or SIGTERM writes the
+    /// reports; exit status 0 unless a finding fails the watch (SEED, or PROJECT with
+    /// --strict).
+    Watch(Box<WatchArgs>),
+    /// Checks a recorded history the way `watch` checks live traffic: the JSON lines
+    /// `watch --record FILE` wrote, or a HAR file. Queues are taken as new when the
+    /// history starts unless the recording says they existed.
+    Check(Box<HistoryCheckArgs>),
     /// Runs our server in this process, as `queen-server` would (the fault scenarios
     /// start it this way; arguments and environment are queen-server's).
     #[cfg(feature = "embedded")]
@@ -159,6 +169,92 @@ pub struct RecheckArgs {
     /// Seconds the whole search may take before "unknown".
     #[arg(long, default_value_t = crate::concurrent::DEFAULT_SEARCH_LIMIT.as_secs())]
     pub(crate) search_limit_s: u64,
+}
+
+/// How `watch` and `check` judge what they see.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Verdict")]
+pub struct JudgeArgs {
+    /// PROJECT-level differences fail the watch too.
+    #[arg(long)]
+    pub strict: bool,
+    /// A known deviation, allowed everywhere (as `run --accept`).
+    #[arg(long, value_name = "RULE-ID[:kind]|VARIANT")]
+    pub accept: Vec<String>,
+    /// Milliseconds the broker's clock may differ from this machine's.
+    #[arg(long, default_value_t = 5)]
+    pub skew_ms: i64,
+    /// The broker's body limit in bytes (413 above it).
+    #[arg(long, default_value_t = 16 * 1024 * 1024)]
+    pub body_limit: usize,
+    /// The broker's default long-poll timeout in ms.
+    #[arg(long, default_value_t = 30_000)]
+    pub default_timeout_ms: u64,
+    /// RET-3: the broker's retention interval in ms.
+    #[arg(long, default_value_t = queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS)]
+    pub retention_interval_ms: i64,
+    /// Write a JSON report here at the end.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write a JUnit XML report here at the end (one test case per queue).
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+}
+
+impl JudgeArgs {
+    /// The model's settings: a broker that is not ours, answer-only differences noted.
+    fn settings(&self) -> Result<CheckSettings, String> {
+        let mut accept = Vec::new();
+        for a in self.accept.iter().flat_map(|a| a.split(',')) {
+            accept.push(Accept::parse(a).map_err(|e| format!("--accept {a}: {e}"))?);
+        }
+        Ok(CheckSettings {
+            skew_ms: self.skew_ms,
+            default_timeout_ms: self.default_timeout_ms,
+            body_limit: self.body_limit,
+            strict_project: self.strict,
+            keep_going: true,
+            accept,
+            retention_lag_ms: self.retention_interval_ms,
+            ..CheckSettings::default()
+        })
+    }
+}
+
+/// The options of `watch`.
+#[derive(Debug, Args, Clone)]
+pub struct WatchArgs {
+    /// Where clients connect (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1:6633")]
+    pub listen: std::net::SocketAddr,
+    /// The broker's base URL.
+    #[arg(long)]
+    pub target: String,
+    /// Write every exchange here as a JSON line (for `check`).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Write every finding here as a JSON line, as it is made.
+    #[arg(long, value_name = "FILE")]
+    pub findings: Option<PathBuf>,
+    /// Serve `GET /metrics` (Prometheus text) here.
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    /// How the traffic is judged, and the reports.
+    pub judge: JudgeArgs,
+}
+
+/// The options of `check`.
+#[derive(Debug, Args, Clone)]
+pub struct HistoryCheckArgs {
+    /// The history: JSON lines from `watch --record`, or a HAR file.
+    pub file: PathBuf,
+    /// The broker's base URL the curl lines name.
+    #[arg(long, default_value = "http://127.0.0.1:6632")]
+    pub target: String,
+    #[command(flatten)]
+    /// How the history is judged, and the reports.
+    pub judge: JudgeArgs,
 }
 
 #[derive(Debug, Args, Clone)]
@@ -986,6 +1082,8 @@ pub async fn main_with(cli: Cli) -> i32 {
             }
         },
         Command::Recheck(args) => verdict_printed(recheck(&args)),
+        Command::Watch(args) => watched(watch(&args).await, &args.judge),
+        Command::Check(args) => watched(check_history(&args), &args.judge),
         #[cfg(feature = "embedded")]
         Command::Serve { args } => crate::faults::serve::main(&args).await,
         Command::Run(args) => match run(&args).await {
@@ -1017,6 +1115,60 @@ fn verdict_printed(result: Result<(String, bool), String>) -> i32 {
             2
         }
     }
+}
+
+/// `watch`: until Ctrl-C or SIGTERM.
+async fn watch(args: &WatchArgs) -> Result<crate::watch::WatchReport, String> {
+    let opts = crate::watch::WatchOptions {
+        listen: args.listen,
+        target: args.target.trim_end_matches('/').to_string(),
+        settings: args.judge.settings()?,
+        record: args.record.clone(),
+        findings: args.findings.clone(),
+        admin: args.admin,
+        live: true,
+    };
+    eprintln!(
+        "queen-conformance watch: clients connect to http://{}, traffic goes to {}; Ctrl-C ends the watch",
+        args.listen, opts.target
+    );
+    let stop = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    crate::watch::watch(opts, stop).await
+}
+
+fn check_history(args: &HistoryCheckArgs) -> Result<crate::watch::WatchReport, String> {
+    let report = crate::watch::check(&args.file, args.judge.settings()?, &args.target)?;
+    let paint = report::terminal::Paint::for_stdout();
+    for f in &report.findings {
+        print!("{}", crate::watch::report::render_finding(f, paint));
+    }
+    Ok(report)
+}
+
+/// Prints a watch's summary, writes its reports and gives its exit status.
+fn watched(result: Result<crate::watch::WatchReport, String>, judge: &JudgeArgs) -> i32 {
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("queen-conformance: {e}");
+            return 2;
+        }
+    };
+    print!("{}", report.render(report::terminal::Paint::for_stdout()));
+    let write = |path: &Option<PathBuf>, text: String| match path {
+        Some(p) => {
+            std::fs::write(p, text).map_err(|e| format!("cannot write {}: {e}", p.display()))
+        }
+        None => Ok(()),
+    };
+    let json = serde_json::to_string_pretty(&report).unwrap_or_default();
+    if let Err(e) = write(&judge.json, json).and_then(|_| write(&judge.junit, report.junit())) {
+        eprintln!("queen-conformance: {e}");
+        return 2;
+    }
+    report.exit_code()
 }
 
 /// `recheck`: the recorded history searched as the run searched it (pushes answered

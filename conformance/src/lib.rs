@@ -12,6 +12,8 @@
 //! * [`auth`] — the tokens sent to a broker with authentication on (section 14).
 //! * [`report`] — terminal summary, JUnit XML and JSON; [`expect`] — expected failures.
 //! * `embedded` (cargo feature `embedded`, default) — our own server in-process.
+//! * [`watch`] — a proxy that checks real clients' traffic against the model as it
+//!   passes, and `check` for a recorded history.
 //! * `faults` (feature `embedded`) — the concurrent workload while PostgreSQL or a
 //!   server process is paused or killed, on a deployment the harness starts.
 
@@ -46,3 +48,4 @@ pub mod session;
 pub mod target;
 pub mod transport;
 pub mod version;
+pub mod watch;

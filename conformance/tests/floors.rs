@@ -27,6 +27,8 @@ const FLOORS: &[&[&str]] = &[
     &["select"],
     &["runner"],
     &["report"],
+    // Live checking of real traffic, reported as a run is.
+    &["watch"],
     &["embedded"],
     &["cli"],
 ];

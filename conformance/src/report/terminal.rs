@@ -43,19 +43,19 @@ impl Paint {
         style.force_styling(self.on).apply_to(s).to_string()
     }
 
-    fn red(self, s: &str) -> String {
+    pub(crate) fn red(self, s: &str) -> String {
         self.with(Style::new().red().bold(), s)
     }
 
-    fn green(self, s: &str) -> String {
+    pub(crate) fn green(self, s: &str) -> String {
         self.with(Style::new().green().bold(), s)
     }
 
-    fn yellow(self, s: &str) -> String {
+    pub(crate) fn yellow(self, s: &str) -> String {
         self.with(Style::new().yellow(), s)
     }
 
-    fn bold(self, s: &str) -> String {
+    pub(crate) fn bold(self, s: &str) -> String {
         self.with(Style::new().bold(), s)
     }
 }

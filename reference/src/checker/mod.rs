@@ -402,6 +402,52 @@ impl Checker {
         &self.worlds
     }
 
+    /// Adds the states `other` holds and this one does not: after two orders of the same
+    /// calls, the broker may be in a state of either (a watcher's search over a stretch
+    /// of overlapping calls keeps every order the model accepts). As within a step, the
+    /// readings under which the broker departed least win: of twin states the one with
+    /// fewer findings is kept, and worlds with more findings than the fewest are dropped.
+    /// Returns how many states remain possible; past `max_worlds` the check is
+    /// inconclusive.
+    pub fn absorb(&mut self, other: Checker) -> Result<usize, StepError> {
+        for w in other.worlds {
+            let print = w.fingerprint();
+            let twin = self
+                .worlds
+                .iter_mut()
+                .find(|x| x.fingerprint() == print && x.same_state(&w));
+            match twin {
+                Some(x) if w.findings.len() < x.findings.len() => *x = w,
+                Some(_) => {}
+                None => self.worlds.push(w),
+            }
+        }
+        let least = self
+            .worlds
+            .iter()
+            .map(|w| w.findings.len())
+            .min()
+            .unwrap_or(0);
+        self.worlds.retain(|w| w.findings.len() == least);
+        if self.worlds.len() > self.max_worlds {
+            return Err(StepError::Inconclusive(format!(
+                "more than {} possible states",
+                self.max_worlds
+            )));
+        }
+        Ok(self.worlds.len())
+    }
+
+    /// Forgets, for diagnosis, the exchanges before now once more than `keep` are
+    /// remembered: a later diagnosis replays from the states possible now. Memory then
+    /// follows `keep`, not the traffic, at the price of causes further back than that.
+    pub fn forget_history_beyond(&mut self, keep: usize) {
+        if self.history.len() > keep {
+            self.initial = Some(self.worlds.clone());
+            self.history.clear();
+        }
+    }
+
     /// Checks one exchange: `req` sent at `sent`, `actual` read at `received`. On
     /// success returns how many states remain possible.
     pub fn step(

@@ -1,0 +1,290 @@
+//! Which queue a watched call belongs to.
+//!
+//! The watcher checks each queue on its own, with a model that has seen every call on
+//! that queue and nothing else. A call is checked on a queue only when it touches that
+//! queue alone; a call that may touch several (a push to two queues, a discovery pop, a
+//! transaction across queues) leaves each of them in a state the watcher cannot know,
+//! so those queues are no longer judged, never falsely accused. Acks and extends name
+//! no queue: their partitions and leases are learnt from the pops the watcher saw.
+
+use queen_reference::wire::{HttpRequest, HttpResponse, RouteId};
+use serde_json::Value;
+use std::collections::{BTreeSet, HashMap};
+
+/// What a call touches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Touch {
+    /// One queue: the call is checked on its model.
+    Queue(String),
+    /// Several queues, or some of a namespace's: each named one becomes unknown, and
+    /// with `every` so does every queue watched.
+    Many {
+        /// The queues named.
+        queues: BTreeSet<String>,
+        /// Every watched queue may be touched (a discovery pop).
+        every: bool,
+        /// Why the call cannot be checked on one queue.
+        why: &'static str,
+    },
+    /// A broker-wide write (a maintenance switch, a group on every queue): applied to
+    /// every queue's model as a call whose answer is not compared, since the answer
+    /// speaks of queues the model does not hold.
+    Broker,
+    /// Nothing a queue's model holds: a read across queues, the health probe, a call on
+    /// partitions or leases the watcher never saw delivered. Not checked.
+    Nothing(&'static str),
+}
+
+/// What the watcher learnt from the answers it saw: each delivered partition's and
+/// lease's queue.
+#[derive(Default)]
+pub struct Learnt {
+    partitions: HashMap<String, String>,
+    leases: HashMap<String, String>,
+}
+
+impl Learnt {
+    /// Learns the partitions and leases of a pop on a queue's route.
+    pub fn pop_answer(&mut self, queue: &str, answer: &HttpResponse) {
+        let Some(msgs) = answer
+            .body
+            .as_ref()
+            .and_then(|b| b.get("messages"))
+            .and_then(Value::as_array)
+        else {
+            return;
+        };
+        for m in msgs {
+            if let Some(p) = m.get("partitionId").and_then(Value::as_str) {
+                self.partitions.insert(p.to_string(), queue.to_string());
+            }
+            if let Some(l) = m
+                .get("leaseId")
+                .and_then(Value::as_str)
+                .filter(|l| !l.is_empty())
+            {
+                self.leases.insert(l.to_string(), queue.to_string());
+            }
+        }
+    }
+
+    /// The queues of `partitions`, or `None` when one was never seen delivered.
+    fn queues_of<'a>(&self, partitions: impl Iterator<Item = &'a str>) -> Option<BTreeSet<String>> {
+        partitions
+            .map(|p| self.partitions.get(p).cloned())
+            .collect()
+    }
+
+    /// What `req` touches.
+    pub fn touch(&self, req: &HttpRequest) -> Touch {
+        let segments: Vec<&str> = req.path.trim_end_matches('/').split('/').skip(1).collect();
+        let Some((route, vars)) = queen_reference::wire::find(&req.method, &segments) else {
+            return Touch::Nothing("not a route of the protocol");
+        };
+        let var = |i: usize| -> String {
+            vars.get(i)
+                .map(|v| {
+                    url::form_urlencoded::parse(format!("x={v}").as_bytes())
+                        .next()
+                        .map(|(_, d)| d.into_owned())
+                        .unwrap_or_default()
+                })
+                .unwrap_or_default()
+        };
+        let body: Option<Value> = serde_json::from_slice(&req.body).ok();
+        let param = |k: &str| {
+            req.query
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+        };
+        use RouteId as R;
+        match route.id {
+            R::Push => self.named(push_queues(body.as_ref()), "a push to several queues"),
+            R::PopQueue
+            | R::PopPartition
+            | R::DeleteQueue
+            | R::Queue
+            | R::StatusQueue
+            | R::Depth
+            | R::QueueMessages => Touch::Queue(var(0)),
+            R::Seek | R::SeekPartition | R::DeleteGroupQueue => Touch::Queue(var(1)),
+            R::PopDiscovery => Touch::Many {
+                queues: BTreeSet::new(),
+                every: true,
+                why: "a pop by namespace or task may claim from any queue",
+            },
+            R::Ack => self.acks(body.as_ref().map(std::slice::from_ref)),
+            R::AckBatch => self.acks(
+                body.as_ref()
+                    .and_then(|b| b.get("acknowledgments"))
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice),
+            ),
+            R::Extend => match self.leases.get(&var(0)) {
+                Some(q) => Touch::Queue(q.clone()),
+                None => Touch::Nothing("an extend of a lease the watcher never saw granted"),
+            },
+            R::Transaction => self.transaction(body.as_ref()),
+            R::Configure => match body
+                .as_ref()
+                .and_then(|b| b.get("queue"))
+                .and_then(Value::as_str)
+            {
+                Some(q) => Touch::Queue(q.to_string()),
+                None => Touch::Nothing("a configure that names no queue"),
+            },
+            R::Dlq | R::Messages | R::Partitions => match param("queue") {
+                Some(q) => Touch::Queue(q),
+                None => Touch::Nothing("a read across queues"),
+            },
+            R::Message | R::Retry | R::DeleteMessage => {
+                match self.queues_of(std::iter::once(var(0).as_str())) {
+                    Some(qs) => self.named(Some(qs), ""),
+                    None => Touch::Nothing("a message of a partition the watcher never saw"),
+                }
+            }
+            R::SetPushMaintenance | R::SetPopMaintenance | R::DeleteGroup | R::Subscription => {
+                Touch::Broker
+            }
+            R::GetPushMaintenance
+            | R::GetPopMaintenance
+            | R::Health
+            | R::Overview
+            | R::Status
+            | R::Queues
+            | R::StatusQueues
+            | R::Namespaces
+            | R::Tasks
+            | R::Groups
+            | R::Lagging
+            | R::Group
+            | R::Analytics => Touch::Nothing("a read across queues"),
+        }
+    }
+
+    /// One queue, several, or none named (a request too malformed to name one).
+    fn named(&self, queues: Option<BTreeSet<String>>, why: &'static str) -> Touch {
+        match queues {
+            Some(qs) if qs.len() == 1 => Touch::Queue(qs.into_iter().next().unwrap_or_default()),
+            Some(qs) if !qs.is_empty() => Touch::Many {
+                queues: qs,
+                every: false,
+                why,
+            },
+            _ => Touch::Nothing("a request that names no queue"),
+        }
+    }
+
+    fn acks(&self, items: Option<&[Value]>) -> Touch {
+        let Some(items) = items.filter(|i| !i.is_empty()) else {
+            return Touch::Nothing("an ack that names no message");
+        };
+        let parts = items
+            .iter()
+            .map(|i| i.get("partitionId").and_then(Value::as_str).unwrap_or(""));
+        match self.queues_of(parts) {
+            Some(qs) => self.named(Some(qs), "an ack batch across queues"),
+            None => Touch::Nothing("an ack of a partition the watcher never saw delivered"),
+        }
+    }
+
+    fn transaction(&self, body: Option<&Value>) -> Touch {
+        let Some(ops) = body
+            .and_then(|b| b.get("operations"))
+            .and_then(Value::as_array)
+        else {
+            return Touch::Nothing("a transaction without operations");
+        };
+        let mut queues = BTreeSet::new();
+        for op in ops {
+            if let Some(qs) = push_queues(Some(op)) {
+                queues.extend(qs);
+            } else if let Some(p) = op.get("partitionId").and_then(Value::as_str) {
+                match self.partitions.get(p) {
+                    Some(q) => {
+                        queues.insert(q.clone());
+                    }
+                    None => {
+                        return Touch::Nothing("a transaction on a partition the watcher never saw")
+                    }
+                }
+            }
+        }
+        for lease in body
+            .and_then(|b| b.get("requiredLeases"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(q) = lease.as_str().and_then(|l| self.leases.get(l)) {
+                queues.insert(q.clone());
+            }
+        }
+        self.named(Some(queues), "a transaction across queues")
+    }
+}
+
+/// The queues a push body's items name (`None` when it has no items to read).
+fn push_queues(body: Option<&Value>) -> Option<BTreeSet<String>> {
+    let items = body?.get("items")?.as_array()?;
+    let qs: BTreeSet<String> = items
+        .iter()
+        .filter_map(|i| i.get("queue").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    (!qs.is_empty()).then_some(qs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn post(path: &str, body: Value) -> HttpRequest {
+        HttpRequest::post(path, &body)
+    }
+
+    #[test]
+    fn calls_are_put_on_their_queue() {
+        let mut l = Learnt::default();
+        let one = post(
+            "/api/v1/push",
+            json!({"items": [{"queue": "a"}, {"queue": "a"}]}),
+        );
+        assert_eq!(l.touch(&one), Touch::Queue("a".into()));
+        let two = post(
+            "/api/v1/push",
+            json!({"items": [{"queue": "a"}, {"queue": "b"}]}),
+        );
+        assert!(matches!(l.touch(&two), Touch::Many { every: false, .. }));
+        let pop = HttpRequest::get("/api/v1/pop/queue/a%20b", &[]);
+        assert_eq!(l.touch(&pop), Touch::Queue("a b".into()));
+        let ack = post(
+            "/api/v1/ack",
+            json!({"partitionId": "p1", "transactionId": "t"}),
+        );
+        assert!(
+            matches!(l.touch(&ack), Touch::Nothing(_)),
+            "unseen partition"
+        );
+        l.pop_answer(
+            "a",
+            &HttpResponse {
+                status: 200,
+                body: Some(json!({"messages": [{"partitionId": "p1", "leaseId": "l1"}]})),
+            },
+        );
+        assert_eq!(l.touch(&ack), Touch::Queue("a".into()));
+        let extend = post("/api/v1/lease/l1/extend", json!({}));
+        assert_eq!(l.touch(&extend), Touch::Queue("a".into()));
+        let maint = post("/api/v1/system/maintenance", json!({"enabled": true}));
+        assert_eq!(l.touch(&maint), Touch::Broker);
+        let discovery = HttpRequest::get("/api/v1/pop", &[("namespace", "n")]);
+        assert!(matches!(
+            l.touch(&discovery),
+            Touch::Many { every: true, .. }
+        ));
+        let garbage = post("/api/v1/push", json!("not an object"));
+        assert!(matches!(l.touch(&garbage), Touch::Nothing(_)));
+    }
+}

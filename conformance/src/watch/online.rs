@@ -1,0 +1,687 @@
+//! The online checker: each queue's calls judged by the model as they complete, in
+//! bounded memory.
+//!
+//! A queue's calls are cut into stretches at quiescent points, moments when no call on
+//! that queue is in flight. When a stretch closes, a search tries every order of its
+//! calls that real time allows (a call cannot come after one that completed before it
+//! was sent) and keeps the model states of every order the model accepts: the worlds
+//! carried to the next stretch. Nothing else of the stretch is kept, so memory follows
+//! the calls in flight and the worlds kept, not the length of the traffic. A stretch
+//! whose orders pass the search's budget, or whose worlds pass the model's bound, leaves
+//! its queue `undecided` from there on, with the reason; the other queues go on.
+
+use super::attribute::{Learnt, Touch};
+use super::record::Record;
+use crate::exchange::curl_one;
+use crate::target::CheckSettings;
+use queen_reference::checker::{Checker, Divergence, StepError};
+use queen_reference::finding::Finding;
+use queen_reference::rules::{level_of, Level, RuleId};
+use queen_reference::time::Millis;
+use queen_reference::wire::{parse_request, RouteId};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+
+/// Model steps one stretch's search may take before its queue is undecided.
+pub const STRETCH_BUDGET: u64 = 20_000;
+
+/// Exchanges of a queue a diagnosis may replay (the latest ones, from a quiescent point).
+const DIAGNOSIS_WINDOW: usize = 400;
+
+/// Exchanges of a queue kept for a finding's transcript (the latest ones).
+const RECENT: usize = 12;
+
+/// How a queue's traffic is judged.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "verdict", content = "why", rename_all = "camelCase")]
+pub enum QueueVerdict {
+    /// Every call so far is one the model allows (with the findings listed).
+    Checked,
+    /// The watcher cannot know the queue's state from some call on: not judged since.
+    Unknown(String),
+    /// The search could not decide a stretch: not judged since.
+    Undecided(String),
+    /// A call no allowed behaviour explains: not judged after it.
+    Violated(String),
+}
+
+/// A departure found on watched traffic.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatchFinding {
+    /// The queue whose traffic shows it ("" for a request judged on its own).
+    pub queue: String,
+    /// The rules it breaks.
+    pub rules: Vec<RuleId>,
+    /// The level that decides whether it fails the watch.
+    pub level: Level,
+    /// `divergence` (no allowed behaviour explains a call) or the finding's kind.
+    pub kind: String,
+    /// One line: what the broker did.
+    pub summary: String,
+    /// The model's reasons, expected answers and the broker's.
+    pub details: String,
+    /// The queue's latest exchanges, the offending one last.
+    pub exchanges: Vec<Record>,
+    /// The offending request as a curl command line.
+    pub curl: String,
+}
+
+/// Counts of the watched traffic.
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    /// Exchanges completed.
+    pub exchanges: u64,
+    /// Exchanges judged by a queue's model (or on their own, for a rejected request).
+    pub checked: u64,
+    /// Exchanges not judged, by reason.
+    pub not_checked: BTreeMap<String, u64>,
+}
+
+/// One completed call of an open stretch.
+#[derive(Clone)]
+struct Done {
+    record: Record,
+    /// The answer is compared; false for a broker-wide write applied to every queue.
+    compared: bool,
+}
+
+/// One watched queue.
+struct Queue {
+    model: Checker,
+    verdict: QueueVerdict,
+    in_flight: BTreeSet<u64>,
+    stretch: Vec<Done>,
+    reported: HashSet<Finding>,
+    recent: VecDeque<Record>,
+    checked: u64,
+}
+
+/// A call in flight: what it touches.
+struct Call {
+    touch: Touch,
+}
+
+/// Every queue's model, the calls in flight and what was learnt.
+pub struct Online {
+    settings: CheckSettings,
+    learnt: Learnt,
+    queues: BTreeMap<String, Queue>,
+    calls: HashMap<u64, Call>,
+    /// The latest broker-wide write of each route and path (a maintenance switch's last
+    /// setting), applied to a queue's model when the queue is first seen.
+    prelude: BTreeMap<(String, String), Record>,
+    /// Counts of the traffic so far.
+    pub counts: Counts,
+    /// Findings made so far, in order.
+    pub findings: Vec<WatchFinding>,
+    /// The base URL curl lines name.
+    base: String,
+}
+
+impl Online {
+    /// A checker of a broker reached at `base`, judged as `settings` says.
+    pub fn new(settings: CheckSettings, base: &str) -> Online {
+        Online {
+            settings,
+            learnt: Learnt::default(),
+            queues: BTreeMap::new(),
+            calls: HashMap::new(),
+            prelude: BTreeMap::new(),
+            counts: Counts::default(),
+            findings: Vec::new(),
+            base: base.trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// The queues a request would see for the first time (to ask the broker whether
+    /// they existed before the watcher did).
+    pub fn unseen(&self, req: &queen_reference::wire::HttpRequest) -> Vec<String> {
+        let named = match self.learnt.touch(req) {
+            Touch::Queue(q) => vec![q],
+            Touch::Many { queues, .. } => queues.into_iter().collect(),
+            _ => vec![],
+        };
+        named
+            .into_iter()
+            .filter(|q| !self.queues.contains_key(q))
+            .collect()
+    }
+
+    /// Each queue's verdict.
+    pub fn verdicts(&self) -> Vec<(String, QueueVerdict, u64)> {
+        self.queues
+            .iter()
+            .map(|(n, q)| (n.clone(), q.verdict.clone(), q.checked))
+            .collect()
+    }
+
+    /// A call reached the watcher (`record` without its answer); `existed`: the queues
+    /// first seen with it that the broker already had.
+    pub fn invoke(&mut self, record: &Record, existed: &[String]) {
+        for q in existed {
+            self.queue(q);
+            let why = "it existed before the watcher started: its contents are unknown";
+            self.forget(q, why.to_string());
+        }
+        let touch = self.learnt.touch(&record.request());
+        match &touch {
+            Touch::Queue(q) => {
+                self.queue(q).in_flight.insert(record.id);
+            }
+            Touch::Many { queues, every, why } => {
+                let mut all: Vec<String> = queues.iter().cloned().collect();
+                if *every {
+                    all.extend(self.queues.keys().cloned());
+                }
+                for q in all {
+                    self.queue(&q);
+                    self.forget(&q, format!("{why} (call #{})", record.id));
+                }
+            }
+            Touch::Broker => {
+                for q in self.queues.values_mut() {
+                    q.in_flight.insert(record.id);
+                }
+            }
+            Touch::Nothing(_) => {}
+        }
+        self.calls.insert(record.id, Call { touch });
+    }
+
+    /// The call's answer came (or it never will): judges what can be judged. Returns how
+    /// many findings were added.
+    pub fn complete(&mut self, record: &Record) -> usize {
+        let before = self.findings.len();
+        self.counts.exchanges += 1;
+        let Some(call) = self.calls.remove(&record.id) else {
+            self.skip("an answer to a call the watcher did not see sent");
+            return 0;
+        };
+        if refused_by_auth(record) && self.settings.auth.is_none() {
+            self.release(record.id, &call.touch);
+            self.skip("refused by authentication (401/403), which the watcher does not model");
+            return 0;
+        }
+        match call.touch {
+            Touch::Queue(q) => {
+                self.learn(&q, record);
+                self.add(&q, record, true);
+            }
+            Touch::Broker => {
+                let key = (record.method.clone(), record.path.clone());
+                self.prelude.insert(key, record.clone());
+                let names: Vec<String> = self.queues.keys().cloned().collect();
+                for q in names {
+                    self.add(&q, record, false);
+                }
+            }
+            Touch::Nothing(why) => self.alone(record, why),
+            Touch::Many { why, .. } => self.skip(why),
+        }
+        self.findings.len() - before
+    }
+
+    /// Removes a call from every queue it was in flight on.
+    fn release(&mut self, id: u64, touch: &Touch) {
+        let names: Vec<String> = match touch {
+            Touch::Queue(q) => vec![q.clone()],
+            Touch::Broker => self.queues.keys().cloned().collect(),
+            _ => vec![],
+        };
+        for n in names {
+            if let Some(q) = self.queues.get_mut(&n) {
+                q.in_flight.remove(&id);
+            }
+        }
+        for n in self.queues.keys().cloned().collect::<Vec<_>>() {
+            self.settle_if_quiet(&n);
+        }
+    }
+
+    fn learn(&mut self, queue: &str, record: &Record) {
+        let req = record.request();
+        let pop = matches!(
+            queen_reference::wire::find(&req.method, &segments(&req.path)).map(|r| r.0.id),
+            Some(RouteId::PopQueue | RouteId::PopPartition)
+        );
+        if let (true, Some(answer)) = (pop, record.answer()) {
+            if answer.status == 200 {
+                self.learnt.pop_answer(queue, &answer);
+            }
+        }
+    }
+
+    /// The watched queue `name`, created on first sight with the broker-wide writes
+    /// seen so far applied to its model.
+    fn queue(&mut self, name: &str) -> &mut Queue {
+        if !self.queues.contains_key(name) {
+            let mut model = fresh(&self.settings);
+            let mut verdict = QueueVerdict::Checked;
+            for r in self.prelude.values() {
+                if let Err(e) = model.step_unknown(&r.request(), r.invoke_ms, r.complete_ms) {
+                    verdict = QueueVerdict::Undecided(step_error_text(&e));
+                }
+            }
+            let q = Queue {
+                model,
+                verdict,
+                in_flight: BTreeSet::new(),
+                stretch: Vec::new(),
+                reported: HashSet::new(),
+                recent: VecDeque::new(),
+                checked: 0,
+            };
+            self.queues.insert(name.to_string(), q);
+        }
+        self.queues.get_mut(name).expect("just inserted")
+    }
+
+    /// The queue is no longer judged: its state cannot be known from here on.
+    fn forget(&mut self, name: &str, why: String) {
+        if let Some(q) = self.queues.get_mut(name) {
+            if q.verdict == QueueVerdict::Checked {
+                q.verdict = QueueVerdict::Unknown(why);
+            }
+            q.stretch.clear();
+        }
+    }
+
+    fn skip(&mut self, why: &str) {
+        *self.counts.not_checked.entry(why.to_string()).or_default() += 1;
+    }
+
+    /// Adds a completed call to `name`'s open stretch; settles it when the queue is quiet.
+    fn add(&mut self, name: &str, record: &Record, compared: bool) {
+        let Some(q) = self.queues.get_mut(name) else {
+            return;
+        };
+        q.in_flight.remove(&record.id);
+        q.recent.push_back(record.clone());
+        if q.recent.len() > RECENT {
+            q.recent.pop_front();
+        }
+        if q.verdict != QueueVerdict::Checked {
+            if compared {
+                self.skip("its queue is no longer judged (unknown, undecided or violated)");
+            }
+            return;
+        }
+        q.stretch.push(Done {
+            record: record.clone(),
+            compared: compared && answered(record),
+        });
+        if compared && !answered(record) {
+            self.skip("answered 5xx or not at all: taken as applied or not");
+        }
+        self.settle_if_quiet(name);
+    }
+
+    fn settle_if_quiet(&mut self, name: &str) {
+        let Some(q) = self.queues.get_mut(name) else {
+            return;
+        };
+        if !q.in_flight.is_empty() || q.stretch.is_empty() {
+            return;
+        }
+        let stretch = std::mem::take(&mut q.stretch);
+        let outcome = search(&q.model, &stretch);
+        let compared = stretch.iter().filter(|d| d.compared).count() as u64;
+        match outcome {
+            Ok(mut model) => {
+                model.forget_history_beyond(DIAGNOSIS_WINDOW);
+                q.model = model;
+                q.checked += compared;
+                self.counts.checked += compared;
+                self.report_findings(name);
+            }
+            Err(Settle::Undecided(why)) => {
+                q.verdict = QueueVerdict::Undecided(why);
+            }
+            Err(Settle::Violation(d, at)) => {
+                let record = stretch[at].record.clone();
+                self.counts.checked += compared;
+                self.violation(name, &d, &record);
+            }
+        }
+    }
+
+    /// Reports the findings the queue's model holds that were not reported yet.
+    fn report_findings(&mut self, name: &str) {
+        let Some(q) = self.queues.get_mut(name) else {
+            return;
+        };
+        let exchanges: Vec<Record> = q.recent.iter().cloned().collect();
+        let curl = exchanges
+            .last()
+            .map(|r| curl_one(&self.base, &r.request()))
+            .unwrap_or_default();
+        for f in q.model.findings() {
+            if q.reported.insert(f.clone()) {
+                let w = of_finding(name, &f, exchanges.clone(), curl.clone());
+                self.findings.push(w);
+            }
+        }
+    }
+
+    fn violation(&mut self, name: &str, d: &Divergence, record: &Record) {
+        let Some(q) = self.queues.get_mut(name) else {
+            return;
+        };
+        let exchanges: Vec<Record> = q.recent.iter().cloned().collect();
+        let w = of_divergence(name, d, exchanges, curl_one(&self.base, &record.request()));
+        q.verdict = QueueVerdict::Violated(w.summary.clone());
+        self.findings.push(w);
+    }
+
+    /// A call that touches no watched queue: a request the model rejects is judged on
+    /// its own (a rejection depends on the request alone); any other is not judged.
+    fn alone(&mut self, record: &Record, why: &'static str) {
+        let req = record.request();
+        let s = &self.settings;
+        if parse_request(&req, s.default_timeout_ms, s.body_limit).is_ok() {
+            return self.skip(why);
+        }
+        let Some(answer) = record.answer() else {
+            return self.skip("a malformed request that got no answer");
+        };
+        self.counts.checked += 1;
+        let mut model = fresh(&self.settings);
+        let curl = curl_one(&self.base, &req);
+        let seen = vec![record.clone()];
+        match model.step(&req, record.invoke_ms, record.complete_ms, &answer) {
+            Ok(_) => {
+                for f in model.findings() {
+                    let w = of_finding("", &f, seen.clone(), curl.clone());
+                    self.findings.push(w);
+                }
+            }
+            Err(StepError::Diverged(d)) => self.findings.push(of_divergence("", &d, seen, curl)),
+            Err(StepError::Inconclusive(_)) => {
+                self.skip("a malformed request the model could not decide")
+            }
+        }
+    }
+}
+
+/// A finding of a queue's model as reported.
+fn of_finding(queue: &str, f: &Finding, exchanges: Vec<Record>, curl: String) -> WatchFinding {
+    WatchFinding {
+        queue: queue.to_string(),
+        rules: vec![f.rule],
+        level: f.level,
+        kind: f.kind.as_str().to_string(),
+        summary: f.what.clone(),
+        details: f.example.clone().unwrap_or_default(),
+        exchanges,
+        curl,
+    }
+}
+
+/// A divergence as reported.
+fn of_divergence(
+    queue: &str,
+    d: &Divergence,
+    exchanges: Vec<Record>,
+    curl: String,
+) -> WatchFinding {
+    WatchFinding {
+        queue: queue.to_string(),
+        rules: d.rules.clone(),
+        level: level_of(&d.rules),
+        kind: "divergence".into(),
+        summary: d
+            .reasons
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "no allowed answer".into()),
+        details: d.to_string(),
+        exchanges,
+        curl,
+    }
+}
+
+/// Why a stretch could not be carried.
+enum Settle {
+    /// The search could not decide (budget, or too many states).
+    Undecided(String),
+    /// No order is accepted: the divergence at the deepest call reached, and its index.
+    Violation(Box<Divergence>, usize),
+}
+
+/// The model after `stretch`: every state some order of its calls allowed by real time
+/// leads to, when the model accepts at least one order.
+fn search(start: &Checker, stretch: &[Done]) -> Result<Checker, Settle> {
+    let mut s = Search {
+        stretch,
+        steps: 0,
+        found: None,
+        deepest: None,
+        undecided: None,
+    };
+    s.place(start.clone(), &mut vec![false; stretch.len()], 0);
+    if let Some(model) = s.found {
+        return Ok(model);
+    }
+    if let Some(why) = s.undecided {
+        return Err(Settle::Undecided(why));
+    }
+    match s.deepest {
+        Some((_, d, at)) => Err(Settle::Violation(d, at)),
+        None => Err(Settle::Undecided(
+            "no order of the stretch was tried".into(),
+        )),
+    }
+}
+
+struct Search<'a> {
+    stretch: &'a [Done],
+    steps: u64,
+    /// The union of the models every accepted order ends in.
+    found: Option<Checker>,
+    /// The refusal at the most calls placed: (placed, divergence, call index).
+    deepest: Option<(usize, Box<Divergence>, usize)>,
+    undecided: Option<String>,
+}
+
+impl Search<'_> {
+    fn place(&mut self, model: Checker, placed: &mut Vec<bool>, depth: usize) {
+        if self.undecided.is_some() {
+            return;
+        }
+        if depth == self.stretch.len() {
+            return self.accept(model);
+        }
+        for i in 0..self.stretch.len() {
+            if placed[i] || !self.may_come_next(placed, i) {
+                continue;
+            }
+            self.steps += 1;
+            if self.steps > STRETCH_BUDGET {
+                self.undecided = Some(format!(
+                    "{} overlapping calls have more orders than the search's budget of {STRETCH_BUDGET} model steps",
+                    self.stretch.len()
+                ));
+                return;
+            }
+            let d = &self.stretch[i];
+            let r = &d.record;
+            placed[i] = true;
+            // Without an answer, or with a 5xx, the call may never have taken effect.
+            let maybe_not = !answered(r);
+            let answer = d.compared.then(|| r.answer()).flatten();
+            let mut next = model.clone();
+            let stepped = match &answer {
+                Some(a) => next.step(&r.request(), r.invoke_ms, r.complete_ms, a),
+                None => next.step_unknown(&r.request(), r.invoke_ms, r.complete_ms),
+            };
+            match stepped {
+                Ok(_) => self.place(next, placed, depth + 1),
+                Err(StepError::Diverged(div)) => {
+                    if self.deepest.as_ref().is_none_or(|(n, ..)| depth > *n) {
+                        self.deepest = Some((depth, div, i));
+                    }
+                }
+                Err(StepError::Inconclusive(why)) => self.undecided = Some(why),
+            }
+            if maybe_not {
+                self.place(model.clone(), placed, depth + 1);
+            }
+            placed[i] = false;
+        }
+    }
+
+    /// Whether call `i` may be placed next: no other unplaced call completed before it
+    /// was sent.
+    fn may_come_next(&self, placed: &[bool], i: usize) -> bool {
+        let sent = self.stretch[i].record.invoke_ms;
+        !self
+            .stretch
+            .iter()
+            .enumerate()
+            .any(|(j, d)| j != i && !placed[j] && d.record.complete_ms < sent)
+    }
+
+    fn accept(&mut self, model: Checker) {
+        match &mut self.found {
+            None => self.found = Some(model),
+            Some(all) => {
+                if let Err(e) = all.absorb(model) {
+                    self.undecided = Some(step_error_text(&e));
+                }
+            }
+        }
+    }
+}
+
+/// A model of a fresh broker judged as `settings` says.
+fn fresh(settings: &CheckSettings) -> Checker {
+    let mut c = Checker::new();
+    c.skew_ms = settings.skew_ms;
+    c.set_retention_lag(settings.retention_lag_ms);
+    c.default_timeout_ms = settings.default_timeout_ms;
+    c.body_limit = settings.body_limit;
+    c.strict_project = settings.strict_project;
+    c.keep_going = settings.keep_going;
+    c.accept = settings.accept.clone();
+    c.auth = settings.auth.clone();
+    // Name the cause of a divergence from the queue's recent exchanges.
+    c.diagnose = true;
+    c
+}
+
+fn step_error_text(e: &StepError) -> String {
+    match e {
+        StepError::Diverged(d) => d.to_string(),
+        StepError::Inconclusive(w) => format!("the model could not decide: {w}"),
+    }
+}
+
+/// Whether the broker's answer says what it did (not lost, not a 5xx).
+fn answered(r: &Record) -> bool {
+    r.status.is_some_and(|s| s < 500)
+}
+
+fn refused_by_auth(r: &Record) -> bool {
+    matches!(r.status, Some(401 | 403))
+}
+
+fn segments(path: &str) -> Vec<&str> {
+    path.trim_end_matches('/').split('/').skip(1).collect()
+}
+
+/// Replays a recorded history through a fresh online checker, in the order the calls
+/// were sent and answered.
+pub fn replay(records: &[Record], settings: CheckSettings, base: &str) -> Online {
+    // At one instant, answers (0) before new calls (1): a call sent as another's answer
+    // arrived may come after it; a call answered at the instant it was sent, after its
+    // own sending (2).
+    let mut events: Vec<(Millis, u8, usize)> = Vec::with_capacity(records.len() * 2);
+    for (i, r) in records.iter().enumerate() {
+        let end = r.complete_ms.max(r.invoke_ms);
+        events.push((r.invoke_ms, 1, i));
+        events.push((end, if end == r.invoke_ms { 2 } else { 0 }, i));
+    }
+    events.sort_unstable();
+    let mut online = Online::new(settings, base);
+    for (_, phase, i) in events {
+        let r = &records[i];
+        if phase == 1 {
+            online.invoke(r, &r.existed);
+        } else {
+            online.complete(r);
+        }
+    }
+    online
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rec(id: u64, method: &str, path: &str, body: serde_json::Value, at: Millis) -> Record {
+        let mut r = Record {
+            id,
+            method: method.into(),
+            path: path.into(),
+            query: vec![],
+            body: None,
+            body_base64: None,
+            invoke_ms: at,
+            complete_ms: at + 1,
+            status: None,
+            response: None,
+            unknown: None,
+            existed: vec![],
+        };
+        if !body.is_null() {
+            r.set_body(body.to_string().as_bytes());
+        }
+        r
+    }
+
+    fn answered(mut r: Record, status: u16, body: serde_json::Value) -> Record {
+        r.status = Some(status);
+        r.response = (!body.is_null()).then_some(body);
+        r
+    }
+
+    #[test]
+    fn queues_the_watcher_cannot_know_are_not_judged() {
+        let mut o = Online::new(CheckSettings::default(), "http://b");
+        let push = rec(
+            1,
+            "POST",
+            "/api/v1/push",
+            json!({"items": [{"queue": "old"}]}),
+            1000,
+        );
+        o.invoke(&push, &["old".to_string()]);
+        let push = answered(push, 500, json!({"error": "x"}));
+        o.complete(&push);
+        let two = json!({"items": [{"queue": "a"}, {"queue": "b"}]});
+        let both = rec(2, "POST", "/api/v1/push", two, 1010);
+        o.invoke(&both, &[]);
+        o.complete(&answered(both, 201, json!([])));
+        let v: BTreeMap<String, QueueVerdict> =
+            o.verdicts().into_iter().map(|(n, v, _)| (n, v)).collect();
+        assert!(matches!(&v["old"], QueueVerdict::Unknown(w) if w.contains("existed")));
+        assert!(matches!(&v["a"], QueueVerdict::Unknown(w) if w.contains("several")));
+        assert!(o.findings.is_empty());
+        assert_eq!(o.counts.checked, 0);
+    }
+
+    #[test]
+    fn a_malformed_request_is_judged_on_its_own() {
+        let mut o = Online::new(CheckSettings::default(), "http://b");
+        let mut bad = rec(1, "POST", "/api/v1/push", serde_json::Value::Null, 1000);
+        bad.body = Some("{not json".into());
+        o.invoke(&bad, &[]);
+        o.complete(&answered(bad.clone(), 201, json!([])));
+        assert_eq!(o.counts.checked, 1);
+        assert_eq!(o.findings.len(), 1, "a 201 to a body that is not JSON");
+        assert!(o.findings[0].curl.contains("--data-binary"));
+    }
+}

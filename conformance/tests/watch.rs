@@ -1,0 +1,197 @@
+//! `watch` between real clients and a broker, and `check` on what it recorded: the
+//! concurrent workload's clients go through the watcher to our server (no finding), to
+//! deviant doubles (findings under each double's own rules), and a recorded history
+//! with a planted violation is reported by `check`.
+
+mod common;
+
+use common::deviant::{self, Deviation};
+use queen_conformance::concurrent::{run_workload, Workload};
+use queen_conformance::session::{CheckSettings, Target};
+use queen_conformance::watch::record::{read_history, Record};
+use queen_conformance::watch::{self, QueueVerdict, WatchOptions, WatchReport};
+use std::path::PathBuf;
+use tokio::sync::oneshot;
+
+fn lax() -> CheckSettings {
+    CheckSettings {
+        strict_project: false,
+        keep_going: true,
+        ..CheckSettings::default()
+    }
+}
+
+/// A watcher in front of `target`, recording to `record`: its URL, and the handle that
+/// ends the watch and gives its report.
+async fn watcher(
+    target: &str,
+    record: Option<PathBuf>,
+) -> (
+    String,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<WatchReport>,
+) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let opts = WatchOptions {
+        listen,
+        target: target.to_string(),
+        settings: lax(),
+        record,
+        findings: None,
+        admin: None,
+        live: false,
+    };
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        watch::watch(opts, async {
+            let _ = rx.await;
+        })
+        .await
+        .expect("the watcher runs")
+    });
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(listen).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    (format!("http://{listen}"), tx, task)
+}
+
+/// The concurrent workload's clients (`clients` × 30 calls over 2 queues) through a
+/// watcher in front of `target`.
+async fn watched(target: &str, clients: usize, seed: u64, record: Option<PathBuf>) -> WatchReport {
+    let (url, stop, task) = watcher(target, record).await;
+    let w = Workload::new(clients, 30, 2, seed);
+    let history = run_workload(&Target::new(&url, lax()), &w).await;
+    assert!(history.ops.len() >= clients * 30, "the workload ran");
+    let _ = stop.send(());
+    task.await.expect("the watch ends")
+}
+
+fn describe(r: &WatchReport) -> String {
+    serde_json::to_string_pretty(r).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_server_through_the_watcher_has_no_findings() {
+    let server = common::serve(std::sync::Arc::new(common::memory())).await;
+    let dir = tempdir();
+    let record = dir.join("history.jsonl");
+    let report = watched(&server.url(), 1, 7, Some(record.clone())).await;
+    assert!(report.findings.is_empty(), "{}", describe(&report));
+    assert!(report.passed);
+    assert!(report.counts.checked >= 25, "{}", describe(&report));
+    assert!(
+        report
+            .queues
+            .iter()
+            .all(|q| q.verdict == QueueVerdict::Checked),
+        "{}",
+        describe(&report)
+    );
+    // The same traffic checked again from the recording gets the same verdicts.
+    let again = watch::check(&record, lax(), &server.url()).unwrap();
+    assert!(again.findings.is_empty(), "{}", describe(&again));
+    assert_eq!(again.counts.checked, report.counts.checked);
+    let concurrent = watched(&server.url(), 4, 8, None).await;
+    assert!(concurrent.findings.is_empty(), "{}", describe(&concurrent));
+    assert!(concurrent.counts.checked > 0, "{}", describe(&concurrent));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_planted_violation_in_a_recorded_history_is_reported_by_check() {
+    let server = common::serve(std::sync::Arc::new(common::memory())).await;
+    let dir = tempdir();
+    let record = dir.join("history.jsonl");
+    let report = watched(&server.url(), 1, 11, Some(record.clone())).await;
+    assert!(report.findings.is_empty(), "{}", describe(&report));
+    let mut records = read_history(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let planted = plant(&mut records).expect("the history has a delivery to change");
+    let path = dir.join("planted.jsonl");
+    let text: Vec<String> = records
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect();
+    std::fs::write(&path, text.join("\n")).unwrap();
+    let checked = watch::check(&path, lax(), &server.url()).unwrap();
+    assert!(!checked.passed, "{}", describe(&checked));
+    let f = &checked.findings[0];
+    assert!(
+        f.exchanges.iter().any(|r| r.id == planted),
+        "the finding shows the changed exchange #{planted}: {}",
+        describe(&checked)
+    );
+    assert!(f.curl.starts_with("curl "), "{}", f.curl);
+}
+
+/// Changes the payload of the first message a pop delivered: no allowed behaviour
+/// delivers what was never pushed (POP-17). The changed exchange's id.
+fn plant(records: &mut [Record]) -> Option<u64> {
+    let r = records.iter_mut().find(|r| {
+        r.status == Some(200)
+            && r.path.starts_with("/api/v1/pop")
+            && r.response
+                .as_ref()
+                .is_some_and(|b| !b["messages"][0].is_null())
+    })?;
+    r.response.as_mut()?["messages"][0]["data"] = serde_json::json!({"planted": true});
+    Some(r.id)
+}
+
+/// The doubles whose departure the concurrent workload's traffic shows. The others
+/// need traffic it does not make (a body that is not UTF-8, a discovery pop, a lease
+/// left to its default length, an ack after the dedup window, ...).
+const SHOWN_BY_THE_WORKLOAD: &[&str] = &[
+    "status-200-everywhere",
+    "ack-without-noop",
+    "capitalised-errors",
+    "extend-array-and-empty-body-400",
+    "lease-kept-after-ack",
+    "read-your-writes-lag",
+    "created-at-without-z",
+    "partitions-claimed-missing",
+    "push-answer-camel-case",
+    "lease-seconds-ignored",
+    "flags-lie",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deviant_doubles_through_the_watcher_are_reported_under_their_rules() {
+    let mut missed = Vec::new();
+    for d in Deviation::ALL {
+        let broker = deviant::start(d).await;
+        let report = watched(&broker.url, 1, 5, None).await;
+        broker.stop().await;
+        let rules: Vec<&str> = report
+            .findings
+            .iter()
+            .flat_map(|f| f.rules.iter().map(|r| r.as_str()))
+            .collect();
+        let own = d.rules().iter().any(|r| rules.contains(r));
+        println!(
+            "{}: {} findings, rules {rules:?}, own: {own}",
+            d.name(),
+            report.findings.len()
+        );
+        if SHOWN_BY_THE_WORKLOAD.contains(&d.name()) && !own {
+            missed.push(format!(
+                "{}: expected one of {:?}, got {rules:?}",
+                d.name(),
+                d.rules()
+            ));
+        }
+    }
+    assert!(missed.is_empty(), "{missed:#?}");
+}
+
+fn tempdir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("queen-watch-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
