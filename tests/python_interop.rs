@@ -30,16 +30,16 @@ fn python_or_skip() -> Option<PathBuf> {
 
 /// Runs the script against `server` and fails the test, with its output, unless it passes.
 async fn run_script(python: &Path, server: &TestServer, engine: &str) {
-    run_script_with(python, server, engine, &[]).await
+    run_script_with(python, &server.url(), engine, &[]).await
 }
 
 /// [`run_script`] with extra environment variables for the script.
-async fn run_script_with(python: &Path, server: &TestServer, engine: &str, env: &[(&str, &str)]) {
+async fn run_script_with(python: &Path, url: &str, engine: &str, env: &[(&str, &str)]) {
     let started = Instant::now();
     let child = tokio::process::Command::new(python)
         .envs(env.iter().copied())
         .arg(script())
-        .arg(server.url())
+        .arg(url)
         // The script checks the client's default wire shape (autopilot on) and its
         // pinned version; keep the caller's environment from changing either.
         .env_remove("QUEEN_SDK_POP_AUTOPILOT")
@@ -109,5 +109,50 @@ async fn python_client_with_a_token_against_the_pg_engine() {
         ("QUEEN_TOKEN", tokens.admin.as_str()),
         ("QUEEN_TOKEN_SUB", queen_conformance::auth::SUB_ADMIN),
     ];
-    run_script_with(&python, &server, "pg, JWT on", &env).await;
+    run_script_with(&python, &server.url(), "pg, JWT on", &env).await;
+}
+
+/// The official client's usage through `queen-conformance watch`: every exchange is
+/// forwarded unchanged (the script's own checks pass) and the model finds nothing in the
+/// traffic it can judge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_client_through_the_watcher_has_no_findings() {
+    let Some(python) = python_or_skip() else {
+        return;
+    };
+    let server = pg_server().await;
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let settings = queen_conformance::session::CheckSettings {
+        strict_project: false,
+        keep_going: true,
+        ..Default::default()
+    };
+    let opts = queen_conformance::watch::WatchOptions {
+        listen,
+        target: server.url(),
+        settings,
+        record: None,
+        findings: None,
+        admin: None,
+        live: false,
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let watch = tokio::spawn(queen_conformance::watch::watch(opts, async {
+        let _ = stopped.await;
+    }));
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(listen).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    run_script_with(&python, &format!("http://{listen}"), "pg, watched", &[]).await;
+    let _ = stop.send(());
+    let report = watch.await.expect("the watch ends").expect("the watcher runs");
+    let text = serde_json::to_string_pretty(&report).unwrap();
+    assert!(report.findings.is_empty(), "{text}");
+    assert!(report.counts.checked >= 50, "{text}");
+    eprintln!("{}", serde_json::to_string(&report.counts).unwrap());
 }

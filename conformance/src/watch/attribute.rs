@@ -16,13 +16,10 @@ use std::collections::{BTreeSet, HashMap};
 pub enum Touch {
     /// One queue: the call is checked on its model.
     Queue(String),
-    /// Several queues, or some of a namespace's: each named one becomes unknown, and
-    /// with `every` so does every queue watched.
+    /// Several queues, or those of a namespace or task: each becomes unknown.
     Many {
-        /// The queues named.
+        /// The queues named, or watched and in the namespace or task.
         queues: BTreeSet<String>,
-        /// Every watched queue may be touched (a discovery pop).
-        every: bool,
         /// Why the call cannot be checked on one queue.
         why: &'static str,
     },
@@ -36,14 +33,51 @@ pub enum Touch {
 }
 
 /// What the watcher learnt from the answers it saw: each delivered partition's and
-/// lease's queue.
+/// lease's queue, and the namespaces and tasks each queue may be in.
 #[derive(Default)]
 pub struct Learnt {
     partitions: HashMap<String, String>,
     leases: HashMap<String, String>,
+    /// Every (namespace, task) a queue was derived or configured with (CFG-3).
+    labels: HashMap<String, BTreeSet<(String, String)>>,
 }
 
 impl Learnt {
+    /// A queue first seen: the namespace and task its name derives (CFG-3).
+    pub fn saw(&mut self, queue: &str) {
+        let derived = queen_reference::wire::derive_namespace_task(queue);
+        self.labels
+            .entry(queue.to_string())
+            .or_default()
+            .insert(derived);
+    }
+
+    /// A configure call that may have set a queue's namespace and task: both readings
+    /// are kept, so a discovery pop that could reach the queue under either touches it.
+    pub fn configured(&mut self, req: &HttpRequest) {
+        let Ok(b) = serde_json::from_slice::<Value>(&req.body) else {
+            return;
+        };
+        let Some(q) = b.get("queue").and_then(Value::as_str) else {
+            return;
+        };
+        let (ns, task) = queen_reference::wire::derive_namespace_task(q);
+        let field = |k: &str, d: String| b.get(k).and_then(Value::as_str).map_or(d, str::to_string);
+        let label = (field("namespace", ns), field("task", task));
+        self.labels.entry(q.to_string()).or_default().insert(label);
+    }
+
+    /// The watched queues a discovery pop with these filters may claim from (POP-10).
+    fn in_scope(&self, namespace: Option<&str>, task: Option<&str>) -> BTreeSet<String> {
+        let fits = |(ns, t): &(String, String)| {
+            namespace.is_none_or(|n| n == ns) && task.is_none_or(|x| x == t)
+        };
+        self.labels
+            .iter()
+            .filter(|(_, ls)| ls.iter().any(fits))
+            .map(|(q, _)| q.clone())
+            .collect()
+    }
     /// Learns the partitions and leases of a pop on a queue's route.
     pub fn pop_answer(&mut self, queue: &str, answer: &HttpResponse) {
         let Some(msgs) = answer
@@ -109,11 +143,16 @@ impl Learnt {
             | R::Depth
             | R::QueueMessages => Touch::Queue(var(0)),
             R::Seek | R::SeekPartition | R::DeleteGroupQueue => Touch::Queue(var(1)),
-            R::PopDiscovery => Touch::Many {
-                queues: BTreeSet::new(),
-                every: true,
-                why: "a pop by namespace or task may claim from any queue",
-            },
+            R::PopDiscovery => {
+                let scope = self.in_scope(param("namespace").as_deref(), param("task").as_deref());
+                match scope.len() {
+                    0 => Touch::Nothing("a pop by namespace or task that reaches no watched queue"),
+                    _ => Touch::Many {
+                        queues: scope,
+                        why: "a pop by namespace or task may have claimed from it",
+                    },
+                }
+            }
             R::Ack => self.acks(body.as_ref().map(std::slice::from_ref)),
             R::AckBatch => self.acks(
                 body.as_ref()
@@ -167,11 +206,7 @@ impl Learnt {
     fn named(&self, queues: Option<BTreeSet<String>>, why: &'static str) -> Touch {
         match queues {
             Some(qs) if qs.len() == 1 => Touch::Queue(qs.into_iter().next().unwrap_or_default()),
-            Some(qs) if !qs.is_empty() => Touch::Many {
-                queues: qs,
-                every: false,
-                why,
-            },
+            Some(qs) if !qs.is_empty() => Touch::Many { queues: qs, why },
             _ => Touch::Nothing("a request that names no queue"),
         }
     }
@@ -256,7 +291,7 @@ mod tests {
             "/api/v1/push",
             json!({"items": [{"queue": "a"}, {"queue": "b"}]}),
         );
-        assert!(matches!(l.touch(&two), Touch::Many { every: false, .. }));
+        assert!(matches!(l.touch(&two), Touch::Many { .. }));
         let pop = HttpRequest::get("/api/v1/pop/queue/a%20b", &[]);
         assert_eq!(l.touch(&pop), Touch::Queue("a b".into()));
         let ack = post(
@@ -280,10 +315,26 @@ mod tests {
         let maint = post("/api/v1/system/maintenance", json!({"enabled": true}));
         assert_eq!(l.touch(&maint), Touch::Broker);
         let discovery = HttpRequest::get("/api/v1/pop", &[("namespace", "n")]);
-        assert!(matches!(
-            l.touch(&discovery),
-            Touch::Many { every: true, .. }
-        ));
+        assert!(
+            matches!(l.touch(&discovery), Touch::Nothing(_)),
+            "no queue of n seen"
+        );
+        l.saw("n.t.x");
+        l.saw("m.t");
+        let Touch::Many { queues, .. } = l.touch(&discovery) else {
+            panic!("n.t.x is in n");
+        };
+        assert_eq!(
+            queues.into_iter().collect::<Vec<_>>(),
+            vec!["n.t.x".to_string()]
+        );
+        let configure = json!({"queue": "m.t", "namespace": "n", "task": "t"});
+        l.configured(&post("/api/v1/configure", configure));
+        let by_task = HttpRequest::get("/api/v1/pop", &[("namespace", "n"), ("task", "t")]);
+        let Touch::Many { queues, .. } = l.touch(&by_task) else {
+            panic!("both are in n/t");
+        };
+        assert_eq!(queues.len(), 2);
         let garbage = post("/api/v1/push", json!("not an object"));
         assert!(matches!(l.touch(&garbage), Touch::Nothing(_)));
     }

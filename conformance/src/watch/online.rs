@@ -170,12 +170,8 @@ impl Online {
             Touch::Queue(q) => {
                 self.queue(q).in_flight.insert(record.id);
             }
-            Touch::Many { queues, every, why } => {
-                let mut all: Vec<String> = queues.iter().cloned().collect();
-                if *every {
-                    all.extend(self.queues.keys().cloned());
-                }
-                for q in all {
+            Touch::Many { queues, why } => {
+                for q in queues.clone() {
                     self.queue(&q);
                     self.forget(&q, format!("{why} (call #{})", record.id));
                 }
@@ -242,6 +238,9 @@ impl Online {
 
     fn learn(&mut self, queue: &str, record: &Record) {
         let req = record.request();
+        if req.method == "POST" && req.path == "/api/v1/configure" {
+            self.learnt.configured(&req);
+        }
         let pop = matches!(
             queen_reference::wire::find(&req.method, &segments(&req.path)).map(|r| r.0.id),
             Some(RouteId::PopQueue | RouteId::PopPartition)
@@ -257,6 +256,7 @@ impl Online {
     /// seen so far applied to its model.
     fn queue(&mut self, name: &str) -> &mut Queue {
         if !self.queues.contains_key(name) {
+            self.learnt.saw(name);
             let mut model = fresh(&self.settings);
             let mut verdict = QueueVerdict::Checked;
             for r in self.prelude.values() {
