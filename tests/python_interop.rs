@@ -150,7 +150,10 @@ async fn python_client_through_the_watcher_has_no_findings() {
     }
     run_script_with(&python, &format!("http://{listen}"), "pg, watched", &[]).await;
     let _ = stop.send(());
-    let report = watch.await.expect("the watch ends").expect("the watcher runs");
+    let report = watch
+        .await
+        .expect("the watch ends")
+        .expect("the watcher runs");
     let text = serde_json::to_string_pretty(&report).unwrap();
     assert!(report.findings.is_empty(), "{text}");
     assert!(report.counts.checked >= 50, "{text}");

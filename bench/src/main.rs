@@ -36,6 +36,7 @@ mod suite;
 mod summary;
 mod target;
 mod wake;
+mod watch;
 
 use clap::Parser;
 use std::time::Duration;
@@ -53,7 +54,7 @@ struct Args {
     /// The target's database, for the raw ceiling and connection counts (with --target).
     #[arg(long)]
     database_url: Option<String>,
-    /// Comma-separated: pg-ceiling, push-batch, push-batch-spread, push-single, consume, drain, wake-latency, parked-polls, request-scaling, management-scale, scale, discovery, suite.
+    /// Comma-separated: pg-ceiling, push-batch, push-batch-spread, push-single, consume, drain, wake-latency, parked-polls, request-scaling, management-scale, scale, discovery, suite, watch (the live checker's latency, throughput and check rate), watch-rss (its memory over --watch-exchanges).
     #[arg(
         long,
         default_value = "pg-ceiling,push-batch,push-batch-spread,push-single,consume,drain,wake-latency,parked-polls"
@@ -115,6 +116,12 @@ struct Args {
     /// spread over them (a push on one broker wakes a pop parked on another).
     #[arg(long, default_value_t = 1)]
     brokers: usize,
+    /// Push-pop-ack cycles each way (straight and through the watcher) in watch.
+    #[arg(long, default_value_t = 1000)]
+    watch_cycles: usize,
+    /// Exchanges driven through the watcher in watch-rss.
+    #[arg(long, default_value_t = 1_000_000)]
+    watch_exchanges: u64,
     /// Database connections of each server we start.
     #[arg(long, default_value_t = 10)]
     pool_size: u32,
@@ -272,6 +279,14 @@ async fn run_round(
                 outcomes.push(discovery::run(&client, &p).await?);
             }
             "suite" => outcomes.push(suite::run(&target.urls[0], &run_id).await?),
+            "watch" => {
+                let url = &target.urls[0];
+                outcomes.extend(watch::latency(url, &run_id, a.watch_cycles).await?);
+                outcomes.extend(watch::throughput(url, &run_id, duration).await?);
+            }
+            "watch-rss" => {
+                outcomes.push(watch::rss(&target.urls[0], &run_id, a.watch_exchanges).await?)
+            }
             other => return Err(format!("unknown workload {other}")),
         }
         // The whole workload's, unless it measured its own (wake-latency, per parking time).

@@ -44,8 +44,13 @@ impl Shared {
         record: Option<std::fs::File>,
         on_finding: Box<dyn Fn(&super::online::WatchFinding) + Send + Sync>,
     ) -> Shared {
+        // Idle connections are dropped well before a broker would close them (hyper's
+        // servers close an idle keep-alive connection once its header timeout passes,
+        // ours after 10 s), so that a request is rarely sent on a connection the broker
+        // is closing at that moment.
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            .pool_idle_timeout(std::time::Duration::from_secs(2))
             .build()
             .expect("a client without TLS builds");
         Shared {

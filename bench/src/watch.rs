@@ -1,0 +1,289 @@
+//! watch: what `queen-conformance watch` costs, with the watcher in this process in
+//! front of the target.
+//!
+//! * `watch-latency-p50` / `watch-latency-p99`: milliseconds the proxy adds to a request,
+//!   from one client's push-pop-ack cycles sent alternately straight to the broker and
+//!   through the watcher (so both see the same broker load and the same drift).
+//! * `watch-throughput`: exchanges per second through the watcher with 8 clients in
+//!   cycles over 8 queues, every one judged online as it completes.
+//! * `watch-check-rate`: exchanges per second `check` judges from the recorded history
+//!   of the throughput run (the checker alone, no network).
+//! * `watch-rss`: this process's resident memory after `--watch-exchanges` exchanges
+//!   through the watcher, with its samples along the way, to show it stays flat. The
+//!   queues retain completed messages 1 s (RET-2), as a long-running deployment would.
+
+use crate::client::Client;
+use crate::report::Outcome;
+use crate::stats::Latencies;
+use queen_conformance::session::CheckSettings;
+use queen_conformance::watch::{self, WatchOptions};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A watcher running in this process: its URL, and how to end it.
+struct Running {
+    url: String,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<watch::WatchReport, String>>,
+}
+
+async fn start(target: &str, record: Option<PathBuf>) -> Result<Running, String> {
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| e.to_string())?;
+    let opts = WatchOptions {
+        listen,
+        target: target.to_string(),
+        settings: CheckSettings {
+            strict_project: false,
+            keep_going: true,
+            ..CheckSettings::default()
+        },
+        record,
+        findings: None,
+        admin: None,
+        live: false,
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(watch::watch(opts, async {
+        let _ = stopped.await;
+    }));
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(listen).await.is_ok() {
+            return Ok(Running {
+                url: format!("http://{listen}"),
+                stop,
+                task,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Err("the watcher did not start listening".into())
+}
+
+impl Running {
+    async fn finish(self) -> Result<watch::WatchReport, String> {
+        let _ = self.stop.send(());
+        self.task.await.map_err(|e| e.to_string())?
+    }
+}
+
+/// One push-pop-ack cycle on `queue`: each request's latency goes to `lat`.
+async fn cycle(c: &Client, queue: &str, n: u64, lat: &mut Latencies) -> Result<(), String> {
+    let err = |e: reqwest::Error| e.to_string();
+    let t = Instant::now();
+    let item = json!({"items": [{"queue": queue, "payload": {"n": n}}]});
+    let (s, body) = c.post("/api/v1/push", &item).await.map_err(err)?;
+    lat.record(t.elapsed());
+    if s != 201 {
+        return Err(format!("push answered {s}: {body:?}"));
+    }
+    let t = Instant::now();
+    let (s, body) = c
+        .get(&format!("/api/v1/pop/queue/{queue}?batch=1"))
+        .await
+        .map_err(err)?;
+    lat.record(t.elapsed());
+    let Some(m) = body.as_ref().and_then(|b| b["messages"].get(0)).cloned() else {
+        return Err(format!("pop answered {s} without a message"));
+    };
+    let ack = json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                     "leaseId": m["leaseId"], "status": "completed"});
+    let t = Instant::now();
+    let (s, body) = c.post("/api/v1/ack", &ack).await.map_err(err)?;
+    lat.record(t.elapsed());
+    if s != 200 {
+        return Err(format!("ack answered {s}: {body:?}"));
+    }
+    Ok(())
+}
+
+/// Queues that keep completed messages 1 s, so the broker's and the model's state
+/// stay bounded over a long run (RET-2).
+async fn configure(c: &Client, queues: &[String]) -> Result<(), String> {
+    for q in queues {
+        let body = json!({"queue": q, "options": {"completedRetentionSeconds": 1}});
+        let (s, _) = c
+            .post("/api/v1/configure", &body)
+            .await
+            .map_err(|e| e.to_string())?;
+        if s != 200 {
+            return Err(format!("configure answered {s}"));
+        }
+    }
+    Ok(())
+}
+
+/// The latency the proxy adds: `cycles` cycles each way, alternating.
+pub async fn latency(target: &str, run_id: &str, cycles: usize) -> Result<Vec<Outcome>, String> {
+    let w = start(target, None).await?;
+    let (direct, watched) = (
+        Client::new(&[target.to_string()], 1),
+        Client::new(&[w.url.clone()], 1),
+    );
+    let queue = format!("bench-watch-lat-{run_id}");
+    configure(&direct, std::slice::from_ref(&queue)).await?;
+    let (mut d, mut v) = (Latencies::default(), Latencies::default());
+    for n in 0..cycles as u64 {
+        cycle(&direct, &queue, n, &mut d).await?;
+        cycle(&watched, &queue, n, &mut v).await?;
+    }
+    let report = w.finish().await?;
+    let figure = |p: f64| {
+        let added = v.percentile_ms(p) - d.percentile_ms(p);
+        Outcome {
+            workload: format!("watch-latency-p{p}"),
+            value: added,
+            unit: "ms".into(),
+            details: json!({"direct_ms": d.percentile_ms(p), "watched_ms": v.percentile_ms(p),
+                            "requests": v.len(), "findings": report.findings.len(),
+                            "checked": report.counts.checked}),
+        }
+    };
+    Ok(vec![figure(50.0), figure(99.0)])
+}
+
+/// Exchanges per second through the watcher, 8 clients over 8 queues, and the rate at
+/// which `check` judges the recorded history.
+pub async fn throughput(
+    target: &str,
+    run_id: &str,
+    duration: Duration,
+) -> Result<Vec<Outcome>, String> {
+    let record = std::env::temp_dir().join(format!("queen-bench-watch-{run_id}.jsonl"));
+    let w = start(target, Some(record.clone())).await?;
+    let queues: Vec<String> = (0..8)
+        .map(|i| format!("bench-watch-{run_id}-{i}"))
+        .collect();
+    let client = Client::new(&[w.url.clone()], 8);
+    configure(&client, &queues).await?;
+    let done = drive(
+        &client,
+        &queues,
+        Deadline::Time(Instant::now() + duration),
+        |_| {},
+    )
+    .await?;
+    let secs = duration.as_secs_f64();
+    let report = w.finish().await?;
+    let live = Outcome {
+        workload: "watch-throughput".into(),
+        value: done as f64 / secs,
+        unit: "exchanges/s".into(),
+        details: json!({"exchanges": report.counts.exchanges, "checked": report.counts.checked,
+                        "findings": report.findings.len(), "clients": 8, "queues": 8}),
+    };
+    let t = Instant::now();
+    let offline = watch::check(
+        &record,
+        CheckSettings {
+            strict_project: false,
+            keep_going: true,
+            ..CheckSettings::default()
+        },
+        target,
+    )?;
+    let took = t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_file(&record);
+    let rate = Outcome {
+        workload: "watch-check-rate".into(),
+        value: offline.counts.exchanges as f64 / took,
+        unit: "exchanges/s".into(),
+        details: json!({"exchanges": offline.counts.exchanges, "checked": offline.counts.checked,
+                        "seconds": took, "findings": offline.findings.len()}),
+    };
+    Ok(vec![live, rate])
+}
+
+/// Resident memory after `exchanges` exchanges through the watcher, sampled along the way.
+pub async fn rss(target: &str, run_id: &str, exchanges: u64) -> Result<Outcome, String> {
+    let w = start(target, None).await?;
+    let queues: Vec<String> = (0..8)
+        .map(|i| format!("bench-watch-rss-{run_id}-{i}"))
+        .collect();
+    let client = Client::new(&[w.url.clone()], 8);
+    configure(&client, &queues).await?;
+    let started = rss_mib();
+    let samples = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let step = (exchanges / 10).max(1);
+    let s = samples.clone();
+    let t = Instant::now();
+    drive(&client, &queues, Deadline::Count(exchanges), move |n| {
+        if n % step < 3 {
+            s.lock().expect("samples").push((n, rss_mib()));
+        }
+    })
+    .await?;
+    let secs = t.elapsed().as_secs_f64();
+    let report = w.finish().await?;
+    let samples = samples.lock().expect("samples").clone();
+    Ok(Outcome {
+        workload: "watch-rss".into(),
+        value: rss_mib(),
+        unit: "MiB".into(),
+        details: json!({"exchanges": report.counts.exchanges, "checked": report.counts.checked,
+                        "findings": report.findings.len(), "rss_at_start_mib": started,
+                        "samples_exchanges_mib": samples, "seconds": secs}),
+    })
+}
+
+enum Deadline {
+    Time(Instant),
+    Count(u64),
+}
+
+/// 8 clients in push-pop-ack cycles, one queue each, until the deadline: the
+/// exchanges completed. `each` is told the running count after every cycle.
+async fn drive(
+    client: &Client,
+    queues: &[String],
+    until: Deadline,
+    each: impl Fn(u64) + Send + Sync + 'static,
+) -> Result<u64, String> {
+    let count = Arc::new(AtomicU64::new(0));
+    let each = Arc::new(each);
+    let until = Arc::new(until);
+    let mut tasks = Vec::new();
+    for (i, q) in queues.iter().enumerate() {
+        let (c, q, count, each, until) = (
+            client.on(i),
+            q.clone(),
+            count.clone(),
+            each.clone(),
+            until.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Latencies::default();
+            for n in 0.. {
+                let over = match *until {
+                    Deadline::Time(t) => Instant::now() >= t,
+                    Deadline::Count(c) => count.load(Ordering::Relaxed) >= c,
+                };
+                if over {
+                    break;
+                }
+                cycle(&c, &q, n, &mut lat).await?;
+                lat.clear();
+                each(count.fetch_add(3, Ordering::Relaxed) + 3);
+            }
+            Ok::<_, String>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())??;
+    }
+    Ok(count.load(Ordering::Relaxed))
+}
+
+/// This process's resident memory in MiB (0 where /proc is absent).
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
