@@ -9,8 +9,9 @@
 //! * `watch-check-rate`: exchanges per second `check` judges from the recorded history
 //!   of the throughput run (the checker alone, no network).
 //! * `watch-rss`: this process's resident memory after `--watch-exchanges` exchanges
-//!   through the watcher, with its samples along the way, to show it stays flat. The
-//!   queues retain completed messages 1 s (RET-2), as a long-running deployment would.
+//!   through the watcher, with its samples along the way. The queues keep every message
+//!   (no retention), so the model's state grows with them as the broker's does; the
+//!   history itself is not kept.
 
 use crate::client::Client;
 use crate::report::Outcome;
@@ -101,22 +102,6 @@ async fn cycle(c: &Client, queue: &str, n: u64, lat: &mut Latencies) -> Result<(
     Ok(())
 }
 
-/// Queues that keep completed messages 1 s, so the broker's and the model's state
-/// stay bounded over a long run (RET-2).
-async fn configure(c: &Client, queues: &[String]) -> Result<(), String> {
-    for q in queues {
-        let body = json!({"queue": q, "options": {"completedRetentionSeconds": 1}});
-        let (s, _) = c
-            .post("/api/v1/configure", &body)
-            .await
-            .map_err(|e| e.to_string())?;
-        if s != 200 {
-            return Err(format!("configure answered {s}"));
-        }
-    }
-    Ok(())
-}
-
 /// The latency the proxy adds: `cycles` cycles each way, alternating.
 pub async fn latency(target: &str, run_id: &str, cycles: usize) -> Result<Vec<Outcome>, String> {
     let w = start(target, None).await?;
@@ -124,12 +109,15 @@ pub async fn latency(target: &str, run_id: &str, cycles: usize) -> Result<Vec<Ou
         Client::new(&[target.to_string()], 1),
         Client::new(&[w.url.clone()], 1),
     );
-    let queue = format!("bench-watch-lat-{run_id}");
-    configure(&direct, std::slice::from_ref(&queue)).await?;
+    // A queue each: the watcher sees every call on its own.
+    let (dq, wq) = (
+        format!("bench-watch-lat-{run_id}"),
+        format!("bench-watched-lat-{run_id}"),
+    );
     let (mut d, mut v) = (Latencies::default(), Latencies::default());
     for n in 0..cycles as u64 {
-        cycle(&direct, &queue, n, &mut d).await?;
-        cycle(&watched, &queue, n, &mut v).await?;
+        cycle(&direct, &dq, n, &mut d).await?;
+        cycle(&watched, &wq, n, &mut v).await?;
     }
     let report = w.finish().await?;
     let figure = |p: f64| {
@@ -159,7 +147,6 @@ pub async fn throughput(
         .map(|i| format!("bench-watch-{run_id}-{i}"))
         .collect();
     let client = Client::new(&[w.url.clone()], 8);
-    configure(&client, &queues).await?;
     let done = drive(
         &client,
         &queues,
@@ -205,7 +192,6 @@ pub async fn rss(target: &str, run_id: &str, exchanges: u64) -> Result<Outcome, 
         .map(|i| format!("bench-watch-rss-{run_id}-{i}"))
         .collect();
     let client = Client::new(&[w.url.clone()], 8);
-    configure(&client, &queues).await?;
     let started = rss_mib();
     let samples = Arc::new(std::sync::Mutex::new(Vec::new()));
     let step = (exchanges / 10).max(1);

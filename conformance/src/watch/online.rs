@@ -326,7 +326,8 @@ impl Online {
             return;
         }
         let stretch = std::mem::take(&mut q.stretch);
-        let outcome = search(&q.model, &stretch);
+        // The model is put back on success; after an error the queue is judged no more.
+        let outcome = search(std::mem::take(&mut q.model), &stretch);
         let compared = stretch.iter().filter(|d| d.compared).count() as u64;
         match outcome {
             Ok(mut model) => {
@@ -352,16 +353,24 @@ impl Online {
         let Some(q) = self.queues.get_mut(name) else {
             return;
         };
+        let new: Vec<Finding> = q
+            .model
+            .findings()
+            .into_iter()
+            .filter(|f| !q.reported.contains(f))
+            .collect();
+        if new.is_empty() {
+            return;
+        }
         let exchanges: Vec<Record> = q.recent.iter().cloned().collect();
         let curl = exchanges
             .last()
             .map(|r| curl_one(&self.base, &r.request()))
             .unwrap_or_default();
-        for f in q.model.findings() {
-            if q.reported.insert(f.clone()) {
-                let w = of_finding(name, &f, exchanges.clone(), curl.clone());
-                self.findings.push(w);
-            }
+        for f in new {
+            q.reported.insert(f.clone());
+            let w = of_finding(name, &f, exchanges.clone(), curl.clone());
+            self.findings.push(w);
         }
     }
 
@@ -452,7 +461,12 @@ enum Settle {
 
 /// The model after `stretch`: every state some order of its calls allowed by real time
 /// leads to, when the model accepts at least one order.
-fn search(start: &Checker, stretch: &[Done]) -> Result<Checker, Settle> {
+fn search(start: Checker, stretch: &[Done]) -> Result<Checker, Settle> {
+    if let [only] = stretch {
+        if only.compared {
+            return step_alone(start, &only.record);
+        }
+    }
     let mut s = Search {
         stretch,
         steps: 0,
@@ -460,7 +474,7 @@ fn search(start: &Checker, stretch: &[Done]) -> Result<Checker, Settle> {
         deepest: None,
         undecided: None,
     };
-    s.place(start.clone(), &mut vec![false; stretch.len()], 0);
+    s.place(start, &mut vec![false; stretch.len()], 0);
     if let Some(model) = s.found {
         return Ok(model);
     }
@@ -472,6 +486,20 @@ fn search(start: &Checker, stretch: &[Done]) -> Result<Checker, Settle> {
         None => Err(Settle::Undecided(
             "no order of the stretch was tried".into(),
         )),
+    }
+}
+
+/// A stretch of one answered call: the model steps in place, with no copy of it.
+fn step_alone(mut model: Checker, r: &Record) -> Result<Checker, Settle> {
+    let Some(answer) = r.answer() else {
+        return Err(Settle::Undecided(
+            "an answered call without its answer".into(),
+        ));
+    };
+    match model.step(&r.request(), r.invoke_ms, r.complete_ms, &answer) {
+        Ok(_) => Ok(model),
+        Err(StepError::Diverged(d)) => Err(Settle::Violation(d, 0)),
+        Err(e) => Err(Settle::Undecided(step_error_text(&e))),
     }
 }
 
