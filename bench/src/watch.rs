@@ -107,7 +107,7 @@ pub async fn latency(target: &str, run_id: &str, cycles: usize) -> Result<Vec<Ou
     let w = start(target, None).await?;
     let (direct, watched) = (
         Client::new(&[target.to_string()], 1),
-        Client::new(&[w.url.clone()], 1),
+        Client::new(std::slice::from_ref(&w.url), 1),
     );
     // A queue each: the watcher sees every call on its own.
     let (dq, wq) = (
@@ -146,7 +146,7 @@ pub async fn throughput(
     let queues: Vec<String> = (0..8)
         .map(|i| format!("bench-watch-{run_id}-{i}"))
         .collect();
-    let client = Client::new(&[w.url.clone()], 8);
+    let client = Client::new(std::slice::from_ref(&w.url), 8);
     let done = drive(
         &client,
         &queues,
@@ -191,7 +191,7 @@ pub async fn rss(target: &str, run_id: &str, exchanges: u64) -> Result<Outcome, 
     let queues: Vec<String> = (0..8)
         .map(|i| format!("bench-watch-rss-{run_id}-{i}"))
         .collect();
-    let client = Client::new(&[w.url.clone()], 8);
+    let client = Client::new(std::slice::from_ref(&w.url), 8);
     let started = rss_mib();
     let samples = Arc::new(std::sync::Mutex::new(Vec::new()));
     let step = (exchanges / 10).max(1);

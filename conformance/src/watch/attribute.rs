@@ -11,6 +11,9 @@ use queen_reference::wire::{HttpRequest, HttpResponse, RouteId};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 
+/// Leases remembered for their extends; past it the memory starts again.
+const LEASES_KEPT: usize = 100_000;
+
 /// What a call touches.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Touch {
@@ -97,6 +100,11 @@ impl Learnt {
                 .and_then(Value::as_str)
                 .filter(|l| !l.is_empty())
             {
+                if self.leases.len() >= LEASES_KEPT {
+                    // The oldest are not known apart from the others: all go, and an
+                    // extend of one of them is then not judged, never misjudged.
+                    self.leases.clear();
+                }
                 self.leases.insert(l.to_string(), queue.to_string());
             }
         }

@@ -62,7 +62,7 @@ pub async fn watch(
         _ = terminated() => {}
     }
     shared.flush();
-    let online = shared.online.lock().expect("checker lock");
+    let online = shared.checker();
     Ok(WatchReport::of(
         &online,
         &opts.target,
@@ -86,7 +86,7 @@ fn shared(opts: &WatchOptions) -> Result<proxy::Shared, String> {
         }
         if let Some(w) = &findings {
             use std::io::Write;
-            let mut w = w.lock().expect("findings lock");
+            let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
             let _ = serde_json::to_writer(&mut *w, f);
             let _ = w.write_all(b"\n");
             let _ = w.flush();

@@ -25,6 +25,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 /// Model steps one stretch's search may take before its queue is undecided.
 pub const STRETCH_BUDGET: u64 = 20_000;
 
+/// Calls of one stretch before its queue is undecided: a queue that is never quiet
+/// would otherwise keep its calls in memory without end.
+pub const STRETCH_CALLS: usize = 2_000;
+
 /// Exchanges of a queue a diagnosis may replay (the latest ones, from a quiescent point).
 const DIAGNOSIS_WINDOW: usize = 400;
 
@@ -306,6 +310,13 @@ impl Online {
             if compared {
                 self.skip("its queue is no longer judged (unknown, undecided or violated)");
             }
+            return;
+        }
+        if q.stretch.len() >= STRETCH_CALLS {
+            q.verdict = QueueVerdict::Undecided(format!(
+                "{STRETCH_CALLS} calls without a moment when none was in flight"
+            ));
+            q.stretch.clear();
             return;
         }
         q.stretch.push(Done {

@@ -64,10 +64,16 @@ impl Shared {
         }
     }
 
+    /// The checker. A panic while it was held (a bug, never a client's input) leaves
+    /// it as it was: the watcher goes on forwarding and judging.
+    pub fn checker(&self) -> std::sync::MutexGuard<'_, Online> {
+        self.online.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Flushes the recorded history.
     pub fn flush(&self) {
         if let Some(r) = &self.record {
-            let _ = r.lock().expect("record lock").flush();
+            let _ = r.lock().unwrap_or_else(|e| e.into_inner()).flush();
         }
     }
 }
@@ -126,12 +132,13 @@ pub async fn handle(
     };
     record.set_body(&bytes);
     record.existed = first_sight(&shared, &record, &parts.headers).await;
-    shared
-        .online
-        .lock()
-        .expect("checker lock")
-        .invoke(&record, &record.existed);
+    shared.checker().invoke(&record, &record.existed);
+    let mut pending = InFlight {
+        shared: shared.clone(),
+        record: Some(record),
+    };
     let answer = forward(&shared, &parts, bytes).await;
+    let mut record = pending.record.take().unwrap_or_default();
     record.complete_ms = wall_clock_ms();
     let response = match answer {
         Ok((status, headers, body)) => {
@@ -152,10 +159,28 @@ pub async fn handle(
     Ok(response)
 }
 
+/// A call sent on and not answered yet. When the client goes away first, hyper drops the
+/// handler: the call is then completed as unknown (the broker may or may not have done
+/// it), so that its queue does not wait for it forever.
+struct InFlight {
+    shared: Arc<Shared>,
+    record: Option<Record>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(mut r) = self.record.take() {
+            r.complete_ms = wall_clock_ms();
+            r.unknown = Some("the client went away before the answer".into());
+            finish(&self.shared, &r);
+        }
+    }
+}
+
 /// Checks the completed call, reports its findings and records it.
 fn finish(shared: &Shared, record: &Record) {
     let found = {
-        let mut online = shared.online.lock().expect("checker lock");
+        let mut online = shared.checker();
         let n = online.complete(record);
         online.findings[online.findings.len() - n..].to_vec()
     };
@@ -163,7 +188,7 @@ fn finish(shared: &Shared, record: &Record) {
         (shared.on_finding)(f);
     }
     if let Some(w) = &shared.record {
-        let mut w = w.lock().expect("record lock");
+        let mut w = w.lock().unwrap_or_else(|e| e.into_inner());
         let _ = serde_json::to_writer(&mut *w, record);
         let _ = w.write_all(b"\n");
     }
@@ -224,17 +249,13 @@ fn gateway_error(why: &str) -> Response<Full<Bytes>> {
 /// own credentials. Anything but a 404 counts as "existed": the watcher then does not
 /// judge the queue rather than judge it from a state it may not know.
 async fn first_sight(shared: &Arc<Shared>, record: &Record, headers: &HeaderMap) -> Vec<String> {
-    let unseen = shared
-        .online
-        .lock()
-        .expect("checker lock")
-        .unseen(&record.request());
+    let unseen = shared.checker().unseen(&record.request());
     let mut existed = Vec::new();
     for q in unseen {
         let cell = shared
             .probes
             .lock()
-            .expect("probe lock")
+            .unwrap_or_else(|e| e.into_inner())
             .entry(q.clone())
             .or_default()
             .clone();

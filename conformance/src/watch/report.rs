@@ -273,7 +273,7 @@ pub(super) async fn serve_metrics(
             let shared = shared.clone();
             let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
                 let text = if req.uri().path() == "/metrics" {
-                    Some(metrics_text(&shared.online.lock().expect("checker lock")))
+                    Some(metrics_text(&shared.checker()))
                 } else {
                     None
                 };
