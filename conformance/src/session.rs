@@ -41,16 +41,7 @@ pub struct Session {
 impl Session {
     /// A session whose names all start with `prefix` (letters and digits only).
     pub fn new(target: &Target, prefix: String) -> Session {
-        let mut checker = Checker::new();
-        checker.skew_ms = target.settings.skew_ms;
-        checker.default_timeout_ms = target.settings.default_timeout_ms;
-        checker.body_limit = target.settings.body_limit;
-        checker.strict_project = target.settings.strict_project;
-        checker.keep_going = target.settings.keep_going;
-        checker.accept = target.settings.accept.clone();
-        checker.auth = target.settings.auth.clone();
-        checker.diagnose = true;
-        checker.set_retention_lag(target.settings.retention_lag_ms);
+        let checker = target.settings.checker();
         Session {
             target: target.clone(),
             checker,

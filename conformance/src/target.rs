@@ -37,6 +37,24 @@ pub struct CheckSettings {
     pub request_timeout_ms: u64,
 }
 
+impl CheckSettings {
+    /// The model of a fresh broker judged as these settings say, naming the cause of an
+    /// answer no allowed behaviour explains.
+    pub fn checker(&self) -> queen_reference::checker::Checker {
+        let mut c = queen_reference::checker::Checker::new();
+        c.skew_ms = self.skew_ms;
+        c.default_timeout_ms = self.default_timeout_ms;
+        c.body_limit = self.body_limit;
+        c.strict_project = self.strict_project;
+        c.keep_going = self.keep_going;
+        c.accept = self.accept.clone();
+        c.auth = self.auth.clone();
+        c.diagnose = true;
+        c.set_retention_lag(self.retention_lag_ms);
+        c
+    }
+}
+
 impl Default for CheckSettings {
     fn default() -> Self {
         CheckSettings {

@@ -198,14 +198,10 @@ impl Outcome {
 /// search cannot list departures), but accepted deviations and, with `--keep-going`,
 /// answer-only differences are let through as in the cases, which report them.
 fn fresh_checker(settings: &CheckSettings) -> Checker {
-    let mut c = Checker::new();
-    c.skew_ms = settings.skew_ms;
-    c.set_retention_lag(settings.retention_lag_ms);
-    c.default_timeout_ms = settings.default_timeout_ms;
-    c.body_limit = settings.body_limit;
-    c.keep_going = settings.keep_going;
-    c.accept = settings.accept.clone();
-    c.auth = settings.auth.clone();
+    let mut c = settings.checker();
+    c.strict_project = true;
+    // A search tries many orders that fail; naming a cause is `cause_of`'s job.
+    c.diagnose = false;
     c
 }
 

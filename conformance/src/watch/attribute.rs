@@ -123,26 +123,12 @@ impl Learnt {
         let Some((route, vars)) = queen_reference::wire::find(&req.method, &segments) else {
             return Touch::Nothing("not a route of the protocol");
         };
-        let var = |i: usize| -> String {
-            vars.get(i)
-                .map(|v| {
-                    url::form_urlencoded::parse(format!("x={v}").as_bytes())
-                        .next()
-                        .map(|(_, d)| d.into_owned())
-                        .unwrap_or_default()
-                })
-                .unwrap_or_default()
-        };
+        let var = |i: usize| vars.get(i).map(|v| decoded(v)).unwrap_or_default();
         let body: Option<Value> = serde_json::from_slice(&req.body).ok();
-        let param = |k: &str| {
-            req.query
-                .iter()
-                .find(|(n, _)| n == k)
-                .map(|(_, v)| v.clone())
-        };
+        let body = body.as_ref();
         use RouteId as R;
         match route.id {
-            R::Push => self.named(push_queues(body.as_ref()), "a push to several queues"),
+            R::Push => self.named(push_queues(body), "a push to several queues"),
             R::PopQueue
             | R::PopPartition
             | R::DeleteQueue
@@ -151,37 +137,22 @@ impl Learnt {
             | R::Depth
             | R::QueueMessages => Touch::Queue(var(0)),
             R::Seek | R::SeekPartition | R::DeleteGroupQueue => Touch::Queue(var(1)),
-            R::PopDiscovery => {
-                let scope = self.in_scope(param("namespace").as_deref(), param("task").as_deref());
-                match scope.len() {
-                    0 => Touch::Nothing("a pop by namespace or task that reaches no watched queue"),
-                    _ => Touch::Many {
-                        queues: scope,
-                        why: "a pop by namespace or task may have claimed from it",
-                    },
-                }
-            }
-            R::Ack => self.acks(body.as_ref().map(std::slice::from_ref)),
+            R::PopDiscovery => self.discovery(req),
+            R::Ack => self.acks(body.map(std::slice::from_ref)),
             R::AckBatch => self.acks(
-                body.as_ref()
-                    .and_then(|b| b.get("acknowledgments"))
-                    .and_then(Value::as_array)
+                body.and_then(|b| b.get("acknowledgments")?.as_array())
                     .map(Vec::as_slice),
             ),
             R::Extend => match self.leases.get(&var(0)) {
                 Some(q) => Touch::Queue(q.clone()),
                 None => Touch::Nothing("an extend of a lease the watcher never saw granted"),
             },
-            R::Transaction => self.transaction(body.as_ref()),
-            R::Configure => match body
-                .as_ref()
-                .and_then(|b| b.get("queue"))
-                .and_then(Value::as_str)
-            {
+            R::Transaction => self.transaction(body),
+            R::Configure => match body.and_then(|b| b.get("queue")?.as_str()) {
                 Some(q) => Touch::Queue(q.to_string()),
                 None => Touch::Nothing("a configure that names no queue"),
             },
-            R::Dlq | R::Messages | R::Partitions => match param("queue") {
+            R::Dlq | R::Messages | R::Partitions => match param(req, "queue") {
                 Some(q) => Touch::Queue(q),
                 None => Touch::Nothing("a read across queues"),
             },
@@ -207,6 +178,19 @@ impl Learnt {
             | R::Lagging
             | R::Group
             | R::Analytics => Touch::Nothing("a read across queues"),
+        }
+    }
+
+    /// A discovery pop touches the watched queues of its namespace or task (POP-10).
+    fn discovery(&self, req: &HttpRequest) -> Touch {
+        let (ns, task) = (param(req, "namespace"), param(req, "task"));
+        let scope = self.in_scope(ns.as_deref(), task.as_deref());
+        if scope.is_empty() {
+            return Touch::Nothing("a pop by namespace or task that reaches no watched queue");
+        }
+        Touch::Many {
+            queues: scope,
+            why: "a pop by namespace or task may have claimed from it",
         }
     }
 
@@ -266,6 +250,20 @@ impl Learnt {
         }
         self.named(Some(queues), "a transaction across queues")
     }
+}
+
+/// A path segment percent-decoded as the protocol decodes it (WIRE-2); one that does
+/// not decode names no queue the watcher could hold ("").
+fn decoded(segment: &str) -> String {
+    queen_reference::wire::decode_segment(segment).unwrap_or_default()
+}
+
+/// The first value of a query parameter.
+fn param(req: &HttpRequest, name: &str) -> Option<String> {
+    req.query
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.clone())
 }
 
 /// The queues a push body's items name (`None` when it has no items to read).

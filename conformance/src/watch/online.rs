@@ -261,7 +261,7 @@ impl Online {
     fn queue(&mut self, name: &str) -> &mut Queue {
         if !self.queues.contains_key(name) {
             self.learnt.saw(name);
-            let mut model = fresh(&self.settings);
+            let mut model = self.settings.checker();
             let mut verdict = QueueVerdict::Checked;
             for r in self.prelude.values() {
                 if let Err(e) = model.step_unknown(&r.request(), r.invoke_ms, r.complete_ms) {
@@ -407,7 +407,7 @@ impl Online {
             return self.skip("a malformed request that got no answer");
         };
         self.counts.checked += 1;
-        let mut model = fresh(&self.settings);
+        let mut model = self.settings.checker();
         let curl = curl_one(&self.base, &req);
         let seen = vec![record.clone()];
         match model.step(&req, record.invoke_ms, record.complete_ms, &answer) {
@@ -592,22 +592,6 @@ impl Search<'_> {
             }
         }
     }
-}
-
-/// A model of a fresh broker judged as `settings` says.
-fn fresh(settings: &CheckSettings) -> Checker {
-    let mut c = Checker::new();
-    c.skew_ms = settings.skew_ms;
-    c.set_retention_lag(settings.retention_lag_ms);
-    c.default_timeout_ms = settings.default_timeout_ms;
-    c.body_limit = settings.body_limit;
-    c.strict_project = settings.strict_project;
-    c.keep_going = settings.keep_going;
-    c.accept = settings.accept.clone();
-    c.auth = settings.auth.clone();
-    // Name the cause of a divergence from the queue's recent exchanges.
-    c.diagnose = true;
-    c
 }
 
 fn step_error_text(e: &StepError) -> String {

@@ -109,10 +109,9 @@ impl WatchReport {
             .iter()
             .filter(|f| fails(f, self.strict))
             .count();
-        let verdict = if self.passed {
-            paint.green("passed")
-        } else {
-            paint.red("failed")
+        let verdict = match self.passed {
+            true => paint.green("passed"),
+            false => paint.red("failed"),
         };
         let _ = writeln!(
             out,

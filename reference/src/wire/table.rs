@@ -179,27 +179,27 @@ impl Body {
 /// The wire type of a route's successful answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reply {
-    /// One [`PushResult`] per item.
+    /// One [`PushResult`](super::PushResult) per item.
     Pushed,
-    /// A [`PopResponse`].
+    /// A [`PopResponse`](super::PopResponse).
     Popped,
-    /// One [`AckResult`] per acknowledgment.
+    /// One [`AckResult`](super::AckResult) per acknowledgment.
     Acked,
-    /// An [`ExtendResponse`].
+    /// An [`ExtendResponse`](super::ExtendResponse).
     Extended,
-    /// A [`TxnResponse`].
+    /// A [`TxnResponse`](super::TxnResponse).
     Transaction,
-    /// A [`ConfigureResponse`].
+    /// A [`ConfigureResponse`](super::ConfigureResponse).
     Configured,
-    /// A [`DeleteResponse`].
+    /// A [`DeleteResponse`](super::DeleteResponse).
     QueueDeleted,
-    /// A [`DlqResponse`].
+    /// A [`DlqResponse`](super::DlqResponse).
     DeadLetters,
-    /// A [`MaintenanceResponse`].
+    /// A [`MaintenanceResponse`](super::MaintenanceResponse).
     PushSwitch,
-    /// A [`PopMaintenanceResponse`].
+    /// A [`PopMaintenanceResponse`](super::PopMaintenanceResponse).
     PopSwitch,
-    /// A [`HealthResponse`].
+    /// A [`HealthResponse`](super::HealthResponse).
     Health,
     /// A management view (section 17).
     View(ViewKind),
