@@ -54,7 +54,7 @@ struct Args {
     /// The target's database, for the raw ceiling and connection counts (with --target).
     #[arg(long)]
     database_url: Option<String>,
-    /// Comma-separated: pg-ceiling, push-batch, push-batch-spread, push-single, consume, drain, wake-latency, parked-polls, request-scaling, management-scale, scale, discovery, suite, watch (the live checker's latency, throughput and check rate), watch-rss (its memory over --watch-exchanges).
+    /// Comma-separated: pg-ceiling, push-batch, push-batch-spread, push-single, consume, drain, wake-latency, parked-polls, request-scaling, management-scale, scale, discovery, suite, watch (the live checker's latency, throughput and check rate), watch-rss (its memory over --watch-exchanges), watch-soak (its memory over --watch-soak-secs of traffic that makes and deletes queues).
     #[arg(
         long,
         default_value = "pg-ceiling,push-batch,push-batch-spread,push-single,consume,drain,wake-latency,parked-polls"
@@ -119,6 +119,9 @@ struct Args {
     /// Push-pop-ack cycles each way (straight and through the watcher) in watch.
     #[arg(long, default_value_t = 1000)]
     watch_cycles: usize,
+    /// Seconds of queue-churning traffic through the watcher in watch-soak.
+    #[arg(long, default_value_t = 600)]
+    watch_soak_secs: u64,
     /// Exchanges driven through the watcher in watch-rss.
     #[arg(long, default_value_t = 1_000_000)]
     watch_exchanges: u64,
@@ -283,6 +286,10 @@ async fn run_round(
                 let url = &target.urls[0];
                 outcomes.extend(watch::latency(url, &run_id, a.watch_cycles).await?);
                 outcomes.extend(watch::throughput(url, &run_id, duration).await?);
+            }
+            "watch-soak" => {
+                let secs = Duration::from_secs(a.watch_soak_secs);
+                outcomes.push(watch::soak(&target.urls[0], &run_id, secs).await?)
             }
             "watch-rss" => {
                 outcomes.push(watch::rss(&target.urls[0], &run_id, a.watch_exchanges).await?)

@@ -216,6 +216,39 @@ pub async fn rss(target: &str, run_id: &str, exchanges: u64) -> Result<Outcome, 
     })
 }
 
+/// A soak of queue-churning traffic (each client's queue deleted after 20 cycles) for
+/// `duration`: the process's resident memory, sampled every tenth of it.
+pub async fn soak(target: &str, run_id: &str, duration: Duration) -> Result<Outcome, String> {
+    let w = start(target, None).await?;
+    let queues: Vec<String> = (0..8)
+        .map(|i| format!("bench-watch-soak-{run_id}-{i}"))
+        .collect();
+    let client = Client::new(std::slice::from_ref(&w.url), 8);
+    let samples = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sampler = {
+        let samples = samples.clone();
+        tokio::spawn(async move {
+            for _ in 0..10 {
+                tokio::time::sleep(duration / 10).await;
+                samples.lock().expect("samples").push(rss_mib());
+            }
+        })
+    };
+    let until = Deadline::Time(Instant::now() + duration);
+    let done = drive_churning(&client, &queues, until, Some(20), |_| {}).await?;
+    let _ = sampler.await;
+    let report = w.finish().await?;
+    let samples = samples.lock().expect("samples").clone();
+    Ok(Outcome {
+        workload: "watch-soak".into(),
+        value: rss_mib(),
+        unit: "MiB".into(),
+        details: json!({"exchanges": done, "checked": report.counts.checked,
+                        "findings": report.findings.len(), "queues_retired": report.counts.retired,
+                        "rss_every_tenth_mib": samples, "seconds": duration.as_secs()}),
+    })
+}
+
 enum Deadline {
     Time(Instant),
     Count(u64),
@@ -227,6 +260,18 @@ async fn drive(
     client: &Client,
     queues: &[String],
     until: Deadline,
+    each: impl Fn(u64) + Send + Sync + 'static,
+) -> Result<u64, String> {
+    drive_churning(client, queues, until, None, each).await
+}
+
+/// [`drive`], and with `churn: Some(k)` each client deletes its queue after every `k`
+/// cycles and goes on with a new one (a test suite's traffic: queues made and dropped).
+async fn drive_churning(
+    client: &Client,
+    queues: &[String],
+    until: Deadline,
+    churn: Option<u64>,
     each: impl Fn(u64) + Send + Sync + 'static,
 ) -> Result<u64, String> {
     let count = Arc::new(AtomicU64::new(0));
@@ -243,6 +288,8 @@ async fn drive(
         );
         tasks.push(tokio::spawn(async move {
             let mut lat = Latencies::default();
+            let base = q.clone();
+            let mut q = q.clone();
             for n in 0.. {
                 let over = match *until {
                     Deadline::Time(t) => Instant::now() >= t,
@@ -253,7 +300,17 @@ async fn drive(
                 }
                 cycle(&c, &q, n, &mut lat).await?;
                 lat.clear();
-                each(count.fetch_add(3, Ordering::Relaxed) + 3);
+                let mut done = 3;
+                if churn.is_some_and(|k| (n + 1) % k == 0) {
+                    let path = format!("/api/v1/resources/queues/{q}");
+                    let (s, _) = c.delete(&path).await.map_err(|e| e.to_string())?;
+                    if s != 200 {
+                        return Err(format!("delete answered {s}"));
+                    }
+                    q = format!("{base}-g{n}");
+                    done += 1;
+                }
+                each(count.fetch_add(done, Ordering::Relaxed) + done);
             }
             Ok::<_, String>(())
         }));

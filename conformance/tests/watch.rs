@@ -249,6 +249,44 @@ async fn hostile_clients_never_bring_the_watcher_down() {
     assert!(report.counts.checked > 20, "{}", describe(&report));
 }
 
+/// A queue deleted with nothing found on it is dropped from the watcher's memory, and a
+/// queue of the same name made afterwards is judged afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_queue_is_retired_and_its_name_starts_afresh() {
+    let server = common::serve(std::sync::Arc::new(common::memory())).await;
+    let (url, stop, task) = watcher(&server.url(), None).await;
+    let c = reqwest::Client::new();
+    let push = serde_json::json!({"items": [{"queue": "gone", "payload": 1}]});
+    for _ in 0..2 {
+        let r = c
+            .post(format!("{url}/api/v1/push"))
+            .json(&push)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let r = c
+            .delete(format!("{url}/api/v1/resources/queues/gone"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let r = c
+        .post(format!("{url}/api/v1/push"))
+        .json(&push)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let _ = stop.send(());
+    let report = task.await.unwrap();
+    assert!(report.findings.is_empty(), "{}", describe(&report));
+    assert_eq!(report.counts.retired, 2, "{}", describe(&report));
+    assert_eq!(report.counts.checked, 5, "{}", describe(&report));
+    assert_eq!(report.queues.len(), 1, "{}", describe(&report));
+}
+
 fn tempdir() -> PathBuf {
     let d = std::env::temp_dir().join(format!("queen-watch-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&d).unwrap();

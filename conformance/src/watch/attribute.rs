@@ -70,6 +70,13 @@ impl Learnt {
         self.labels.entry(q.to_string()).or_default().insert(label);
     }
 
+    /// Forgets a deleted queue's partitions, leases and names.
+    pub fn forget(&mut self, queue: &str) {
+        self.partitions.retain(|_, q| q != queue);
+        self.leases.retain(|_, q| q != queue);
+        self.labels.remove(queue);
+    }
+
     /// The watched queues a discovery pop with these filters may claim from (POP-10).
     fn in_scope(&self, namespace: Option<&str>, task: Option<&str>) -> BTreeSet<String> {
         let fits = |(ns, t): &(String, String)| {

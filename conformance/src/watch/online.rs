@@ -81,6 +81,9 @@ pub struct Counts {
     pub checked: u64,
     /// Exchanges not judged, by reason.
     pub not_checked: BTreeMap<String, u64>,
+    /// Queues deleted during the watch with nothing found on them: their models are
+    /// dropped, and a queue of the same name later starts afresh.
+    pub retired: u64,
 }
 
 /// One completed call of an open stretch.
@@ -208,6 +211,7 @@ impl Online {
             Touch::Queue(q) => {
                 self.learn(&q, record);
                 self.add(&q, record, true);
+                self.retire_if_deleted(&q, record);
             }
             Touch::Broker => {
                 let key = (record.method.clone(), record.path.clone());
@@ -237,6 +241,25 @@ impl Online {
         }
         for n in self.queues.keys().cloned().collect::<Vec<_>>() {
             self.settle_if_quiet(&n);
+        }
+    }
+
+    /// After a queue's deletion was answered (DEL-1) and judged, with no call on it in
+    /// flight and nothing found on it, the queue's model is dropped: traffic that makes
+    /// and deletes queues keeps the watcher's memory flat.
+    fn retire_if_deleted(&mut self, name: &str, record: &Record) {
+        let deleted = record.method == "DELETE"
+            && record.status == Some(200)
+            && record.path.starts_with("/api/v1/resources/queues/");
+        let Some(q) = self.queues.get(name) else {
+            return;
+        };
+        let quiet = q.in_flight.is_empty() && q.stretch.is_empty();
+        let clean = q.verdict == QueueVerdict::Checked && q.reported.is_empty();
+        if deleted && quiet && clean {
+            self.queues.remove(name);
+            self.learnt.forget(name);
+            self.counts.retired += 1;
         }
     }
 

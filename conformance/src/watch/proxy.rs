@@ -21,6 +21,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
+/// Queue names whose first-sight answer is remembered; past it they are asked again.
+const PROBES_KEPT: usize = 100_000;
+
 /// What every connection's handler shares.
 pub struct Shared {
     /// The checker of the traffic.
@@ -252,13 +255,14 @@ async fn first_sight(shared: &Arc<Shared>, record: &Record, headers: &HeaderMap)
     let unseen = shared.checker().unseen(&record.request());
     let mut existed = Vec::new();
     for q in unseen {
-        let cell = shared
-            .probes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(q.clone())
-            .or_default()
-            .clone();
+        let cell = {
+            let mut probes = shared.probes.lock().unwrap_or_else(|e| e.into_inner());
+            if probes.len() >= PROBES_KEPT {
+                // Forgetting an answer only means asking the broker again.
+                probes.clear();
+            }
+            probes.entry(q.clone()).or_default().clone()
+        };
         let had = *cell.get_or_init(|| probe(shared, &q, headers)).await;
         if had {
             existed.push(q);

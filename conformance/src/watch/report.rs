@@ -91,6 +91,13 @@ impl WatchReport {
         for (why, n) in &c.not_checked {
             let _ = writeln!(out, "  {n} not judged: {why}");
         }
+        if c.retired > 0 {
+            let _ = writeln!(
+                out,
+                "  {} queues deleted during the watch, nothing found on them",
+                c.retired
+            );
+        }
         for q in &self.queues {
             let (mark, why) = match &q.verdict {
                 QueueVerdict::Checked => (paint.green("checked"), String::new()),
