@@ -7,7 +7,7 @@
 //! so those queues are no longer judged, never falsely accused. Acks and extends name
 //! no queue: their partitions and leases are learnt from the pops the watcher saw.
 
-use queen_reference::wire::{HttpRequest, HttpResponse, RouteId};
+use queen_reference::wire::{HttpRequest, HttpResponse, Scope};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
 
@@ -124,7 +124,7 @@ impl Learnt {
             .collect()
     }
 
-    /// What `req` touches.
+    /// What `req` touches, by its route's scope in the route table.
     pub fn touch(&self, req: &HttpRequest) -> Touch {
         let segments: Vec<&str> = req.path.trim_end_matches('/').split('/').skip(1).collect();
         let Some((route, vars)) = queen_reference::wire::find(&req.method, &segments) else {
@@ -133,58 +133,34 @@ impl Learnt {
         let var = |i: usize| vars.get(i).map(|v| decoded(v)).unwrap_or_default();
         let body: Option<Value> = serde_json::from_slice(&req.body).ok();
         let body = body.as_ref();
-        use RouteId as R;
-        match route.id {
-            R::Push => self.named(push_queues(body), "a push to several queues"),
-            R::PopQueue
-            | R::PopPartition
-            | R::DeleteQueue
-            | R::Queue
-            | R::StatusQueue
-            | R::Depth
-            | R::QueueMessages => Touch::Queue(var(0)),
-            R::Seek | R::SeekPartition | R::DeleteGroupQueue => Touch::Queue(var(1)),
-            R::PopDiscovery => self.discovery(req),
-            R::Ack => self.acks(body.map(std::slice::from_ref)),
-            R::AckBatch => self.acks(
-                body.and_then(|b| b.get("acknowledgments")?.as_array())
-                    .map(Vec::as_slice),
-            ),
-            R::Extend => match self.leases.get(&var(0)) {
+        match route.scope {
+            Scope::PathQueue(n) => Touch::Queue(var(n)),
+            Scope::PushItems => self.named(push_queues(body), "a push to several queues"),
+            Scope::Namespace => self.discovery(req),
+            Scope::Ack => self.acks(body.map(std::slice::from_ref)),
+            Scope::AckBatch => {
+                let items = body.and_then(|b| b.get("acknowledgments")?.as_array());
+                self.acks(items.map(Vec::as_slice))
+            }
+            Scope::PathLease(n) => match self.leases.get(&var(n)) {
                 Some(q) => Touch::Queue(q.clone()),
                 None => Touch::Nothing("an extend of a lease the watcher never saw granted"),
             },
-            R::Transaction => self.transaction(body),
-            R::Configure => match body.and_then(|b| b.get("queue")?.as_str()) {
+            Scope::Transaction => self.transaction(body),
+            Scope::BodyQueue => match body.and_then(|b| b.get("queue")?.as_str()) {
                 Some(q) => Touch::Queue(q.to_string()),
-                None => Touch::Nothing("a configure that names no queue"),
+                None => Touch::Nothing("a request that names no queue"),
             },
-            R::Dlq | R::Messages | R::Partitions => match param(req, "queue") {
+            Scope::QueryQueue => match param(req, "queue") {
                 Some(q) => Touch::Queue(q),
                 None => Touch::Nothing("a read across queues"),
             },
-            R::Message | R::Retry | R::DeleteMessage => {
-                match self.queues_of(std::iter::once(var(0).as_str())) {
-                    Some(qs) => self.named(Some(qs), ""),
-                    None => Touch::Nothing("a message of a partition the watcher never saw"),
-                }
-            }
-            R::SetPushMaintenance | R::SetPopMaintenance | R::DeleteGroup | R::Subscription => {
-                Touch::Broker
-            }
-            R::GetPushMaintenance
-            | R::GetPopMaintenance
-            | R::Health
-            | R::Overview
-            | R::Status
-            | R::Queues
-            | R::StatusQueues
-            | R::Namespaces
-            | R::Tasks
-            | R::Groups
-            | R::Lagging
-            | R::Group
-            | R::Analytics => Touch::Nothing("a read across queues"),
+            Scope::PathPartition(n) => match self.queues_of(std::iter::once(var(n).as_str())) {
+                Some(qs) => self.named(Some(qs), ""),
+                None => Touch::Nothing("a message of a partition the watcher never saw"),
+            },
+            Scope::Broker => Touch::Broker,
+            Scope::Across => Touch::Nothing("a read across queues"),
         }
     }
 

@@ -1,12 +1,12 @@
 //! Every route of the protocol in one table: its method and path, who may call it, the
-//! rule that names its answer, the short name people read, and the wire types of the
-//! body it reads and the answer it gives.
+//! rule that names its answer, the short name people read, the wire types of the body it
+//! reads and the answer it gives, and which queues a call on it touches.
 //!
 //! The parser's dispatch, the access levels, the checker's rule for a missing route and
-//! the shape it prints, a request's short name, the typing of a management answer and the
-//! OpenAPI document all read this table, and a request names its route
-//! ([`Request::route`]), so adding a route means adding its row, its parse, its answer in
-//! the model and the engines, a case and its rule in the spec.
+//! the shape it prints, a request's short name, the typing of a management answer, the
+//! OpenAPI document and the live watcher's choice of queue all read this table, and a
+//! request names its route ([`Request::route`]), so adding a route means adding its row,
+//! its parse, its answer in the model and the engines, a case and its rule in the spec.
 
 use super::auth::Access;
 use super::view::{View, ViewKind};
@@ -32,6 +32,8 @@ pub struct Route {
     pub body: Body,
     /// What it answers with when it succeeds.
     pub reply: Reply,
+    /// Which queues a call on it touches.
+    pub scope: Scope,
 }
 
 /// Every route, by what it does.
@@ -128,6 +130,7 @@ const fn row(
     name: &'static str,
     body: Body,
     reply: Reply,
+    scope: Scope,
     path: &'static str,
 ) -> Route {
     Route {
@@ -139,6 +142,7 @@ const fn row(
         name,
         body,
         reply,
+        scope,
     }
 }
 
@@ -176,6 +180,36 @@ impl Body {
     }
 }
 
+/// Which queues a call on a route touches: what a reader that judges each queue on its
+/// own (the live watcher) needs to put a call on its queue, or to know it cannot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The queue the path's variable segment `n` names.
+    PathQueue(usize),
+    /// The queues the push items name.
+    PushItems,
+    /// The queues of the query's `namespace` and `task` (POP-10).
+    Namespace,
+    /// The queue of the acknowledged message's partition (the body is the item).
+    Ack,
+    /// The queues of the acknowledged messages' partitions (`acknowledgments`).
+    AckBatch,
+    /// The queue the lease the path's segment `n` names was granted on.
+    PathLease(usize),
+    /// The queues of a transaction's pushes and acks.
+    Transaction,
+    /// The body's `queue`.
+    BodyQueue,
+    /// The query's `queue`; a read across queues without it.
+    QueryQueue,
+    /// The queue of the partition the path's segment `n` names.
+    PathPartition(usize),
+    /// Every queue: a broker-wide write.
+    Broker,
+    /// A read across queues, or no queue at all.
+    Across,
+}
+
 /// The wire type of a route's successful answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reply {
@@ -209,52 +243,53 @@ use Access::{Admin, ReadOnly, ReadWrite};
 use Body as B;
 use Reply as A;
 use RouteId as R;
+use Scope as S;
 use ViewKind as V;
 
 /// The table. A path is matched against the rows in order, so a literal segment comes
 /// before a variable one in the same place (`lagging` before `{group}`).
 #[rustfmt::skip]
 pub const ROUTES: &[Route] = &[
-    row(R::Push,               "POST",   ReadWrite, PUSH_1,   "push",            B::Push,         A::Pushed,                  "/api/v1/push"),
-    row(R::PopDiscovery,       "GET",    ReadWrite, POP_10,   "pop",             B::Empty,        A::Popped,                  "/api/v1/pop"),
-    row(R::PopQueue,           "GET",    ReadWrite, POP_5,    "pop",             B::Empty,        A::Popped,                  "/api/v1/pop/queue/{queue}"),
-    row(R::PopPartition,       "GET",    ReadWrite, POP_5,    "pop",             B::Empty,        A::Popped,                  "/api/v1/pop/queue/{queue}/partition/{partition}"),
-    row(R::Ack,                "POST",   ReadWrite, ACK_0,    "ack",             B::Ack,          A::Acked,                   "/api/v1/ack"),
-    row(R::AckBatch,           "POST",   ReadWrite, ACK_0,    "ack",             B::AckBatch,     A::Acked,                   "/api/v1/ack/batch"),
-    row(R::Extend,             "POST",   ReadWrite, LEASE_2,  "extend",          B::Extend,       A::Extended,                "/api/v1/lease/{leaseId}/extend"),
-    row(R::Transaction,        "POST",   ReadWrite, TXN_1,    "txn",             B::Transaction,  A::Transaction,             "/api/v1/transaction"),
-    row(R::Configure,          "POST",   ReadWrite, CFG_1,    "configure",       B::Configure,    A::Configured,              "/api/v1/configure"),
-    row(R::DeleteQueue,        "DELETE", Admin,     DEL_1,    "delete",          B::Empty,        A::QueueDeleted,            "/api/v1/resources/queues/{queue}"),
-    row(R::Dlq,                "GET",    ReadOnly,  DLQ_2,    "dlq",             B::Empty,        A::DeadLetters,             "/api/v1/dlq"),
-    row(R::GetPushMaintenance, "GET",    Admin,     MAINT_1,  "maintenance",     B::Empty,        A::PushSwitch,              "/api/v1/system/maintenance"),
-    row(R::SetPushMaintenance, "POST",   Admin,     MAINT_1,  "maintenance",     B::Switch,       A::PushSwitch,              "/api/v1/system/maintenance"),
-    row(R::GetPopMaintenance,  "GET",    Admin,     MAINT_2,  "pop-maintenance", B::Empty,        A::PopSwitch,               "/api/v1/system/maintenance/pop"),
-    row(R::SetPopMaintenance,  "POST",   Admin,     MAINT_2,  "pop-maintenance", B::Switch,       A::PopSwitch,               "/api/v1/system/maintenance/pop"),
-    row(R::Health,             "GET",    ReadOnly,  HEALTH_1, "health",          B::Empty,        A::Health,                  "/health"),
-    row(R::Overview,           "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Overview),       "/api/v1/resources/overview"),
-    row(R::Status,             "GET",    ReadOnly,  MGMT_5,   "manage",          B::Empty,        A::View(V::Status),         "/api/v1/status"),
-    row(R::Queues,             "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Queues),         "/api/v1/resources/queues"),
-    row(R::StatusQueues,       "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Queues),         "/api/v1/status/queues"),
-    row(R::Queue,              "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Queue),          "/api/v1/resources/queues/{queue}"),
-    row(R::StatusQueue,        "GET",    ReadOnly,  MGMT_5,   "manage",          B::Empty,        A::View(V::StatusQueue),    "/api/v1/status/queues/{queue}"),
-    row(R::Depth,              "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Depth),          "/api/v1/resources/queues/{queue}/depth"),
-    row(R::Partitions,         "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Partitions),     "/api/v1/resources/partitions"),
-    row(R::Namespaces,         "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Namespaces),     "/api/v1/resources/namespaces"),
-    row(R::Tasks,              "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Tasks),          "/api/v1/resources/tasks"),
-    row(R::Groups,             "GET",    ReadOnly,  MGMT_3,   "manage",          B::Empty,        A::View(V::Groups),         "/api/v1/consumer-groups"),
-    row(R::Lagging,            "GET",    ReadOnly,  MGMT_3,   "manage",          B::Empty,        A::View(V::Lagging),        "/api/v1/consumer-groups/lagging"),
-    row(R::Group,              "GET",    ReadOnly,  MGMT_3,   "manage",          B::Empty,        A::View(V::Group),          "/api/v1/consumer-groups/{group}"),
-    row(R::Analytics,          "GET",    ReadOnly,  MGMT_13,  "manage",          B::Empty,        A::View(V::Analytics),      "/api/v1/status/analytics"),
-    row(R::Messages,           "GET",    ReadOnly,  MGMT_6,   "manage",          B::Empty,        A::View(V::Messages),       "/api/v1/messages"),
-    row(R::QueueMessages,      "GET",    ReadOnly,  MGMT_6,   "manage",          B::Empty,        A::View(V::Messages),       "/api/v1/status/queues/{queue}/messages"),
-    row(R::Message,            "GET",    ReadOnly,  MGMT_7,   "manage",          B::Empty,        A::View(V::Message),        "/api/v1/messages/{partitionId}/{transactionId}"),
-    row(R::Seek,               "POST",   ReadWrite, MGMT_8,   "manage-write",    B::Seek,         A::View(V::Seek),           "/api/v1/consumer-groups/{group}/queues/{queue}/seek"),
-    row(R::SeekPartition,      "POST",   ReadWrite, MGMT_8,   "manage-write",    B::Seek,         A::View(V::Seek),           "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek"),
-    row(R::Subscription,       "POST",   ReadWrite, MGMT_8,   "manage-write",    B::Subscription, A::View(V::Subscription),   "/api/v1/consumer-groups/{group}/subscription"),
-    row(R::Retry,              "POST",   ReadWrite, MGMT_12,  "manage-write",    B::Ignored,      A::View(V::Retry),          "/api/v1/messages/{partitionId}/{transactionId}/retry"),
-    row(R::DeleteMessage,      "DELETE", Admin,     MGMT_11,  "manage-write",    B::Empty,        A::View(V::MessageDeleted), "/api/v1/messages/{partitionId}/{transactionId}"),
-    row(R::DeleteGroup,        "DELETE", Admin,     MGMT_9,   "manage-write",    B::Empty,        A::View(V::GroupDeleted),   "/api/v1/consumer-groups/{group}"),
-    row(R::DeleteGroupQueue,   "DELETE", Admin,     MGMT_9,   "manage-write",    B::Empty,        A::View(V::GroupDeleted),   "/api/v1/consumer-groups/{group}/queues/{queue}"),
+    row(R::Push,               "POST",   ReadWrite, PUSH_1,   "push",            B::Push,         A::Pushed,                  S::PushItems,        "/api/v1/push"),
+    row(R::PopDiscovery,       "GET",    ReadWrite, POP_10,   "pop",             B::Empty,        A::Popped,                  S::Namespace,        "/api/v1/pop"),
+    row(R::PopQueue,           "GET",    ReadWrite, POP_5,    "pop",             B::Empty,        A::Popped,                  S::PathQueue(0),     "/api/v1/pop/queue/{queue}"),
+    row(R::PopPartition,       "GET",    ReadWrite, POP_5,    "pop",             B::Empty,        A::Popped,                  S::PathQueue(0),     "/api/v1/pop/queue/{queue}/partition/{partition}"),
+    row(R::Ack,                "POST",   ReadWrite, ACK_0,    "ack",             B::Ack,          A::Acked,                   S::Ack,              "/api/v1/ack"),
+    row(R::AckBatch,           "POST",   ReadWrite, ACK_0,    "ack",             B::AckBatch,     A::Acked,                   S::AckBatch,         "/api/v1/ack/batch"),
+    row(R::Extend,             "POST",   ReadWrite, LEASE_2,  "extend",          B::Extend,       A::Extended,                S::PathLease(0),     "/api/v1/lease/{leaseId}/extend"),
+    row(R::Transaction,        "POST",   ReadWrite, TXN_1,    "txn",             B::Transaction,  A::Transaction,             S::Transaction,      "/api/v1/transaction"),
+    row(R::Configure,          "POST",   ReadWrite, CFG_1,    "configure",       B::Configure,    A::Configured,              S::BodyQueue,        "/api/v1/configure"),
+    row(R::DeleteQueue,        "DELETE", Admin,     DEL_1,    "delete",          B::Empty,        A::QueueDeleted,            S::PathQueue(0),     "/api/v1/resources/queues/{queue}"),
+    row(R::Dlq,                "GET",    ReadOnly,  DLQ_2,    "dlq",             B::Empty,        A::DeadLetters,             S::QueryQueue,       "/api/v1/dlq"),
+    row(R::GetPushMaintenance, "GET",    Admin,     MAINT_1,  "maintenance",     B::Empty,        A::PushSwitch,              S::Across,           "/api/v1/system/maintenance"),
+    row(R::SetPushMaintenance, "POST",   Admin,     MAINT_1,  "maintenance",     B::Switch,       A::PushSwitch,              S::Broker,           "/api/v1/system/maintenance"),
+    row(R::GetPopMaintenance,  "GET",    Admin,     MAINT_2,  "pop-maintenance", B::Empty,        A::PopSwitch,               S::Across,           "/api/v1/system/maintenance/pop"),
+    row(R::SetPopMaintenance,  "POST",   Admin,     MAINT_2,  "pop-maintenance", B::Switch,       A::PopSwitch,               S::Broker,           "/api/v1/system/maintenance/pop"),
+    row(R::Health,             "GET",    ReadOnly,  HEALTH_1, "health",          B::Empty,        A::Health,                  S::Across,           "/health"),
+    row(R::Overview,           "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Overview),       S::Across,           "/api/v1/resources/overview"),
+    row(R::Status,             "GET",    ReadOnly,  MGMT_5,   "manage",          B::Empty,        A::View(V::Status),         S::Across,           "/api/v1/status"),
+    row(R::Queues,             "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Queues),         S::Across,           "/api/v1/resources/queues"),
+    row(R::StatusQueues,       "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Queues),         S::Across,           "/api/v1/status/queues"),
+    row(R::Queue,              "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Queue),          S::PathQueue(0),     "/api/v1/resources/queues/{queue}"),
+    row(R::StatusQueue,        "GET",    ReadOnly,  MGMT_5,   "manage",          B::Empty,        A::View(V::StatusQueue),    S::PathQueue(0),     "/api/v1/status/queues/{queue}"),
+    row(R::Depth,              "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Depth),          S::PathQueue(0),     "/api/v1/resources/queues/{queue}/depth"),
+    row(R::Partitions,         "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Partitions),     S::QueryQueue,       "/api/v1/resources/partitions"),
+    row(R::Namespaces,         "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Namespaces),     S::Across,           "/api/v1/resources/namespaces"),
+    row(R::Tasks,              "GET",    ReadOnly,  MGMT_4,   "manage",          B::Empty,        A::View(V::Tasks),          S::Across,           "/api/v1/resources/tasks"),
+    row(R::Groups,             "GET",    ReadOnly,  MGMT_3,   "manage",          B::Empty,        A::View(V::Groups),         S::Across,           "/api/v1/consumer-groups"),
+    row(R::Lagging,            "GET",    ReadOnly,  MGMT_3,   "manage",          B::Empty,        A::View(V::Lagging),        S::Across,           "/api/v1/consumer-groups/lagging"),
+    row(R::Group,              "GET",    ReadOnly,  MGMT_3,   "manage",          B::Empty,        A::View(V::Group),          S::Across,           "/api/v1/consumer-groups/{group}"),
+    row(R::Analytics,          "GET",    ReadOnly,  MGMT_13,  "manage",          B::Empty,        A::View(V::Analytics),      S::Across,           "/api/v1/status/analytics"),
+    row(R::Messages,           "GET",    ReadOnly,  MGMT_6,   "manage",          B::Empty,        A::View(V::Messages),       S::QueryQueue,       "/api/v1/messages"),
+    row(R::QueueMessages,      "GET",    ReadOnly,  MGMT_6,   "manage",          B::Empty,        A::View(V::Messages),       S::PathQueue(0),     "/api/v1/status/queues/{queue}/messages"),
+    row(R::Message,            "GET",    ReadOnly,  MGMT_7,   "manage",          B::Empty,        A::View(V::Message),        S::PathPartition(0), "/api/v1/messages/{partitionId}/{transactionId}"),
+    row(R::Seek,               "POST",   ReadWrite, MGMT_8,   "manage-write",    B::Seek,         A::View(V::Seek),           S::PathQueue(1),     "/api/v1/consumer-groups/{group}/queues/{queue}/seek"),
+    row(R::SeekPartition,      "POST",   ReadWrite, MGMT_8,   "manage-write",    B::Seek,         A::View(V::Seek),           S::PathQueue(1),     "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek"),
+    row(R::Subscription,       "POST",   ReadWrite, MGMT_8,   "manage-write",    B::Subscription, A::View(V::Subscription),   S::Broker,           "/api/v1/consumer-groups/{group}/subscription"),
+    row(R::Retry,              "POST",   ReadWrite, MGMT_12,  "manage-write",    B::Ignored,      A::View(V::Retry),          S::PathPartition(0), "/api/v1/messages/{partitionId}/{transactionId}/retry"),
+    row(R::DeleteMessage,      "DELETE", Admin,     MGMT_11,  "manage-write",    B::Empty,        A::View(V::MessageDeleted), S::PathPartition(0), "/api/v1/messages/{partitionId}/{transactionId}"),
+    row(R::DeleteGroup,        "DELETE", Admin,     MGMT_9,   "manage-write",    B::Empty,        A::View(V::GroupDeleted),   S::Broker,           "/api/v1/consumer-groups/{group}"),
+    row(R::DeleteGroupQueue,   "DELETE", Admin,     MGMT_9,   "manage-write",    B::Empty,        A::View(V::GroupDeleted),   S::PathQueue(1),     "/api/v1/consumer-groups/{group}/queues/{queue}"),
 ];
 
 impl View {
