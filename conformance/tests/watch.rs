@@ -230,14 +230,7 @@ async fn hostile_clients_never_bring_the_watcher_down() {
     }
     let report = common::run(&common::options(&url, &["bad-input"], None)).await;
     assert!(report.passed(), "the bad-input cases through the watcher");
-    let push = serde_json::json!({"items": [{"queue": "after", "payload": 1}]});
-    let r = reqwest::Client::new()
-        .post(format!("{url}/api/v1/push"))
-        .json(&push)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    push_one(&reqwest::Client::new(), &url, "after").await;
     let _ = stop.send(());
     let report = task.await.unwrap();
     let failing: Vec<&watch::WatchFinding> = report
@@ -256,22 +249,23 @@ async fn a_deleted_queue_is_retired_and_its_name_starts_afresh() {
     let server = common::serve(std::sync::Arc::new(common::memory())).await;
     let (url, stop, task) = watcher(&server.url(), None).await;
     let c = reqwest::Client::new();
-    let push = serde_json::json!({"items": [{"queue": "gone", "payload": 1}]});
     for _ in 0..2 {
-        let r = c
-            .post(format!("{url}/api/v1/push"))
-            .json(&push)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201);
-        let r = c
-            .delete(format!("{url}/api/v1/resources/queues/gone"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        push_one(&c, &url, "gone").await;
+        let r = c.delete(format!("{url}/api/v1/resources/queues/gone"));
+        assert_eq!(r.send().await.unwrap().status(), 200);
     }
+    push_one(&c, &url, "gone").await;
+    let _ = stop.send(());
+    let report = task.await.unwrap();
+    assert!(report.findings.is_empty(), "{}", describe(&report));
+    assert_eq!(report.counts.retired, 2, "{}", describe(&report));
+    assert_eq!(report.counts.checked, 5, "{}", describe(&report));
+    assert_eq!(report.queues.len(), 1, "{}", describe(&report));
+}
+
+/// One message pushed to `queue` through `url`, answered 201.
+async fn push_one(c: &reqwest::Client, url: &str, queue: &str) {
+    let push = serde_json::json!({"items": [{"queue": queue, "payload": 1}]});
     let r = c
         .post(format!("{url}/api/v1/push"))
         .json(&push)
@@ -279,12 +273,6 @@ async fn a_deleted_queue_is_retired_and_its_name_starts_afresh() {
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
-    let _ = stop.send(());
-    let report = task.await.unwrap();
-    assert!(report.findings.is_empty(), "{}", describe(&report));
-    assert_eq!(report.counts.retired, 2, "{}", describe(&report));
-    assert_eq!(report.counts.checked, 5, "{}", describe(&report));
-    assert_eq!(report.queues.len(), 1, "{}", describe(&report));
 }
 
 fn tempdir() -> PathBuf {
