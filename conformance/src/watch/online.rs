@@ -208,6 +208,12 @@ impl Online {
             return 0;
         }
         match call.touch {
+            Touch::Queue(q) if writes_with_token(record) && self.settings.auth.is_none() => {
+                self.release(record.id, &Touch::Queue(q.clone()));
+                let why = "a push with a token: its messages carry the token's sub (AUTH-2), which the watcher does not know";
+                self.forget(&q, format!("{why} (call #{})", record.id));
+                self.skip(why);
+            }
             Touch::Queue(q) => {
                 self.learn(&q, record);
                 self.add(&q, record, true);
@@ -624,6 +630,14 @@ fn step_error_text(e: &StepError) -> String {
     }
 }
 
+/// Whether a call writes messages under a token: a broker with authentication on stamps
+/// them with the token's `sub` (AUTH-2), which the watcher cannot read from the token.
+fn writes_with_token(r: &Record) -> bool {
+    r.token
+        && r.method == "POST"
+        && matches!(r.path.as_str(), "/api/v1/push" | "/api/v1/transaction")
+}
+
 /// Whether the broker's answer says what it did (not lost, not a 5xx).
 fn answered(r: &Record) -> bool {
     r.status.is_some_and(|s| s < 500)
@@ -681,6 +695,7 @@ mod tests {
             response: None,
             unknown: None,
             existed: vec![],
+            token: false,
         };
         if !body.is_null() {
             r.set_body(body.to_string().as_bytes());
@@ -717,6 +732,24 @@ mod tests {
         assert!(matches!(&v["a"], QueueVerdict::Unknown(w) if w.contains("several")));
         assert!(o.findings.is_empty());
         assert_eq!(o.counts.checked, 0);
+    }
+
+    #[test]
+    fn a_push_with_a_token_makes_its_queue_unknown() {
+        let mut o = Online::new(CheckSettings::default(), "http://b");
+        let mut push = rec(
+            1,
+            "POST",
+            "/api/v1/push",
+            json!({"items": [{"queue": "q"}]}),
+            1000,
+        );
+        push.token = true;
+        o.invoke(&push, &[]);
+        o.complete(&answered(push, 201, json!([])));
+        let v = o.verdicts();
+        assert!(matches!(&v[0].1, QueueVerdict::Unknown(w) if w.contains("AUTH-2")));
+        assert!(o.findings.is_empty());
     }
 
     #[test]

@@ -132,6 +132,7 @@ pub async fn handle(
         response: None,
         unknown: None,
         existed: vec![],
+        token: parts.headers.contains_key(hyper::header::AUTHORIZATION),
     };
     record.set_body(&bytes);
     record.existed = first_sight(&shared, &record, &parts.headers).await;

@@ -47,6 +47,9 @@ pub struct Record {
     /// unknown to the watcher).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub existed: Vec<String>,
+    /// The call carried a bearer token (the token itself is not recorded).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub token: bool,
 }
 
 impl Record {
@@ -175,11 +178,23 @@ fn har_entry(id: u64, e: &Value) -> Result<Record, String> {
             .is_none()
             .then(|| "no answer in the HAR entry".to_string()),
         existed: vec![],
+        token: has_authorization(&req["headers"]),
     };
     if let Some(t) = req["postData"]["text"].as_str() {
         r.set_body(t.as_bytes());
     }
     Ok(r)
+}
+
+/// Whether a HAR entry's headers carry an `Authorization`.
+fn has_authorization(headers: &Value) -> bool {
+    headers.as_array().is_some_and(|hs| {
+        hs.iter().any(|h| {
+            h["name"]
+                .as_str()
+                .is_some_and(|n| n.eq_ignore_ascii_case("authorization"))
+        })
+    })
 }
 
 #[cfg(test)]
@@ -201,6 +216,7 @@ mod tests {
             response: Some(serde_json::json!({"error": "x"})),
             unknown: None,
             existed: vec![],
+            token: false,
         };
         r.set_body(&[0xff, 0x00, b'{']);
         let line = serde_json::to_string(&r).unwrap();
