@@ -72,6 +72,19 @@ impl Running {
     }
 }
 
+/// A watcher in front of `target`, eight queues named `{prefix}-{i}` and a client of the
+/// watcher with a connection for each.
+async fn eight_clients(
+    target: &str,
+    record: Option<PathBuf>,
+    prefix: &str,
+) -> Result<(Running, Vec<String>, Client), String> {
+    let w = start(target, record).await?;
+    let queues = (0..8).map(|i| format!("{prefix}-{i}")).collect();
+    let client = Client::new(std::slice::from_ref(&w.url), 8);
+    Ok((w, queues, client))
+}
+
 /// One push-pop-ack cycle on `queue`: each request's latency goes to `lat`.
 async fn cycle(c: &Client, queue: &str, n: u64, lat: &mut Latencies) -> Result<(), String> {
     let err = |e: reqwest::Error| e.to_string();
@@ -142,11 +155,12 @@ pub async fn throughput(
     duration: Duration,
 ) -> Result<Vec<Outcome>, String> {
     let record = std::env::temp_dir().join(format!("queen-bench-watch-{run_id}.jsonl"));
-    let w = start(target, Some(record.clone())).await?;
-    let queues: Vec<String> = (0..8)
-        .map(|i| format!("bench-watch-{run_id}-{i}"))
-        .collect();
-    let client = Client::new(std::slice::from_ref(&w.url), 8);
+    let (w, queues, client) = eight_clients(
+        target,
+        Some(record.clone()),
+        &format!("bench-watch-{run_id}"),
+    )
+    .await?;
     let done = drive(
         &client,
         &queues,
@@ -187,11 +201,8 @@ pub async fn throughput(
 
 /// Resident memory after `exchanges` exchanges through the watcher, sampled along the way.
 pub async fn rss(target: &str, run_id: &str, exchanges: u64) -> Result<Outcome, String> {
-    let w = start(target, None).await?;
-    let queues: Vec<String> = (0..8)
-        .map(|i| format!("bench-watch-rss-{run_id}-{i}"))
-        .collect();
-    let client = Client::new(std::slice::from_ref(&w.url), 8);
+    let (w, queues, client) =
+        eight_clients(target, None, &format!("bench-watch-rss-{run_id}")).await?;
     let started = rss_mib();
     let samples = Arc::new(std::sync::Mutex::new(Vec::new()));
     let step = (exchanges / 10).max(1);
@@ -219,11 +230,8 @@ pub async fn rss(target: &str, run_id: &str, exchanges: u64) -> Result<Outcome, 
 /// A soak of queue-churning traffic (each client's queue deleted after 20 cycles) for
 /// `duration`: the process's resident memory, sampled every tenth of it.
 pub async fn soak(target: &str, run_id: &str, duration: Duration) -> Result<Outcome, String> {
-    let w = start(target, None).await?;
-    let queues: Vec<String> = (0..8)
-        .map(|i| format!("bench-watch-soak-{run_id}-{i}"))
-        .collect();
-    let client = Client::new(std::slice::from_ref(&w.url), 8);
+    let (w, queues, client) =
+        eight_clients(target, None, &format!("bench-watch-soak-{run_id}")).await?;
     let samples = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sampler = {
         let samples = samples.clone();

@@ -244,8 +244,6 @@ impl Online {
             if let Some(q) = self.queues.get_mut(&n) {
                 q.in_flight.remove(&id);
             }
-        }
-        for n in self.queues.keys().cloned().collect::<Vec<_>>() {
             self.settle_if_quiet(&n);
         }
     }
