@@ -20,6 +20,7 @@
 mod ceiling;
 mod client;
 mod consume;
+mod consume_ceiling;
 mod cycle;
 mod discovery;
 mod drain;
@@ -54,7 +55,7 @@ struct Args {
     /// The target's database, for the raw ceiling and connection counts (with --target).
     #[arg(long)]
     database_url: Option<String>,
-    /// Comma-separated: pg-ceiling, push-batch, push-batch-spread, push-single, consume, drain, wake-latency, parked-polls, request-scaling, management-scale, scale, discovery, suite, watch (the live checker's latency, throughput and check rate), watch-rss (its memory over --watch-exchanges), watch-soak (its memory over --watch-soak-secs of traffic that makes and deletes queues).
+    /// Comma-separated: pg-ceiling (every raw-SQL limit, the consume ceiling included), pg-ceiling-consume (that one alone), push-batch, push-batch-spread, push-single, consume, drain, wake-latency, parked-polls, request-scaling, management-scale, scale, discovery, suite, watch (the live checker's latency, throughput and check rate), watch-rss (its memory over --watch-exchanges), watch-soak (its memory over --watch-soak-secs of traffic that makes and deletes queues).
     #[arg(
         long,
         default_value = "pg-ceiling,push-batch,push-batch-spread,push-single,consume,drain,wake-latency,parked-polls"
@@ -182,9 +183,20 @@ async fn run_round(
         let server_before = target.cpu_s();
         let first = outcomes.len();
         match w {
-            "pg-ceiling" => match &target.database_url {
-                Some(url) => outcomes.extend(ceiling::run(url, a.connections, duration).await?),
-                None => eprintln!("pg-ceiling skipped: no --database-url for this target"),
+            "pg-ceiling" | "pg-ceiling-consume" => match &target.database_url {
+                Some(url) => {
+                    if w == "pg-ceiling" {
+                        outcomes.extend(ceiling::run(url, a.connections, duration).await?);
+                    }
+                    let shape = consume_ceiling::Shape {
+                        messages: a.messages,
+                        partitions: a.partitions,
+                        consumers: a.consumers,
+                        batch: a.consume_batch,
+                    };
+                    outcomes.extend(consume_ceiling::run(url, shape).await?);
+                }
+                None => eprintln!("{w} skipped: no --database-url for this target"),
             },
             "push-batch" | "push-batch-spread" | "push-single" => {
                 let batch = if w == "push-single" { 1 } else { a.batch };
