@@ -4,6 +4,7 @@
 
 use crate::client::Client;
 use crate::report::Outcome;
+use crate::stats::Latencies;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -40,12 +41,14 @@ pub async fn run(client: &Client, p: &ConsumeParams<'_>) -> Result<Outcome, Stri
     eprintln!("consume: pre-filled {pushed} messages, draining");
     let seen: Arc<Mutex<HashSet<String>>> = Arc::default();
     let dups = Arc::new(Mutex::new(0u64));
+    let (pops, acks): (Arc<Mutex<Latencies>>, Arc<Mutex<Latencies>>) = Default::default();
     let server_before = p.brokers.cpu_s();
     let started = Instant::now();
     let deadline = started + Duration::from_secs(120);
     let mut tasks = Vec::new();
     for i in 0..p.consumers {
         let (client, seen, dups) = (client.on(i), seen.clone(), dups.clone());
+        let (pops, acks) = (pops.clone(), acks.clone());
         let path = format!(
             "/api/v1/pop/queue/{}?batch={}&partitions=1",
             p.queue, p.batch
@@ -60,6 +63,8 @@ pub async fn run(client: &Client, p: &ConsumeParams<'_>) -> Result<Outcome, Stri
                     tokio::time::sleep(Duration::from_millis(2)).await;
                     continue;
                 };
+                pops.lock().unwrap().record(cycle.pop);
+                acks.lock().unwrap().record(cycle.ack);
                 let mut seen = seen.lock().unwrap();
                 for t in cycle.delivered {
                     if !seen.insert(t) {
@@ -88,6 +93,10 @@ pub async fn run(client: &Client, p: &ConsumeParams<'_>) -> Result<Outcome, Stri
         unit: "msgs/s".into(),
         details: json!({"messages": p.messages, "seconds": secs, "consumers": p.consumers, "batch": p.batch,
                         "partitions": p.partitions, "duplicates": duplicates, "missing": missing,
+                        "pop_p50_ms": pops.lock().unwrap().percentile_ms(50.0),
+                        "pop_p99_ms": pops.lock().unwrap().percentile_ms(99.0),
+                        "ack_p50_ms": acks.lock().unwrap().percentile_ms(50.0),
+                        "ack_p99_ms": acks.lock().unwrap().percentile_ms(99.0),
                         "server_cpu_s": server_cpu}),
     })
 }

@@ -1,10 +1,11 @@
-//! The concurrent scenario against deviant doubles decides: at 4 clients × 30 calls the
-//! search ends `unknown` (its budget spent) in few seeds, and a violation names the
-//! variant under which the history is linearizable, when one is.
+//! The concurrent scenario against deviant doubles decides: the search ends `unknown` (its
+//! budget spent) in few seeds, and a violation names the variant under which the history
+//! is linearizable, when one is.
 //!
-//! `QUEEN_CONCURRENT_SEEDS=20 [QUEEN_DEVIANT=name] cargo test -p queen-conformance --test
-//! concurrent_doubles -- --nocapture` prints the figures per double; the default runs one
-//! seed of each.
+//! `QUEEN_CONCURRENT_SEEDS=20 QUEEN_CONCURRENT_SHAPE=8x60 QUEEN_DEVIANT=all cargo test
+//! --release -p queen-conformance --test concurrent_doubles -- --nocapture` prints the
+//! figures per double (`QUEEN_DEVIANT=name` for one); the default runs one seed of four
+//! doubles at 4 clients x 30 calls over 2 queues.
 
 mod common;
 
@@ -13,6 +14,26 @@ use queen_conformance::concurrent::linearize::{Verdict, DEFAULT_BUDGET};
 use queen_conformance::concurrent::{run_scenario, Workload};
 use queen_conformance::session::{CheckSettings, Target};
 
+/// The doubles the default run covers: one per kind of deviation the search meets
+/// (answer-only, flags, a lease length, a queue default).
+const DEFAULT_DOUBLES: [Deviation; 4] = [
+    Deviation::CapitalisedErrors,
+    Deviation::FlagsLie,
+    Deviation::LeaseSecondsIgnored,
+    Deviation::PushCreatedLease300,
+];
+
+/// Clients and calls per client, from `QUEEN_CONCURRENT_SHAPE` (`CxN`).
+fn shape() -> (usize, usize) {
+    std::env::var("QUEEN_CONCURRENT_SHAPE")
+        .ok()
+        .and_then(|s| {
+            let (c, n) = s.split_once('x')?;
+            Some((c.parse().ok()?, n.parse().ok()?))
+        })
+        .unwrap_or((4, 30))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_concurrent_scenario_decides_against_doubles() {
     let seeds: u64 = std::env::var("QUEEN_CONCURRENT_SEEDS")
@@ -20,16 +41,17 @@ async fn the_concurrent_scenario_decides_against_doubles() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
     let only = std::env::var("QUEEN_DEVIANT").ok();
+    let (clients, calls) = shape();
+    let doubles: &[Deviation] = if only.as_deref() == Some("all") {
+        &Deviation::ALL
+    } else {
+        &DEFAULT_DOUBLES
+    };
     let mut lines = Vec::new();
     let mut unknown_total = 0;
     let mut runs = 0;
-    for d in [
-        Deviation::CapitalisedErrors,
-        Deviation::FlagsLie,
-        Deviation::LeaseSecondsIgnored,
-        Deviation::PushCreatedLease300,
-    ] {
-        if only.as_ref().is_some_and(|o| o != d.name()) {
+    for &d in doubles {
+        if only.as_ref().is_some_and(|o| o != "all" && o != d.name()) {
             continue;
         }
         let broker = deviant::start(d).await;
@@ -40,10 +62,13 @@ async fn the_concurrent_scenario_decides_against_doubles() {
         };
         let target = Target::new(&broker.url, settings);
         let (mut lin, mut viol, mut unknown, mut causes) = (0, 0, 0, Vec::new());
+        let mut slowest_ms = 0f64;
         for seed in 1..=seeds {
-            let s = run_scenario(&target, &Workload::new(4, 30, 2, seed), DEFAULT_BUDGET).await;
+            let w = Workload::new(clients, calls, 2, seed);
+            let s = run_scenario(&target, &w, DEFAULT_BUDGET).await;
             runs += 1;
             for k in &s.outcome.keys {
+                slowest_ms = slowest_ms.max(k.elapsed_ms);
                 match &k.verdict {
                     Verdict::Linearizable(_) => lin += 1,
                     Verdict::Violation(v) => {
@@ -70,8 +95,10 @@ async fn the_concurrent_scenario_decides_against_doubles() {
         causes.sort();
         causes.dedup();
         lines.push(format!(
-            "{:<24} {seeds} seeds: queues linearizable {lin}, violation {viol} (causes named: {causes:?}), unknown {unknown}",
-            d.name()
+            "{:<24} {seeds} seeds of {clients}x{calls}: queues linearizable {lin}, violation {viol} \
+             (causes named: {causes:?}), unknown {unknown}, slowest queue {:.0} ms",
+            d.name(),
+            slowest_ms
         ));
     }
     println!("{}", lines.join("\n"));

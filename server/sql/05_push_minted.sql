@@ -1,6 +1,6 @@
 -- The write of a push whose every transactionId the broker minted (PUSH-4), as a
--- function: lock the partitions, number and insert the messages, bump the partitions'
--- last offsets and notify other processes, in one round trip and one transaction
+-- function: lock the partitions, number and insert the messages and bump the partitions'
+-- last offsets, in one round trip and one transaction
 -- (`server/src/pg/minted.rs` says why this path exists).
 --
 -- A function and not one statement for the same reason as `queen_pop_head`: small
@@ -9,7 +9,8 @@
 -- Arguments (the caller builds them): the distinct (queue, partition) keys `p_qn`/`p_pn`
 -- in canonical order with each key's item count `p_cnt`; per item, its key's position
 -- `p_ki` (from 0), its rank among its key's items `p_rank` (from 1), its id, transactionId,
--- traceId, data and producerSub (AUTH-2); and the queues to notify.
+-- traceId, data and producerSub (AUTH-2). Other processes are told of the push after it
+-- commits (`server/src/pg/notify.rs`).
 -- Returns `go` (written) and `maintenance` (push maintenance is on: nothing written). Both
 -- false: a queue or partition is missing, a queue keeps its payloads sealed (ENC-2,
 -- which only the server can do) or has a maxSize (RET-5, counted on the general path),
@@ -17,7 +18,7 @@
 CREATE OR REPLACE FUNCTION queen_push_minted(
     p_qn text[], p_pn text[], p_cnt bigint[],
     p_ki int[], p_rank bigint[], p_id uuid[], p_txn text[], p_trace uuid[], p_data text[],
-    p_sub text[], p_queues text[]
+    p_sub text[]
 ) RETURNS TABLE (go boolean, maintenance boolean)
 LANGUAGE plpgsql VOLATILE
 -- A statement's plan is made once per connection, maybe while the tables are still
@@ -63,7 +64,6 @@ BEGIN
     FROM unnest(p_ki, p_rank, p_id, p_txn, p_trace, p_data, p_sub) AS x(ki, r, i, t, tr, d, s);
     UPDATE queen_partitions p SET last_offset = u.last + u.cnt, last_write_at = now()
     FROM unnest(v_ids, v_last, p_cnt) AS u(id, last, cnt) WHERE p.id = u.id;
-    PERFORM pg_notify('queen_push', q) FROM unnest(p_queues) AS q;
     RETURN QUERY SELECT true, false;
 END
 $fn$;

@@ -4,9 +4,12 @@
 //! for its queue (queue-scoped routes) or on the discovery channel (any push), with a
 //! timer as a backstop. A push on this process rings the bells directly; a push on
 //! another process arrives through PostgreSQL `LISTEN/NOTIFY` and rings the same bells.
+//! A bell rung here is also handed to the engine's forwarder (if it has one), which tells
+//! the other processes after the write that rang it has committed.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Notify;
 
 /// The bells parked pops wait on.
@@ -16,6 +19,8 @@ pub struct Wakes {
     queues: Mutex<HashMap<String, Arc<Notify>>>,
     /// Rung by every push: discovery pops may match any queue.
     any: Arc<Notify>,
+    /// Where the queues rung here are sent for pops parked in other processes.
+    forward: OnceLock<UnboundedSender<String>>,
 }
 
 impl Wakes {
@@ -38,12 +43,28 @@ impl Wakes {
         }
     }
 
-    /// Wakes every pop parked on `queue` and every discovery pop.
+    /// Wakes every pop parked on `queue` and every discovery pop, here and, through the
+    /// forwarder, in other processes.
     pub fn ring(&self, queue: &str) {
+        self.ring_here(queue);
+        if let Some(f) = self.forward.get() {
+            // A closed forwarder means the engine is stopping: nobody is left to tell.
+            let _ = f.send(queue.to_string());
+        }
+    }
+
+    /// Wakes the pops parked on `queue` in this process only: for a ring that came from
+    /// another process, which must not be sent back.
+    pub fn ring_here(&self, queue: &str) {
         if let Some(n) = self.queues.lock().expect("wakes lock").get(queue) {
             n.notify_waiters();
         }
         self.any.notify_waiters();
+    }
+
+    /// Sends every queue rung from now on to `forwarder` too; the first one set stays.
+    pub fn forward_to(&self, forwarder: UnboundedSender<String>) {
+        let _ = self.forward.set(forwarder);
     }
 
     /// Wakes every parked pop (e.g. after a spool replay).

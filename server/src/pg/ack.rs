@@ -308,9 +308,9 @@ impl Writes {
     }
 }
 
-/// One statement: every pair's decision, the call's dead letters in the order the call
-/// first names each pair (DLQ-2), not in the locking order, and a notification for other
-/// processes' parked pops on every queue where something became claimable again.
+/// One statement: every pair's decision and the call's dead letters in the order the call
+/// first names each pair (DLQ-2), not in the locking order. The queues where something
+/// became claimable again are rung after the commit ([`ack_route`]).
 async fn write(
     conn: &mut PgConnection,
     w: &mut Writes,
@@ -349,8 +349,7 @@ async fn write(
             FROM unnest($7::uuid[], $8::bigint[], $9::text[], $10::text[], $11::integer[]) WITH ORDINALITY AS d(p, o, g, e, r, n)
             ORDER BY d.n
             ON CONFLICT DO NOTHING RETURNING 1)
-         SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM dead),
-                (SELECT count(pg_notify('queen_push', q)) FROM unnest($13::text[]) AS q)",
+         SELECT (SELECT count(*) FROM upd), (SELECT count(*) FROM dead)",
     )
     .bind(&pp)
     .bind(&pg)
@@ -364,7 +363,6 @@ async fn write(
     .bind(&dead.3)
     .bind(&dead.4)
     .bind(now)
-    .bind(&w.touched)
     .execute(conn)
     .await
     .map(|_| ())

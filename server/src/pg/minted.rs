@@ -7,8 +7,7 @@
 //! ([`super::write::write_at`]) holds them across several round trips (lock, dedup lookup,
 //! insert, commit). When the broker minted every item's `transactionId` (PUSH-4) no item
 //! can be a duplicate (PUSH-5), so nothing has to be read between locking and writing:
-//! lock, number, insert, bump the partitions' last offsets and notify other processes all
-//! happen in one auto-committed call of the PL/pgSQL function `queen_push_minted`
+//! lock, number, insert and bump the partitions' last offsets all happen in one auto-committed call of the PL/pgSQL function `queen_push_minted`
 //! (migration 0005, which says why it is a function), and the locks are held only while
 //! PostgreSQL executes it. If a queue or partition does not exist yet, or push
 //! maintenance is on, the function writes nothing and says so; the caller takes the
@@ -35,7 +34,7 @@ pub(crate) fn applies<'a>(mut items: impl Iterator<Item = &'a Prepared>) -> bool
     items.all(|i| i.minted)
 }
 
-/// Locks, writes and notifies in one round trip. `items` must satisfy [`applies`].
+/// Locks and writes in one round trip. `items` must satisfy [`applies`].
 pub(crate) async fn write(pool: &Db, items: &[&Prepared]) -> Result<Minted, sqlx::Error> {
     // The distinct (queue, partition) keys with how many items each gets; each item
     // points at its key by position and knows its rank among the key's items (1, 2, ...),
@@ -51,8 +50,6 @@ pub(crate) async fn write(pool: &Db, items: &[&Prepared]) -> Result<Minted, sqlx
     }
     let (kq, kp): (Vec<&str>, Vec<&str>) = keys.keys().copied().unzip();
     let counts: Vec<i64> = keys.values().map(|v| v.1).collect();
-    let mut queues: Vec<&str> = kq.clone();
-    queues.dedup();
     let mut ranks = vec![0i64; keys.len()];
     let mut ki = Vec::with_capacity(items.len());
     let mut rank = Vec::with_capacity(items.len());
@@ -73,9 +70,9 @@ pub(crate) async fn write(pool: &Db, items: &[&Prepared]) -> Result<Minted, sqlx
         subs.push(i.producer_sub.as_deref());
     }
     // Locks the partitions in canonical order, then writes; `go` is false when a key is
-    // missing or maintenance is on, and then nothing is inserted, bumped or notified.
+    // missing or maintenance is on, and then nothing is inserted or bumped.
     let row = sqlx::query(
-        "SELECT go, maintenance FROM queen_push_minted($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        "SELECT go, maintenance FROM queen_push_minted($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
     )
     .bind(&kq)
     .bind(&kp)
@@ -87,7 +84,6 @@ pub(crate) async fn write(pool: &Db, items: &[&Prepared]) -> Result<Minted, sqlx
     .bind(&traces)
     .bind(&data)
     .bind(&subs)
-    .bind(&queues)
     .fetch_one(&mut *pool.acquire().await?)
     .await?;
     let (go, maintenance): (bool, bool) = (row.get("go"), row.get("maintenance"));

@@ -31,6 +31,7 @@ mod hosts;
 mod lease;
 mod listen;
 mod minted;
+mod notify;
 mod pair;
 mod peek;
 mod pop;
@@ -245,7 +246,7 @@ impl PgBroker {
     }
 
     /// Starts the background tasks: following the primary among several hosts, listening
-    /// for other processes' pushes, the spool's replay and the retention sweep; keeps
+    /// for other processes' pushes and telling them of ours, the spool's replay and the retention sweep; keeps
     /// their handles (and the writers') so that the broker can stop them.
     fn start_tasks(
         &self,
@@ -254,11 +255,16 @@ impl PgBroker {
         writers: Vec<tokio::task::JoinHandle<()>>,
     ) {
         let follower = tokio::spawn(hosts::follow(self.inner.pool.pool().clone(), hosts, tune));
+        let peers = Arc::new(notify::Peers::default());
         let listener = listen::spawn(
             self.inner.pool.pool().clone(),
             self.clone_weak(),
             self.inner.wakes.clone(),
+            peers.clone(),
         );
+        let (forwarder, rung) = tokio::sync::mpsc::unbounded_channel();
+        self.inner.wakes.forward_to(forwarder);
+        let notifier = notify::spawn(self.inner.pool.pool(), peers, rung);
         let replayer = tokio::spawn(replay_loop(self.clone_weak()));
         let retention = tokio::spawn(retention::run(
             self.clone_weak(),
@@ -268,7 +274,7 @@ impl PgBroker {
             },
         ));
         let mut tasks = self.inner.tasks.lock().expect("tasks lock");
-        tasks.extend([listener, replayer, retention, follower]);
+        tasks.extend([listener, notifier, replayer, retention, follower]);
         tasks.extend(writers);
     }
 

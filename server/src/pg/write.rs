@@ -162,7 +162,7 @@ pub(crate) async fn write_at(
             return Ok(Err(full));
         }
     }
-    insert(conn, &rows, &parts, items, now).await?;
+    insert(conn, &rows, &parts, now).await?;
     Ok(Ok(results))
 }
 
@@ -295,28 +295,22 @@ impl NewRows {
     }
 }
 
-/// The messages, the partitions' last offsets, and a notification for pops parked on
-/// other processes (this one rings its own bells), in one statement.
+/// The messages and the partitions' last offsets, in one statement (the queues are rung,
+/// here and for other processes, once the write has committed).
 async fn insert(
     conn: &mut PgConnection,
     rows: &NewRows,
     parts: &Parts,
-    items: &[&Prepared],
     now: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
     let (ids, lasts): (Vec<Uuid>, Vec<i64>) = parts.values().copied().unzip();
-    let mut queues: Vec<&str> = items.iter().map(|i| i.queue.as_str()).collect();
-    queues.sort();
-    queues.dedup();
     sqlx::query(
         "WITH ins AS (
             INSERT INTO queen_messages (partition_id, \"offset\", id, transaction_id, trace_id, data, producer_sub, sealed, created_at)
             SELECT p, o, i, t, tr, d::json, s, e, $7
-            FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::text[], $11::text[], $12::boolean[]) AS x(p, o, i, t, tr, d, s, e)),
-         upd AS (
-            UPDATE queen_partitions p SET last_offset = x.o, last_write_at = $7
-            FROM unnest($8::uuid[], $9::bigint[]) AS x(i, o) WHERE p.id = x.i AND p.last_offset < x.o)
-         SELECT pg_notify('queen_push', q) FROM unnest($10::text[]) AS q",
+            FROM unnest($1::uuid[], $2::bigint[], $3::uuid[], $4::text[], $5::uuid[], $6::text[], $10::text[], $11::boolean[]) AS x(p, o, i, t, tr, d, s, e))
+         UPDATE queen_partitions p SET last_offset = x.o, last_write_at = $7
+         FROM unnest($8::uuid[], $9::bigint[]) AS x(i, o) WHERE p.id = x.i AND p.last_offset < x.o",
     )
     .bind(&rows.part)
     .bind(&rows.offset)
@@ -327,7 +321,6 @@ async fn insert(
     .bind(now)
     .bind(&ids)
     .bind(&lasts)
-    .bind(&queues)
     .bind(&rows.sub)
     .bind(&rows.sealed)
     .execute(&mut *conn)
