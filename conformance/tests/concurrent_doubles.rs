@@ -4,8 +4,9 @@
 //!
 //! `QUEEN_CONCURRENT_SEEDS=20 QUEEN_CONCURRENT_SHAPE=8x60 QUEEN_DEVIANT=all cargo test
 //! --release -p queen-conformance --test concurrent_doubles -- --nocapture` prints the
-//! figures per double (`QUEEN_DEVIANT=name` for one); the default runs one seed of four
-//! doubles at 4 clients x 30 calls over 2 queues.
+//! figures for our broker and every double (`QUEEN_DEVIANT=name` for one double,
+//! `ours` for our broker alone); the default runs one seed of four doubles at 4 clients x
+//! 30 calls over 2 queues.
 
 mod common;
 
@@ -42,25 +43,35 @@ async fn the_concurrent_scenario_decides_against_doubles() {
         .unwrap_or(1);
     let only = std::env::var("QUEEN_DEVIANT").ok();
     let (clients, calls) = shape();
-    let doubles: &[Deviation] = if only.as_deref() == Some("all") {
-        &Deviation::ALL
-    } else {
-        &DEFAULT_DOUBLES
+    // `None` is our broker: the honest server behind any double.
+    let doubles: Vec<Option<Deviation>> = match only.as_deref() {
+        None => DEFAULT_DOUBLES.map(Some).to_vec(),
+        Some("all") => std::iter::once(None)
+            .chain(Deviation::ALL.map(Some))
+            .collect(),
+        Some("ours") => vec![None],
+        Some(name) => Deviation::ALL
+            .into_iter()
+            .filter(|d| d.name() == name)
+            .map(Some)
+            .collect(),
     };
+    assert!(!doubles.is_empty(), "no double is named {only:?}");
     let mut lines = Vec::new();
     let mut unknown_total = 0;
     let mut runs = 0;
-    for &d in doubles {
-        if only.as_ref().is_some_and(|o| o != "all" && o != d.name()) {
-            continue;
-        }
-        let broker = deviant::start(d).await;
+    for d in doubles {
+        let broker = deviant::start(d.unwrap_or(Deviation::FlagsLie)).await;
+        let (url, name) = match d {
+            Some(d) => (broker.url.clone(), d.name()),
+            None => (broker.upstream().to_string(), "ours (memory engine)"),
+        };
         let settings = CheckSettings {
             strict_project: false,
             keep_going: true,
             ..CheckSettings::default()
         };
-        let target = Target::new(&broker.url, settings);
+        let target = Target::new(&url, settings);
         let (mut lin, mut viol, mut unknown, mut causes) = (0, 0, 0, Vec::new());
         let mut slowest_ms = 0f64;
         for seed in 1..=seeds {
@@ -79,7 +90,7 @@ async fn the_concurrent_scenario_decides_against_doubles() {
                     }
                     Verdict::Unknown(why) => {
                         unknown += 1;
-                        println!("{} seed {seed} {}: unknown: {why}", d.name(), k.key);
+                        println!("{name} seed {seed} {}: unknown: {why}", k.key);
                     }
                 }
             }
@@ -97,7 +108,7 @@ async fn the_concurrent_scenario_decides_against_doubles() {
         lines.push(format!(
             "{:<24} {seeds} seeds of {clients}x{calls}: queues linearizable {lin}, violation {viol} \
              (causes named: {causes:?}), unknown {unknown}, slowest queue {:.0} ms",
-            d.name(),
+            name,
             slowest_ms
         ));
     }
