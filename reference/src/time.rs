@@ -90,6 +90,16 @@ impl Stamp {
         t >= self.lo.saturating_sub(slack) && t <= self.hi.saturating_add(slack)
     }
 
+    /// The smallest moment holding both, when together they leave no gap (they overlap
+    /// or touch): then "in `self` or in `other`" is exactly "in the hull".
+    pub(crate) fn hull(&self, other: &Stamp) -> Option<Stamp> {
+        let gapless = self.lo.max(other.lo) <= self.hi.min(other.hi).saturating_add(1);
+        gapless.then(|| Stamp {
+            lo: self.lo.min(other.lo),
+            hi: self.hi.max(other.hi),
+        })
+    }
+
     /// Narrow to what is also known from `other`; keeps `self` if they are disjoint
     /// (the caller has already decided they are consistent).
     pub(crate) fn intersect(&self, other: &Stamp) -> Stamp {

@@ -1,7 +1,9 @@
 //! Linearizability of a concurrent history against the reference model (Wing & Gong,
 //! with Lowe's memoization): a depth-first search for an order of the calls that
 //! respects real time (a call may be placed next only if no call still unplaced had
-//! completed before it was invoked) and in which the model accepts every answer. Each
+//! completed before it was invoked, nor its client's previous answered call, which the
+//! clock's millisecond cannot always tell apart) and in which the model accepts every
+//! answer. Each
 //! call is stepped with its own [invocation, completion] interval as the broker's
 //! "now". A call with an unknown answer may be placed (every allowed outcome kept) or
 //! never placed, and its interval is open-ended.
@@ -398,6 +400,7 @@ fn search_key(ops: &[Op], start: Checker, budget: u64, deadline: Option<Instant>
     let horizon = ops.iter().map(|o| o.complete_ms).max().unwrap_or(0);
     let mut s = Search {
         ops,
+        after: client_order(ops),
         horizon,
         memo: HashMap::new(),
         memo_worlds: 0,
@@ -455,6 +458,9 @@ fn search_key(ops: &[Op], start: Checker, budget: u64, deadline: Option<Instant>
 /// budget and the deepest dead end it met.
 struct Search<'a> {
     ops: &'a [Op],
+    /// For each call, the answered call its client made last before it, which must be
+    /// placed first ([`client_order`]).
+    after: Vec<Option<usize>>,
     horizon: Millis,
     /// Placed-set and fingerprint of the model states to the model states it was
     /// reached with (only states with one fingerprint can be equal, so only those are
@@ -472,6 +478,24 @@ struct Search<'a> {
     order: Vec<usize>,
     /// The deepest dead end (indices into `ops`).
     best: Violation,
+}
+
+/// For each call, the answered call of the same client invoked last before it. A client
+/// sends a call only once the previous one is answered, so the answered one took effect
+/// first, even when the clock's millisecond cannot tell the two apart; a call left
+/// unanswered may still take effect after its client's next calls, so it binds nothing.
+fn client_order(ops: &[Op]) -> Vec<Option<usize>> {
+    let mut last: HashMap<usize, usize> = HashMap::new();
+    ops.iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let before = last.get(&o.client).copied();
+            if !o.is_unknown() {
+                last.insert(o.client, i);
+            }
+            before
+        })
+        .collect()
 }
 
 fn is_set(bits: &[u64], i: usize) -> bool {
@@ -510,6 +534,7 @@ impl Search<'_> {
             .enumerate()
             .take_while(|(_, o)| o.invoke_ms <= min_complete)
             .filter(|(i, _)| !is_set(placed, *i))
+            .filter(|(i, _)| self.after[*i].is_none_or(|j| is_set(placed, j)))
             .map(|(i, _)| i)
             .collect();
         cands.sort_by_key(|&i| {
@@ -693,6 +718,35 @@ mod tests {
             op(0, push(), (10, 20), pushed()),
         ]);
         assert_eq!(check(&h, &settings(), 1000).verdict_name(), "violation");
+    }
+
+    #[test]
+    fn one_clients_calls_keep_their_order_within_a_millisecond() {
+        // Client 0 pushed, then popped, both in one millisecond: the clock cannot order
+        // them, but the client sent its pop only once the push was answered, so a 204 is
+        // a missed message, not a pop that went first.
+        let h = History::new(vec![
+            op(0, push(), (10, 10), pushed()),
+            op(0, pop(), (10, 10), empty()),
+        ]);
+        assert_eq!(check(&h, &settings(), 1000).verdict_name(), "violation");
+        // Another client's pop in that millisecond may have gone first.
+        let other = History::new(vec![
+            op(0, push(), (10, 10), pushed()),
+            op(1, pop(), (10, 10), empty()),
+        ]);
+        assert!(check(&other, &settings(), 1000).passed());
+    }
+
+    #[test]
+    fn a_call_left_unanswered_does_not_order_its_clients_next_calls() {
+        // The push timed out and may take effect after its client's next call.
+        let h = History::new(vec![
+            op(0, push(), (10, 10), Answer::Unknown("timeout".into())),
+            op(0, pop(), (11, 12), empty()),
+            op(1, pop(), (20, 30), popped(LEASE)),
+        ]);
+        assert!(check(&h, &settings(), 1000).passed());
     }
 
     #[test]

@@ -158,8 +158,31 @@ impl Next {
             }
             worlds.push(k.world);
         }
-        (worlds, expected)
+        (join_twins(worlds), expected)
     }
+}
+
+/// The worlds with every pair that differs only in one lease's deadline joined into one
+/// (`State::joined`), which loses nothing and keeps calls near a deadline from
+/// multiplying the worlds.
+fn join_twins(worlds: Vec<World>) -> Vec<World> {
+    if worlds.len() < 2 {
+        return worlds;
+    }
+    let mut out: Vec<World> = Vec::with_capacity(worlds.len());
+    'next: for w in worlds {
+        for o in out.iter_mut() {
+            if o.ids != w.ids || o.variants != w.variants || o.findings != w.findings {
+                continue;
+            }
+            if let Some(state) = o.state.joined(&w.state) {
+                o.state = state;
+                continue 'next;
+            }
+        }
+        out.push(w);
+    }
+    out
 }
 
 /// A broker answer no allowed behaviour produces.

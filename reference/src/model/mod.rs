@@ -10,6 +10,7 @@ pub mod analytics;
 pub mod capacity;
 pub mod deletion;
 pub mod groups;
+mod join;
 pub mod lease;
 pub mod outcome;
 pub mod pop;
