@@ -6,7 +6,8 @@
 //! --release -p queen-conformance --test concurrent_doubles -- --nocapture` prints the
 //! figures for our broker and every double (`QUEEN_DEVIANT=name` for one double,
 //! `ours` for our broker alone); the default runs one seed of four doubles at 4 clients x
-//! 30 calls over 2 queues.
+//! 30 calls over 2 queues. `QUEEN_CONCURRENT_SAVE=DIR` keeps the histories that were not
+//! linearizable on every queue, for `queen-conformance recheck`.
 
 mod common;
 
@@ -33,6 +34,26 @@ fn shape() -> (usize, usize) {
             Some((c.parse().ok()?, n.parse().ok()?))
         })
         .unwrap_or((4, 30))
+}
+
+/// With `QUEEN_CONCURRENT_SAVE=DIR`, writes the history of a run that was not
+/// linearizable on every queue to `DIR/NAME-SEED.json`, for `queen-conformance recheck`.
+fn save_undecided(name: &str, seed: u64, s: &queen_conformance::concurrent::Scenario) {
+    let Ok(dir) = std::env::var("QUEEN_CONCURRENT_SAVE") else {
+        return;
+    };
+    if s.outcome
+        .keys
+        .iter()
+        .all(|k| matches!(k.verdict, Verdict::Linearizable(_)))
+    {
+        return;
+    }
+    let path = std::path::Path::new(&dir).join(format!("{}-{seed}.json", name.replace(' ', "-")));
+    std::fs::create_dir_all(&dir).expect("the save directory can be made");
+    let text = serde_json::to_string_pretty(&s.history.to_json()).expect("JSON serializes");
+    std::fs::write(&path, text).expect("the history can be written");
+    println!("saved {}", path.display());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -78,6 +99,7 @@ async fn the_concurrent_scenario_decides_against_doubles() {
             let w = Workload::new(clients, calls, 2, seed);
             let s = run_scenario(&target, &w, DEFAULT_BUDGET).await;
             runs += 1;
+            save_undecided(name, seed, &s);
             for k in &s.outcome.keys {
                 slowest_ms = slowest_ms.max(k.elapsed_ms);
                 match &k.verdict {
