@@ -16,8 +16,11 @@ secs=${2:-5}
 bin=/usr/lib/postgresql/15/bin
 out=docs/profiles
 mkdir -p "$out"
-for t in perf inferno-collapse-perf inferno-flamegraph; do
-    command -v "$t" >/dev/null || { echo "missing $t (perf: apt-get install linux-perf; inferno: cargo install inferno)"; exit 1; }
+command -v perf >/dev/null || { echo "missing perf (apt-get install linux-perf)"; exit 1; }
+# Without inferno the tables are still written; the flamegraphs are skipped.
+flames=1
+for t in inferno-collapse-perf inferno-flamegraph; do
+    command -v "$t" >/dev/null || { echo "no $t (cargo install inferno): tables only, no flamegraphs"; flames=0; }
 done
 cargo build --release -q -p queen-server -p queen-bench
 
@@ -70,10 +73,19 @@ grep -v '^{' "$tmp/bench.out" | tail -2
 
 for who in server pg; do
     name=$([ $who = pg ] && echo postgres || echo server)
-    perf script -i "$tmp/$who.data" 2>"$tmp/$who.script.err" | inferno-collapse-perf >"$tmp/$who.folded" || { echo "perf script failed:"; tail -3 "$tmp/$who.script.err"; }
-    inferno-flamegraph --title "$workload: $name" <"$tmp/$who.folded" >"$out/$workload-$name.svg"
-    perf report -i "$tmp/$who.data" --no-children --sort dso,sym --stdio -g none 2>/dev/null |
-        grep -v "^#" | grep -v "^$" | head -40 >"$out/$workload-$name.txt" || true
+    if [ "$flames" = 1 ]; then
+        perf script -i "$tmp/$who.data" 2>"$tmp/$who.script.err" | inferno-collapse-perf >"$tmp/$who.folded" || { echo "perf script failed:"; tail -3 "$tmp/$who.script.err"; }
+        inferno-flamegraph --title "$workload: $name" <"$tmp/$who.folded" >"$out/$workload-$name.svg"
+    fi
+    # Self time by function, then the frames that hold the most time with their callees.
+    {
+        echo "## self"
+        perf report -i "$tmp/$who.data" --no-children --sort dso,sym --stdio -g none 2>/dev/null |
+            grep -v "^#" | grep -v "^$" | head -40
+        echo "## with callees"
+        perf report -i "$tmp/$who.data" --children --sort sym --stdio -g none 2>/dev/null |
+            grep -v "^#" | grep -v "^$" | head -60
+    } >"$out/$workload-$name.txt" || true
     samples=$(perf script -i "$tmp/$who.data" -F time 2>/dev/null | wc -l)
-    echo "$out/$workload-$name.svg: $samples samples at 997 Hz over $secs s = $(awk -v n="$samples" -v s="$secs" 'BEGIN {printf "%.2f", n / 997 / s}') cores busy"
+    echo "$out/$workload-$name: $samples samples at 997 Hz over $secs s = $(awk -v n="$samples" -v s="$secs" 'BEGIN {printf "%.2f", n / 997 / s}') cores busy"
 done
