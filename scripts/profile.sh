@@ -82,9 +82,13 @@ for who in server pg; do
         echo "## self"
         perf report -i "$tmp/$who.data" --no-children --sort dso,sym --stdio -g none 2>/dev/null |
             grep -v "^#" | grep -v "^$" | head -40
-        echo "## with callees"
+        # The runtime's own frames (workers, polls, inlined shims) hold everything; the
+        # program's, the database driver's, HTTP's and the kernel's entry points say where.
+        echo "## with callees (our code, sqlx, hyper, serde, system calls)"
         perf report -i "$tmp/$who.data" --children --sort sym --stdio -g none 2>/dev/null |
-            grep -v "^#" | grep -v "^$" | head -60
+            grep -v "^#" | grep -v "^$" | grep -v "(inlined)" |
+            grep -E "queen_|sqlx|hyper::proto::h1::(role|io)|serde_json::(de|ser)::|__x64_sys|Exec|exec_|Commit|XLog|pq_" |
+            head -50
     } >"$out/$workload-$name.txt" || true
     samples=$(perf script -i "$tmp/$who.data" -F time 2>/dev/null | wc -l)
     echo "$out/$workload-$name: $samples samples at 997 Hz over $secs s = $(awk -v n="$samples" -v s="$secs" 'BEGIN {printf "%.2f", n / 997 / s}') cores busy"
