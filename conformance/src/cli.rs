@@ -1259,6 +1259,7 @@ mod tests {
             file,
             budget: 10,
             search_limit_s: 1,
+            keep_going: false,
         };
         let e = recheck(&args).unwrap_err();
         let _ = std::fs::remove_file(&args.file);
