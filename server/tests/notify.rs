@@ -23,6 +23,16 @@ async fn broker_on(url: &str, dir: &TempDir) -> Running {
         .expect("the server binds")
 }
 
+/// A database of its own, and a plain session on it listening to the brokers' channels.
+async fn database_overheard() -> (queen_pg::TestDb, PgListener) {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let mut l = PgListener::connect(db.url()).await.unwrap();
+    l.listen_all(["queen_push", "queen_hello"]).await.unwrap();
+    (db, l)
+}
+
 /// Waits for the next notification on `l`'s channels, for at most `within`.
 async fn next(l: &mut PgListener, within: Duration) -> Option<(String, String)> {
     let n = tokio::time::timeout(within, l.recv()).await.ok()?.ok()?;
@@ -31,12 +41,8 @@ async fn next(l: &mut PgListener, within: Duration) -> Option<(String, String)> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_2_a_broker_alone_on_its_database_sends_no_notification() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
     // A plain session listening: not a broker, so not a reason to notify.
-    let mut l = PgListener::connect(db.url()).await.unwrap();
-    l.listen_all(["queen_push", "queen_hello"]).await.unwrap();
+    let (db, mut l) = database_overheard().await;
     let dir = TempDir::new("alone");
     let server = broker_on(db.url(), &dir).await;
     assert_eq!(
@@ -55,11 +61,7 @@ async fn cluster_2_a_broker_alone_on_its_database_sends_no_notification() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_2_a_second_broker_is_told_of_pushes_once_it_listens() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
-    let mut l = PgListener::connect(db.url()).await.unwrap();
-    l.listen_all(["queen_push", "queen_hello"]).await.unwrap();
+    let (db, mut l) = database_overheard().await;
     let (da, db_dir) = (TempDir::new("first"), TempDir::new("second"));
     let first = broker_on(db.url(), &da).await;
     let second = broker_on(db.url(), &db_dir).await;
