@@ -320,6 +320,8 @@ pub mod ids {
     pub const CLUSTER_3: RuleId = RuleId("CLUSTER-3");
     /// several database hosts: writes go to the primary, a promotion is followed
     pub const CLUSTER_4: RuleId = RuleId("CLUSTER-4");
+    /// routes outside this protocol (key-value store, locks, timers, reads by offset)
+    pub const SCOPE_1: RuleId = RuleId("SCOPE-1");
 }
 
 pub use ids::*;
@@ -336,6 +338,9 @@ pub const OPERATIONAL: &[RuleId] = &[
 /// pair is text, so it cannot carry bytes that are not UTF-8): our server's tests check
 /// them.
 pub const UNTYPED: &[RuleId] = &[WIRE_1];
+/// Rules that put something outside what the suite judges: no case can check them, and
+/// our server's tests check what our server answers there.
+pub const UNJUDGED: &[RuleId] = &[SCOPE_1];
 
 use Level::{Open, Project, Seed};
 
@@ -867,6 +872,11 @@ pub const RULES: &[Rule] = &[
         id: CLUSTER_4,
         level: Project,
         title: "several database hosts: writes go to the primary, a promotion is followed",
+    },
+    Rule {
+        id: SCOPE_1,
+        level: Open,
+        title: "routes outside the protocol may be offered and are not judged",
     },
 ];
 

@@ -696,3 +696,65 @@ async fn conn_1_headers_up_to_32_kib_are_read_and_more_is_a_json_431() {
     let body: serde_json::Value = r.json().await.unwrap();
     assert!(body["error"].as_str().unwrap().contains("32768"), "{body}");
 }
+
+/// SCOPE-1: the routes upstream brokers offer outside this protocol (key-value store,
+/// locks, timers, reads by offset) are unknown routes here: 404 with a JSON error that
+/// names the route, on both engines, and nothing is written (no queue appears, not even
+/// one a body names).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scope_1_routes_outside_the_protocol_are_404_and_change_nothing() {
+    let app = pg_server().await;
+    let memory = queen_server::app::spawn(
+        std::sync::Arc::new(queen_server::memory::MemoryBroker::new(30_000, 1 << 20)),
+        &config(&app.dir),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .await
+    .unwrap();
+    let c = reqwest::Client::new();
+    let outside = [
+        (
+            "POST",
+            "/api/v1/kv",
+            json!({"ops": [{"op": "set", "key": "k", "value": 1}]}),
+        ),
+        ("GET", "/api/v1/kv/k", json!(null)),
+        (
+            "POST",
+            "/api/v1/locks",
+            json!({"op": "acquire", "name": "l", "owner": "o"}),
+        ),
+        (
+            "POST",
+            "/api/v1/timers",
+            json!({"ops": [{"op": "schedule", "queue": "scope-q"}]}),
+        ),
+        (
+            "POST",
+            "/api/v1/fetch",
+            json!({"entries": [{"queue": "scope-q", "partitions": ["p"]}]}),
+        ),
+        (
+            "POST",
+            "/api/v1/partitions/changed",
+            json!({"entries": [{"queue": "scope-q"}]}),
+        ),
+    ];
+    for base in [app.server.url(), memory.url()] {
+        for (method, path, body) in &outside {
+            let url = format!("{base}{path}");
+            let (s, b) = match *method {
+                "GET" => get(&c, &url).await,
+                _ => post(&c, &url, body).await,
+            };
+            let error = b.as_ref().and_then(|b| b["error"].as_str()).unwrap_or("");
+            assert_eq!(s, 404, "{base} {method} {path}: {b:?}");
+            assert_eq!(error, format!("no route {method} {path}"), "{base}");
+        }
+        let (s, b) = get(&c, &format!("{base}/api/v1/status/queues/scope-q/messages")).await;
+        assert_eq!(
+            s, 404,
+            "{base}: a route outside the protocol made a queue: {b:?}"
+        );
+    }
+}
