@@ -17,6 +17,11 @@
 //! target/release/queen-bench --target http://127.0.0.1:6632 --workloads consume
 //! ```
 
+/// The allocator of the `queen-conformance` binary, so that the live checker this
+/// process hosts (`watch`, `watch-rss`, `watch-soak`) is measured as users run it.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod ceiling;
 mod client;
 mod consume;

@@ -11,47 +11,77 @@
 //! it explores, and the book grows with every id learnt.
 
 use crate::model::{AckIn, LeaseH, LeaseRef, MsgH, Op, PartH, PopRequest, TxnOpIn};
-use crate::shared::{same_ord, HashMap, OrdMap};
+use crate::shared::OrdMap;
 use crate::wire::{AckItem, Request, TxnOp};
+use std::sync::Arc;
 
-/// A two-way map between handles of one kind and the ids a broker gave them.
-#[derive(Clone, Debug)]
-pub struct Bimap<H: std::hash::Hash + Ord + Copy> {
-    by_handle: OrdMap<H, String>,
-    by_id: HashMap<String, H>,
+/// A model handle that numbers its things from zero, so a book can index by it.
+pub trait Handle: Copy + Ord + std::fmt::Debug {
+    /// The handle's number.
+    fn index(self) -> usize;
 }
 
-impl<H: std::hash::Hash + Ord + Copy> Default for Bimap<H> {
+impl Handle for MsgH {
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl Handle for PartH {
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl Handle for LeaseH {
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A two-way map between handles of one kind and the ids a broker gave them.
+///
+/// A watched broker's every message and lease has an id here for as long as the model
+/// lives, so both directions share one copy of each id: by handle, a persistent vector
+/// (handles are numbered densely, so its nodes are full), and by id, a B-tree (whose
+/// nodes stay dense where a hash trie's leaves are mostly empty slots).
+#[derive(Clone, Debug)]
+pub struct Bimap<H: Handle> {
+    by_handle: imbl::Vector<Option<Arc<str>>>,
+    by_id: OrdMap<Arc<str>, H>,
+}
+
+impl<H: Handle> Default for Bimap<H> {
     fn default() -> Self {
         Bimap {
-            by_handle: OrdMap::default(),
-            by_id: HashMap::default(),
+            by_handle: imbl::Vector::new(),
+            by_id: OrdMap::default(),
         }
     }
 }
 
 /// Two books are equal when they tie the same handles to the same ids: `by_id` is the
 /// inverse of `by_handle` (they are only ever extended together), so it is not compared.
-impl<H: std::hash::Hash + Ord + Copy> PartialEq for Bimap<H> {
+impl<H: Handle> PartialEq for Bimap<H> {
     fn eq(&self, other: &Self) -> bool {
-        same_ord(&self.by_handle, &other.by_handle)
+        self.by_handle.ptr_eq(&other.by_handle) || self.by_handle == other.by_handle
     }
 }
 
-impl<H: std::hash::Hash + Ord + Copy + std::fmt::Debug> Bimap<H> {
+impl<H: Handle> Bimap<H> {
     /// How many handles have an id.
     pub(crate) fn len(&self) -> usize {
-        self.by_handle.len()
+        self.by_id.len()
     }
 
     /// Whether no handle has an id yet.
     pub fn is_empty(&self) -> bool {
-        self.by_handle.is_empty()
+        self.by_id.is_empty()
     }
 
     /// The broker's id tied to handle `h`, if learnt.
     pub fn id(&self, h: H) -> Option<&str> {
-        self.by_handle.get(&h).map(String::as_str)
+        self.by_handle.get(h.index()).and_then(|id| id.as_deref())
     }
 
     /// The handle tied to the broker's id `id`, if learnt.
@@ -61,15 +91,14 @@ impl<H: std::hash::Hash + Ord + Copy + std::fmt::Debug> Bimap<H> {
 
     /// Ties `h` to `id`, or explains the contradiction with what is already known.
     pub(crate) fn bind(&mut self, what: &str, h: H, id: &str) -> Result<(), String> {
-        match (self.by_handle.get(&h), self.by_id.get(id)) {
+        match (self.id(h), self.by_id.get(id)) {
             (Some(known), _) if known != id => Err(format!("{what} {h:?} was {known}, now {id}")),
             (_, Some(other)) if *other != h => Err(format!(
                 "{what} id {id} was already given to {other:?}, now also to {h:?}"
             )),
             (Some(_), Some(_)) => Ok(()),
             _ => {
-                self.by_handle.insert(h, id.to_string());
-                self.by_id.insert(id.to_string(), h);
+                self.tie(h, Arc::from(id));
                 Ok(())
             }
         }
@@ -77,13 +106,22 @@ impl<H: std::hash::Hash + Ord + Copy + std::fmt::Debug> Bimap<H> {
 
     /// The id of `h`, minting one with `mint` the first time.
     pub(crate) fn id_or_mint(&mut self, h: H, mint: impl FnOnce() -> String) -> String {
-        if let Some(id) = self.by_handle.get(&h) {
-            return id.clone();
+        if let Some(id) = self.id(h) {
+            return id.to_string();
         }
         let id = mint();
-        self.by_handle.insert(h, id.clone());
-        self.by_id.insert(id.clone(), h);
+        self.tie(h, Arc::from(id.as_str()));
         id
+    }
+
+    /// Ties `h` to `id`, both unknown so far.
+    fn tie(&mut self, h: H, id: Arc<str>) {
+        let i = h.index();
+        while self.by_handle.len() <= i {
+            self.by_handle.push_back(None);
+        }
+        self.by_handle.set(i, Some(id.clone()));
+        self.by_id.insert(id, h);
     }
 }
 
@@ -199,5 +237,24 @@ mod tests {
         b.bind("message", MsgH(2), "b").unwrap();
         assert!(!b.is_empty());
         assert_eq!(b.len(), 2);
+    }
+
+    /// Ids learnt out of their handles' order (pushes answered out of order) make the
+    /// same book as ids learnt in order; a handle not yet tied has no id.
+    #[test]
+    fn books_are_equal_whatever_order_their_ids_were_learnt_in() {
+        let mut a: Bimap<LeaseH> = Bimap::default();
+        let mut b: Bimap<LeaseH> = Bimap::default();
+        a.bind("lease", LeaseH(4), "d").unwrap();
+        a.bind("lease", LeaseH(1), "a").unwrap();
+        b.bind("lease", LeaseH(1), "a").unwrap();
+        assert!(a != b);
+        assert_eq!((b.id(LeaseH(4)), b.id(LeaseH(9))), (None, None));
+        b.bind("lease", LeaseH(4), "d").unwrap();
+        assert!(a == b);
+        assert_eq!(
+            (a.len(), a.id(LeaseH(2)), a.handle("d")),
+            (2, None, Some(LeaseH(4)))
+        );
     }
 }

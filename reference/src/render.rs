@@ -230,7 +230,7 @@ impl Renderer<'_> {
 
     fn data(&self, d: &Data) -> Value {
         match d {
-            Data::Value(v) => (**v).clone(),
+            Data::Value(v) => v.value(),
             Data::Absent => match self.policy.absent_payload {
                 AbsentPayload::Null => Value::Null,
                 AbsentPayload::EmptyObject => json!({}),

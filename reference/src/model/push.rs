@@ -207,7 +207,7 @@ fn write_one(
     };
     let data = match &item.payload {
         Payload::Absent => Data::Absent,
-        Payload::Given(v) => Data::Value(Arc::new(v.value())),
+        Payload::Given(v) => Data::Value(v.compact()),
     };
     let part = st.part_mut(ph).expect("just ensured");
     part.messages.push_back(Message {

@@ -52,7 +52,7 @@ pub(crate) fn retry(
         queue: p.queue.clone(),
         partition: p.name.clone(),
         payload: match &m.data {
-            Data::Value(v) => Payload::Given(crate::wire::RawJson::from_value(v)),
+            Data::Value(v) => Payload::Given(v.clone()),
             Data::Absent => Payload::Absent,
         },
         transaction_id: None,

@@ -16,7 +16,6 @@ use super::txn_index::TxnIndex;
 use crate::shared::{same_arc, same_log, Log};
 use crate::time::Stamp;
 use crate::wire::QueueOptions;
-use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -272,8 +271,9 @@ pub(crate) enum Trace {
 /// What a pop will show as `data`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Data {
-    /// The payload as pushed, shown verbatim.
-    Value(Arc<Value>),
+    /// The payload as pushed, shown verbatim; kept as its compact text, which takes a
+    /// fraction of a tree's memory in a model that holds every retained message.
+    Value(crate::wire::RawJson),
     /// `payload` absent: `null` or `{}` (PUSH-9 OPEN); narrowed on first sight.
     Absent,
 }

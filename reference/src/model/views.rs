@@ -442,7 +442,7 @@ fn core(st: &State, p: &Partition, offset: u32, ctx: &Ctx) -> MessageCore {
         queue: p.queue.clone(),
         partition: p.name.clone(),
         data: match (&m.data, policy) {
-            (Data::Value(v), _) => (**v).clone(),
+            (Data::Value(v), _) => v.value(),
             (Data::Absent, Some(pol)) if pol.absent_payload == AbsentPayload::EmptyObject => {
                 Value::Object(Default::default())
             }

@@ -40,6 +40,40 @@ impl RawJson {
     pub fn value(&self) -> Value {
         serde_json::from_str(self.get()).expect("checked to be JSON when made")
     }
+
+    /// The same value printed compactly, as [`RawJson::from_value`] prints a tree: what a
+    /// model keeps of a payload, so that [`RawJson::is`] mostly compares text.
+    pub fn compact(&self) -> RawJson {
+        RawJson::from_value(&self.value())
+    }
+
+    /// Whether `v` is this value (objects equal whatever their key order). The text is
+    /// compared first, which settles it without building a tree whenever `v` prints as
+    /// this text does.
+    pub fn is(&self, v: &Value) -> bool {
+        let mut rest = Matching(self.get().as_bytes());
+        (serde_json::to_writer(&mut rest, v).is_ok() && rest.0.is_empty()) || self.value() == *v
+    }
+}
+
+/// A writer that accepts only the bytes it still expects: printing a value into it tells
+/// whether the value prints as that text, without building the text.
+struct Matching<'a>(&'a [u8]);
+
+impl std::io::Write for Matching<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self.0.strip_prefix(buf) {
+            Some(rest) => {
+                self.0 = rest;
+                Ok(buf.len())
+            }
+            None => Err(std::io::ErrorKind::InvalidData.into()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// \[PROJECT\] PUSH-11: the deepest nesting of arrays and objects a payload may have. Every
@@ -196,6 +230,20 @@ impl schemars::JsonSchema for RawJson {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// What a model keeps of a payload is compared as the checker compared trees: key
+    /// order aside, and every number by its digits (POP-5, POP-17).
+    #[test]
+    fn pop_17_a_kept_payload_is_its_value_in_any_key_order_and_to_the_digit() {
+        let kept = RawJson::parse(r#" { "b" : 1, "a" : [0.10, -0] } "#.into())
+            .unwrap()
+            .compact();
+        assert_eq!(kept.get(), r#"{"b":1,"a":[0.10,-0]}"#);
+        assert!(kept.is(&serde_json::from_str(r#"{"b":1,"a":[0.10,-0]}"#).unwrap()));
+        assert!(kept.is(&serde_json::from_str(r#"{"a":[0.10,-0],"b":1}"#).unwrap()));
+        assert!(!kept.is(&serde_json::from_str(r#"{"b":1,"a":[0.1,-0]}"#).unwrap()));
+        assert!(!kept.is(&serde_json::from_str(r#"{"b":1}"#).unwrap()));
+    }
 
     #[test]
     fn pop_5_text_goes_out_as_it_came_in() {

@@ -288,9 +288,9 @@ fn message_content(cx: &mut Cx, m: &Value, ph: PartH, off: u32) -> Check {
     }
     if let Some(d) = data {
         match &slot.data {
-            Data::Value(v) if **v != d => wrong.push(
+            Data::Value(v) if !v.is(&d) => wrong.push(
                 // Another value is POP-5's; the same value spelt otherwise, POP-17's.
-                match same_numbers(v, &d) {
+                match same_numbers(&v.value(), &d) {
                     true => Finding::new(
                         POP_17,
                         Kind::Value,
@@ -302,11 +302,11 @@ fn message_content(cx: &mut Cx, m: &Value, ph: PartH, off: u32) -> Check {
                         "a message's data is not the payload pushed",
                     ),
                 }
-                .example(format!("{d} where {v} is expected")),
+                .example(format!("{d} where {} is expected", v.get())),
             ),
             Data::Value(_) => {}
             Data::Absent if d.is_null() || d == json!({}) => {
-                slot.data = Data::Value(std::sync::Arc::new(d))
+                slot.data = Data::Value(crate::wire::RawJson::from_value(&d))
             }
             Data::Absent => wrong.push(
                 Finding::new(
