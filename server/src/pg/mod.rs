@@ -49,6 +49,7 @@ mod writers;
 pub use crate::prepared::Prepared;
 pub use rows::unreachable;
 use rows::{logged, refused_for_good};
+pub use schema::SQL_OVERRIDE_ENV;
 
 use crate::broker::{Broker, PoolStats, Popped};
 use crate::config::Config;

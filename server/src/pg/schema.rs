@@ -40,6 +40,12 @@ const APPLY_LOCK: i64 = 0x7175_6565_6e5f_666e; // "queen_fn"
 pub enum SchemaError {
     #[error("cannot apply the schema migrations: {0}")]
     Migrate(#[source] sqlx::migrate::MigrateError),
+    #[error("cannot read {file} from the folder {SQL_OVERRIDE_ENV} names: {source}")]
+    Override {
+        file: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot apply server/sql/{file}: {source}")]
     Function {
         file: &'static str,
@@ -48,9 +54,37 @@ pub enum SchemaError {
     },
 }
 
+/// The environment variable naming a folder whose function files are applied instead of
+/// the built-in ones: the SQL mutation tests (`queen-sql-mutants`) start one server
+/// binary on many mutated copies of `server/sql`. Never for production: the start-up log
+/// says so when it is set.
+pub const SQL_OVERRIDE_ENV: &str = "QUEEN_SQL_MUTANT_DIR";
+
+/// The function files to apply: the built-in ones, or those of [`SQL_OVERRIDE_ENV`]'s
+/// folder (every file must be there).
+fn function_sources() -> Result<Vec<(&'static str, std::borrow::Cow<'static, str>)>, SchemaError> {
+    let Some(dir) = std::env::var_os(SQL_OVERRIDE_ENV) else {
+        return Ok(FUNCTIONS
+            .iter()
+            .map(|(f, sql)| (*f, (*sql).into()))
+            .collect());
+    };
+    let dir = std::path::PathBuf::from(dir);
+    tracing::warn!(dir = %dir.display(), "{SQL_OVERRIDE_ENV} is set: the SQL functions come from that folder, not from this build (mutation testing only)");
+    FUNCTIONS
+        .iter()
+        .map(|(f, _)| {
+            std::fs::read_to_string(dir.join(f))
+                .map(|sql| (*f, sql.into()))
+                .map_err(|e| SchemaError::Override { file: f, source: e })
+        })
+        .collect()
+}
+
 /// Runs the pending migrations, then, when any function file differs from the one last
 /// applied, replaces every function, in one transaction.
 pub(crate) async fn apply(pool: &PgPool) -> Result<(), SchemaError> {
+    let functions = function_sources()?;
     MIGRATOR.run(pool).await.map_err(SchemaError::Migrate)?;
     let fail = |file| move |source| SchemaError::Function { file, source };
     let mut tx = pool.begin().await.map_err(fail("(begin)"))?;
@@ -63,8 +97,8 @@ pub(crate) async fn apply(pool: &PgPool) -> Result<(), SchemaError> {
         .fetch_all(&mut *tx)
         .await
         .map_err(fail("(read queen_functions)"))?;
-    let current = applied.len() == FUNCTIONS.len()
-        && FUNCTIONS
+    let current = applied.len() == functions.len()
+        && functions
             .iter()
             .all(|(f, sql)| applied.iter().any(|(af, asql)| af == f && asql == sql));
     if current {
@@ -74,7 +108,8 @@ pub(crate) async fn apply(pool: &PgPool) -> Result<(), SchemaError> {
         .execute(&mut *tx)
         .await
         .map_err(fail("(clear queen_functions)"))?;
-    for (file, sql) in FUNCTIONS {
+    for (file, sql) in &functions {
+        let (file, sql) = (*file, sql.as_ref());
         sqlx::raw_sql(sql)
             .execute(&mut *tx)
             .await
