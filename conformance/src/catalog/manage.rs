@@ -414,7 +414,7 @@ async fn delete_message(s: &mut Session) -> CaseResult {
         .pop_some(&q, &[("consumerGroup", &g), ("batch", "3")])
         .await?;
     let pid = held.messages[0].partition_id.clone();
-    delete_c_and_b(s, &pid).await?;
+    delete_c_and_b(s, &q, &pid).await?;
     // The span ended at c, which went: acking a releases the lease.
     let first = held.messages.first().map(|m| m.transaction_id.clone());
     let acks: Vec<_> = acks_for(&held, "completed")
@@ -438,17 +438,29 @@ async fn delete_message(s: &mut Session) -> CaseResult {
     deleted_is_gone(s, &q, &g).await
 }
 
-/// MGMT-11: deleting c and b answers their ids; c, deleted, is then neither deleted
-/// again nor shown.
-async fn delete_c_and_b(s: &mut Session, pid: &str) -> CaseResult {
+/// MGMT-11: deleting c and b answers their ids, and each delete leaves the queue's count
+/// of retained messages one lower (one deleted message, then two, are both subtracted);
+/// c, deleted, is then neither deleted again nor shown.
+async fn delete_c_and_b(s: &mut Session, q: &str, pid: &str) -> CaseResult {
     let path = |t: &str| format!("/api/v1/messages/{pid}/{t}");
-    for t in ["c", "b"] {
+    for (t, left) in [("c", 3), ("b", 2)] {
         let r = s.send(HttpRequest::delete(path(t))).await?;
         let r: MessageDeleted = decode(&r, 200, "a message delete")?;
         ensure!(
             r.success && r.transaction_id == t,
             MGMT_11,
             "the delete of {t} answered {r:?}"
+        )?;
+        let queue: serde_json::Value = decode(
+            &s.get(&format!("/api/v1/resources/queues/{q}"), &[]).await?,
+            200,
+            "the queue",
+        )?;
+        ensure!(
+            queue["messages"] == left,
+            MGMT_11,
+            "after deleting {t}, the queue counts {} messages, not {left}",
+            queue["messages"]
         )?;
     }
     let again = s.send(HttpRequest::delete(path("c"))).await?;
