@@ -19,6 +19,7 @@ pub fn cases() -> Vec<crate::case::Case> {
     cases![
         peek: "mgmt-6/peek-shows-each-state-and-takes-nothing", [MGMT_1, MGMT_6], Project, Management, needs [DeadLetter];
         one_message: "mgmt-7/one-message-with-every-reading-groups-state", [MGMT_7], Project, Management, needs [DeadLetter];
+        auto_ack_retries: "mgmt-7/an-auto-ack-commit-forgets-the-retries-of-what-it-commits", [MGMT_7, POP_7], Project, Management, needs [Configure];
         groups: "mgmt-3/a-group-shows-its-lag-and-state", [MGMT_3], Project, Management;
         resources: "mgmt-4/queues-depth-and-partitions-of-a-namespace", [MGMT_4, MGMT_5], Project, Management;
         seek: "mgmt-8/seek-to-the-end-and-back-to-a-time", [MGMT_8], Project, Management;
@@ -111,6 +112,37 @@ async fn one_message(s: &mut Session) -> CaseResult {
         MGMT_7,
         "an unknown transactionId answered {}",
         missing.status
+    )
+}
+
+/// MGMT-7, POP-7: a message that failed once and was then committed by an autoAck pop,
+/// the last of the span it committed, shows no retries charged: the commit forgets the
+/// retries at or below the new cursor, the cursor's own offset included.
+async fn auto_ack_retries(s: &mut Session) -> CaseResult {
+    let (q, g) = (s.name("q"), s.name("g"));
+    s.configure(&q, json!({"retryLimit": 3, "retryDelay": 0}))
+        .await?;
+    s.push1(&q, "p", "a").await?;
+    let p = s.pop_some(&q, &[("consumerGroup", &g)]).await?;
+    let pid = p.messages[0].partition_id.clone();
+    let fail = json!({"transactionId": "a", "partitionId": pid, "leaseId": p.lease_id,
+                      "consumerGroup": g, "status": "failed", "error": "once"});
+    s.ack(fail).await?;
+    let again = s
+        .pop_some(&q, &[("consumerGroup", &g), ("autoAck", "true")])
+        .await?;
+    ensure!(
+        txns(&Some(again)) == ["a"],
+        POP_7,
+        "the autoAck pop after the failure did not deliver a"
+    )?;
+    let path = format!("/api/v1/messages/{pid}/a");
+    let d: MessageDetail = decode(&s.get(&path, &[]).await?, 200, "message")?;
+    let mine: Vec<_> = d.groups.iter().filter(|x| x.group == g).collect();
+    ensure!(
+        mine.len() == 1 && mine[0].retry_count == 0,
+        MGMT_7,
+        "after the autoAck commit, a shows {mine:?}"
     )
 }
 

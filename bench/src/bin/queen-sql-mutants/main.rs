@@ -42,7 +42,8 @@ pub struct Args {
     /// Run a sample of this many mutants, spread over the files, instead of all.
     #[arg(long)]
     sample: Option<usize>,
-    /// The sample's seed.
+    /// The sample's seed, also given to the suite (its lockstep and concurrent runs), so a
+    /// verdict can be reproduced.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// The server binary (default: `queen-server` beside this one).

@@ -221,6 +221,7 @@ async fn run_suite(args: &Args, suite: &Path, target: &str, log: &Path) -> Resul
         "database-control",
     ])
     .args(["--concurrency", &args.concurrency.to_string()])
+    .args(["--seed", &args.seed.to_string()])
     .stdout(out.try_clone().map_err(|e| e.to_string())?)
     .stderr(out)
     .kill_on_drop(true);
