@@ -39,6 +39,7 @@ pub fn cases() -> Vec<Case> {
         sub_recorded: "pop-13/first-pop-records-the-subscription", [POP_13], Project, Subscription;
         delayed: "pop-14/delayed-processing", [POP_14], Seed, Visibility, needs [Configure];
         window: "pop-14/window-buffer", [POP_14], Seed, Visibility, needs [Configure];
+        window_discovery: "pop-14/window-buffer-holds-a-discovery-pop-too", [POP_14, POP_10], Seed, Visibility, needs [Configure, Discovery];
         min_wait: "pop-15/min-pop-wait-time-bounds", [POP_15], Seed, LongPoll, needs [Configure];
     ]
 }
@@ -651,6 +652,36 @@ async fn window(s: &mut Session) -> CaseResult {
         txns(&p) == ["a", "b"],
         POP_14,
         "delivered after 1 s of write silence"
+    )
+}
+
+/// POP-14, POP-10: a partition inside its window is held back from a discovery pop as
+/// from a queue pop, and delivered to one once the window has passed.
+async fn window_discovery(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(&q, json!({"windowBuffer": 1})).await?;
+    let pushed = now_ms();
+    s.push1(&q, "p", "a").await?;
+    let route = PopRoute::Discovery {
+        namespace: Some(derive_namespace_task(&q).0),
+        task: None,
+    };
+    let early = s.pop(route.clone(), &[]).await?;
+    // Only a pop sent well inside the window must come back empty; the model judges
+    // any pop by the times it was sent and answered.
+    ensure!(
+        early.is_none() || now_ms() - pushed > 900,
+        POP_14,
+        "a discovery pop inside the window delivered {:?}",
+        txns(&early)
+    )?;
+    sleep_ms(1300).await;
+    let late = s.pop(route, &[]).await?;
+    ensure!(
+        early.is_some() || txns(&late) == ["a"],
+        POP_14,
+        "after 1 s of write silence a discovery pop delivered {:?}",
+        txns(&late)
     )
 }
 
