@@ -16,7 +16,7 @@ pub fn cases() -> Vec<Case> {
         implicit_lease_time: "push-2/unknown-queue-created-with-lease-time-60", [PUSH_2, POP_9], Seed, Core, needs [LeaseExtend];
         default_partition: "push-3/missing-partition-means-default", [PUSH_3], Project, Core;
         atomic: "push-3/request-is-atomic", [PUSH_3, PUSH_8], Project, Core, needs [BadInput];
-        minted_txn: "push-4/missing-transaction-id-is-minted", [PUSH_4], Seed, Core;
+        minted_txn: "push-4/missing-transaction-id-is-minted", [PUSH_4, PUSH_3], Seed, Core;
         dedup_window: "push-5/duplicate-within-window", [PUSH_5], Seed, Dedup;
         duplicate_id: "push-5/duplicate-carries-the-original-message-id", [PUSH_5], Project, Dedup;
         dedup_other_partition: "push-5/same-id-in-another-partition-is-new", [PUSH_5], Seed, Dedup;
@@ -104,6 +104,20 @@ async fn minted_txn(s: &mut Session) -> CaseResult {
         p.messages[0].transaction_id == r[0].transaction_id,
         PUSH_4,
         "pop shows the minted transactionId"
+    )?;
+    // A minted push to a new partition of that queue creates it and lands there, not
+    // in the queue's one partition.
+    let second = s
+        .push(json!([{"queue": q, "partition": "second", "payload": 2}]))
+        .await?;
+    let there = s
+        .pop(PopRoute::Partition(q.clone(), "second".into()), &[])
+        .await?;
+    ensure!(
+        txns(&there) == [second[0].transaction_id.clone()],
+        PUSH_3,
+        "the partition a minted push created delivers {:?}",
+        txns(&there)
     )
 }
 

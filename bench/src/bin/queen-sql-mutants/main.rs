@@ -46,6 +46,10 @@ pub struct Args {
     /// verdict can be reproduced.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Start at this mutant of the selection (1-based; the ones before it are left out,
+    /// and `results.jsonl` is appended to): resumes an interrupted run.
+    #[arg(long, default_value_t = 1)]
+    from: usize,
     /// The server binary (default: `queen-server` beside this one).
     #[arg(long)]
     server: Option<PathBuf>,
