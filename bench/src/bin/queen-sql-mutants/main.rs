@@ -4,7 +4,8 @@
 //! `queen-server` binary is started on it (the server applies its functions from
 //! `QUEEN_SQL_MUTANT_DIR` when that is set) with a fresh database, and the conformance
 //! suite runs against it with `--strict`. A mutant the suite fails on is killed; one it
-//! passes survived, and each survivor gets a case that kills it or a reason it cannot
+//! passes is tried against the server's own PostgreSQL tests that read the tables
+//! (`--server-tests`), and one those pass too survived: each survivor gets a case that kills it or a reason it cannot
 //! change behaviour (`docs/decisions/0032-sql-mutation-testing.md`). A mutant PostgreSQL
 //! will not create, so the server does not start, is unviable and not counted.
 //!
@@ -60,6 +61,16 @@ pub struct Args {
     /// are mostly seen there.
     #[arg(long, default_value_t = 4)]
     concurrency: usize,
+    /// The server's own PostgreSQL test binaries (`cargo test -p queen-server --test
+    /// NAME`, comma-separated; run from the workspace) that a mutant the suite missed is
+    /// tried against next, with the mutant's functions: they read the tables, which the
+    /// wire cannot show. Empty: none.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "encryption,retention,management"
+    )]
+    server_tests: Vec<String>,
     /// Seconds one suite run may take before the mutant counts as a timeout.
     #[arg(long, default_value_t = 300)]
     timeout_secs: u64,

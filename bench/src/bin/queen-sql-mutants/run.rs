@@ -20,6 +20,8 @@ enum Verdict {
     Unviable,
     /// The suite did not finish in time (a hang counts as seen, but is listed apart).
     Timeout,
+    /// The suite passed and the server's own tests failed.
+    KilledByServerTests,
 }
 
 impl Verdict {
@@ -29,6 +31,7 @@ impl Verdict {
             Verdict::Survived => "survived",
             Verdict::Unviable => "unviable",
             Verdict::Timeout => "timeout",
+            Verdict::KilledByServerTests => "killed by server tests",
         }
     }
 }
@@ -208,8 +211,42 @@ async fn one(
     let _ = child.kill();
     let _ = child.wait();
     let _ = db.close().await;
+    let verdict = match verdict {
+        Verdict::Survived if !args.server_tests.is_empty() => {
+            server_tests(args, &dir, &log).await?
+        }
+        v => v,
+    };
     let _ = std::fs::remove_dir_all(&dir);
     Ok(verdict)
+}
+
+/// The server's own PostgreSQL tests on a mutant the suite missed: they read the tables,
+/// which the wire cannot show (a payload stored in clear, a row left behind).
+async fn server_tests(args: &Args, dir: &Path, log: &Path) -> Result<Verdict, String> {
+    let out = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(log)
+        .map_err(|e| e.to_string())?;
+    let mut cmd = tokio::process::Command::new("cargo");
+    cmd.args(["test", "-q", "-p", "queen-server"]);
+    for t in &args.server_tests {
+        cmd.args(["--test", t]);
+    }
+    let dir = std::fs::canonicalize(dir).map_err(|e| e.to_string())?;
+    cmd.env(queen_server::pg::SQL_OVERRIDE_ENV, dir)
+        .stdout(out.try_clone().map_err(|e| e.to_string())?)
+        .stderr(out)
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| format!("cargo test: {e}"))?;
+    let within = Duration::from_secs(args.timeout_secs * 3);
+    match tokio::time::timeout(within, child.wait()).await {
+        Err(_) => Ok(Verdict::Timeout),
+        Ok(Ok(s)) if s.success() => Ok(Verdict::Survived),
+        Ok(Ok(_)) => Ok(Verdict::KilledByServerTests),
+        Ok(Err(e)) => Err(e.to_string()),
+    }
 }
 
 /// The suite against `target`, strict, its output appended to `log`.
@@ -249,24 +286,23 @@ async fn run_suite(args: &Args, suite: &Path, target: &str, log: &Path) -> Resul
 /// Mutants per file: how many, and each verdict.
 fn print_table(counts: &std::collections::BTreeMap<(String, &str), usize>) {
     let mut table = comfy_table::Table::new();
-    table.set_header([
-        "file", "mutants", "killed", "survived", "timeout", "unviable",
-    ]);
+    const VERDICTS: [&str; 5] = [
+        "killed",
+        "killed by server tests",
+        "survived",
+        "timeout",
+        "unviable",
+    ];
+    let mut header = vec!["file", "mutants"];
+    header.extend(VERDICTS);
+    table.set_header(header);
     let files: std::collections::BTreeSet<&String> = counts.keys().map(|(f, _)| f).collect();
     for f in files {
         let n = |v: &str| counts.get(&(f.clone(), v)).copied().unwrap_or(0);
-        let all = ["killed", "survived", "timeout", "unviable"]
-            .iter()
-            .map(|v| n(v))
-            .sum::<usize>();
-        table.add_row([
-            f.clone(),
-            all.to_string(),
-            n("killed").to_string(),
-            n("survived").to_string(),
-            n("timeout").to_string(),
-            n("unviable").to_string(),
-        ]);
+        let all = VERDICTS.iter().map(|v| n(v)).sum::<usize>();
+        let mut row = vec![f.clone(), all.to_string()];
+        row.extend(VERDICTS.iter().map(|v| n(v).to_string()));
+        table.add_row(row);
     }
     println!("{table}");
 }
