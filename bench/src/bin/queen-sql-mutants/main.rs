@@ -47,6 +47,10 @@ pub struct Args {
     /// verdict can be reproduced.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Only the mutants that survived in this earlier run's `results.jsonl` (after new
+    /// cases, say). Use another `--out`: this run writes its own.
+    #[arg(long)]
+    survivors_of: Option<PathBuf>,
     /// Start at this mutant of the selection (1-based; the ones before it are left out,
     /// and `results.jsonl` is appended to): resumes an interrupted run.
     #[arg(long, default_value_t = 1)]

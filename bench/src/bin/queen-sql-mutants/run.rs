@@ -88,6 +88,17 @@ fn sample<T>(mut all: Vec<T>, n: usize, seed: u64) -> Vec<T> {
     out
 }
 
+/// The mutants an earlier run's `results.jsonl` says survived.
+fn survivors_of(path: &Path) -> Result<std::collections::BTreeSet<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["verdict"] == "survived")
+        .filter_map(|v| v["mutant"].as_str().map(str::to_string))
+        .collect())
+}
+
 fn beside_me(name: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find myself: {e}"))?;
     Ok(exe.with_file_name(name))
@@ -98,6 +109,10 @@ pub async fn main(args: Args) -> Result<usize, String> {
     let mut chosen = all_mutants(&args)?;
     if let Some(n) = args.sample {
         chosen = sample(chosen, n, args.seed);
+    }
+    if let Some(path) = &args.survivors_of {
+        let kept = survivors_of(path)?;
+        chosen.retain(|(m, text)| kept.contains(&m.describe(text)));
     }
     if args.list {
         for (m, text) in &chosen {
