@@ -294,6 +294,12 @@ pub fn mutants(file: &str, text: &str) -> Vec<Mutant> {
                     add(k, t.start, t.end, "comparison", f.to_string());
                 }
             }
+            // `EXISTS (SELECT 1 ...)` ignores what it selects: no mutant there.
+            Kind::Int
+                if k >= 3
+                    && cx.word(k - 1, "SELECT")
+                    && cx.toks[k - 2].kind == Kind::Open
+                    && cx.word(k - 3, "EXISTS") => {}
             Kind::Int => {
                 let v: u64 = s.parse().unwrap_or(0);
                 add(k, t.start, t.end, "integer", (v + 1).to_string());
@@ -450,8 +456,10 @@ mod tests {
         ] {
             assert!(texts.contains(&want), "missing {want:?} in {texts:#?}");
         }
-        // `$1` is a parameter, `:=` an assignment: neither is touched.
+        // `$1` is a parameter, `:=` an assignment, and what `EXISTS` selects is never
+        // read: none is touched.
         assert!(made("x := $1;").is_empty());
+        assert!(made("x := EXISTS (SELECT 1 FROM t);").is_empty());
     }
 
     #[test]
