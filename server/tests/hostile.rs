@@ -590,10 +590,8 @@ async fn cfg_4_numbers_postgresql_cannot_keep_are_400_and_an_empty_key_is_kept()
     assert_eq!((s, &b.unwrap()["options"][""]), (200, &json!(1)));
 }
 
-/// MGMT-1, MGMT-5: the messages of a queue named in the path that does not exist are
-/// 404, on both engines, while the same filter on `/api/v1/messages` is an empty page.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mgmt_5_the_messages_of_a_missing_queue_are_404() {
+/// A server on each engine: PostgreSQL, and the model in memory beside it.
+async fn both_engines() -> (TestServer, queen_server::app::Running) {
     let app = pg_server().await;
     let memory = queen_server::app::spawn(
         std::sync::Arc::new(queen_server::memory::MemoryBroker::new(30_000, 1 << 20)),
@@ -602,6 +600,14 @@ async fn mgmt_5_the_messages_of_a_missing_queue_are_404() {
     )
     .await
     .unwrap();
+    (app, memory)
+}
+
+/// MGMT-1, MGMT-5: the messages of a queue named in the path that does not exist are
+/// 404, on both engines, while the same filter on `/api/v1/messages` is an empty page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_5_the_messages_of_a_missing_queue_are_404() {
+    let (app, memory) = both_engines().await;
     let c = reqwest::Client::new();
     for base in [app.server.url(), memory.url()] {
         let (s, b) = get(&c, &format!("{base}/api/v1/status/queues/nowhere/messages")).await;
@@ -703,14 +709,7 @@ async fn conn_1_headers_up_to_32_kib_are_read_and_more_is_a_json_431() {
 /// one a body names).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scope_1_routes_outside_the_protocol_are_404_and_change_nothing() {
-    let app = pg_server().await;
-    let memory = queen_server::app::spawn(
-        std::sync::Arc::new(queen_server::memory::MemoryBroker::new(30_000, 1 << 20)),
-        &config(&app.dir),
-        "127.0.0.1:0".parse().unwrap(),
-    )
-    .await
-    .unwrap();
+    let (app, memory) = both_engines().await;
     let c = reqwest::Client::new();
     let outside = [
         (
