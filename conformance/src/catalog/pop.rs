@@ -658,12 +658,18 @@ async fn window(s: &mut Session) -> CaseResult {
 /// POP-14, POP-10: a partition inside its window is held back from a discovery pop as
 /// from a queue pop, and delivered to one once the window has passed.
 async fn window_discovery(s: &mut Session) -> CaseResult {
-    let q = s.name("q");
-    s.configure(&q, json!({"windowBuffer": 1})).await?;
+    // The namespace is given, not derived (CFG-3 is a PROJECT point).
+    let ns = s.namespace();
+    let q = format!("{ns}.window");
+    s.post(
+        "/api/v1/configure",
+        json!({"queue": q, "namespace": ns, "task": "window", "options": {"windowBuffer": 1}}),
+    )
+    .await?;
     let pushed = now_ms();
     s.push1(&q, "p", "a").await?;
     let route = PopRoute::Discovery {
-        namespace: Some(derive_namespace_task(&q).0),
+        namespace: Some(ns),
         task: None,
     };
     let early = s.pop(route.clone(), &[]).await?;
