@@ -11,12 +11,15 @@ use common::deviant::{self, Deviation};
 use common::*;
 use queen_conformance::report::{Report, Verdict};
 use queen_conformance::rules::{Level, RuleId};
+use queen_conformance::watch::WatchReport;
 use queen_reference::finding::Accept;
 use std::collections::BTreeSet;
 
 /// What one run against a double showed.
 struct Seen {
     report: Report,
+    /// What a watcher between the suite and the double found in the same traffic.
+    watched: WatchReport,
     /// Rules of the findings and failures that count against the broker (not accepted).
     named: BTreeSet<RuleId>,
     /// Cases about rules the double does not break: (passed, run).
@@ -25,12 +28,15 @@ struct Seen {
 
 async fn check(d: Deviation, accept: &[&str]) -> Seen {
     let broker = deviant::start(d).await;
-    let mut opts = options(&broker.url, &[], Some((7, 8, 20)));
+    let (url, stop, watch) = watcher(&broker.url, None).await;
+    let mut opts = options(&url, &[], Some((7, 8, 20)));
     opts.target.settings.keep_going = true;
     opts.target.settings.accept = accept.iter().map(|a| Accept::parse(a).unwrap()).collect();
     let accepted = opts.target.settings.accept.clone();
     let results = queen_conformance::runner::run(&opts).await;
     let report = Report::build_with(results, false, &BTreeSet::new(), &accepted);
+    let _ = stop.send(());
+    let watched = watch.await.expect("the watch ends");
     broker.stop().await;
     let broken: BTreeSet<&str> = d.rules().iter().copied().collect();
     let mut named: BTreeSet<RuleId> = report
@@ -60,6 +66,7 @@ async fn check(d: Deviation, accept: &[&str]) -> Seen {
         .count();
     Seen {
         report,
+        watched,
         named,
         others: (passed, about_others.len()),
     }
@@ -98,7 +105,7 @@ const DEEP: [&str; 5] = [
 fn summary(d: Deviation, s: &Seen) -> String {
     let named: Vec<&str> = s.named.iter().map(|r| r.as_str()).collect();
     format!(
-        "{:<26} breaks {:<22} named {:<22} causes {:<45} findings {:>2}  other cases passing {}/{}  lockstep deep {}/5",
+        "{:<26} breaks {:<22} named {:<22} causes {:<45} findings {:>2}  other cases passing {}/{}  lockstep deep {}/5  watcher named {}",
         d.name(),
         d.rules().join(","),
         named.join(","),
@@ -106,7 +113,8 @@ fn summary(d: Deviation, s: &Seen) -> String {
         s.report.findings.len(),
         s.others.0,
         s.others.1,
-        deep(&s.report)
+        deep(&s.report),
+        watcher_rules(&s.watched).into_iter().collect::<Vec<_>>().join(",")
     )
 }
 
@@ -186,6 +194,7 @@ async fn each_deviant_broker_is_named_by_exactly_the_rules_it_breaks() {
                 ));
             }
         }
+        wrong.extend(watcher_verdicts(d, &s.watched));
         let (passed, of) = s.others;
         if passed * 10 < of * 9 {
             let text = queen_conformance::report::terminal::render(&s.report, false);
@@ -202,6 +211,48 @@ async fn each_deviant_broker_is_named_by_exactly_the_rules_it_breaks() {
         lines.join("\n"),
         wrong.join("\n\n")
     );
+}
+
+/// The rules of a watch's findings.
+fn watcher_rules(w: &WatchReport) -> BTreeSet<&str> {
+    w.findings
+        .iter()
+        .flat_map(|f| f.rules.iter().map(|r| r.as_str()))
+        .collect()
+}
+
+/// The same traffic through a watcher: the watcher names one of the double's rules
+/// (HEALTH-4 is no model's, so a double breaking it is named by its other rules), and
+/// no SEED rule the double keeps. A double that breaks no rule fails no watch.
+fn watcher_verdicts(d: Deviation, w: &WatchReport) -> Vec<String> {
+    let declared: BTreeSet<&str> = d.rules().iter().copied().collect();
+    let named = watcher_rules(w);
+    let mut wrong = Vec::new();
+    if !declared.is_empty() && declared.is_disjoint(&named) {
+        wrong.push(format!(
+            "{}: the watcher named {named:?}, none of {declared:?}",
+            d.name()
+        ));
+    }
+    for f in &w.findings {
+        let foreign = f.rules.iter().all(|r| !declared.contains(r.as_str()));
+        if foreign && f.level == Level::Seed {
+            wrong.push(format!(
+                "{}: the watcher found a SEED departure the double does not make: {:?} {}\n  {}",
+                d.name(),
+                f.rules,
+                f.summary,
+                f.curl
+            ));
+        }
+    }
+    if declared.is_empty() && !w.passed {
+        wrong.push(format!(
+            "{}: the watch failed on a double that breaks no rule",
+            d.name()
+        ));
+    }
+    wrong
 }
 
 /// An answer-only deviation seen everywhere, accepted: the run passes, lists it as
@@ -272,11 +323,15 @@ async fn report_of_one() {
 }
 
 /// Kept going (as against any `--target`) and strict, our own broker has no finding at
-/// all: the leniency never invents a departure.
+/// all: the leniency never invents a departure. A strict watcher between the suite and
+/// the broker finds nothing in that traffic either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_broker_kept_going_and_strict_has_no_finding() {
     let server = serve(std::sync::Arc::new(memory())).await;
-    let mut opts = options(&server.url(), &[], Some((7, 8, 20)));
+    let mut strict = lax();
+    strict.strict_project = true;
+    let (url, stop, watch) = watcher_with(&server.url(), None, strict).await;
+    let mut opts = options(&url, &[], Some((7, 8, 20)));
     opts.target.settings.keep_going = true;
     opts.target.settings.strict_project = true;
     let report = Report::build(
@@ -284,9 +339,18 @@ async fn our_broker_kept_going_and_strict_has_no_finding() {
         true,
         &BTreeSet::new(),
     );
+    let _ = stop.send(());
+    let watched = watch.await.expect("the watch ends");
     let text = queen_conformance::report::terminal::render(&report, false);
     assert!(report.passed(), "{text}");
     assert!(report.findings.is_empty(), "{text}");
+    let found: Vec<String> = watched
+        .findings
+        .iter()
+        .map(|f| format!("{:?} {}\n  {}", f.rules, f.summary, f.curl))
+        .collect();
+    assert!(watched.passed && found.is_empty(), "{found:#?}");
+    assert!(watched.counts.checked > 500, "{:?}", watched.counts);
     server.stop().await.unwrap();
 }
 

@@ -1,74 +1,22 @@
 //! `watch` between real clients and a broker, and `check` on what it recorded: the
-//! concurrent workload's clients go through the watcher to our server (no finding), to
-//! deviant doubles (findings under each double's own rules), and a recorded history
-//! with a planted violation is reported by `check`.
+//! concurrent workload's clients go through the watcher to our server (no finding), and
+//! a recorded history with a planted violation is reported by `check`. (The deviant
+//! doubles are watched in `deviants.rs`, where the suite's traffic goes to each.)
 
 mod common;
 
-use common::deviant::{self, Deviation};
 use queen_conformance::concurrent::{run_workload, Workload};
-use queen_conformance::session::{CheckSettings, Target};
+use queen_conformance::session::Target;
 use queen_conformance::watch::record::{read_history, Record};
-use queen_conformance::watch::{self, QueueVerdict, WatchOptions, WatchReport};
+use queen_conformance::watch::{self, QueueVerdict, WatchReport};
 use std::path::PathBuf;
-use tokio::sync::oneshot;
-
-fn lax() -> CheckSettings {
-    CheckSettings {
-        strict_project: false,
-        keep_going: true,
-        ..CheckSettings::default()
-    }
-}
-
-/// A watcher in front of `target`, recording to `record`: its URL, and the handle that
-/// ends the watch and gives its report.
-async fn watcher(
-    target: &str,
-    record: Option<PathBuf>,
-) -> (
-    String,
-    oneshot::Sender<()>,
-    tokio::task::JoinHandle<WatchReport>,
-) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let listen: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let opts = WatchOptions {
-        listen,
-        target: target.to_string(),
-        settings: lax(),
-        record,
-        findings: None,
-        admin: None,
-        live: false,
-    };
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        watch::watch(opts, async {
-            let _ = rx.await;
-        })
-        .await
-        .expect("the watcher runs")
-    });
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(listen).await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    (format!("http://{listen}"), tx, task)
-}
 
 /// The concurrent workload's clients (`clients` × 30 calls over 2 queues) through a
 /// watcher in front of `target`.
 async fn watched(target: &str, clients: usize, seed: u64, record: Option<PathBuf>) -> WatchReport {
-    let (url, stop, task) = watcher(target, record).await;
+    let (url, stop, task) = common::watcher(target, record).await;
     let w = Workload::new(clients, 30, 2, seed);
-    let history = run_workload(&Target::new(&url, lax()), &w).await;
+    let history = run_workload(&Target::new(&url, common::lax()), &w).await;
     assert!(history.ops.len() >= clients * 30, "the workload ran");
     let _ = stop.send(());
     task.await.expect("the watch ends")
@@ -96,7 +44,7 @@ async fn our_server_through_the_watcher_has_no_findings() {
         describe(&report)
     );
     // The same traffic checked again from the recording gets the same verdicts.
-    let again = watch::check(&record, lax(), &server.url()).unwrap();
+    let again = watch::check(&record, common::lax(), &server.url()).unwrap();
     assert!(again.findings.is_empty(), "{}", describe(&again));
     assert_eq!(again.counts.checked, report.counts.checked);
     let concurrent = watched(&server.url(), 4, 8, None).await;
@@ -119,7 +67,7 @@ async fn a_planted_violation_in_a_recorded_history_is_reported_by_check() {
         .map(|r| serde_json::to_string(r).unwrap())
         .collect();
     std::fs::write(&path, text.join("\n")).unwrap();
-    let checked = watch::check(&path, lax(), &server.url()).unwrap();
+    let checked = watch::check(&path, common::lax(), &server.url()).unwrap();
     assert!(!checked.passed, "{}", describe(&checked));
     let f = &checked.findings[0];
     assert!(
@@ -144,52 +92,6 @@ fn plant(records: &mut [Record]) -> Option<u64> {
     Some(r.id)
 }
 
-/// The doubles whose departure the concurrent workload's traffic shows. The others
-/// need traffic it does not make (a body that is not UTF-8, a discovery pop, a lease
-/// left to its default length, an ack after the dedup window, ...).
-const SHOWN_BY_THE_WORKLOAD: &[&str] = &[
-    "status-200-everywhere",
-    "ack-without-noop",
-    "capitalised-errors",
-    "extend-array-and-empty-body-400",
-    "lease-kept-after-ack",
-    "read-your-writes-lag",
-    "created-at-without-z",
-    "partitions-claimed-missing",
-    "push-answer-camel-case",
-    "lease-seconds-ignored",
-    "flags-lie",
-];
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deviant_doubles_through_the_watcher_are_reported_under_their_rules() {
-    let mut missed = Vec::new();
-    for d in Deviation::ALL {
-        let broker = deviant::start(d).await;
-        let report = watched(&broker.url, 1, 5, None).await;
-        broker.stop().await;
-        let rules: Vec<&str> = report
-            .findings
-            .iter()
-            .flat_map(|f| f.rules.iter().map(|r| r.as_str()))
-            .collect();
-        let own = d.rules().iter().any(|r| rules.contains(r));
-        println!(
-            "{}: {} findings, rules {rules:?}, own: {own}",
-            d.name(),
-            report.findings.len()
-        );
-        if SHOWN_BY_THE_WORKLOAD.contains(&d.name()) && !own {
-            missed.push(format!(
-                "{}: expected one of {:?}, got {rules:?}",
-                d.name(),
-                d.rules()
-            ));
-        }
-    }
-    assert!(missed.is_empty(), "{missed:#?}");
-}
-
 /// Raw bytes no HTTP client would send, each on a connection of its own.
 const HOSTILE: &[&[u8]] = &[
     b"GARBAGE\r\n\r\n",
@@ -211,7 +113,7 @@ const HOSTILE: &[&[u8]] = &[
 async fn hostile_clients_never_bring_the_watcher_down() {
     use std::io::{Read, Write};
     let server = common::serve(std::sync::Arc::new(common::memory())).await;
-    let (url, stop, task) = watcher(&server.url(), None).await;
+    let (url, stop, task) = common::watcher(&server.url(), None).await;
     let addr = url.trim_start_matches("http://").to_string();
     for bytes in HOSTILE {
         let addr = addr.clone();
@@ -247,7 +149,7 @@ async fn hostile_clients_never_bring_the_watcher_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_queue_is_retired_and_its_name_starts_afresh() {
     let server = common::serve(std::sync::Arc::new(common::memory())).await;
-    let (url, stop, task) = watcher(&server.url(), None).await;
+    let (url, stop, task) = common::watcher(&server.url(), None).await;
     let c = reqwest::Client::new();
     for _ in 0..2 {
         push_one(&c, &url, "gone").await;

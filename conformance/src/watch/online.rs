@@ -228,7 +228,8 @@ impl Online {
                 }
             }
             Touch::Nothing(why) => self.alone(record, why),
-            Touch::Many { why, .. } => self.skip(why),
+            _ if self.answered_outside_any_state(record) => self.status_outside_any_state(record),
+            Touch::Many { why, .. } => self.alone(record, why),
         }
         self.findings.len() - before
     }
@@ -423,15 +424,20 @@ impl Online {
     }
 
     /// A call that touches no watched queue: a request the model rejects is judged on
-    /// its own (a rejection depends on the request alone); any other is not judged.
+    /// its own (a rejection depends on the request alone), and so is the health probe
+    /// (its answer depends on no queue); any other is not judged.
     fn alone(&mut self, record: &Record, why: &'static str) {
         let req = record.request();
         let s = &self.settings;
-        if parse_request(&req, s.default_timeout_ms, s.body_limit).is_ok() {
+        let parsed = parse_request(&req, s.default_timeout_ms, s.body_limit).is_ok();
+        if parsed && !is_route(record, RouteId::Health) {
             return self.skip(why);
         }
+        if parsed && says_unhealthy(record) {
+            return self.skip("the broker says it is unhealthy (HEALTH-1's 503): the watcher cannot know its database");
+        }
         let Some(answer) = record.answer() else {
-            return self.skip("a malformed request that got no answer");
+            return self.skip(why);
         };
         self.counts.checked += 1;
         let mut model = self.settings.checker();
@@ -449,6 +455,53 @@ impl Online {
                 self.skip("a malformed request the model could not decide")
             }
         }
+    }
+}
+
+impl Online {
+    /// A discovery pop whose status no state of its queues allows: a request that
+    /// parses is answered 200 or 204 in every state (one that does not parse is judged on
+    /// its own, and a 5xx or no answer is not judged), so any other status is judged
+    /// without knowing them.
+    fn answered_outside_any_state(&self, r: &Record) -> bool {
+        let s = &self.settings;
+        is_route(r, RouteId::PopDiscovery)
+            && answered(r)
+            && !matches!(r.status, Some(200 | 204 | 401 | 403))
+            && parse_request(&r.request(), s.default_timeout_ms, s.body_limit).is_ok()
+    }
+
+    /// A discovery pop answered with a status no state of its queues allows: found
+    /// under the route's rule, without knowing the queues it reaches.
+    fn status_outside_any_state(&mut self, record: &Record) {
+        let segments = segments(&record.path);
+        let Some((route, _)) = queen_reference::wire::find(&record.method, &segments) else {
+            return self.skip("not a route of the protocol");
+        };
+        self.counts.checked += 1;
+        let status = record.status.unwrap_or_default();
+        let summary = format!(
+            "a pop by namespace or task is answered 200 or 204 whatever its queues hold; this one got {status} ({})",
+            route.rule
+        );
+        let body = record
+            .response
+            .as_ref()
+            .map(|b| b.to_string())
+            .unwrap_or_default();
+        self.findings.push(WatchFinding {
+            queue: String::new(),
+            rules: vec![route.rule],
+            level: level_of(&[route.rule]),
+            kind: "divergence".into(),
+            details: format!(
+                "{} {} ({})\n  actual: {status} {body}\n  allowed: 200 or 204\n",
+                record.method, record.path, route.rule
+            ),
+            summary,
+            exchanges: vec![record.clone()],
+            curl: curl_one(&self.base, &record.request()),
+        });
     }
 }
 
@@ -636,6 +689,21 @@ fn writes_with_token(r: &Record) -> bool {
         && matches!(r.path.as_str(), "/api/v1/push" | "/api/v1/transaction")
 }
 
+/// Whether the call went to the protocol's route `id`.
+fn is_route(r: &Record, id: RouteId) -> bool {
+    queen_reference::wire::find(&r.method, &segments(&r.path))
+        .is_some_and(|(route, _)| route.id == id)
+}
+
+/// A health answer 503 `{"status":"unhealthy"}`: what a broker whose database is down
+/// says (HEALTH-1), which the watcher cannot see.
+fn says_unhealthy(r: &Record) -> bool {
+    r.status == Some(503)
+        && r.response
+            .as_ref()
+            .is_some_and(|b| b["status"] == "unhealthy")
+}
+
 /// Whether the broker's answer says what it did (not lost, not a 5xx).
 fn answered(r: &Record) -> bool {
     r.status.is_some_and(|s| s < 500)
@@ -760,5 +828,52 @@ mod tests {
         assert_eq!(o.counts.checked, 1);
         assert_eq!(o.findings.len(), 1, "a 201 to a body that is not JSON");
         assert!(o.findings[0].curl.contains("--data-binary"));
+    }
+    #[test]
+    fn the_health_probe_is_judged_on_its_own() {
+        let mut o = Online::new(CheckSettings::default(), "http://b");
+        let good = json!({"status": "healthy", "database": "connected"});
+        let ok = json!({"status": "ok", "database": "connected"});
+        let down = json!({"status": "unhealthy", "database": "disconnected"});
+        for (id, status, body) in [(1, 200, good), (2, 200, ok), (3, 503, down)] {
+            let probe = rec(id, "GET", "/health", serde_json::Value::Null, 1000);
+            o.invoke(&probe, &[]);
+            o.complete(&answered(probe, status, body));
+        }
+        assert_eq!(
+            o.counts.checked, 2,
+            "the 503 of a broker whose database is down is not judged"
+        );
+        assert_eq!(o.findings.len(), 1, "{:?}", o.findings);
+        assert_eq!(o.findings[0].rules, vec![queen_reference::rules::HEALTH_1]);
+    }
+
+    #[test]
+    fn a_discovery_pop_is_judged_by_what_no_state_allows() {
+        let mut o = Online::new(CheckSettings::default(), "http://b");
+        let push = rec(
+            1,
+            "POST",
+            "/api/v1/push",
+            json!({"items": [{"queue": "ns.q"}]}),
+            1000,
+        );
+        o.invoke(&push, &[]);
+        o.complete(&answered(push, 500, json!({"error": "internal error"})));
+        for (id, status) in [(2, 204), (3, 404)] {
+            let mut pop = rec(id, "GET", "/api/v1/pop", serde_json::Value::Null, 1010);
+            pop.query = vec![("namespace".into(), "ns".into())];
+            o.invoke(&pop, &[]);
+            o.complete(&answered(pop, status, json!({"error": "not found"})));
+        }
+        assert_eq!(o.findings.len(), 1, "only the 404: {:?}", o.findings);
+        assert_eq!(o.findings[0].rules, vec![queen_reference::rules::POP_10]);
+        assert!(
+            o.findings[0].summary.contains("got 404"),
+            "{:?}",
+            o.findings
+        );
+        let v = o.verdicts();
+        assert!(matches!(&v[0].1, QueueVerdict::Unknown(w) if w.contains("namespace")));
     }
 }

@@ -10,12 +10,14 @@ use queen_conformance::report::Report;
 use queen_conformance::runner::{self, RunOptions};
 use queen_conformance::select::Selection;
 use queen_conformance::session::{CheckSettings, Target};
+use queen_conformance::watch::{self, WatchOptions, WatchReport};
 use queen_server::app::{spawn, Running};
 use queen_server::broker::Broker;
 use queen_server::config::Config;
 use queen_server::memory::MemoryBroker;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use tokio::sync::oneshot;
 
 pub fn memory() -> MemoryBroker {
     let c = Config::defaults();
@@ -89,4 +91,65 @@ pub fn assert_valid_report(report: &serde_json::Value) {
         "the JSON report breaks its schema:\n{}",
         errors.join("\n")
     );
+}
+
+/// The watcher's verdict settings in the tests: lax on PROJECT points and kept going,
+/// as against any broker.
+pub fn lax() -> CheckSettings {
+    CheckSettings {
+        strict_project: false,
+        keep_going: true,
+        ..CheckSettings::default()
+    }
+}
+
+/// A watcher in front of `target`, ending the watch and giving its report.
+pub type Watcher = (
+    String,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<WatchReport>,
+);
+
+/// A watcher in front of `target`, recording to `record`, with [`lax`] settings: its
+/// URL, and the handle that ends the watch and gives its report.
+pub async fn watcher(target: &str, record: Option<std::path::PathBuf>) -> Watcher {
+    watcher_with(target, record, lax()).await
+}
+
+/// [`watcher`] with the given verdict settings.
+pub async fn watcher_with(
+    target: &str,
+    record: Option<std::path::PathBuf>,
+    settings: CheckSettings,
+) -> Watcher {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let opts = WatchOptions {
+        listen,
+        target: target.to_string(),
+        settings,
+        record,
+        findings: None,
+        admin: None,
+        live: false,
+    };
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        watch::watch(opts, async {
+            let _ = rx.await;
+        })
+        .await
+        .expect("the watcher runs")
+    });
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(listen).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    (format!("http://{listen}"), tx, task)
 }
