@@ -317,3 +317,156 @@ async fn cfg_4_unknown_options_are_stored_and_echoed() {
         .unwrap();
     assert_eq!(after, stored);
 }
+
+/// Makes every retained message of `queue` (or those at `offsets` when given) an hour
+/// old: age limits are then passed without waiting for them.
+async fn age(app: &TestServer, queue: &str, offsets: Option<&[i64]>) {
+    sqlx::query(
+        "UPDATE queen_messages m SET created_at = now() - interval '1 hour'
+         FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+         WHERE p.id = m.partition_id AND q.name = $1
+           AND ($2::bigint[] IS NULL OR m.\"offset\" = ANY($2))",
+    )
+    .bind(queue)
+    .bind(offsets.map(|o| o.to_vec()))
+    .execute(app.broker().pool())
+    .await
+    .unwrap();
+}
+
+async fn configure(c: &reqwest::Client, base: &str, queue: &str, options: Value) {
+    let body = json!({"queue": queue, "options": options});
+    let (status, answer) = post(c, &format!("{base}/api/v1/configure"), &body).await;
+    assert_eq!(status, 200, "{answer:?}");
+}
+
+/// RET-2: an option at 0 sets no limit. `retentionSeconds: 0` beside `maxWaitTimeSeconds`
+/// does not make the smaller limit 0, and `completedRetentionSeconds: 0` removes no
+/// consumed message, however old.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ret_2_an_option_at_zero_removes_nothing() {
+    let app = manual().await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    let zero_age =
+        json!({"retentionEnabled": true, "maxWaitTimeSeconds": 7200, "retentionSeconds": 0});
+    configure(&c, &base, "zero-age", zero_age).await;
+    let zero_done =
+        json!({"retentionEnabled": true, "retentionSeconds": 7200, "completedRetentionSeconds": 0});
+    configure(&c, &base, "zero-done", zero_done).await;
+    for q in ["zero-age", "zero-done"] {
+        assert_eq!(push(&c, &base, json!([{"queue": q}])).await.0, 201);
+        assert!(pop(&c, &base, q, "consumerGroup=g&autoAck=true")
+            .await
+            .is_some());
+        age(&app, q, None).await;
+    }
+    assert_eq!(app.broker().retention_round(100).await.unwrap(), 0);
+    assert_eq!(rows(&app, "zero-age").await, 1, "an hour is within 7200 s");
+    assert_eq!(
+        rows(&app, "zero-done").await,
+        1,
+        "consumed, yet no completed retention"
+    );
+}
+
+/// RET-2: completed retention removes every committed message, the one at the lowest
+/// cursor included, and stops at the first one some group has not committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ret_2_completed_retention_reaches_the_lowest_cursor() {
+    let app = manual().await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    let opts = json!({"retentionEnabled": true, "completedRetentionSeconds": 60});
+    configure(&c, &base, "low", opts).await;
+    let items = json!([{"queue": "low", "partition": "p"}, {"queue": "low", "partition": "p"},
+                       {"queue": "low", "partition": "p"}]);
+    assert_eq!(push(&c, &base, items).await.0, 201);
+    assert!(
+        pop(&c, &base, "low", "consumerGroup=g&batch=3&autoAck=true")
+            .await
+            .is_some()
+    );
+    assert!(
+        pop(&c, &base, "low", "consumerGroup=h&batch=2&autoAck=true")
+            .await
+            .is_some()
+    );
+    age(&app, "low", None).await;
+    assert_eq!(app.broker().retention_round(100).await.unwrap(), 2);
+    assert_eq!(rows(&app, "low").await, 1, "h has not committed the third");
+}
+
+/// RET-4, in the row the wire cannot show: a lease whose whole span retention removed
+/// is released, every column of it, and the cursor moves to the floor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ret_4_a_lease_over_removed_messages_leaves_no_trace_in_its_row() {
+    let app = manual().await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    configure(&c, &base, "l", json!({"maxWaitTimeSeconds": 60})).await;
+    let items = json!([{"queue": "l", "partition": "p"}, {"queue": "l", "partition": "p"}]);
+    assert_eq!(push(&c, &base, items).await.0, 201);
+    assert!(pop(&c, &base, "l", "consumerGroup=g&batch=2")
+        .await
+        .is_some());
+    age(&app, "l", None).await;
+    assert_eq!(app.broker().retention_round(100).await.unwrap(), 2);
+    let row: (i64, Option<uuid::Uuid>, bool, Option<i64>, Option<i64>) = sqlx::query_as(
+        "SELECT committed, lease_id, lease_deadline IS NOT NULL, lease_duration_ms::bigint,
+                lease_end::bigint
+         FROM queen_cursors WHERE consumer_group = 'g'",
+    )
+    .fetch_one(app.broker().pool())
+    .await
+    .unwrap();
+    assert_eq!(row, (2, None, false, None, None));
+}
+
+/// MGMT-11 with RET-2: a round forgets only the deleted offsets it passed, those of its
+/// own partition at or below the new floor; another queue's and the ones above stay
+/// counted as deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_11_a_round_forgets_only_the_deleted_offsets_it_passed() {
+    let app = manual().await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    configure(&c, &base, "swept", json!({"maxWaitTimeSeconds": 60})).await;
+    let mut partition = std::collections::HashMap::new();
+    for q in ["swept", "kept"] {
+        let items: Vec<Value> = ["a", "b", "c"]
+            .iter()
+            .map(|t| json!({"queue": q, "partition": "p", "transactionId": t}))
+            .collect();
+        assert_eq!(push(&c, &base, json!(items)).await.0, 201);
+        let first = pop(&c, &base, q, "consumerGroup=peek&batch=1")
+            .await
+            .unwrap();
+        partition.insert(
+            q,
+            first["messages"][0]["partitionId"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    // Offset 3 of `swept` (above the floor the round reaches) and offset 1 of `kept`
+    // (a queue without retention) are deleted.
+    for (q, t) in [("swept", "c"), ("kept", "a")] {
+        let url = format!("{base}/api/v1/messages/{}/{t}", partition[q]);
+        assert_eq!(delete(&c, &url).await.0, 200);
+    }
+    age(&app, "swept", Some(&[1])).await;
+    assert_eq!(app.broker().retention_round(100).await.unwrap(), 1);
+    let figures: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+        "SELECT q.name, p.removed_through, p.deleted,
+                (SELECT count(*) FROM queen_deleted_offsets d WHERE d.partition_id = p.id)
+         FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id ORDER BY q.name",
+    )
+    .fetch_all(app.broker().pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        figures,
+        [
+            ("kept".to_string(), 0, 1, 1),
+            ("swept".to_string(), 1, 1, 1)
+        ]
+    );
+}
