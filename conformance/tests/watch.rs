@@ -182,3 +182,91 @@ fn tempdir() -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// A discovery pop is judged on each queue it delivered from, as the part of it that
+/// claimed there: in queue mode a queue of its namespace it took nothing from is as it
+/// was and still judged; a named group's pop leaves such a queue unknown (it may have
+/// recorded the group's subscription there). A changed delivery is found on its queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discovery_pop_is_judged_on_the_queues_it_delivered_from() {
+    let server = common::serve(std::sync::Arc::new(common::memory())).await;
+    let dir = tempdir();
+    let record = dir.join("history.jsonl");
+    let (url, stop, task) = common::watcher(&server.url(), Some(record.clone())).await;
+    let c = reqwest::Client::new();
+    for q in ["ns.a", "ns.a", "ns.b", "ns.c"] {
+        push_one(&c, &url, q).await;
+    }
+    let drained = c
+        .get(format!("{url}/api/v1/pop/queue/ns.c?autoAck=true"))
+        .send();
+    assert_eq!(drained.await.unwrap().status(), 200);
+    let pop = |query: &'static str| c.get(format!("{url}/api/v1/pop?{query}")).send();
+    let found = pop("namespace=ns&batch=10&partitions=10").await.unwrap();
+    assert_eq!(found.status(), 200);
+    let body: serde_json::Value = found.json().await.unwrap();
+    assert_eq!(body["messages"].as_array().unwrap().len(), 3, "{body}");
+    let again = c.get(format!("{url}/api/v1/pop/queue/ns.a")).send();
+    assert_eq!(
+        again.await.unwrap().status(),
+        204,
+        "leased by the discovery pop"
+    );
+    push_one(&c, &url, "other.d").await;
+    let named = pop("namespace=other&consumerGroup=g&batch=10")
+        .await
+        .unwrap();
+    assert_eq!(named.status(), 200);
+    push_one(&c, &url, "other.e").await;
+    let named = pop("namespace=other&consumerGroup=h&batch=1&partitions=1")
+        .await
+        .unwrap();
+    assert_eq!(named.status(), 200);
+    let _ = stop.send(());
+    let report = task.await.unwrap();
+    assert!(report.findings.is_empty(), "{}", describe(&report));
+    let verdict = |name: &str| {
+        report
+            .queues
+            .iter()
+            .find(|q| q.name == name)
+            .map(|q| (q.verdict.clone(), q.checked))
+            .unwrap()
+    };
+    for (q, judged) in [("ns.a", 4), ("ns.b", 2), ("ns.c", 2)] {
+        assert_eq!(
+            verdict(q),
+            (QueueVerdict::Checked, judged),
+            "{}",
+            describe(&report)
+        );
+    }
+    // h's pop took one message from `other`: the queue it took nothing from may now hold
+    // h's subscription.
+    let untouched = ["other.d", "other.e"]
+        .into_iter()
+        .filter(|q| matches!(verdict(q).0, QueueVerdict::Unknown(w) if w.contains("POP-18")))
+        .count();
+    assert_eq!(untouched, 1, "{}", describe(&report));
+    // A delivery changed in the recording is found on its queue.
+    let mut records = read_history(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let r = records
+        .iter_mut()
+        .find(|r| r.path == "/api/v1/pop" && r.status == Some(200))
+        .unwrap();
+    let planted = r.id;
+    r.response.as_mut().unwrap()["messages"][2]["data"] = serde_json::json!({"planted": true});
+    let text: Vec<String> = records
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect();
+    let path = dir.join("planted.jsonl");
+    std::fs::write(&path, text.join("\n")).unwrap();
+    let checked = watch::check(&path, common::lax(), &server.url()).unwrap();
+    let f = checked
+        .findings
+        .first()
+        .expect("the changed delivery is found");
+    assert!(f.queue.starts_with("ns."), "{}", describe(&checked));
+    assert_eq!(f.exchanges.last().map(|r| r.id), Some(planted));
+}

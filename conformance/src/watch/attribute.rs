@@ -2,17 +2,25 @@
 //!
 //! The watcher checks each queue on its own, with a model that has seen every call on
 //! that queue and nothing else. A call is checked on a queue only when it touches that
-//! queue alone; a call that may touch several (a push to two queues, a discovery pop, a
-//! transaction across queues) leaves each of them in a state the watcher cannot know,
-//! so those queues are no longer judged, never falsely accused. Acks and extends name
-//! no queue: their partitions and leases are learnt from the pops the watcher saw.
+//! queue alone; a call that may touch several (a push to two queues, a transaction
+//! across queues, an extend of a lease two queues share) leaves each of them in a state
+//! the watcher cannot know, so those queues are no longer judged, never falsely
+//! accused. A discovery pop is the exception its answer allows: each message it
+//! delivered is placed on its queue (by a partition seen before or an id a push was
+//! answered with), and the pop is judged on each of those queues as the part of it that
+//! claimed there. Acks and extends name no queue: their partitions and leases are
+//! learnt from the pops the watcher saw.
 
 use queen_reference::wire::{HttpRequest, HttpResponse, Scope};
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Leases remembered for their extends; past it the memory starts again.
 const LEASES_KEPT: usize = 100_000;
+
+/// Pushed message ids remembered for the discovery pops that deliver them; past it the
+/// memory starts again.
+const MESSAGES_KEPT: usize = 50_000;
 
 /// What a call touches.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +33,12 @@ pub enum Touch {
         queues: BTreeSet<String>,
         /// Why the call cannot be checked on one queue.
         why: &'static str,
+    },
+    /// A discovery pop over the watched queues of its namespace or task: its answer says
+    /// which of them it claimed from (see [`Learnt::delivered`]).
+    Discovery {
+        /// The watched queues in its namespace or task.
+        queues: BTreeSet<String>,
     },
     /// A broker-wide write (a maintenance switch, a group on every queue): applied to
     /// every queue's model as a call whose answer is not compared, since the answer
@@ -40,7 +54,10 @@ pub enum Touch {
 #[derive(Default)]
 pub struct Learnt {
     partitions: HashMap<String, String>,
-    leases: HashMap<String, String>,
+    /// The queues of each lease: a discovery pop's one lease may span several (LEASE-1).
+    leases: HashMap<String, BTreeSet<String>>,
+    /// The queue of each message id a push answer gave, until a pop shows its partition.
+    messages: HashMap<String, String>,
     /// Every (namespace, task) a queue was derived or configured with (CFG-3).
     labels: HashMap<String, BTreeSet<(String, String)>>,
 }
@@ -73,7 +90,11 @@ impl Learnt {
     /// Forgets a deleted queue's partitions, leases and names.
     pub fn forget(&mut self, queue: &str) {
         self.partitions.retain(|_, q| q != queue);
-        self.leases.retain(|_, q| q != queue);
+        self.leases.retain(|_, qs| {
+            qs.remove(queue);
+            !qs.is_empty()
+        });
+        self.messages.retain(|_, q| q != queue);
         self.labels.remove(queue);
     }
 
@@ -112,9 +133,55 @@ impl Learnt {
                     // extend of one of them is then not judged, never misjudged.
                     self.leases.clear();
                 }
-                self.leases.insert(l.to_string(), queue.to_string());
+                let queues = self.leases.entry(l.to_string()).or_default();
+                queues.insert(queue.to_string());
             }
         }
+    }
+
+    /// Learns the message ids a push to `queue` alone was answered with (PUSH-1).
+    pub fn push_answer(&mut self, queue: &str, answer: &HttpResponse) {
+        let Some(results) = answer.body.as_ref().and_then(Value::as_array) else {
+            return;
+        };
+        for r in results {
+            let id = r.get("message_id").or_else(|| r.get("messageId"));
+            if let Some(id) = id.and_then(Value::as_str) {
+                if self.messages.len() >= MESSAGES_KEPT {
+                    // As for leases: a discovery pop delivering a forgotten id is then
+                    // not judged, never misjudged.
+                    self.messages.clear();
+                }
+                self.messages.insert(id.to_string(), queue.to_string());
+            }
+        }
+    }
+
+    /// The queue of each message a discovery pop delivered, by its partition (seen
+    /// delivered before) or its id (seen pushed): the indices of each queue's messages in
+    /// the answer, or `None` when one cannot be placed. What it places is learnt, so
+    /// later acks and extends of those partitions and leases are placed too.
+    pub fn delivered(&mut self, answer: &HttpResponse) -> Option<BTreeMap<String, Vec<usize>>> {
+        let msgs = answer.body.as_ref()?.get("messages")?.as_array()?;
+        let mut by_queue: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, m) in msgs.iter().enumerate() {
+            let partition = m.get("partitionId").and_then(Value::as_str);
+            let id = m.get("id").and_then(Value::as_str);
+            let queue = partition
+                .and_then(|p| self.partitions.get(p))
+                .or_else(|| id.and_then(|id| self.messages.get(id)))?
+                .clone();
+            by_queue.entry(queue).or_default().push(i);
+        }
+        for (queue, indices) in &by_queue {
+            let mine: Vec<Value> = indices.iter().map(|i| msgs[*i].clone()).collect();
+            let part = HttpResponse {
+                status: answer.status,
+                body: Some(serde_json::json!({ "messages": mine })),
+            };
+            self.pop_answer(queue, &part);
+        }
+        Some(by_queue)
     }
 
     /// The queues of `partitions`, or `None` when one was never seen delivered.
@@ -143,7 +210,10 @@ impl Learnt {
                 self.acks(items.map(Vec::as_slice))
             }
             Scope::PathLease(n) => match self.leases.get(&var(n)) {
-                Some(q) => Touch::Queue(q.clone()),
+                Some(qs) => self.named(
+                    Some(qs.clone()),
+                    "an extend of a lease several queues share",
+                ),
                 None => Touch::Nothing("an extend of a lease the watcher never saw granted"),
             },
             Scope::Transaction => self.transaction(body),
@@ -171,10 +241,7 @@ impl Learnt {
         if scope.is_empty() {
             return Touch::Nothing("a pop by namespace or task that reaches no watched queue");
         }
-        Touch::Many {
-            queues: scope,
-            why: "a pop by namespace or task may have claimed from it",
-        }
+        Touch::Discovery { queues: scope }
     }
 
     /// One queue, several, or none named (a request too malformed to name one).
@@ -227,8 +294,8 @@ impl Learnt {
             .into_iter()
             .flatten()
         {
-            if let Some(q) = lease.as_str().and_then(|l| self.leases.get(l)) {
-                queues.insert(q.clone());
+            if let Some(qs) = lease.as_str().and_then(|l| self.leases.get(l)) {
+                queues.extend(qs.iter().cloned());
             }
         }
         self.named(Some(queues), "a transaction across queues")
@@ -310,7 +377,7 @@ mod tests {
         );
         l.saw("n.t.x");
         l.saw("m.t");
-        let Touch::Many { queues, .. } = l.touch(&discovery) else {
+        let Touch::Discovery { queues } = l.touch(&discovery) else {
             panic!("n.t.x is in n");
         };
         assert_eq!(
@@ -320,7 +387,7 @@ mod tests {
         let configure = json!({"queue": "m.t", "namespace": "n", "task": "t"});
         l.configured(&post("/api/v1/configure", configure));
         let by_task = HttpRequest::get("/api/v1/pop", &[("namespace", "n"), ("task", "t")]);
-        let Touch::Many { queues, .. } = l.touch(&by_task) else {
+        let Touch::Discovery { queues } = l.touch(&by_task) else {
             panic!("both are in n/t");
         };
         assert_eq!(queues.len(), 2);

@@ -18,7 +18,7 @@ use queen_reference::checker::{Checker, Divergence, StepError};
 use queen_reference::finding::Finding;
 use queen_reference::rules::{level_of, Level, RuleId};
 use queen_reference::time::Millis;
-use queen_reference::wire::{parse_request, RouteId};
+use queen_reference::wire::{parse_pop_query, parse_request, PopQuery, RouteId, QUEUE_MODE};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 
@@ -147,7 +147,9 @@ impl Online {
     pub fn unseen(&self, req: &queen_reference::wire::HttpRequest) -> Vec<String> {
         let named = match self.learnt.touch(req) {
             Touch::Queue(q) => vec![q],
-            Touch::Many { queues, .. } => queues.into_iter().collect(),
+            Touch::Many { queues, .. } | Touch::Discovery { queues } => {
+                queues.into_iter().collect()
+            }
             _ => vec![],
         };
         named
@@ -181,6 +183,11 @@ impl Online {
                 for q in queues.clone() {
                     self.queue(&q);
                     self.forget(&q, format!("{why} (call #{})", record.id));
+                }
+            }
+            Touch::Discovery { queues } => {
+                for q in queues {
+                    self.queue(q).in_flight.insert(record.id);
                 }
             }
             Touch::Broker => {
@@ -227,6 +234,7 @@ impl Online {
                     self.add(&q, record, false);
                 }
             }
+            Touch::Discovery { queues } => self.discovery_done(record, &queues),
             Touch::Nothing(why) => self.alone(record, why),
             _ if self.answered_outside_any_state(record) => self.status_outside_any_state(record),
             Touch::Many { why, .. } => self.alone(record, why),
@@ -238,6 +246,7 @@ impl Online {
     fn release(&mut self, id: u64, touch: &Touch) {
         let names: Vec<String> = match touch {
             Touch::Queue(q) => vec![q.clone()],
+            Touch::Discovery { queues } => queues.iter().cloned().collect(),
             Touch::Broker => self.queues.keys().cloned().collect(),
             _ => vec![],
         };
@@ -280,6 +289,12 @@ impl Online {
         if let (true, Some(answer)) = (pop, record.answer()) {
             if answer.status == 200 {
                 self.learnt.pop_answer(queue, &answer);
+            }
+        }
+        let push = req.method == "POST" && req.path == "/api/v1/push";
+        if let (true, Some(answer)) = (push, record.answer()) {
+            if answer.status == 201 {
+                self.learnt.push_answer(queue, &answer);
             }
         }
     }
@@ -459,6 +474,58 @@ impl Online {
 }
 
 impl Online {
+    /// A discovery pop's answer came. Each queue it delivered from judges the part of
+    /// the pop that claimed there ([`narrowed`]). A queue of its scope it delivered
+    /// nothing from is as it was, in queue mode; a named group's pop may have recorded
+    /// its subscription there or seeded cursors (POP-13, POP-18), so that queue is no
+    /// longer judged. A pop whose deliveries cannot all be placed, or that got no
+    /// answer, leaves every queue of its scope unknown.
+    fn discovery_done(&mut self, record: &Record, scope: &BTreeSet<String>) {
+        const WHY: &str = "a pop by namespace or task may have claimed from it";
+        let query = parse_pop_query(&record.query, self.settings.default_timeout_ms).ok();
+        let answer = record.answer();
+        let placed = match (&query, &answer) {
+            (Some(_), Some(a)) if a.status == 200 && self.parses(record) => {
+                self.learnt.delivered(a)
+            }
+            (Some(_), Some(a)) if a.status == 204 && self.parses(record) => Some(BTreeMap::new()),
+            _ => None,
+        };
+        let (Some(placed), Some(query)) = (placed, query) else {
+            for q in scope {
+                self.release(record.id, &Touch::Queue(q.clone()));
+                self.forget(q, format!("{WHY} (call #{})", record.id));
+            }
+            return if self.answered_outside_any_state(record) {
+                self.status_outside_any_state(record)
+            } else {
+                self.alone(record, WHY)
+            };
+        };
+        let queue_mode = query.consumer_group == QUEUE_MODE;
+        let reached: BTreeSet<&String> = scope.iter().chain(placed.keys()).collect();
+        for q in reached {
+            if let Some(indices) = placed.get(q) {
+                self.queue(q);
+                self.add(q, &narrowed(record, &query, indices), true);
+            } else if queue_mode {
+                self.release(record.id, &Touch::Queue(q.clone()));
+            } else {
+                self.release(record.id, &Touch::Queue(q.clone()));
+                let why = "a named group's pop by namespace or task may have seeded its cursors here (POP-18)";
+                self.forget(q, format!("{why} (call #{})", record.id));
+            }
+        }
+        if placed.is_empty() {
+            self.skip("a pop by namespace or task that delivered nothing (not judged without every queue it reaches)");
+        }
+    }
+
+    fn parses(&self, r: &Record) -> bool {
+        let s = &self.settings;
+        parse_request(&r.request(), s.default_timeout_ms, s.body_limit).is_ok()
+    }
+
     /// A discovery pop whose status no state of its queues allows: a request that
     /// parses is answered 200 or 204 in every state (one that does not parse is judged on
     /// its own, and a 5xx or no answer is not judged), so any other status is judged
@@ -687,6 +754,55 @@ fn writes_with_token(r: &Record) -> bool {
     r.token
         && r.method == "POST"
         && matches!(r.path.as_str(), "/api/v1/push" | "/api/v1/transaction")
+}
+
+/// The part of a discovery pop that claimed in one queue, as that queue's model reads
+/// it: the messages it delivered there (`indices` into the answer), with `batch` and
+/// `partitions` narrowed to what it took there. The pop's budget and cap are shared by
+/// every queue it reaches (POP-3), so what one queue got depends on the others; within
+/// the narrowed budget and cap the model still judges which messages and partitions it
+/// took. A queue that got more than the whole pop allowed keeps the pop's own figures,
+/// and the model judges that too.
+fn narrowed(record: &Record, query: &PopQuery, indices: &[usize]) -> Record {
+    let mut r = record.clone();
+    let Some(body) = r.response.as_mut() else {
+        return r;
+    };
+    let all = body["messages"].as_array().cloned().unwrap_or_default();
+    let mine: Vec<serde_json::Value> = indices
+        .iter()
+        .filter_map(|i| all.get(*i).cloned())
+        .collect();
+    let mut partitions: Vec<&serde_json::Value> = Vec::new();
+    for m in &mine {
+        if !partitions.contains(&&m["partitionId"]) {
+            partitions.push(&m["partitionId"]);
+        }
+    }
+    let (n, k) = (mine.len() as u32, partitions.len() as u32);
+    let mut set = |key: &str, v: u32| {
+        r.query.retain(|(k, _)| k != key);
+        r.query.push((key.to_string(), v.to_string()));
+    };
+    if n <= query.batch {
+        set("batch", n);
+    }
+    if query.partitions.is_none_or(|cap| k <= cap) {
+        set("partitions", k);
+    }
+    // Only what the broker sent is narrowed: a field it left out stays out, to be judged.
+    if let (Some(first), Some(top)) = (mine.first(), body.as_object_mut()) {
+        for key in ["partition", "partitionId"] {
+            if let Some(v) = top.get_mut(key) {
+                *v = first[key].clone();
+            }
+        }
+        if let Some(v) = top.get_mut("partitionsClaimed") {
+            *v = serde_json::json!(k);
+        }
+    }
+    body["messages"] = serde_json::Value::Array(mine);
+    r
 }
 
 /// Whether the call went to the protocol's route `id`.
