@@ -48,7 +48,8 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Only the mutants that survived in this earlier run's `results.jsonl` (after new
-    /// cases, say). Use another `--out`: this run writes its own.
+    /// cases, say); `--sample` is then ignored. Use another `--out`: this run writes its
+    /// own.
     #[arg(long)]
     survivors_of: Option<PathBuf>,
     /// Start at this mutant of the selection (1-based; the ones before it are left out,

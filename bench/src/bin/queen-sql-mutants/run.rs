@@ -107,12 +107,13 @@ fn beside_me(name: &str) -> Result<PathBuf, String> {
 /// Runs the selected mutants; the number that survived.
 pub async fn main(args: Args) -> Result<usize, String> {
     let mut chosen = all_mutants(&args)?;
-    if let Some(n) = args.sample {
-        chosen = sample(chosen, n, args.seed);
-    }
+    // An earlier run's survivors are a selection already: a sample on top of them would
+    // be drawn from today's list of mutants and could miss some.
     if let Some(path) = &args.survivors_of {
         let kept = survivors_of(path)?;
         chosen.retain(|(m, text)| kept.contains(&m.describe(text)));
+    } else if let Some(n) = args.sample {
+        chosen = sample(chosen, n, args.seed);
     }
     if args.list {
         for (m, text) in &chosen {
