@@ -92,9 +92,10 @@ impl WatchReport {
             let _ = writeln!(out, "  {n} not judged: {why}");
         }
         if c.retired > 0 {
+            let queues = if c.retired == 1 { "queue" } else { "queues" };
             let _ = writeln!(
                 out,
-                "  {} queues deleted during the watch, nothing found on them",
+                "  {} {queues} deleted during the watch, nothing found on them",
                 c.retired
             );
         }
