@@ -470,3 +470,21 @@ async fn mgmt_11_a_round_forgets_only_the_deleted_offsets_it_passed() {
         ]
     );
 }
+
+/// A round removes at most its batch from a partition, even when more is removable
+/// behind a message that is not: the job's work per round stays bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ret_3_a_round_removes_at_most_its_batch_per_partition() {
+    let app = manual().await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    configure(&c, &base, "b", json!({"maxWaitTimeSeconds": 60})).await;
+    let items: Vec<Value> = (0..6)
+        .map(|_| json!({"queue": "b", "partition": "p"}))
+        .collect();
+    assert_eq!(push(&c, &base, json!(items)).await.0, 201);
+    age(&app, "b", Some(&[1, 2, 3, 4, 5])).await;
+    assert_eq!(app.broker().retention_round(2).await.unwrap(), 2);
+    assert_eq!(app.broker().retention_round(2).await.unwrap(), 2);
+    assert_eq!(app.broker().retention_round(2).await.unwrap(), 1);
+    assert_eq!(rows(&app, "b").await, 1, "the sixth is not old");
+}
