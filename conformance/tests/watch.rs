@@ -270,3 +270,84 @@ async fn a_discovery_pop_is_judged_on_the_queues_it_delivered_from() {
     assert!(f.queue.starts_with("ns."), "{}", describe(&checked));
     assert_eq!(f.exchanges.last().map(|r| r.id), Some(planted));
 }
+
+/// A committed transaction across queues is judged on each queue as its own part of it
+/// (its operations and their results); a refused one leaves its queues unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_transaction_across_queues_is_judged_on_each() {
+    let server = common::serve(std::sync::Arc::new(common::memory())).await;
+    let record = tempdir().join("history.jsonl");
+    let (url, stop, task) = common::watcher(&server.url(), Some(record.clone())).await;
+    let c = reqwest::Client::new();
+    push_one(&c, &url, "in").await;
+    let popped: serde_json::Value = c
+        .get(format!("{url}/api/v1/pop/queue/in"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let m = &popped["messages"][0];
+    let ack = serde_json::json!({"type": "ack", "transactionId": m["transactionId"],
+        "partitionId": m["partitionId"], "leaseId": m["leaseId"], "status": "completed"});
+    let push = serde_json::json!({"type": "push", "items": [{"queue": "out", "payload": 2}]});
+    let txn = |ops: serde_json::Value| {
+        c.post(format!("{url}/api/v1/transaction"))
+            .json(&serde_json::json!({ "operations": ops }))
+            .send()
+    };
+    let done: serde_json::Value = txn(serde_json::json!([ack, push]))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(done["success"], true, "{done}");
+    // An ack of a message that is not there answers success:false, so the whole is refused.
+    let mut missing = ack.clone();
+    missing["transactionId"] = serde_json::json!("not-there");
+    let refused: serde_json::Value = txn(serde_json::json!([missing, push]))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(refused["success"], false, "{refused}");
+    let _ = stop.send(());
+    let report = task.await.unwrap();
+    assert!(report.findings.is_empty(), "{}", describe(&report));
+    for q in &report.queues {
+        assert!(
+            matches!(&q.verdict, QueueVerdict::Unknown(w) if w.contains("transaction across queues")),
+            "{}",
+            describe(&report)
+        );
+    }
+    let judged: u64 = report.queues.iter().map(|q| q.checked).sum();
+    assert_eq!(
+        judged,
+        4,
+        "push, pop and the committed part on `in`; its part on `out`: {}",
+        describe(&report)
+    );
+    // The committed push said `duplicate` instead of `queued`: found on `out`.
+    let mut records = read_history(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let r = records
+        .iter_mut()
+        .find(|r| r.path == "/api/v1/transaction")
+        .unwrap();
+    r.response.as_mut().unwrap()["results"][1]["status"] = serde_json::json!("duplicate");
+    let text: Vec<String> = records
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect();
+    let planted = record.with_file_name("planted.jsonl");
+    std::fs::write(&planted, text.join("\n")).unwrap();
+    let checked = watch::check(&planted, common::lax(), &server.url()).unwrap();
+    let f = checked
+        .findings
+        .first()
+        .expect("the changed result is found");
+    assert_eq!(f.queue, "out", "{}", describe(&checked));
+}

@@ -2,14 +2,14 @@
 //!
 //! The watcher checks each queue on its own, with a model that has seen every call on
 //! that queue and nothing else. A call is checked on a queue only when it touches that
-//! queue alone; a call that may touch several (a push to two queues, a transaction
-//! across queues, an extend of a lease two queues share) leaves each of them in a state
-//! the watcher cannot know, so those queues are no longer judged, never falsely
-//! accused. A discovery pop is the exception its answer allows: each message it
-//! delivered is placed on its queue (by a partition seen before or an id a push was
-//! answered with), and the pop is judged on each of those queues as the part of it that
-//! claimed there. Acks and extends name no queue: their partitions and leases are
-//! learnt from the pops the watcher saw.
+//! queue alone; a call that may touch several (a push to two queues, a refused
+//! transaction across queues, an extend of a lease two queues share) leaves each of them
+//! in a state the watcher cannot know, so those queues are no longer judged, never
+//! falsely accused. Two exceptions, where the answer says what happened on each queue: a
+//! discovery pop's deliveries are placed on their queues (by a partition seen before or
+//! an id a push was answered with), and a committed transaction is all applied (TXN-1);
+//! each queue then judges its own part of the call. Acks and extends name no queue:
+//! their partitions and leases are learnt from the pops the watcher saw.
 
 use queen_reference::wire::{HttpRequest, HttpResponse, Scope};
 use serde_json::Value;
@@ -38,6 +38,12 @@ pub enum Touch {
     /// which of them it claimed from (see [`Learnt::delivered`]).
     Discovery {
         /// The watched queues in its namespace or task.
+        queues: BTreeSet<String>,
+    },
+    /// A transaction over several watched queues: once committed, each queue judges its
+    /// own part of it (see [`Learnt::split_transaction`]).
+    Transaction {
+        /// The queues its operations name.
         queues: BTreeSet<String>,
     },
     /// A broker-wide write (a maintenance switch, a group on every queue): applied to
@@ -145,15 +151,44 @@ impl Learnt {
             return;
         };
         for r in results {
-            let id = r.get("message_id").or_else(|| r.get("messageId"));
-            if let Some(id) = id.and_then(Value::as_str) {
-                if self.messages.len() >= MESSAGES_KEPT {
-                    // As for leases: a discovery pop delivering a forgotten id is then
-                    // not judged, never misjudged.
-                    self.messages.clear();
+            self.pushed(r, queue);
+        }
+    }
+
+    /// Learns the message ids of a push to several queues, or of a committed
+    /// transaction's pushes: the `i`-th result answers the `i`-th pushed item (PUSH-1,
+    /// TXN-3), whose queue the request names.
+    pub fn pushes_answer(&mut self, body: &Value, results: &[Value]) {
+        let ops: Vec<&Value> = match body.get("operations").and_then(Value::as_array) {
+            Some(ops) => ops.iter().collect(),
+            None => vec![body],
+        };
+        let mut next = 0;
+        for op in ops {
+            let Some(items) = op.get("items").and_then(Value::as_array) else {
+                next += 1; // an ack's result
+                continue;
+            };
+            for item in items {
+                if let (Some(q), Some(r)) =
+                    (item.get("queue").and_then(Value::as_str), results.get(next))
+                {
+                    self.pushed(r, q);
                 }
-                self.messages.insert(id.to_string(), queue.to_string());
+                next += 1;
             }
+        }
+    }
+
+    fn pushed(&mut self, result: &Value, queue: &str) {
+        let id = result.get("message_id").or_else(|| result.get("messageId"));
+        if let Some(id) = id.and_then(Value::as_str) {
+            if self.messages.len() >= MESSAGES_KEPT {
+                // As for leases: a discovery pop delivering a forgotten id is then not
+                // judged, never misjudged.
+                self.messages.clear();
+            }
+            self.messages.insert(id.to_string(), queue.to_string());
         }
     }
 
@@ -298,8 +333,88 @@ impl Learnt {
                 queues.extend(qs.iter().cloned());
             }
         }
-        self.named(Some(queues), "a transaction across queues")
+        match self.named(Some(queues), "a transaction across queues") {
+            Touch::Many { queues, .. } => Touch::Transaction { queues },
+            other => other,
+        }
     }
+
+    /// A committed transaction's part on each queue it touched: the operations naming
+    /// that queue (a push's items for it, its acks, the required leases it holds), and
+    /// the answer's results for them, in order (TXN-3: one result per pushed item and per
+    /// ack). `None` when an operation cannot be placed or the results do not line up:
+    /// the transaction is then not judged.
+    pub fn split_transaction(
+        &self,
+        body: &Value,
+        answer: &Value,
+    ) -> Option<BTreeMap<String, (Value, Value)>> {
+        let ops = body.get("operations")?.as_array()?;
+        let results = answer.get("results")?.as_array()?;
+        let mut parts: BTreeMap<String, (Vec<Value>, Vec<Value>)> = BTreeMap::new();
+        let mut next = 0usize;
+        for op in ops {
+            if let Some(items) = op.get("items").and_then(Value::as_array) {
+                let mut by_queue: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+                for item in items {
+                    let q = item.get("queue")?.as_str()?.to_string();
+                    by_queue.entry(q.clone()).or_default().push(item.clone());
+                    let mine = &mut parts.entry(q).or_default().1;
+                    mine.push(renumbered(results.get(next)?, next, mine.len()));
+                    next += 1;
+                }
+                for (q, items) in by_queue {
+                    let mut part = op.clone();
+                    part["items"] = Value::Array(items);
+                    parts.entry(q).or_default().0.push(part);
+                }
+            } else {
+                let p = op.get("partitionId")?.as_str()?;
+                let q = self.partitions.get(p)?.clone();
+                let part = parts.entry(q).or_default();
+                part.0.push(op.clone());
+                part.1
+                    .push(renumbered(results.get(next)?, next, part.1.len()));
+                next += 1;
+            }
+        }
+        if next != results.len() {
+            return None;
+        }
+        let leases: Vec<&str> = body
+            .get("requiredLeases")
+            .and_then(Value::as_array)
+            .map(|l| l.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let mut out = BTreeMap::new();
+        for (q, (ops, results)) in parts {
+            let mut part_body = body.clone();
+            part_body["operations"] = Value::Array(ops);
+            if body.get("requiredLeases").is_some() {
+                let held: Vec<Value> = leases
+                    .iter()
+                    .filter(|l| self.leases.get(**l).is_some_and(|qs| qs.contains(&q)))
+                    .map(|l| Value::from(*l))
+                    .collect();
+                part_body["requiredLeases"] = Value::Array(held);
+            }
+            let mut part_answer = answer.clone();
+            part_answer["results"] = Value::Array(results);
+            out.insert(q, (part_body, part_answer));
+        }
+        Some(out)
+    }
+}
+
+/// A result of a transaction with its `index` (its place among the results) moved
+/// from `was` to `now`, its place in one queue's part. An index that was wrong stays as
+/// the broker sent it, to be judged.
+fn renumbered(result: &Value, was: usize, now: usize) -> Value {
+    let mut r = result.clone();
+    if r.get("index").and_then(Value::as_u64) == Some(was as u64) {
+        r["index"] = Value::from(now as u64);
+    }
+    r
 }
 
 /// A path segment percent-decoded as the protocol decodes it (WIRE-2); one that does

@@ -147,9 +147,9 @@ impl Online {
     pub fn unseen(&self, req: &queen_reference::wire::HttpRequest) -> Vec<String> {
         let named = match self.learnt.touch(req) {
             Touch::Queue(q) => vec![q],
-            Touch::Many { queues, .. } | Touch::Discovery { queues } => {
-                queues.into_iter().collect()
-            }
+            Touch::Many { queues, .. }
+            | Touch::Discovery { queues }
+            | Touch::Transaction { queues } => queues.into_iter().collect(),
             _ => vec![],
         };
         named
@@ -185,7 +185,7 @@ impl Online {
                     self.forget(&q, format!("{why} (call #{})", record.id));
                 }
             }
-            Touch::Discovery { queues } => {
+            Touch::Discovery { queues } | Touch::Transaction { queues } => {
                 for q in queues {
                     self.queue(q).in_flight.insert(record.id);
                 }
@@ -235,9 +235,13 @@ impl Online {
                 }
             }
             Touch::Discovery { queues } => self.discovery_done(record, &queues),
+            Touch::Transaction { queues } => self.transaction_done(record, &queues),
             Touch::Nothing(why) => self.alone(record, why),
             _ if self.answered_outside_any_state(record) => self.status_outside_any_state(record),
-            Touch::Many { why, .. } => self.alone(record, why),
+            Touch::Many { why, .. } => {
+                self.learn_pushes(record, record.response.as_ref().and_then(|a| a.as_array()));
+                self.alone(record, why)
+            }
         }
         self.findings.len() - before
     }
@@ -246,7 +250,9 @@ impl Online {
     fn release(&mut self, id: u64, touch: &Touch) {
         let names: Vec<String> = match touch {
             Touch::Queue(q) => vec![q.clone()],
-            Touch::Discovery { queues } => queues.iter().cloned().collect(),
+            Touch::Discovery { queues } | Touch::Transaction { queues } => {
+                queues.iter().cloned().collect()
+            }
             Touch::Broker => self.queues.keys().cloned().collect(),
             _ => vec![],
         };
@@ -518,6 +524,61 @@ impl Online {
         }
         if placed.is_empty() {
             self.skip("a pop by namespace or task that delivered nothing (not judged without every queue it reaches)");
+        }
+    }
+
+    /// A transaction over several queues was answered. Committed (TXN-1: all of it
+    /// applied), each queue judges its own part, with the answer's results for it. One
+    /// that was refused, or whose parts cannot be placed, leaves every queue it names
+    /// unknown: a broker that is not atomic would have applied some of it, and the
+    /// queues' models cannot tell which part a refusal came from.
+    fn transaction_done(&mut self, record: &Record, queues: &BTreeSet<String>) {
+        const WHY: &str = "a transaction across queues";
+        let req = record.request();
+        let body: Option<serde_json::Value> = serde_json::from_slice(&req.body).ok();
+        let committed = record.status == Some(200)
+            && record
+                .response
+                .as_ref()
+                .is_some_and(|a| a["success"] == true)
+            && self.parses(record);
+        let parts = match (committed, &body, &record.response) {
+            (true, Some(b), Some(a)) => self.learnt.split_transaction(b, a),
+            _ => None,
+        };
+        let Some(parts) = parts else {
+            for q in queues {
+                self.release(record.id, &Touch::Queue(q.clone()));
+                self.forget(q, format!("{WHY} (call #{})", record.id));
+            }
+            return self.alone(record, WHY);
+        };
+        let results = record
+            .response
+            .as_ref()
+            .and_then(|a| a["results"].as_array());
+        self.learn_pushes(record, results);
+        for (q, (part_body, part_answer)) in parts {
+            let mut part = record.clone();
+            part.body = None;
+            part.body_base64 = None;
+            part.set_body(part_body.to_string().as_bytes());
+            part.response = Some(part_answer);
+            self.queue(&q);
+            self.add(&q, &part, true);
+        }
+        for q in queues {
+            self.release(record.id, &Touch::Queue(q.clone()));
+        }
+    }
+
+    /// Learns the message ids a push to several queues, or a committed transaction, was
+    /// answered with, for the discovery pops that deliver them.
+    fn learn_pushes(&mut self, record: &Record, results: Option<&Vec<serde_json::Value>>) {
+        let applied = matches!(record.status, Some(200 | 201));
+        let body: Option<serde_json::Value> = serde_json::from_slice(&record.request().body).ok();
+        if let (true, Some(body), Some(results)) = (applied, body, results) {
+            self.learnt.pushes_answer(&body, results);
         }
     }
 
