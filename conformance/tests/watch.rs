@@ -351,3 +351,65 @@ async fn a_committed_transaction_across_queues_is_judged_on_each() {
         .expect("the changed result is found");
     assert_eq!(f.queue, "out", "{}", describe(&checked));
 }
+
+/// A batch ack over two queues is judged on each queue as its own items and results
+/// (each item is evaluated per partition and group); a changed result is found on its
+/// queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_ack_across_queues_is_judged_on_each() {
+    let server = common::serve(std::sync::Arc::new(common::memory())).await;
+    let record = tempdir().join("history.jsonl");
+    let (url, stop, task) = common::watcher(&server.url(), Some(record.clone())).await;
+    let c = reqwest::Client::new();
+    let mut acks = Vec::new();
+    for q in ["left", "right"] {
+        push_one(&c, &url, q).await;
+        let popped: serde_json::Value = c
+            .get(format!("{url}/api/v1/pop/queue/{q}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let m = &popped["messages"][0];
+        acks.push(serde_json::json!({"transactionId": m["transactionId"],
+            "partitionId": m["partitionId"], "leaseId": m["leaseId"], "status": "completed"}));
+    }
+    let answer = c
+        .post(format!("{url}/api/v1/ack/batch"))
+        .json(&serde_json::json!({ "acknowledgments": acks }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let _ = stop.send(());
+    let report = task.await.unwrap();
+    assert!(report.findings.is_empty(), "{}", describe(&report));
+    for q in &report.queues {
+        assert_eq!(
+            (&q.verdict, q.checked),
+            (&QueueVerdict::Checked, 3),
+            "{}",
+            describe(&report)
+        );
+    }
+    let mut records = read_history(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let r = records
+        .iter_mut()
+        .find(|r| r.path == "/api/v1/ack/batch")
+        .unwrap();
+    r.response.as_mut().unwrap()[1]["leaseReleased"] = serde_json::json!(false);
+    let text: Vec<String> = records
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect();
+    let planted = record.with_file_name("planted.jsonl");
+    std::fs::write(&planted, text.join("\n")).unwrap();
+    let checked = watch::check(&planted, common::lax(), &server.url()).unwrap();
+    let f = checked
+        .findings
+        .first()
+        .expect("the changed result is found");
+    assert_eq!(f.queue, "right", "{}", describe(&checked));
+}

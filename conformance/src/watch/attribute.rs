@@ -7,8 +7,9 @@
 //! in a state the watcher cannot know, so those queues are no longer judged, never
 //! falsely accused. Two exceptions, where the answer says what happened on each queue: a
 //! discovery pop's deliveries are placed on their queues (by a partition seen before or
-//! an id a push was answered with), and a committed transaction is all applied (TXN-1);
-//! each queue then judges its own part of the call. Acks and extends name no queue:
+//! an id a push was answered with), a committed transaction is all applied (TXN-1), and
+//! a batch ack is evaluated per partition; each queue then judges its own part of the
+//! call. Acks and extends name no queue:
 //! their partitions and leases are learnt from the pops the watcher saw.
 
 use queen_reference::wire::{HttpRequest, HttpResponse, Scope};
@@ -44,6 +45,13 @@ pub enum Touch {
     /// own part of it (see [`Learnt::split_transaction`]).
     Transaction {
         /// The queues its operations name.
+        queues: BTreeSet<String>,
+    },
+    /// A batch ack over several watched queues: each item is evaluated per partition
+    /// and group (section 4), so each queue judges its own items and their results
+    /// (see [`Learnt::split_acks`]).
+    AckBatch {
+        /// The queues its items' partitions belong to.
         queues: BTreeSet<String>,
     },
     /// A broker-wide write (a maintenance switch, a group on every queue): applied to
@@ -296,7 +304,10 @@ impl Learnt {
             .iter()
             .map(|i| i.get("partitionId").and_then(Value::as_str).unwrap_or(""));
         match self.queues_of(parts) {
-            Some(qs) => self.named(Some(qs), "an ack batch across queues"),
+            Some(qs) => match self.named(Some(qs), "an ack batch across queues") {
+                Touch::Many { queues, .. } => Touch::AckBatch { queues },
+                other => other,
+            },
             None => Touch::Nothing("an ack of a partition the watcher never saw delivered"),
         }
     }
@@ -337,6 +348,37 @@ impl Learnt {
             Touch::Many { queues, .. } => Touch::Transaction { queues },
             other => other,
         }
+    }
+
+    /// A batch ack's part on each queue: its items there, with the answer's results for
+    /// them in order (one per item, ACK-0). `None` when an item cannot be placed or the
+    /// results do not line up.
+    pub fn split_acks(
+        &self,
+        body: &Value,
+        answer: &Value,
+    ) -> Option<BTreeMap<String, (Value, Value)>> {
+        let items = body.get("acknowledgments")?.as_array()?;
+        let results = answer.as_array()?;
+        if items.len() != results.len() {
+            return None;
+        }
+        let mut parts: BTreeMap<String, (Vec<Value>, Vec<Value>)> = BTreeMap::new();
+        for (i, (item, result)) in items.iter().zip(results).enumerate() {
+            let q = self.partitions.get(item.get("partitionId")?.as_str()?)?;
+            let part = parts.entry(q.clone()).or_default();
+            part.1.push(renumbered(result, i, part.0.len()));
+            part.0.push(item.clone());
+        }
+        let out = parts
+            .into_iter()
+            .map(|(q, (items, results))| {
+                let mut part_body = body.clone();
+                part_body["acknowledgments"] = Value::Array(items);
+                (q, (part_body, Value::Array(results)))
+            })
+            .collect();
+        Some(out)
     }
 
     /// A committed transaction's part on each queue it touched: the operations naming
@@ -406,8 +448,8 @@ impl Learnt {
     }
 }
 
-/// A result of a transaction with its `index` (its place among the results) moved
-/// from `was` to `now`, its place in one queue's part. An index that was wrong stays as
+/// A result of a transaction or a batch ack with its `index` (its place among the
+/// results) moved from `was` to `now`, its place in one queue's part. An index that was wrong stays as
 /// the broker sent it, to be judged.
 fn renumbered(result: &Value, was: usize, now: usize) -> Value {
     let mut r = result.clone();

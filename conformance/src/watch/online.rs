@@ -149,7 +149,8 @@ impl Online {
             Touch::Queue(q) => vec![q],
             Touch::Many { queues, .. }
             | Touch::Discovery { queues }
-            | Touch::Transaction { queues } => queues.into_iter().collect(),
+            | Touch::Transaction { queues }
+            | Touch::AckBatch { queues } => queues.into_iter().collect(),
             _ => vec![],
         };
         named
@@ -185,7 +186,9 @@ impl Online {
                     self.forget(&q, format!("{why} (call #{})", record.id));
                 }
             }
-            Touch::Discovery { queues } | Touch::Transaction { queues } => {
+            Touch::Discovery { queues }
+            | Touch::Transaction { queues }
+            | Touch::AckBatch { queues } => {
                 for q in queues {
                     self.queue(q).in_flight.insert(record.id);
                 }
@@ -236,6 +239,7 @@ impl Online {
             }
             Touch::Discovery { queues } => self.discovery_done(record, &queues),
             Touch::Transaction { queues } => self.transaction_done(record, &queues),
+            Touch::AckBatch { queues } => self.acks_done(record, &queues),
             Touch::Nothing(why) => self.alone(record, why),
             _ if self.answered_outside_any_state(record) => self.status_outside_any_state(record),
             Touch::Many { why, .. } => {
@@ -250,9 +254,9 @@ impl Online {
     fn release(&mut self, id: u64, touch: &Touch) {
         let names: Vec<String> = match touch {
             Touch::Queue(q) => vec![q.clone()],
-            Touch::Discovery { queues } | Touch::Transaction { queues } => {
-                queues.iter().cloned().collect()
-            }
+            Touch::Discovery { queues }
+            | Touch::Transaction { queues }
+            | Touch::AckBatch { queues } => queues.iter().cloned().collect(),
             Touch::Broker => self.queues.keys().cloned().collect(),
             _ => vec![],
         };
@@ -546,18 +550,45 @@ impl Online {
             (true, Some(b), Some(a)) => self.learnt.split_transaction(b, a),
             _ => None,
         };
+        if parts.is_some() {
+            let results = record
+                .response
+                .as_ref()
+                .and_then(|a| a["results"].as_array());
+            self.learn_pushes(record, results);
+        }
+        self.judge_parts(record, queues, parts, WHY);
+    }
+
+    /// A batch ack over several queues was answered: each queue judges its items. One
+    /// refused whole (a 4xx, a 5xx, no answer) or whose items cannot be placed leaves its
+    /// queues unknown.
+    fn acks_done(&mut self, record: &Record, queues: &BTreeSet<String>) {
+        let req = record.request();
+        let body: Option<serde_json::Value> = serde_json::from_slice(&req.body).ok();
+        let parts = match (record.status, &body, &record.response) {
+            (Some(200), Some(b), Some(a)) if self.parses(record) => self.learnt.split_acks(b, a),
+            _ => None,
+        };
+        self.judge_parts(record, queues, parts, "an ack batch across queues");
+    }
+
+    /// Each queue's part of a call over several queues, judged on that queue; without
+    /// parts, each queue the call names becomes unknown.
+    fn judge_parts(
+        &mut self,
+        record: &Record,
+        queues: &BTreeSet<String>,
+        parts: Option<BTreeMap<String, (serde_json::Value, serde_json::Value)>>,
+        why: &'static str,
+    ) {
         let Some(parts) = parts else {
             for q in queues {
                 self.release(record.id, &Touch::Queue(q.clone()));
-                self.forget(q, format!("{WHY} (call #{})", record.id));
+                self.forget(q, format!("{why} (call #{})", record.id));
             }
-            return self.alone(record, WHY);
+            return self.alone(record, why);
         };
-        let results = record
-            .response
-            .as_ref()
-            .and_then(|a| a["results"].as_array());
-        self.learn_pushes(record, results);
         for (q, (part_body, part_answer)) in parts {
             let mut part = record.clone();
             part.body = None;
