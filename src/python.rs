@@ -162,3 +162,22 @@ pub fn python_or_skip(tmp: &Path) -> Option<PathBuf> {
         ),
     }
 }
+
+/// The interop script (`tests/python/interop.py`) run by `python` against `url`, its
+/// output piped: the client's default wire shape (autopilot on) and its pinned version,
+/// whatever the caller's environment says.
+pub fn interop_command(python: &Path, url: &str) -> tokio::process::Command {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/interop.py");
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg(script)
+        .arg(url)
+        .env_remove("QUEEN_SDK_POP_AUTOPILOT")
+        .env_remove("PYTHONPATH")
+        .env("PYTHONUNBUFFERED", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}

@@ -14,15 +14,10 @@
 
 use queen_tests::{memory_server, pg_server, pg_server_with, TestServer};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// Bound on one script run (the script itself bounds every loop and the whole run).
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(90);
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/interop.py")
-}
 
 fn python_or_skip() -> Option<PathBuf> {
     queen_tests::python::python_or_skip(Path::new(env!("CARGO_TARGET_TMPDIR")))
@@ -36,20 +31,8 @@ async fn run_script(python: &Path, server: &TestServer, engine: &str) {
 /// [`run_script`] with extra environment variables for the script.
 async fn run_script_with(python: &Path, url: &str, engine: &str, env: &[(&str, &str)]) {
     let started = Instant::now();
-    let child = tokio::process::Command::new(python)
+    let child = queen_tests::python::interop_command(python, url)
         .envs(env.iter().copied())
-        .arg(script())
-        .arg(url)
-        // The script checks the client's default wire shape (autopilot on) and its
-        // pinned version; keep the caller's environment from changing either.
-        .env_remove("QUEEN_SDK_POP_AUTOPILOT")
-        .env_remove("PYTHONPATH")
-        .env("PYTHONUNBUFFERED", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .expect("the virtualenv's python starts");
     let out = match tokio::time::timeout(SCRIPT_TIMEOUT, child.wait_with_output()).await {

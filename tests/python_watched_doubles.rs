@@ -12,7 +12,6 @@ mod common;
 use common::deviant::{self, Deviation};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 /// Bound on one script run (the script bounds its own loops; a double may slow it).
@@ -32,18 +31,7 @@ fn python_or_skip() -> Option<PathBuf> {
 
 /// Runs the script against `url`; its exit status is not judged here.
 async fn run_script(python: &Path, url: &str) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/interop.py");
-    let child = tokio::process::Command::new(python)
-        .arg(script)
-        .arg(url)
-        .env_remove("QUEEN_SDK_POP_AUTOPILOT")
-        .env_remove("PYTHONPATH")
-        .env("PYTHONUNBUFFERED", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
+    let child = queen_tests::python::interop_command(python, url)
         .spawn()
         .expect("the virtualenv's python starts");
     match tokio::time::timeout(SCRIPT_TIMEOUT, child.wait_with_output()).await {

@@ -279,18 +279,8 @@ async fn a_committed_transaction_across_queues_is_judged_on_each() {
     let record = tempdir().join("history.jsonl");
     let (url, stop, task) = common::watcher(&server.url(), Some(record.clone())).await;
     let c = reqwest::Client::new();
-    push_one(&c, &url, "in").await;
-    let popped: serde_json::Value = c
-        .get(format!("{url}/api/v1/pop/queue/in"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let m = &popped["messages"][0];
-    let ack = serde_json::json!({"type": "ack", "transactionId": m["transactionId"],
-        "partitionId": m["partitionId"], "leaseId": m["leaseId"], "status": "completed"});
+    let mut ack = leased_ack(&c, &url, "in").await;
+    ack["type"] = serde_json::json!("ack");
     let push = serde_json::json!({"type": "push", "items": [{"queue": "out", "payload": 2}]});
     let txn = |ops: serde_json::Value| {
         c.post(format!("{url}/api/v1/transaction"))
@@ -332,19 +322,9 @@ async fn a_committed_transaction_across_queues_is_judged_on_each() {
         describe(&report)
     );
     // The committed push said `duplicate` instead of `queued`: found on `out`.
-    let mut records = read_history(&std::fs::read_to_string(&record).unwrap()).unwrap();
-    let r = records
-        .iter_mut()
-        .find(|r| r.path == "/api/v1/transaction")
-        .unwrap();
-    r.response.as_mut().unwrap()["results"][1]["status"] = serde_json::json!("duplicate");
-    let text: Vec<String> = records
-        .iter()
-        .map(|r| serde_json::to_string(r).unwrap())
-        .collect();
-    let planted = record.with_file_name("planted.jsonl");
-    std::fs::write(&planted, text.join("\n")).unwrap();
-    let checked = watch::check(&planted, common::lax(), &server.url()).unwrap();
+    let checked = planted(&record, &server.url(), "/api/v1/transaction", |a| {
+        a["results"][1]["status"] = serde_json::json!("duplicate");
+    });
     let f = checked
         .findings
         .first()
@@ -363,18 +343,7 @@ async fn a_batch_ack_across_queues_is_judged_on_each() {
     let c = reqwest::Client::new();
     let mut acks = Vec::new();
     for q in ["left", "right"] {
-        push_one(&c, &url, q).await;
-        let popped: serde_json::Value = c
-            .get(format!("{url}/api/v1/pop/queue/{q}"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let m = &popped["messages"][0];
-        acks.push(serde_json::json!({"transactionId": m["transactionId"],
-            "partitionId": m["partitionId"], "leaseId": m["leaseId"], "status": "completed"}));
+        acks.push(leased_ack(&c, &url, q).await);
     }
     let answer = c
         .post(format!("{url}/api/v1/ack/batch"))
@@ -394,22 +363,48 @@ async fn a_batch_ack_across_queues_is_judged_on_each() {
             describe(&report)
         );
     }
-    let mut records = read_history(&std::fs::read_to_string(&record).unwrap()).unwrap();
-    let r = records
-        .iter_mut()
-        .find(|r| r.path == "/api/v1/ack/batch")
-        .unwrap();
-    r.response.as_mut().unwrap()[1]["leaseReleased"] = serde_json::json!(false);
-    let text: Vec<String> = records
-        .iter()
-        .map(|r| serde_json::to_string(r).unwrap())
-        .collect();
-    let planted = record.with_file_name("planted.jsonl");
-    std::fs::write(&planted, text.join("\n")).unwrap();
-    let checked = watch::check(&planted, common::lax(), &server.url()).unwrap();
+    let checked = planted(&record, &server.url(), "/api/v1/ack/batch", |a| {
+        a[1]["leaseReleased"] = serde_json::json!(false);
+    });
     let f = checked
         .findings
         .first()
         .expect("the changed result is found");
     assert_eq!(f.queue, "right", "{}", describe(&checked));
+}
+
+/// `check` of the recording at `record` with the answer of the first call to `path`
+/// changed by `edit`.
+fn planted(
+    record: &std::path::Path,
+    target: &str,
+    path: &str,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> WatchReport {
+    let mut records = read_history(&std::fs::read_to_string(record).unwrap()).unwrap();
+    let r = records.iter_mut().find(|r| r.path == path).unwrap();
+    edit(r.response.as_mut().unwrap());
+    let text: Vec<String> = records
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect();
+    let file = record.with_file_name("planted.jsonl");
+    std::fs::write(&file, text.join("\n")).unwrap();
+    watch::check(&file, common::lax(), target).unwrap()
+}
+
+/// One message pushed to `queue` and popped with a lease: the ack item completing it.
+async fn leased_ack(c: &reqwest::Client, url: &str, queue: &str) -> serde_json::Value {
+    push_one(c, url, queue).await;
+    let popped: serde_json::Value = c
+        .get(format!("{url}/api/v1/pop/queue/{queue}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let m = &popped["messages"][0];
+    serde_json::json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+        "leaseId": m["leaseId"], "status": "completed"})
 }
