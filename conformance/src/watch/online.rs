@@ -494,11 +494,10 @@ impl Online {
         const WHY: &str = "a pop by namespace or task may have claimed from it";
         let query = parse_pop_query(&record.query, self.settings.default_timeout_ms).ok();
         let answer = record.answer();
-        let placed = match (&query, &answer) {
-            (Some(_), Some(a)) if a.status == 200 && self.parses(record) => {
-                self.learnt.delivered(a)
-            }
-            (Some(_), Some(a)) if a.status == 204 && self.parses(record) => Some(BTreeMap::new()),
+        let parses = query.is_some() && self.parses(record);
+        let placed = match &answer {
+            Some(a) if parses && a.status == 200 => self.learnt.delivered(a),
+            Some(a) if parses && a.status == 204 => Some(BTreeMap::new()),
             _ => None,
         };
         let (Some(placed), Some(query)) = (placed, query) else {
@@ -623,11 +622,10 @@ impl Online {
     /// its own, and a 5xx or no answer is not judged), so any other status is judged
     /// without knowing them.
     fn answered_outside_any_state(&self, r: &Record) -> bool {
-        let s = &self.settings;
         is_route(r, RouteId::PopDiscovery)
             && answered(r)
             && !matches!(r.status, Some(200 | 204 | 401 | 403))
-            && parse_request(&r.request(), s.default_timeout_ms, s.body_limit).is_ok()
+            && self.parses(r)
     }
 
     /// A discovery pop answered with a status no state of its queues allows: found
