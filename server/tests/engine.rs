@@ -728,6 +728,68 @@ async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_aft
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// POP-2, ACK-4: pops, acks and extends of one cursor take turns through the pair's
+/// advisory lock (`pair.rs`). A pop whose walk finds the pair held skips it, then, having
+/// claimed nothing else, waits for it (the holder may be an ack that frees the
+/// partition) and claims with what the holder left. A pop that claimed without the lock
+/// would read the cursor while an ack of it is under way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pop_2_a_pop_takes_its_turn_at_a_pair_held_by_another() {
+    let TestServer {
+        server,
+        broker,
+        db: _db,
+        dir,
+    } = pg_server().await;
+    let broker = broker.expect("the PostgreSQL engine");
+    let base = server.url();
+    let c = reqwest::Client::new();
+    push_one(&c, &base, "turns", json!("m1")).await;
+    // The cursor row exists, unleased: the partition is free to claim.
+    let (s, b) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/turns?autoAck=true&batch=1&wait=false"),
+    )
+    .await;
+    assert_eq!(
+        (s, b.unwrap()["messages"][0]["data"].clone()),
+        (200, json!("m1"))
+    );
+    push_one(&c, &base, "turns", json!("m2")).await;
+
+    // Another transaction holds the pair, as an ack or an extend of it would.
+    let mut holder = broker.pool().begin().await.unwrap();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(queen_pair_key(c.partition_id, c.consumer_group))
+         FROM queen_cursors c WHERE c.consumer_group = '__QUEUE_MODE__'",
+    )
+    .fetch_all(&mut *holder)
+    .await
+    .unwrap();
+    let pop = {
+        let (c, url) = (
+            c.clone(),
+            format!("{base}/api/v1/pop/queue/turns?wait=false"),
+        );
+        tokio::spawn(async move { get(&c, &url).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    if pop.is_finished() {
+        panic!(
+            "the pop should wait for the pair's lock: {:?}",
+            pop.await.unwrap()
+        );
+    }
+    holder.commit().await.unwrap();
+    let (s, b) = pop.await.unwrap();
+    assert_eq!(
+        (s, b.unwrap()["messages"][0]["data"].clone()),
+        (200, json!("m2"))
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// PUSH-6 with two writers on one partition: a push of 50 items or more to a single
 /// partition goes to its partition's writer, smaller ones (and ones over several
 /// partitions) to their queue's (`writers.rs`, `lane`). Pushed concurrently to the same

@@ -37,6 +37,7 @@ pub fn cases() -> Vec<Case> {
         sub_misc: "pop-13/from-now-unknown-mode-and-bad-time", [POP_13, POP_18], Seed, Subscription;
         sub_queue_mode: "pop-13/queue-mode-is-never-seeded", [POP_13, PROTO_GROUP_1], Seed, Subscription;
         sub_recorded: "pop-13/first-pop-records-the-subscription", [POP_13], Project, Subscription;
+        sub_discovery: "pop-13/a-second-group-discovering-is-seeded-by-its-own-mode", [POP_13, POP_10], Seed, Subscription, needs [Discovery];
         delayed: "pop-14/delayed-processing", [POP_14], Seed, Visibility, needs [Configure];
         window: "pop-14/window-buffer", [POP_14], Seed, Visibility, needs [Configure];
         window_discovery: "pop-14/window-buffer-holds-a-discovery-pop-too", [POP_14, POP_10], Seed, Visibility, needs [Configure, Discovery];
@@ -614,6 +615,49 @@ async fn sub_recorded(s: &mut Session) -> CaseResult {
         got == ["later-p1", "later-partition"],
         POP_13,
         "delivered {got:?}"
+    )
+}
+
+/// POP-13, POP-10: seeding is per group. Another group's subscription to every queue of
+/// a scope says nothing about this group's, so this group's first discovery pop there
+/// still applies its own `subscriptionMode`.
+async fn sub_discovery(s: &mut Session) -> CaseResult {
+    let ns = s.namespace();
+    let q = format!("{ns}.alpha");
+    s.push1(&q, "p", "old").await?;
+    let scope = || PopRoute::Discovery {
+        namespace: Some(ns.clone()),
+        task: None,
+    };
+    let first = s.pop(scope(), &[("consumerGroup", "g1")]).await?;
+    ensure!(
+        txns(&first) == ["old"],
+        POP_13,
+        "mode all (default) starts at the oldest, delivered {:?}",
+        txns(&first)
+    )?;
+    if let Some(p) = &first {
+        s.ack_batch(Some("g1"), acks_for(p, "completed")).await?;
+    }
+    let second = s
+        .pop(
+            scope(),
+            &[("consumerGroup", "g2"), ("subscriptionMode", "new")],
+        )
+        .await?;
+    ensure!(
+        second.is_none(),
+        POP_13,
+        "a second group's first discovery pop with mode new skips the backlog, delivered {:?}",
+        txns(&second)
+    )?;
+    s.push1(&q, "p", "fresh").await?;
+    let then = s.pop(scope(), &[("consumerGroup", "g2")]).await?;
+    ensure!(
+        txns(&then) == ["fresh"],
+        POP_13,
+        "then new messages arrive, delivered {:?}",
+        txns(&then)
     )
 }
 

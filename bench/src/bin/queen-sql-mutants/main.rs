@@ -73,7 +73,7 @@ pub struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "encryption,retention,management"
+        default_value = "encryption,retention,management,engine"
     )]
     server_tests: Vec<String>,
     /// Seconds one suite run may take before the mutant counts as a timeout.
