@@ -56,6 +56,15 @@ pub struct Args {
     /// and `results.jsonl` is appended to): resumes an interrupted run.
     #[arg(long, default_value_t = 1)]
     from: usize,
+    /// Leave out the mutants `--out`'s `results.jsonl` already has a verdict for (found
+    /// by their description, so the list's order may change) and append to it: a full
+    /// run continued over several sittings.
+    #[arg(long)]
+    resume: bool,
+    /// Print the table of `--out`'s `results.jsonl` for the selection, and how many
+    /// mutants have no verdict yet, then stop.
+    #[arg(long)]
+    summary: bool,
     /// The server binary (default: `queen-server` beside this one).
     #[arg(long)]
     server: Option<PathBuf>,

@@ -313,7 +313,9 @@ pub fn mutants(file: &str, text: &str) -> Vec<Mutant> {
                     "AND" | "OR" => {
                         let other = if up == "AND" { "OR" } else { "AND" };
                         let between = (k.saturating_sub(4)..k).any(|j| cx.word(j, "BETWEEN"));
-                        if !between {
+                        // `CREATE OR REPLACE` is syntax, not a condition.
+                        let create = k >= 1 && cx.word(k - 1, "CREATE");
+                        if !between && !create {
                             add(k, t.start, t.end, "and-or", other.to_string());
                         }
                         if up == "AND" && !between {
@@ -419,10 +421,10 @@ pub fn mutants(file: &str, text: &str) -> Vec<Mutant> {
     res
 }
 
-/// Where each `CREATE OR REPLACE FUNCTION name` begins, with its name.
+/// Where each `CREATE OR REPLACE FUNCTION name` (or `VIEW name`) begins, with its name.
 fn function_starts(cx: &Cx) -> Vec<(usize, String)> {
     (0..cx.toks.len())
-        .filter(|&k| cx.word(k, "FUNCTION") && k + 1 < cx.toks.len())
+        .filter(|&k| (cx.word(k, "FUNCTION") || cx.word(k, "VIEW")) && k + 1 < cx.toks.len())
         .filter(|&k| k >= 2 && cx.word(k - 1, "REPLACE"))
         .map(|k| (cx.toks[k - 3].start, cx.s(k + 1).to_string()))
         .collect()
@@ -481,6 +483,18 @@ mod tests {
         assert!(has("row-lock", "LIMIT 5 ;"));
         assert!(has("skip-locked", "FOR UPDATE ;"));
         assert!(has("advisory-lock", "PERFORM NULL;"));
+    }
+
+    #[test]
+    fn create_or_replace_is_not_a_condition() {
+        let sql = "CREATE OR REPLACE FUNCTION f() AS $$\nSELECT a OR b\n$$;";
+        let m = mutants("x.sql", sql);
+        let ors: Vec<usize> = m
+            .iter()
+            .filter(|m| m.operator == "and-or")
+            .map(|m| m.line)
+            .collect();
+        assert_eq!(ors, [2], "only the condition's OR is mutated");
     }
 
     #[test]

@@ -5,6 +5,7 @@ use crate::mutants::{mutants, Mutant};
 use crate::Args;
 use queen_conformance::launch::{free_port, url, wait_healthy, Launch, ServerProgram};
 use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -88,15 +89,49 @@ fn sample<T>(mut all: Vec<T>, n: usize, seed: u64) -> Vec<T> {
     out
 }
 
-/// The mutants an earlier run's `results.jsonl` says survived.
-fn survivors_of(path: &Path) -> Result<std::collections::BTreeSet<String>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+/// The verdict `results.jsonl` at `path` records for each mutant (the last one wins);
+/// none when there is no such file yet.
+fn recorded(path: &Path) -> Result<BTreeMap<String, String>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(BTreeMap::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
     Ok(text
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["verdict"] == "survived")
-        .filter_map(|v| v["mutant"].as_str().map(str::to_string))
+        .filter_map(|v| Some((v["mutant"].as_str()?.into(), v["verdict"].as_str()?.into())))
         .collect())
+}
+
+/// The mutants an earlier run's `results.jsonl` says survived.
+fn survivors_of(path: &Path) -> Result<BTreeSet<String>, String> {
+    Ok(recorded(path)?
+        .into_iter()
+        .filter(|(_, v)| v == "survived")
+        .map(|(m, _)| m)
+        .collect())
+}
+
+/// `--summary`: the table of what `--out` records for today's selection.
+fn summary(chosen: &[(Mutant, String)], done: &BTreeMap<String, String>) {
+    let mut counts = BTreeMap::new();
+    let mut open = 0;
+    for (m, text) in chosen {
+        match done
+            .get(&m.describe(text))
+            .and_then(|v| VERDICTS.iter().find(|x| *x == v))
+        {
+            Some(v) => *counts.entry((m.file.clone(), *v)).or_default() += 1,
+            None => open += 1,
+        }
+    }
+    print_table(&counts);
+    println!(
+        "{} of {} mutants have a verdict; {open} have none yet",
+        chosen.len() - open,
+        chosen.len()
+    );
 }
 
 fn beside_me(name: &str) -> Result<PathBuf, String> {
@@ -115,6 +150,16 @@ pub async fn main(args: Args) -> Result<usize, String> {
     } else if let Some(n) = args.sample {
         chosen = sample(chosen, n, args.seed);
     }
+    let results_path = args.out.join("results.jsonl");
+    let done = if args.resume || args.summary {
+        recorded(&results_path)?
+    } else {
+        BTreeMap::new()
+    };
+    if args.summary {
+        summary(&chosen, &done);
+        return Ok(0);
+    }
     if args.list {
         for (m, text) in &chosen {
             println!("{}", m.describe(text));
@@ -132,18 +177,19 @@ pub async fn main(args: Args) -> Result<usize, String> {
         .clone()
         .map_or_else(|| beside_me("queen-conformance"), Ok)?;
     std::fs::create_dir_all(args.out.join("logs")).map_err(|e| e.to_string())?;
+    let append = args.from > 1 || args.resume;
     let mut results = std::fs::OpenOptions::new()
         .create(true)
-        .append(args.from > 1)
-        .write(args.from <= 1)
-        .truncate(args.from <= 1)
-        .open(args.out.join("results.jsonl"))
+        .append(append)
+        .write(!append)
+        .truncate(!append)
+        .open(&results_path)
         .map_err(|e| e.to_string())?;
     let started = Instant::now();
-    let mut counts = std::collections::BTreeMap::<(String, &str), usize>::new();
+    let mut counts = BTreeMap::<(String, &str), usize>::new();
     let mut survivors = Vec::new();
     for (i, (m, text)) in chosen.iter().enumerate() {
-        if i + 1 < args.from {
+        if i + 1 < args.from || done.contains_key(&m.describe(text)) {
             continue;
         }
         let t = Instant::now();
@@ -300,19 +346,21 @@ async fn run_suite(args: &Args, suite: &Path, target: &str, log: &Path) -> Resul
 }
 
 /// Mutants per file: how many, and each verdict.
-fn print_table(counts: &std::collections::BTreeMap<(String, &str), usize>) {
+/// Every verdict's name, in the table's column order.
+const VERDICTS: [&str; 5] = [
+    "killed",
+    "killed by server tests",
+    "survived",
+    "timeout",
+    "unviable",
+];
+
+fn print_table(counts: &BTreeMap<(String, &str), usize>) {
     let mut table = comfy_table::Table::new();
-    const VERDICTS: [&str; 5] = [
-        "killed",
-        "killed by server tests",
-        "survived",
-        "timeout",
-        "unviable",
-    ];
     let mut header = vec!["file", "mutants"];
     header.extend(VERDICTS);
     table.set_header(header);
-    let files: std::collections::BTreeSet<&String> = counts.keys().map(|(f, _)| f).collect();
+    let files: BTreeSet<&String> = counts.keys().map(|(f, _)| f).collect();
     for f in files {
         let n = |v: &str| counts.get(&(f.clone(), v)).copied().unwrap_or(0);
         let all = VERDICTS.iter().map(|v| n(v)).sum::<usize>();
