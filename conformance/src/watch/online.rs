@@ -243,7 +243,10 @@ impl Online {
             Touch::Nothing(why) => self.alone(record, why),
             _ if self.answered_outside_any_state(record) => self.status_outside_any_state(record),
             Touch::Many { why, .. } => {
-                self.learn_pushes(record, record.response.as_ref().and_then(|a| a.as_array()));
+                if let Some(body) = record.json_body() {
+                    let results = record.response.as_ref().and_then(|a| a.as_array());
+                    self.learn_pushes(record, &body, results);
+                }
                 self.alone(record, why)
             }
         }
@@ -537,8 +540,7 @@ impl Online {
     /// queues' models cannot tell which part a refusal came from.
     fn transaction_done(&mut self, record: &Record, queues: &BTreeSet<String>) {
         const WHY: &str = "a transaction across queues";
-        let req = record.request();
-        let body: Option<serde_json::Value> = serde_json::from_slice(&req.body).ok();
+        let body = record.json_body();
         let committed = record.status == Some(200)
             && record
                 .response
@@ -549,12 +551,12 @@ impl Online {
             (true, Some(b), Some(a)) => self.learnt.split_transaction(b, a),
             _ => None,
         };
-        if parts.is_some() {
+        if let (Some(_), Some(body)) = (&parts, &body) {
             let results = record
                 .response
                 .as_ref()
                 .and_then(|a| a["results"].as_array());
-            self.learn_pushes(record, results);
+            self.learn_pushes(record, body, results);
         }
         self.judge_parts(record, queues, parts, WHY);
     }
@@ -563,8 +565,7 @@ impl Online {
     /// refused whole (a 4xx, a 5xx, no answer) or whose items cannot be placed leaves its
     /// queues unknown.
     fn acks_done(&mut self, record: &Record, queues: &BTreeSet<String>) {
-        let req = record.request();
-        let body: Option<serde_json::Value> = serde_json::from_slice(&req.body).ok();
+        let body = record.json_body();
         let parts = match (record.status, &body, &record.response) {
             (Some(200), Some(b), Some(a)) if self.parses(record) => self.learnt.split_acks(b, a),
             _ => None,
@@ -604,11 +605,15 @@ impl Online {
 
     /// Learns the message ids a push to several queues, or a committed transaction, was
     /// answered with, for the discovery pops that deliver them.
-    fn learn_pushes(&mut self, record: &Record, results: Option<&Vec<serde_json::Value>>) {
+    fn learn_pushes(
+        &mut self,
+        record: &Record,
+        body: &serde_json::Value,
+        results: Option<&Vec<serde_json::Value>>,
+    ) {
         let applied = matches!(record.status, Some(200 | 201));
-        let body: Option<serde_json::Value> = serde_json::from_slice(&record.request().body).ok();
-        if let (true, Some(body), Some(results)) = (applied, body, results) {
-            self.learnt.pushes_answer(&body, results);
+        if let (true, Some(results)) = (applied, results) {
+            self.learnt.pushes_answer(body, results);
         }
     }
 

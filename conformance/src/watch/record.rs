@@ -72,6 +72,11 @@ impl Record {
         }
     }
 
+    /// The request's body as JSON, when it is JSON.
+    pub fn json_body(&self) -> Option<Value> {
+        serde_json::from_slice(&self.request().body).ok()
+    }
+
     /// The answer, or `None` when none came.
     pub fn answer(&self) -> Option<HttpResponse> {
         self.status.map(|status| HttpResponse {
