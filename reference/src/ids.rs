@@ -5,7 +5,6 @@
 //! so that an id is never given to two things and a thing never has two ids. An
 //! engine fills its book by minting; a checker fills it by learning from answers,
 //! and a contradiction is a finding (e.g. a lease id reused, a message whose id changed).
-
 //!
 //! The maps are persistent ([`crate::shared`]): a checker copies a book with every state
 //! it explores, and the book grows with every id learnt.
@@ -21,23 +20,17 @@ pub trait Handle: Copy + Ord + std::fmt::Debug {
     fn index(self) -> usize;
 }
 
-impl Handle for MsgH {
-    fn index(self) -> usize {
-        self.0 as usize
-    }
+/// Each model handle is a number in a tuple struct.
+macro_rules! numbered {
+    ($($h:ty),*) => {$(
+        impl Handle for $h {
+            fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    )*};
 }
-
-impl Handle for PartH {
-    fn index(self) -> usize {
-        self.0 as usize
-    }
-}
-
-impl Handle for LeaseH {
-    fn index(self) -> usize {
-        self.0 as usize
-    }
-}
+numbered!(MsgH, PartH, LeaseH);
 
 /// A two-way map between handles of one kind and the ids a broker gave them.
 ///
