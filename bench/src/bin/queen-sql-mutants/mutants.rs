@@ -59,13 +59,21 @@ impl Mutant {
         )
     }
 
-    /// A one-line description: where, which operator, what became what.
+    /// Where the change starts on its line, counted in characters from 1.
+    pub fn column(&self, text: &str) -> usize {
+        let line_start = text[..self.start].rfind('\n').map_or(0, |i| i + 1);
+        text[line_start..self.start].chars().count() + 1
+    }
+
+    /// A one-line description: where (line and column, so two changes of one line never
+    /// read alike), which operator, what became what. It names the mutant in results.
     pub fn describe(&self, text: &str) -> String {
         let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
         format!(
-            "{}:{} {} [{}] `{}` -> `{}`",
+            "{}:{}:{} {} [{}] `{}` -> `{}`",
             self.file,
             self.line,
+            self.column(text),
             self.function,
             self.operator,
             one_line(&text[self.start..self.end]),
@@ -486,6 +494,17 @@ mod tests {
     }
 
     #[test]
+    fn two_changes_of_one_line_are_told_apart() {
+        let sql = "SELECT a = b AND c = d";
+        let names: Vec<String> = mutants("x.sql", sql)
+            .iter()
+            .map(|m| m.describe(sql))
+            .collect();
+        let unique: std::collections::BTreeSet<&String> = names.iter().collect();
+        assert_eq!(unique.len(), names.len(), "{names:#?}");
+    }
+
+    #[test]
     fn create_or_replace_is_not_a_condition() {
         let sql = "CREATE OR REPLACE FUNCTION f() AS $$\nSELECT a OR b\n$$;";
         let m = mutants("x.sql", sql);
@@ -505,6 +524,6 @@ mod tests {
         assert_eq!((c.function.as_str(), c.line), ("f", 2));
         assert!(c
             .describe(sql)
-            .contains("x.sql:2 f [comparison] `<` -> `<=`"));
+            .contains("x.sql:2:10 f [comparison] `<` -> `<=`"));
     }
 }

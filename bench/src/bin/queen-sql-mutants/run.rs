@@ -195,7 +195,7 @@ pub async fn main(args: Args) -> Result<usize, String> {
         let t = Instant::now();
         let verdict = one(&args, &server, &suite, i, m, text).await?;
         let line = json!({"file": m.file, "function": m.function, "line": m.line,
-            "operator": m.operator, "mutant": m.describe(text), "verdict": verdict.name(),
+            "column": m.column(text), "operator": m.operator, "mutant": m.describe(text), "verdict": verdict.name(),
             "seconds": t.elapsed().as_secs_f64()});
         writeln!(results, "{line}").map_err(|e| e.to_string())?;
         println!(
