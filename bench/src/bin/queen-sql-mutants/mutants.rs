@@ -22,7 +22,9 @@ pub enum Kind {
     Close,
     Comma,
     Semi,
-    /// Anything else: a parameter (`$1`), a dollar-quote tag, a string literal, a dot.
+    /// A dollar-quote tag (`$fn$`, `$$`): where a function's body starts or ends.
+    Tag,
+    /// Anything else: a parameter (`$1`), a string literal, a dot.
     Other,
 }
 
@@ -125,8 +127,10 @@ pub fn tokens(sql: &str) -> Vec<Tok> {
             }
             if b.get(i) == Some(&b'$') {
                 i += 1;
+                Kind::Tag
+            } else {
+                Kind::Other
             }
-            Kind::Other
         } else if c.is_ascii_digit() {
             while i < b.len() && b[i].is_ascii_digit() {
                 i += 1;
@@ -172,6 +176,10 @@ pub fn tokens(sql: &str) -> Vec<Tok> {
 const CLAUSE_END: &[&str] = &[
     "AND",
     "OR",
+    "JOIN",
+    "CROSS",
+    "LEFT",
+    "INNER",
     "THEN",
     "LOOP",
     "ORDER",
@@ -195,8 +203,11 @@ const CLAUSE_END: &[&str] = &[
     "WINDOW",
 ];
 
-/// Words that begin an expression whose first conjunct may be dropped.
-const CLAUSE_START: &[&str] = &["WHERE", "WHEN", "ON", "IF", "HAVING", "AND", "OR", "ELSIF"];
+/// Words that begin an expression whose first conjunct may be dropped (as do `:=` and a
+/// function body's opening tag).
+const CLAUSE_START: &[&str] = &[
+    "WHERE", "WHEN", "ON", "IF", "HAVING", "AND", "OR", "ELSIF", "SELECT", "RETURN", "THEN", "ELSE",
+];
 
 struct Cx<'a> {
     text: &'a str,
@@ -245,7 +256,7 @@ impl Cx<'_> {
                 Kind::Open => depth += 1,
                 Kind::Close if depth == 0 => break,
                 Kind::Close => depth -= 1,
-                Kind::Comma | Kind::Semi if depth == 0 => break,
+                Kind::Comma | Kind::Semi | Kind::Tag if depth == 0 => break,
                 Kind::Word if depth == 0 && j > k && self.is_any(j, CLAUSE_END) => break,
                 _ => {}
             }
@@ -263,7 +274,8 @@ impl Cx<'_> {
                 Kind::Close => depth += 1,
                 Kind::Open if depth == 0 => break,
                 Kind::Open => depth -= 1,
-                Kind::Comma | Kind::Semi if depth == 0 => break,
+                Kind::Comma | Kind::Semi | Kind::Tag if depth == 0 => break,
+                Kind::Op if depth == 0 && self.s(j) == ":=" => break,
                 Kind::Word if depth == 0 && self.is_any(j, CLAUSE_START) => break,
                 _ => {}
             }
@@ -502,6 +514,25 @@ mod tests {
             .collect();
         let unique: std::collections::BTreeSet<&String> = names.iter().collect();
         assert_eq!(unique.len(), names.len(), "{names:#?}");
+    }
+
+    #[test]
+    fn a_dropped_conjunct_stays_inside_its_body_and_statement() {
+        let sql = "CREATE OR REPLACE FUNCTION f() AS $fn$\nSELECT a AND b\n$fn$;\n\
+                   DO $$ BEGIN x := c AND d; END $$;";
+        let m = made(sql);
+        let dropped: Vec<&str> = m
+            .iter()
+            .filter(|(_, op)| *op == "drop-conjunct")
+            .map(|(t, _)| t.as_str())
+            .collect();
+        for want in ["SELECT  b\n$fn$", "SELECT a \n$fn$", "x :=  d;", "x := c ;"] {
+            assert!(
+                dropped.iter().any(|t| t.contains(want)),
+                "{want:?} in {dropped:#?}"
+            );
+        }
+        assert_eq!(dropped.len(), 4, "{dropped:#?}");
     }
 
     #[test]
