@@ -697,21 +697,15 @@ async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_aft
     .unwrap()
     .rows_affected();
     assert_eq!(leased, 1);
-    let pop = {
-        let (c, url) = (c.clone(), format!("{base}/api/v1/pop/queue/cas?wait=false"));
-        tokio::spawn(async move { get(&c, &url).await })
-    };
-    // The pop has read the old cursor (one candidate: the one-statement claim) and waits
+    // The pop reads the old cursor (one candidate: the one-statement claim) and waits
     // for the row; the other commits its lease.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    if pop.is_finished() {
-        panic!(
-            "the claim should be waiting for the cursor row: {:?}",
-            pop.await.unwrap()
-        );
-    }
-    other.commit().await.unwrap();
-    let (s, b) = pop.await.unwrap();
+    let (s, b) = waits_for(
+        &c,
+        format!("{base}/api/v1/pop/queue/cas?wait=false"),
+        other,
+        "the claim should be waiting for the cursor row",
+    )
+    .await;
     assert_eq!(s, 204, "claimed over a live lease: {b:?}");
     let (lease_end, live): (Option<i64>, bool) = sqlx::query_as(
         "SELECT lease_end, lease_deadline > now() FROM queen_cursors WHERE consumer_group = '__QUEUE_MODE__'",
@@ -726,6 +720,26 @@ async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_aft
     );
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Sends `url` while `holder` keeps its transaction open, checks that no answer comes
+/// within half a second (`why` says what it waits for), then commits and returns it.
+async fn waits_for(
+    c: &reqwest::Client,
+    url: String,
+    holder: sqlx::Transaction<'static, sqlx::Postgres>,
+    why: &str,
+) -> (u16, Option<serde_json::Value>) {
+    let pop = {
+        let c = c.clone();
+        tokio::spawn(async move { get(&c, &url).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    if pop.is_finished() {
+        panic!("{why}: {:?}", pop.await.unwrap());
+    }
+    holder.commit().await.unwrap();
+    pop.await.unwrap()
 }
 
 /// POP-2, ACK-4: pops, acks and extends of one cursor take turns through the pair's
@@ -766,22 +780,13 @@ async fn pop_2_a_pop_takes_its_turn_at_a_pair_held_by_another() {
     .fetch_all(&mut *holder)
     .await
     .unwrap();
-    let pop = {
-        let (c, url) = (
-            c.clone(),
-            format!("{base}/api/v1/pop/queue/turns?wait=false"),
-        );
-        tokio::spawn(async move { get(&c, &url).await })
-    };
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    if pop.is_finished() {
-        panic!(
-            "the pop should wait for the pair's lock: {:?}",
-            pop.await.unwrap()
-        );
-    }
-    holder.commit().await.unwrap();
-    let (s, b) = pop.await.unwrap();
+    let (s, b) = waits_for(
+        &c,
+        format!("{base}/api/v1/pop/queue/turns?wait=false"),
+        holder,
+        "the pop should wait for the pair's lock",
+    )
+    .await;
     assert_eq!(
         (s, b.unwrap()["messages"][0]["data"].clone()),
         (200, json!("m2"))
