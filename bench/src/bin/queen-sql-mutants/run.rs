@@ -329,6 +329,8 @@ async fn run_suite(args: &Args, suite: &Path, target: &str, log: &Path) -> Resul
     ])
     .args(["--concurrency", &args.concurrency.to_string()])
     .args(["--seed", &args.seed.to_string()])
+    // A verdict needs a failure, not its shortest form.
+    .args(["--shrink-secs", "5"])
     .stdout(out.try_clone().map_err(|e| e.to_string())?)
     .stderr(out)
     .kill_on_drop(true);
