@@ -656,6 +656,46 @@ async fn push_6_a_minted_push_over_interleaved_partitions_keeps_request_order() 
 /// moved and claim nothing, instead of leasing the span a second time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_after_its_snapshot() {
+    let after = moved_under_a_claim(
+        "UPDATE queen_cursors SET lease_id = gen_random_uuid(), lease_end = 2,
+                lease_deadline = now() + interval '60 seconds', lease_duration_ms = 60000
+         WHERE consumer_group = '__QUEUE_MODE__'",
+    )
+    .await;
+    assert_eq!(
+        (after.lease_end, after.live),
+        (Some(2), true),
+        "the other's lease stands"
+    );
+}
+
+/// ACK-4, ACK-2 the same way, when the holder was an ack: the cursor moved past m2 and
+/// is free. The claim read it at m1, so it must claim nothing rather than set the cursor
+/// back and deliver m2 again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_4_a_one_statement_claim_does_not_move_back_a_cursor_committed_after_its_snapshot() {
+    let after = moved_under_a_claim(
+        "UPDATE queen_cursors SET committed = 2 WHERE consumer_group = '__QUEUE_MODE__'",
+    )
+    .await;
+    assert_eq!(
+        (after.committed, after.lease_end),
+        (2, None),
+        "the other's commit stands"
+    );
+}
+
+/// The cursor row of queue `cas` after [`moved_under_a_claim`].
+struct CursorAfter {
+    committed: i64,
+    lease_end: Option<i64>,
+    live: bool,
+}
+
+/// Pushes m1 and m2 to `cas`, takes m1 (the cursor row now exists, committed 1), then
+/// changes the row with `change` in another transaction, without the pair's lock, while a
+/// pop claims: the pop must wait for the row, then claim nothing (204).
+async fn moved_under_a_claim(change: &str) -> CursorAfter {
     let TestServer {
         server,
         broker,
@@ -666,15 +706,8 @@ async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_aft
     let base = server.url();
     let c = reqwest::Client::new();
     for m in ["m1", "m2"] {
-        let (s, b) = post(
-            &c,
-            &format!("{base}/api/v1/push"),
-            &json!({"items": [{"queue": "cas", "payload": m}]}),
-        )
-        .await;
-        assert_eq!(s, 201, "{b:?}");
+        push_one(&c, &base, "cas", json!(m)).await;
     }
-    // The cursor row exists (committed 1): the claim below takes the update path.
     let (s, b) = get(
         &c,
         &format!("{base}/api/v1/pop/queue/cas?autoAck=true&batch=1&wait=false"),
@@ -685,20 +718,15 @@ async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_aft
         (200, json!("m1"))
     );
 
-    // Another "holder" leases offset 2 and has not committed yet.
     let mut other = broker.pool().begin().await.unwrap();
-    let leased = sqlx::query(
-        "UPDATE queen_cursors SET lease_id = gen_random_uuid(), lease_end = 2,
-                lease_deadline = now() + interval '60 seconds', lease_duration_ms = 60000
-         WHERE consumer_group = '__QUEUE_MODE__'",
-    )
-    .execute(&mut *other)
-    .await
-    .unwrap()
-    .rows_affected();
-    assert_eq!(leased, 1);
+    let changed = sqlx::query(change)
+        .execute(&mut *other)
+        .await
+        .unwrap()
+        .rows_affected();
+    assert_eq!(changed, 1);
     // The pop reads the old cursor (one candidate: the one-statement claim) and waits
-    // for the row; the other commits its lease.
+    // for the row; the other commits its change.
     let (s, b) = waits_for(
         &c,
         format!("{base}/api/v1/pop/queue/cas?wait=false"),
@@ -706,20 +734,21 @@ async fn ack_4_a_one_statement_claim_does_not_lease_over_a_cursor_that_moved_aft
         "the claim should be waiting for the cursor row",
     )
     .await;
-    assert_eq!(s, 204, "claimed over a live lease: {b:?}");
-    let (lease_end, live): (Option<i64>, bool) = sqlx::query_as(
-        "SELECT lease_end, lease_deadline > now() FROM queen_cursors WHERE consumer_group = '__QUEUE_MODE__'",
+    assert_eq!(s, 204, "claimed over a cursor that moved: {b:?}");
+    let (committed, lease_end, live): (i64, Option<i64>, bool) = sqlx::query_as(
+        "SELECT committed, lease_end, coalesce(lease_deadline > now(), false)
+         FROM queen_cursors WHERE consumer_group = '__QUEUE_MODE__'",
     )
     .fetch_one(broker.pool())
     .await
     .unwrap();
-    assert_eq!(
-        (lease_end, live),
-        (Some(2), true),
-        "the other's lease stands"
-    );
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
+    CursorAfter {
+        committed,
+        lease_end,
+        live,
+    }
 }
 
 /// Sends `url` while `holder` keeps its transaction open, checks that no answer comes
