@@ -189,25 +189,20 @@ pub async fn main(args: Args) -> Result<usize, String> {
     let mut counts = BTreeMap::<(String, &str), usize>::new();
     let mut survivors = Vec::new();
     for (i, (m, text)) in chosen.iter().enumerate() {
-        if i + 1 < args.from || done.contains_key(&m.describe(text)) {
+        let name = m.describe(text);
+        if i + 1 < args.from || done.contains_key(&name) {
             continue;
         }
         let t = Instant::now();
         let verdict = one(&args, &server, &suite, i, m, text).await?;
         let line = json!({"file": m.file, "function": m.function, "line": m.line,
-            "column": m.column(text), "operator": m.operator, "mutant": m.describe(text), "verdict": verdict.name(),
-            "seconds": t.elapsed().as_secs_f64()});
+            "column": m.column(text), "operator": m.operator, "mutant": name,
+            "verdict": verdict.name(), "seconds": t.elapsed().as_secs_f64()});
         writeln!(results, "{line}").map_err(|e| e.to_string())?;
-        println!(
-            "[{}/{}] {:8} {}",
-            i + 1,
-            chosen.len(),
-            verdict.name(),
-            m.describe(text)
-        );
+        println!("[{}/{}] {:8} {name}", i + 1, chosen.len(), verdict.name());
         *counts.entry((m.file.clone(), verdict.name())).or_default() += 1;
         if verdict == Verdict::Survived {
-            survivors.push(m.describe(text));
+            survivors.push(name);
         }
     }
     print_table(&counts);
@@ -347,7 +342,6 @@ async fn run_suite(args: &Args, suite: &Path, target: &str, log: &Path) -> Resul
     }
 }
 
-/// Mutants per file: how many, and each verdict.
 /// Every verdict's name, in the table's column order.
 const VERDICTS: [&str; 5] = [
     "killed",
@@ -357,6 +351,7 @@ const VERDICTS: [&str; 5] = [
     "unviable",
 ];
 
+/// Mutants per file: how many, and each verdict.
 fn print_table(counts: &BTreeMap<(String, &str), usize>) {
     let mut table = comfy_table::Table::new();
     let mut header = vec!["file", "mutants"];
