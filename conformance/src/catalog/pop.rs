@@ -737,54 +737,49 @@ async fn window_discovery(s: &mut Session) -> CaseResult {
 
 async fn min_wait(s: &mut Session) -> CaseResult {
     let q = s.name("q");
-    s.configure(&q, json!({"minPopWaitTime": 3000})).await?;
+    s.configure(&q, json!({"minPopWaitTime": 4000})).await?;
     s.push_many(&q, "p", &["a", "b"]).await?;
     // Never held back with wait=false, batch=1, or a full batch.
-    let ms = timed(s, &q, &[("consumerGroup", "g1"), ("batch", "10")]).await?;
-    ensure!(ms < 1500, POP_15, "wait=false was held {ms} ms")?;
-    let ms = timed(
-        s,
-        &q,
-        &[("consumerGroup", "g2"), ("wait", "true"), ("batch", "1")],
-    )
-    .await?;
-    ensure!(ms < 1500, POP_15, "batch=1 was held {ms} ms")?;
-    let ms = timed(
-        s,
-        &q,
-        &[("consumerGroup", "g3"), ("wait", "true"), ("batch", "2")],
-    )
-    .await?;
-    ensure!(ms < 1500, POP_15, "a full batch was held {ms} ms")?;
+    let ms = quickest(s, &q, "g1", &[("batch", "10")], 2000).await?;
+    ensure!(ms < 2000, POP_15, "wait=false was held {ms} ms")?;
+    let ms = quickest(s, &q, "g2", &[("wait", "true"), ("batch", "1")], 2000).await?;
+    ensure!(ms < 2000, POP_15, "batch=1 was held {ms} ms")?;
+    let ms = quickest(s, &q, "g3", &[("wait", "true"), ("batch", "2")], 2000).await?;
+    ensure!(ms < 2000, POP_15, "a full batch was held {ms} ms")?;
     // Never past the timeout.
-    let ms = timed(
-        s,
-        &q,
-        &[
-            ("consumerGroup", "g4"),
-            ("wait", "true"),
-            ("batch", "10"),
-            ("timeout", "1000"),
-        ],
-    )
-    .await?;
-    ensure!(ms < 2000, POP_15, "held {ms} ms past a 1000 ms timeout")?;
+    let query = [("wait", "true"), ("batch", "10"), ("timeout", "1000")];
+    let ms = quickest(s, &q, "g4", &query, 2500).await?;
+    ensure!(ms < 2500, POP_15, "held {ms} ms past a 1000 ms timeout")?;
     // Never for an empty result (beyond the long poll itself).
     let e = s.name("empty");
-    s.configure(&e, json!({"minPopWaitTime": 3000})).await?;
-    let t0 = now_ms();
-    s.get(&PopRoute::Queue(e.clone()).path(), &[]).await?;
-    let ms = now_ms() - t0;
-    ensure!(ms < 1500, POP_15, "an empty result was held {ms} ms")
+    s.configure(&e, json!({"minPopWaitTime": 4000})).await?;
+    let ms = quickest(s, &e, "g5", &[], 2000).await?;
+    ensure!(ms < 2000, POP_15, "an empty result was held {ms} ms")
 }
 
-/// A queue-route pop and how long it took, in ms.
-async fn timed(
+/// How long a queue-route pop by a fresh consumer group took, in ms.
+///
+/// A stall on a loaded machine can break a timing bound once; a broker that holds a pop
+/// holds it every time. So a pop over `bound` is tried once more, with another fresh group,
+/// and the quicker of the two is the answer.
+async fn quickest(
     s: &mut Session,
     q: &str,
+    group: &str,
     query: &[(&str, &str)],
+    bound: i64,
 ) -> Result<i64, crate::case::Failure> {
-    let t0 = now_ms();
-    s.get(&PopRoute::Queue(q.into()).path(), query).await?;
-    Ok(now_ms() - t0)
+    let mut best = i64::MAX;
+    for attempt in 1..=2 {
+        let group = format!("{group}-{attempt}");
+        let mut query = query.to_vec();
+        query.push(("consumerGroup", &group));
+        let t0 = now_ms();
+        s.get(&PopRoute::Queue(q.into()).path(), &query).await?;
+        best = best.min(now_ms() - t0);
+        if best < bound {
+            break;
+        }
+    }
+    Ok(best)
 }
