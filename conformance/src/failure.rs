@@ -30,6 +30,15 @@ pub enum Failure {
         /// The rule ids the assertion checks.
         rules: Vec<RuleId>,
     },
+    /// A timing bound missed (a wake-up, a hold, a drain) in the case's run and again in
+    /// its second run: a stall of a loaded machine can miss one once, a broker that
+    /// misses it misses it every time, so the runner runs such a case twice.
+    Late {
+        /// What the case expected and how long it took.
+        message: String,
+        /// The rule ids the bound checks.
+        rules: Vec<RuleId>,
+    },
     /// The broker could not be reached or answered something that is not HTTP/JSON.
     Transport(String),
     /// The case did not finish in time; `waiting`: the requests it had sent and had no
@@ -55,6 +64,7 @@ impl Failure {
             Failure::Diverged { .. } => "divergence",
             Failure::Inconclusive { .. } => "inconclusive",
             Failure::Assertion { .. } => "assertion",
+            Failure::Late { .. } => "timing",
             Failure::Transport(_) => "transport",
             Failure::Timeout { .. } => "timeout",
             Failure::Findings(_) if self.is_project_only() => "project-difference",
@@ -67,7 +77,7 @@ impl Failure {
     pub fn rules(&self) -> Vec<RuleId> {
         match self {
             Failure::Diverged { divergence, .. } => divergence.rules.clone(),
-            Failure::Assertion { rules, .. } => rules.clone(),
+            Failure::Assertion { rules, .. } | Failure::Late { rules, .. } => rules.clone(),
             Failure::Findings(d) => {
                 let mut r: Vec<RuleId> = d.iter().map(|d| d.rule).collect();
                 r.sort();
@@ -89,7 +99,9 @@ impl Failure {
             Failure::Findings(d) => d.iter().map(|f| f.level).min().unwrap_or(case),
             // A case's own assertion is as binding as the case says (a PROJECT case may
             // assert the PROJECT half of a two-level rule), and no more than its rules.
-            Failure::Assertion { rules, .. } if !rules.is_empty() => level_of(rules).max(case),
+            Failure::Assertion { rules, .. } | Failure::Late { rules, .. } if !rules.is_empty() => {
+                level_of(rules).max(case)
+            }
             _ => case,
         }
     }
@@ -120,7 +132,7 @@ impl Failure {
             Failure::Inconclusive { step, why } => {
                 format!("exchange #{}: the model cannot decide: {why}", step + 1)
             }
-            Failure::Assertion { message, .. } => message.clone(),
+            Failure::Assertion { message, .. } | Failure::Late { message, .. } => message.clone(),
             Failure::Transport(e) => format!("transport: {e}"),
             Failure::Timeout { secs, waiting } if waiting.is_empty() => {
                 format!("did not finish within {secs} s")
@@ -217,6 +229,27 @@ macro_rules! ensure {
     };
 }
 pub(crate) use ensure;
+
+/// Like [`ensure!`], for a timing bound: a [`Failure::Late`], which the runner confirms
+/// with a second run of the case before it reports it.
+macro_rules! ensure_timely {
+    ($cond:expr, $rule:expr, $($message:tt)+) => {
+        if $cond {
+            Ok(())
+        } else {
+            Err($crate::failure::late(format!($($message)+), &[$rule]))
+        }
+    };
+}
+pub(crate) use ensure_timely;
+
+/// A missed timing bound naming rules (see [`Failure::Late`]).
+pub fn late(message: impl Into<String>, rules: &[RuleId]) -> Failure {
+    Failure::Late {
+        message: message.into(),
+        rules: rules.to_vec(),
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -5,7 +5,7 @@
 use super::cases;
 use crate::calls::*;
 use crate::case::{Case, CaseResult};
-use crate::failure::{ensure, fail};
+use crate::failure::{ensure, late};
 use crate::rules::*;
 use crate::session::*;
 use crate::transport::transmit;
@@ -149,7 +149,7 @@ async fn replayed(s: &mut Session) -> CaseResult {
         }
         sleep_ms(wait_ms).await;
     }
-    Err(fail(
+    Err(late(
         format!(
             "the spool still holds messages {} ms after push maintenance was switched off",
             start.elapsed().as_millis()

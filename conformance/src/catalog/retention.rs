@@ -7,7 +7,7 @@
 use super::cases;
 use crate::calls::*;
 use crate::case::{Case, CaseResult};
-use crate::failure::ensure;
+use crate::failure::{ensure, ensure_timely};
 use crate::rules::*;
 use crate::session::*;
 use queen_reference::wire::*;
@@ -51,7 +51,7 @@ async fn aged_out(s: &mut Session) -> CaseResult {
     )?;
     past_retention(s).await;
     let late = s.pop_q(&q, &[("consumerGroup", "late")]).await?;
-    ensure!(
+    ensure_timely!(
         late.is_none(),
         RET_3,
         "a message older than retentionSeconds was still delivered after the retention interval"
