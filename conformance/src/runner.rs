@@ -490,9 +490,9 @@ async fn concurrent_scenario(opts: &RunOptions, progress: &Progress) -> Option<S
 mod tests {
     use super::*;
     use crate::case::{CaseFn, CaseResult};
-    use std::future::Future;
     use crate::failure::late;
     use crate::rules::{Level, POP_11};
+    use std::future::Future;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     static LATE_ONCE: AtomicUsize = AtomicUsize::new(0);
