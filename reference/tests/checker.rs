@@ -1793,3 +1793,43 @@ fn a_caller_admitted_above_its_level_is_a_seed_failure_and_a_wrong_refusal_is_pr
         }
     }
 }
+
+/// A delivery of a partition the model holds back names the rule that holds it back:
+/// the window a new write reopened (POP-14), a failed span's retryDelay (ACK-6), a live
+/// lease (POP-2). The forged answer is what the engine gives once the hold is over.
+#[test]
+fn a_delivery_of_a_held_back_partition_names_the_rule_that_holds_it() {
+    let held = |options: Value, setup: &dyn Fn(&mut Lockstep), later: Millis| {
+        let mut l = Lockstep::new(Policy::default());
+        l.send(HttpRequest::post(
+            "/api/v1/configure",
+            &json!({"queue": "q", "options": options}),
+        ));
+        setup(&mut l);
+        let req = HttpRequest::get("/api/v1/pop/queue/q", &[("consumerGroup", "g")]);
+        let forged = l.e.handle(&req, l.now + later);
+        assert_eq!(forged.status, 200, "the hold ends within {later} ms");
+        l.diverged_rules(&req, &forged)
+    };
+    let window = |l: &mut Lockstep| {
+        l.push("q", "p", None);
+        l.now += 1_500;
+        l.pop("q", &[("consumerGroup", "g"), ("autoAck", "true")]);
+        l.push("q", "p", None);
+    };
+    assert_eq!(held(json!({"windowBuffer": 1}), &window, 1_500), [POP_14]);
+    let failed = |l: &mut Lockstep| {
+        l.push("q", "p", None);
+        let p = l.pop("q", &[("consumerGroup", "g")]);
+        l.send(HttpRequest::post(
+            "/api/v1/ack/batch",
+            &json!({"consumerGroup": "g", "acknowledgments": acks_for(&p, "failed")}),
+        ));
+    };
+    assert_eq!(held(json!({"retryDelay": 5000}), &failed, 6_000), [ACK_6]);
+    let leased = |l: &mut Lockstep| {
+        l.push("q", "p", None);
+        l.pop("q", &[("consumerGroup", "g"), ("leaseSeconds", "5")]);
+    };
+    assert_eq!(held(json!({}), &leased, 6_000), [POP_2]);
+}

@@ -5,7 +5,7 @@ use super::outcome::{Outcome, PopOut};
 use super::state::{Cursor, Lease, PartH, Partition, State, Subscription};
 use crate::choice::Ctx;
 use crate::policy::{ChoicePoint, PopOrder};
-use crate::rules::{RuleId, POP_1, POP_18, POP_2, POP_3};
+use crate::rules::{RuleId, ACK_6, POP_1, POP_14, POP_18, POP_2, POP_3};
 use crate::time::{parse_iso, Millis, Stamp, Tri};
 use crate::variant::Variant;
 use crate::wire::{PopQuery, PopRoute, QueueOptions, QUEUE_MODE};
@@ -29,6 +29,32 @@ struct Claimable {
     oldest: Stamp,
 }
 
+/// Why a partition can deliver nothing to a group now: the rule that holds it back, so a
+/// broker that claims it anyway is told which rule it broke, not only that it was not
+/// claimable.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    part: PartH,
+    rule: RuleId,
+    why: &'static str,
+}
+
+/// What a pop may claim, and why each other partition in its scope may not.
+#[derive(Default)]
+struct Scope {
+    claimable: Vec<Claimable>,
+    held: Vec<Held>,
+}
+
+impl Scope {
+    fn add(&mut self, c: Result<Claimable, Held>) {
+        match c {
+            Ok(c) => self.claimable.push(c),
+            Err(h) => self.held.push(h),
+        }
+    }
+}
+
 /// Runs a pop. `order` is the sequence of partitions a broker was observed to claim
 /// (a checker passes it; POP-4 lets the broker choose). Without it the policy order
 /// applies: oldest unconsumed message first, then partition creation order.
@@ -39,12 +65,12 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
     }
     let q = &req.query;
     let group = q.consumer_group.as_str();
-    let (scope_queue, claimable) = match &req.route {
+    let (scope_queue, scope) = match &req.route {
         PopRoute::Queue(name) => {
             // POP-8: an unknown queue gets its configuration row, then 204.
             ensure_implicit(st, name, ctx);
             subscribe(st, name, q, ctx);
-            (name.clone(), claimable_in(st, name, None, group, ctx))
+            (name.clone(), scope_in(st, name, None, group, ctx))
         }
         PopRoute::Partition(name, pname) => {
             if !st.queues.contains_key(name) {
@@ -54,10 +80,7 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
                 ensure_implicit(st, name, ctx);
             }
             subscribe(st, name, q, ctx);
-            (
-                name.clone(),
-                claimable_in(st, name, Some(pname), group, ctx),
-            )
+            (name.clone(), scope_in(st, name, Some(pname), group, ctx))
         }
         PopRoute::Discovery { namespace, task } => {
             // A broker with the variant matches the namespace alone when both are given.
@@ -77,11 +100,11 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
                 parts.extend(with_options(st, name));
             }
             parts.sort_by_key(|(ph, _)| *ph);
-            let claimable = parts
-                .iter()
-                .filter_map(|(ph, opts)| claimable(st, *ph, opts, group, ctx))
-                .collect();
-            (String::new(), claimable)
+            let mut scope = Scope::default();
+            for (ph, opts) in &parts {
+                scope.add(claimable(st, *ph, opts, group, ctx));
+            }
+            (String::new(), scope)
         }
     };
 
@@ -97,7 +120,7 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
         false => q.batch,
     };
     let chosen = match order {
-        Some(order) => match check_order(&claimable, order, batch, cap) {
+        Some(order) => match check_order(&scope, order, batch, cap) {
             Ok(c) => c,
             Err((rule, why)) => return Outcome::PopIllegal(rule, why),
         },
@@ -105,7 +128,7 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
             let newest_first = ctx
                 .policy_ref()
                 .is_some_and(|p| p.pop_order == PopOrder::NewestPartitionFirst);
-            policy_order(claimable, batch, cap, newest_first)
+            policy_order(scope.claimable, batch, cap, newest_first)
         }
     };
     if chosen.is_empty() {
@@ -181,28 +204,19 @@ pub(crate) fn ensure_implicit(st: &mut State, name: &str, ctx: &mut Ctx) {
     st.ensure_queue(name, options);
 }
 
-/// What each partition of `queue` (or just `only`) can deliver now, in name order.
-fn claimable_in(
-    st: &State,
-    queue: &str,
-    only: Option<&str>,
-    group: &str,
-    ctx: &mut Ctx,
-) -> Vec<Claimable> {
+/// What each partition of `queue` (or just `only`) can deliver now, in name order, and
+/// what holds the others back.
+fn scope_in(st: &State, queue: &str, only: Option<&str>, group: &str, ctx: &mut Ctx) -> Scope {
     let q = &st.queues[queue];
-    match only {
-        Some(name) => q
-            .partitions
-            .get(name)
-            .and_then(|h| claimable(st, *h, &q.options, group, ctx))
-            .into_iter()
-            .collect(),
-        None => q
-            .partitions
-            .values()
-            .filter_map(|h| claimable(st, *h, &q.options, group, ctx))
-            .collect(),
+    let parts: Vec<PartH> = match only {
+        Some(name) => q.partitions.get(name).copied().into_iter().collect(),
+        None => q.partitions.values().copied().collect(),
+    };
+    let mut scope = Scope::default();
+    for ph in parts {
+        scope.add(claimable(st, ph, &q.options, group, ctx));
     }
+    scope
 }
 
 /// The partitions of `queue`, each with its queue's options (discovery).
@@ -211,34 +225,50 @@ fn with_options(st: &State, queue: &str) -> Vec<(PartH, QueueOptions)> {
     q.partitions.values().map(|h| (*h, q.options)).collect()
 }
 
-/// POP-2, POP-14, ACK-4, ACK-6: what `(partition, group)` can deliver now, if anything.
+/// POP-2, POP-14, ACK-4, ACK-6: what `(partition, group)` can deliver now, or the rule
+/// that holds it back.
 fn claimable(
     st: &State,
     ph: PartH,
     opts: &QueueOptions,
     group: &str,
     ctx: &mut Ctx,
-) -> Option<Claimable> {
-    let p = st.part(ph)?;
+) -> Result<Claimable, Held> {
+    let held = |rule, why| Held {
+        part: ph,
+        rule,
+        why,
+    };
+    let Some(p) = st.part(ph) else {
+        return Err(held(POP_2, "the partition is gone"));
+    };
     let (committed, lease, not_before) = match p.cursors.get(group) {
         Some(c) => (c.committed, c.lease.as_ref(), c.not_before),
         None => (p.floor, None, None),
     };
-    let first = p.retained_after(committed).next()?;
+    let Some(first) = p.retained_after(committed).next() else {
+        return Err(held(POP_2, "nothing is left past the group's cursor"));
+    };
     if let Some(l) = lease {
         if ctx.now_before(l.deadline) {
-            return None; // leased partitions are skipped, not waited on
+            // Leased partitions are skipped, not waited on.
+            return Err(held(POP_2, "the group holds a live lease on it"));
         }
     }
     if let Some(t) = not_before {
         if ctx.now_before(t) {
-            return None; // a failed span comes back after retryDelay
+            return Err(held(
+                ACK_6,
+                "a failed span comes back only after retryDelay",
+            ));
         }
     }
     if opts.window_buffer > 0 && !ctx.deviates(Variant::WindowBufferIgnored) {
-        let last = st.writes[p.last_write? as usize];
-        if ctx.now_before(last.plus(opts.window_buffer as i64 * 1000)) {
-            return None;
+        let Some(w) = p.last_write else {
+            return Err(held(POP_2, "nothing was ever written to it"));
+        };
+        if ctx.now_before(st.writes[w as usize].plus(opts.window_buffer as i64 * 1000)) {
+            return Err(held(POP_14, "it was written to within its windowBuffer"));
         }
     }
     let delay_ms = match opts.delayed_processing {
@@ -258,7 +288,13 @@ fn claimable(
         // Without a delay every message above the cursor is available.
         p.count_after(committed)
     };
-    (available > 0).then(|| Claimable {
+    if available == 0 {
+        return Err(held(
+            POP_14,
+            "its next message is younger than delayedProcessing",
+        ));
+    }
+    Ok(Claimable {
         part: ph,
         committed,
         available,
@@ -298,19 +334,30 @@ fn policy_order(
 /// budget is never spent to zero before the last one, and the broker stops only when
 /// the budget or the cap is exhausted or nothing claimable is left.
 fn check_order(
-    claimable: &[Claimable],
+    scope: &Scope,
     order: &[PartH],
     batch: u32,
     cap: u32,
 ) -> Result<Vec<Claimable>, (RuleId, String)> {
+    let claimable = &scope.claimable;
     let mut budget = batch;
     let mut out: Vec<Claimable> = Vec::new();
     for ph in order {
         let Some(c) = claimable.iter().find(|c| c.part == *ph) else {
-            return Err((
-                POP_2,
-                format!("partition {ph:?} was not claimable for this group (POP-2, ACK-4)"),
-            ));
+            return Err(match scope.held.iter().find(|h| h.part == *ph) {
+                Some(h) => (
+                    h.rule,
+                    format!(
+                        "partition {ph:?} was not claimable for this group: {} ({})",
+                        h.why,
+                        h.rule.as_str()
+                    ),
+                ),
+                None => (
+                    POP_2,
+                    format!("partition {ph:?} is not in this pop's scope (POP-2)"),
+                ),
+            });
         };
         if out.iter().any(|o| o.part == *ph) {
             return Err((POP_1, format!("partition {ph:?} claimed twice in one pop")));
