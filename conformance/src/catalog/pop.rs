@@ -39,6 +39,7 @@ pub fn cases() -> Vec<Case> {
         sub_recorded: "pop-13/first-pop-records-the-subscription", [POP_13], Project, Subscription;
         sub_discovery: "pop-13/a-second-group-discovering-is-seeded-by-its-own-mode", [POP_13, POP_10], Seed, Subscription, needs [Discovery];
         delayed: "pop-14/delayed-processing", [POP_14], Seed, Visibility, needs [Configure];
+        delayed_cap: "pop-14/a-partition-too-young-to-deliver-is-not-claimed", [POP_14, POP_3, POP_2], Seed, Visibility, needs [Configure];
         window: "pop-14/window-buffer", [POP_14], Seed, Visibility, needs [Configure];
         window_discovery: "pop-14/window-buffer-holds-a-discovery-pop-too", [POP_14, POP_10], Seed, Visibility, needs [Configure, Discovery];
         min_wait: "pop-15/min-pop-wait-time-bounds", [POP_15], Seed, LongPoll, needs [Configure];
@@ -677,6 +678,24 @@ async fn delayed(s: &mut Session) -> CaseResult {
     s.pop_q(&q, &[("consumerGroup", "early")]).await?;
     s.pop_q(&q, &[]).await?;
     ensure!(txns(&p) == ["m"], POP_14, "delivered once 1 s old")
+}
+
+/// POP-14, POP-3, POP-2: a partition whose every message is younger than
+/// `delayedProcessing` has nothing to deliver, so a pop capped at one partition that
+/// passes it takes the next one with a message old enough instead of answering 204.
+async fn delayed_cap(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    s.configure(&q, json!({"delayedProcessing": 1})).await?;
+    s.push1(&q, "b", "old").await?;
+    sleep_ms(1300).await;
+    // Before `b` in name order, where a walk by name starts.
+    s.push1(&q, "a", "young").await?;
+    let p = s.pop_q(&q, &[("partitions", "1")]).await?;
+    ensure!(
+        p.is_some(),
+        [POP_2, POP_3],
+        "a pop capped at one partition answered 204 while `b` held a message old enough"
+    )
 }
 
 async fn window(s: &mut Session) -> CaseResult {
