@@ -65,6 +65,11 @@ pub struct Args {
     /// mutants have no verdict yet, then stop.
     #[arg(long)]
     summary: bool,
+    /// Write each selected mutant's function folder to `DIR/NNN/` (its name in
+    /// `DIR/NNN/MUTANT`) and stop: to try one test against a mutant by hand, with
+    /// `QUEEN_SQL_MUTANT_DIR=DIR/NNN`.
+    #[arg(long, value_name = "DIR")]
+    write_to: Option<PathBuf>,
     /// The server binary (default: `queen-server` beside this one).
     #[arg(long)]
     server: Option<PathBuf>,

@@ -167,6 +167,16 @@ pub async fn main(args: Args) -> Result<usize, String> {
         println!("{} mutants", chosen.len());
         return Ok(0);
     }
+    if let Some(to) = &args.write_to {
+        for (i, (m, text)) in chosen.iter().enumerate() {
+            let dir = to.join(format!("{:03}", i + 1));
+            write_folder(args.sql.as_path(), &dir, m, text)?;
+            std::fs::write(dir.join("MUTANT"), format!("{}\n", m.describe(text)))
+                .map_err(|e| e.to_string())?;
+            println!("{} {}", dir.display(), m.describe(text));
+        }
+        return Ok(0);
+    }
     let server = ServerProgram::binary(
         args.server
             .clone()
@@ -227,16 +237,8 @@ async fn one(
     text: &str,
 ) -> Result<Verdict, String> {
     let dir = args.out.join(format!("mutant-{i}"));
-    let _ = std::fs::remove_dir_all(&dir);
+    write_folder(&args.sql, &dir, m, text)?;
     std::fs::create_dir_all(dir.join("spool")).map_err(|e| e.to_string())?;
-    for e in std::fs::read_dir(&args.sql).map_err(|e| e.to_string())? {
-        let p = e.map_err(|e| e.to_string())?.path();
-        if p.extension().is_some_and(|x| x == "sql") {
-            std::fs::copy(&p, dir.join(p.file_name().unwrap_or_default()))
-                .map_err(|e| e.to_string())?;
-        }
-    }
-    std::fs::write(dir.join(&m.file), m.apply(text)).map_err(|e| e.to_string())?;
     let db = queen_pg::TestDb::new()
         .await
         .map_err(|e| format!("a database: {e}"))?;
@@ -276,6 +278,20 @@ async fn one(
     };
     let _ = std::fs::remove_dir_all(&dir);
     Ok(verdict)
+}
+
+/// `dir`, made afresh: the function files of `sql`, with `m` applied to its own.
+fn write_folder(sql: &Path, dir: &Path, m: &Mutant, text: &str) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    for e in std::fs::read_dir(sql).map_err(|e| e.to_string())? {
+        let p = e.map_err(|e| e.to_string())?.path();
+        if p.extension().is_some_and(|x| x == "sql") {
+            std::fs::copy(&p, dir.join(p.file_name().unwrap_or_default()))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    std::fs::write(dir.join(&m.file), m.apply(text)).map_err(|e| e.to_string())
 }
 
 /// The server's own PostgreSQL tests on a mutant the suite missed: they read the tables,
@@ -371,6 +387,26 @@ fn print_table(counts: &BTreeMap<(String, &str), usize>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mutants_folder_holds_every_function_file_with_only_its_own_changed() {
+        let root = std::env::temp_dir().join(format!("sql-mutants-{}", std::process::id()));
+        let (sql, dir) = (root.join("sql"), root.join("001"));
+        std::fs::create_dir_all(&sql).unwrap();
+        let text = "SELECT 1 WHERE a < b;\n";
+        std::fs::write(sql.join("01_a.sql"), text).unwrap();
+        std::fs::write(sql.join("02_b.sql"), "SELECT 2;\n").unwrap();
+        let m = crate::mutants::mutants("01_a.sql", text)
+            .into_iter()
+            .find(|m| m.operator == "comparison")
+            .expect("a comparison mutant");
+        write_folder(&sql, &dir, &m, text).unwrap();
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+        assert_eq!(read("01_a.sql"), m.apply(text));
+        assert_ne!(read("01_a.sql"), text);
+        assert_eq!(read("02_b.sql"), "SELECT 2;\n");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     #[test]
     fn a_sample_is_repeatable_in_order_and_of_its_size() {
