@@ -224,6 +224,39 @@ impl Cx<'_> {
         k < self.toks.len() && self.toks[k].kind == Kind::Word && self.s(k).eq_ignore_ascii_case(w)
     }
 
+    /// Whether the `=` at `k` assigns: it follows a bare name that opens a `SET` list
+    /// (`SET a = 1`) or continues one (`SET a = 1, b = 2`).
+    fn assigns(&self, k: usize) -> bool {
+        if k < 2 || self.toks[k - 1].kind != Kind::Word {
+            return false;
+        }
+        if self.word(k - 2, "SET") {
+            return true;
+        }
+        if self.toks[k - 2].kind != Kind::Comma {
+            return false;
+        }
+        let mut depth = 0i32;
+        for j in (0..k - 2).rev() {
+            match self.toks[j].kind {
+                Kind::Close => depth += 1,
+                Kind::Open if depth == 0 => return false,
+                Kind::Open => depth -= 1,
+                Kind::Semi | Kind::Tag => return false,
+                Kind::Word if depth == 0 => {
+                    if self.word(j, "SET") {
+                        return true;
+                    }
+                    if self.is_any(j, &["WHERE", "FROM", "SELECT", "RETURNING", "VALUES"]) {
+                        return false;
+                    }
+                }
+                _ => {}
+            }
+        }
+        false
+    }
+
     fn is_any(&self, k: usize, ws: &[&str]) -> bool {
         ws.iter().any(|w| self.word(k, w))
     }
@@ -310,7 +343,9 @@ pub fn mutants(file: &str, text: &str) -> Vec<Mutant> {
                     "<>" | "!=" => Some("="),
                     _ => None,
                 };
-                if let Some(f) = flip {
+                // `SET x = ...` assigns (a function's setting, an UPDATE's column):
+                // `<>` there is a syntax error, never a condition.
+                if let Some(f) = flip.filter(|_| !(s == "=" && cx.assigns(k))) {
                     add(k, t.start, t.end, "comparison", f.to_string());
                 }
             }
@@ -533,6 +568,29 @@ mod tests {
             );
         }
         assert_eq!(dropped.len(), 4, "{dropped:#?}");
+    }
+
+    #[test]
+    fn an_assignment_is_not_a_comparison() {
+        let sql = "CREATE FUNCTION f() SET enable_seqscan = off AS $$\n\
+                   UPDATE t SET a = 1, b = CASE WHEN c = 2 THEN 3 END WHERE d = 4;\n\
+                   SELECT e, f = g FROM t;\n$$;";
+        let flipped: Vec<String> = mutants("x.sql", sql)
+            .iter()
+            .filter(|m| m.operator == "comparison")
+            .map(|m| {
+                sql[..m.start]
+                    .rsplit(' ')
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            flipped,
+            ["c", "d", "f"],
+            "only the conditions' `=` are flipped"
+        );
     }
 
     #[test]
