@@ -146,6 +146,20 @@ async fn max_size(s: &mut Session) -> CaseResult {
         RET_5,
         "the refused push wrote something: {:?}",
         txns(&rest)
+    )?;
+    // Items whose transactionId the broker mints are bounded alike (a broker may write
+    // them by a path of their own), down to the smallest bound.
+    let one = s.name("one");
+    s.configure(&one, json!({"maxSize": 1})).await?;
+    let minted = |n: u32| json!({"items": [{"queue": one, "partition": "p", "payload": n}]});
+    let first = s.post("/api/v1/push", minted(1)).await?;
+    let second = s.post("/api/v1/push", minted(2)).await?;
+    ensure!(
+        (first.status, second.status) == (201, 429),
+        RET_5,
+        "two pushes of one minted item each under maxSize 1 answered {} and {} where 201 and 429 are expected",
+        first.status,
+        second.status
     )
 }
 
