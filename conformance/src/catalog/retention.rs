@@ -31,12 +31,17 @@ async fn past_retention(s: &Session) {
 
 /// RET-1..3: an acked message stays for other groups; past its age plus the interval
 /// it is gone for every group; without `retentionEnabled`, `retentionSeconds` removes
-/// nothing.
+/// nothing, also beside a longer `maxWaitTimeSeconds`.
 async fn aged_out(s: &mut Session) -> CaseResult {
     let (q, gated) = (s.name("q"), s.name("gated"));
     s.configure(&q, json!({"retentionEnabled": true, "retentionSeconds": 1}))
         .await?;
     s.configure(&gated, json!({"retentionSeconds": 1})).await?;
+    // An age limit of its own does not switch retentionSeconds on either.
+    let capped = s.name("capped");
+    let options = json!({"retentionSeconds": 1, "maxWaitTimeSeconds": 3600});
+    s.configure(&capped, options).await?;
+    s.push1(&capped, "p", "a").await?;
     s.push1(&q, "p", "a").await?;
     s.push1(&gated, "p", "a").await?;
     let p = s.pop_some(&q, &[("consumerGroup", "g")]).await?;
@@ -61,6 +66,12 @@ async fn aged_out(s: &mut Session) -> CaseResult {
         txns(&kept) == ["a"],
         RET_2,
         "retentionSeconds removed a message without retentionEnabled"
+    )?;
+    let kept = s.pop_q(&capped, &[("consumerGroup", "late")]).await?;
+    ensure!(
+        txns(&kept) == ["a"],
+        RET_2,
+        "retentionSeconds removed a message without retentionEnabled, on a queue with maxWaitTimeSeconds"
     )
 }
 
