@@ -30,20 +30,28 @@ async fn past_retention(s: &Session) {
 }
 
 /// RET-1..3: an acked message stays for other groups; past its age plus the interval
-/// it is gone for every group; without `retentionEnabled`, `retentionSeconds` removes
-/// nothing, also beside a longer `maxWaitTimeSeconds`.
+/// it is gone for every group, also where a longer `maxWaitTimeSeconds` is set (the
+/// shorter limit counts); without `retentionEnabled`, `retentionSeconds` removes nothing,
+/// also beside a longer `maxWaitTimeSeconds`.
 async fn aged_out(s: &mut Session) -> CaseResult {
-    let (q, gated) = (s.name("q"), s.name("gated"));
-    s.configure(&q, json!({"retentionEnabled": true, "retentionSeconds": 1}))
-        .await?;
-    s.configure(&gated, json!({"retentionSeconds": 1})).await?;
-    // An age limit of its own does not switch retentionSeconds on either.
-    let capped = s.name("capped");
-    let options = json!({"retentionSeconds": 1, "maxWaitTimeSeconds": 3600});
-    s.configure(&capped, options).await?;
-    s.push1(&capped, "p", "a").await?;
-    s.push1(&q, "p", "a").await?;
-    s.push1(&gated, "p", "a").await?;
+    let q = s.name("q");
+    let [both, gated, capped] = ["both", "gated", "capped"].map(|n| s.name(n));
+    let queues = [
+        (&q, json!({"retentionEnabled": true, "retentionSeconds": 1})),
+        (
+            &both,
+            json!({"retentionEnabled": true, "retentionSeconds": 1, "maxWaitTimeSeconds": 3600}),
+        ),
+        (&gated, json!({"retentionSeconds": 1})),
+        (
+            &capped,
+            json!({"retentionSeconds": 1, "maxWaitTimeSeconds": 3600}),
+        ),
+    ];
+    for (name, options) in queues {
+        s.configure(name, options).await?;
+        s.push1(name, "p", "a").await?;
+    }
     let p = s.pop_some(&q, &[("consumerGroup", "g")]).await?;
     s.ack_batch(Some("g"), acks_for(&p, "completed")).await?;
     let other = s
@@ -55,24 +63,29 @@ async fn aged_out(s: &mut Session) -> CaseResult {
         "an ack removed the message for another group"
     )?;
     past_retention(s).await;
-    let late = s.pop_q(&q, &[("consumerGroup", "late")]).await?;
-    ensure_timely!(
-        late.is_none(),
-        RET_3,
-        "a message older than retentionSeconds was still delivered after the retention interval"
-    )?;
-    let kept = s.pop_q(&gated, &[("consumerGroup", "late")]).await?;
-    ensure!(
-        txns(&kept) == ["a"],
-        RET_2,
-        "retentionSeconds removed a message without retentionEnabled"
-    )?;
-    let kept = s.pop_q(&capped, &[("consumerGroup", "late")]).await?;
-    ensure!(
-        txns(&kept) == ["a"],
-        RET_2,
-        "retentionSeconds removed a message without retentionEnabled, on a queue with maxWaitTimeSeconds"
-    )
+    for (name, limits) in [
+        (&q, "retentionSeconds"),
+        (&both, "retentionSeconds under a longer maxWaitTimeSeconds"),
+    ] {
+        let late = s.pop_q(name, &[("consumerGroup", "late")]).await?;
+        ensure_timely!(
+            late.is_none(),
+            RET_3,
+            "a message older than {limits} was still delivered after the retention interval"
+        )?;
+    }
+    for (name, beside) in [
+        (&gated, ""),
+        (&capped, ", beside a longer maxWaitTimeSeconds"),
+    ] {
+        let kept = s.pop_q(name, &[("consumerGroup", "late")]).await?;
+        ensure!(
+            txns(&kept) == ["a"],
+            RET_2,
+            "retentionSeconds removed a message without retentionEnabled{beside}"
+        )?;
+    }
+    Ok(())
 }
 
 /// RET-4: after removal an ack of the message is unresolvable, its lease is gone, its

@@ -5,7 +5,7 @@ use super::outcome::{Outcome, PopOut};
 use super::state::{Cursor, Lease, PartH, Partition, State, Subscription};
 use crate::choice::Ctx;
 use crate::policy::{ChoicePoint, PopOrder};
-use crate::rules::{RuleId, ACK_6, POP_1, POP_14, POP_18, POP_2, POP_3};
+use crate::rules::{RuleId, ACK_6, MGMT_11, POP_1, POP_14, POP_18, POP_2, POP_3, RET_3};
 use crate::time::{parse_iso, Millis, Stamp, Tri};
 use crate::variant::Variant;
 use crate::wire::{PopQuery, PopRoute, QueueOptions, QUEUE_MODE};
@@ -247,7 +247,18 @@ fn claimable(
         None => (p.floor, None, None),
     };
     let Some(first) = p.retained_after(committed).next() else {
-        return Err(held(POP_2, "nothing is left past the group's cursor"));
+        // A message that was there and is gone: delivering it breaks the rule that
+        // removed it, whatever else it breaks.
+        return Err(if p.floor > 0 && committed <= p.floor {
+            held(
+                RET_3,
+                "retention removed its messages up to the group's cursor",
+            )
+        } else if p.end() > committed {
+            held(MGMT_11, "its messages past the group's cursor were deleted")
+        } else {
+            held(POP_2, "nothing is left past the group's cursor")
+        });
     };
     if let Some(l) = lease {
         if ctx.now_before(l.deadline) {
