@@ -31,11 +31,11 @@ async fn past_retention(s: &Session) {
 
 /// RET-1..3: an acked message stays for other groups; past its age plus the interval
 /// it is gone for every group, also where a longer `maxWaitTimeSeconds` is set (the
-/// shorter limit counts); without `retentionEnabled`, `retentionSeconds` removes nothing,
-/// also beside a longer `maxWaitTimeSeconds`.
+/// shorter limit counts); without `retentionEnabled`, neither `retentionSeconds` (also
+/// beside a longer `maxWaitTimeSeconds`) nor `completedRetentionSeconds` removes anything.
 async fn aged_out(s: &mut Session) -> CaseResult {
     let q = s.name("q");
-    let [both, gated, capped] = ["both", "gated", "capped"].map(|n| s.name(n));
+    let [both, gated, capped, done] = ["both", "gated", "capped", "done"].map(|n| s.name(n));
     let queues = [
         (&q, json!({"retentionEnabled": true, "retentionSeconds": 1})),
         (
@@ -47,11 +47,15 @@ async fn aged_out(s: &mut Session) -> CaseResult {
             &capped,
             json!({"retentionSeconds": 1, "maxWaitTimeSeconds": 3600}),
         ),
+        (&done, json!({"completedRetentionSeconds": 1})),
     ];
     for (name, options) in queues {
         s.configure(name, options).await?;
         s.push1(name, "p", "a").await?;
     }
+    // Committed by its only group: removable under completedRetentionSeconds, were it on.
+    s.pop_some(&done, &[("consumerGroup", "g"), ("autoAck", "true")])
+        .await?;
     let p = s.pop_some(&q, &[("consumerGroup", "g")]).await?;
     s.ack_batch(Some("g"), acks_for(&p, "completed")).await?;
     let other = s
@@ -74,15 +78,20 @@ async fn aged_out(s: &mut Session) -> CaseResult {
             "a message older than {limits} was still delivered after the retention interval"
         )?;
     }
-    for (name, beside) in [
-        (&gated, ""),
-        (&capped, ", beside a longer maxWaitTimeSeconds"),
-    ] {
+    let kept_by = [
+        (&gated, "retentionSeconds"),
+        (
+            &capped,
+            "retentionSeconds, beside a longer maxWaitTimeSeconds,",
+        ),
+        (&done, "completedRetentionSeconds"),
+    ];
+    for (name, option) in kept_by {
         let kept = s.pop_q(name, &[("consumerGroup", "late")]).await?;
         ensure!(
             txns(&kept) == ["a"],
             RET_2,
-            "retentionSeconds removed a message without retentionEnabled{beside}"
+            "{option} removed a message without retentionEnabled"
         )?;
     }
     Ok(())
