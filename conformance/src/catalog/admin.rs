@@ -80,6 +80,22 @@ async fn switch_off(s: &Session) {
         )
         .await;
     }
+    // A broker may answer the switch before it applies it; the next case that runs alone
+    // must not find it applied under its feet. Push maintenance is off once a push is
+    // written rather than buffered.
+    let probe = s.name("switched-off");
+    for wait_ms in POLL_STEPS_MS {
+        let push = json!({"items": [{"queue": probe, "partition": "p", "payload": wait_ms}]});
+        let r = transmit(s.target(), &HttpRequest::post("/api/v1/push", &push)).await;
+        let buffered = r
+            .ok()
+            .and_then(|r| r.body)
+            .is_some_and(|b| b[0]["status"] == "buffered");
+        if !buffered {
+            return;
+        }
+        sleep_ms(wait_ms).await;
+    }
 }
 
 async fn push_maintenance(s: &mut Session) -> CaseResult {
