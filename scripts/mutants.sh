@@ -5,17 +5,20 @@
 #
 # Usage:
 #   scripts/mutants.sh reference [ARGS...]   the model (reference/) against its own tests
-#   scripts/mutants.sh server [ARGS...]      the PostgreSQL engine's ack, pop and push code
-#                                            against the conformance suite (tests/conformance_pg.rs;
-#                                            PostgreSQL as for the tests: DATABASE_URL, Docker or
-#                                            local binaries)
-# ARGS go to cargo-mutants, e.g. `-f reference/src/model/ack.rs`, `--iterate` (only what was
-# missed last time), `-j 2`. Results: target/mutants-{reference,server}/mutants.out/
-# (caught.txt, missed.txt, timeout.txt, unviable.txt).
+#   scripts/mutants.sh server [ARGS...]      the PostgreSQL engine (server/src/pg/) against the
+#                                            conformance suite (tests/conformance_pg.rs) and the
+#                                            server's own PostgreSQL tests, which see the rows
+#                                            the wire cannot (PostgreSQL as for the tests:
+#                                            DATABASE_URL, Docker or local binaries)
+# ARGS go to cargo-mutants, e.g. `-f server/src/pg/ack.rs` (for the server: only that file,
+# instead of all of server/src/pg/), `--iterate` (only what was missed last time), `-j 2`.
+# Results: target/mutants-{reference,server}/mutants.out/ (caught.txt, missed.txt,
+# timeout.txt, unviable.txt).
 #
 # Slow by nature (a build and a test run per mutant): reference/ has about 1,200 mutants
-# and the server files about 120, each of which runs the suite on PostgreSQL. CI runs the
-# reference pass only when QUEEN_CI_MUTANTS=1.
+# and server/src/pg/ about 670, each of which runs the suite on PostgreSQL, so the server
+# pass is made in sittings of a few files. CI runs the reference pass only when
+# QUEEN_CI_MUTANTS=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,13 +33,19 @@ reference)
     cargo mutants -p queen-reference --timeout 120 --output target/mutants-reference "$@"
     ;;
 server)
+    files=(-f 'server/src/pg/*.rs')
+    for arg in "$@"; do
+        case "$arg" in -f | --file | -f* | --file=*) files=() ;; esac
+    done
+    tests=(--test=conformance_pg --test=engine --test=encryption --test=retention --test=management)
     # cargo-mutants runs its unmutated baseline against the mutated package, not the
     # --test-package, so the baseline is run here and skipped there.
-    cargo test -p queen-tests --test conformance_pg
-    cargo mutants -p queen-server \
-        -f server/src/pg/ack.rs -f server/src/pg/pop.rs -f server/src/pg/push.rs \
-        --test-package queen-tests --cargo-test-arg=--test=conformance_pg \
-        --baseline=skip --timeout 600 --output target/mutants-server "$@"
+    cargo test -p queen-tests -p queen-server "${tests[@]}"
+    test_args=()
+    for t in "${tests[@]}"; do test_args+=("--cargo-test-arg=$t"); done
+    cargo mutants -p queen-server "${files[@]}" \
+        --test-package queen-tests --test-package queen-server "${test_args[@]}" \
+        --baseline=skip --timeout 900 --output target/mutants-server "$@"
     ;;
 *)
     echo "usage: scripts/mutants.sh reference|server [cargo-mutants args]" >&2
