@@ -393,6 +393,81 @@ async fn ret_2_completed_retention_reaches_the_lowest_cursor() {
     age(&app, "low", None).await;
     assert_eq!(app.broker().retention_round(100).await.unwrap(), 2);
     assert_eq!(rows(&app, "low").await, 1, "h has not committed the third");
+    assert!(
+        pop(&c, &base, "low", "consumerGroup=g").await.is_none(),
+        "a cursor past the removal stays where it was (RET-4)"
+    );
+}
+
+/// Holds, on a connection of its own, the advisory lock of each (queue, partition,
+/// group) pair, as a pop or an ack of that pair holds it while it runs.
+async fn hold_pairs(
+    app: &TestServer,
+    pairs: &[(&str, &str, &str)],
+) -> sqlx::pool::PoolConnection<sqlx::Postgres> {
+    let mut conn = app.broker().pool().acquire().await.unwrap();
+    for (queue, partition, group) in pairs {
+        let held: i64 = sqlx::query_scalar(
+            "SELECT count(pg_advisory_lock(queen_pair_key(p.id, $3)))
+             FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+             WHERE q.name = $1 AND p.name = $2",
+        )
+        .bind(queue)
+        .bind(partition)
+        .bind(group)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+        assert_eq!(held, 1, "{queue}/{partition} exists");
+    }
+    conn
+}
+
+async fn rows_of(app: &TestServer, queue: &str, partition: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM queen_messages m JOIN queen_partitions p ON p.id = m.partition_id
+         JOIN queen_queues q ON q.id = p.queue_id WHERE q.name = $1 AND p.name = $2",
+    )
+    .bind(queue)
+    .bind(partition)
+    .fetch_one(app.broker().pool())
+    .await
+    .unwrap()
+}
+
+/// RET-4 under concurrency: a round moves a cursor only under its pair's lock, as pops
+/// and acks do, so a partition with a pair busy right now (a cursor the removal would
+/// move) is left for the next round. Only the pairs the removal moves count: a busy
+/// pair of another partition, or of a cursor already at the new floor, holds nothing back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ret_4_a_round_leaves_a_partition_whose_moved_pair_is_busy() {
+    let app = manual().await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    configure(&c, &base, "b", json!({"maxWaitTimeSeconds": 60})).await;
+    let items = json!([{"queue": "b", "partition": "p"}, {"queue": "b", "partition": "o"}]);
+    assert_eq!(push(&c, &base, items).await.0, 201);
+    // g leases p's message (its cursor stays below it); h commits o's (its cursor is at
+    // the floor a removal of o reaches).
+    assert!(pop(&c, &base, "b/partition/p", "consumerGroup=g")
+        .await
+        .is_some());
+    assert!(
+        pop(&c, &base, "b/partition/o", "consumerGroup=h&autoAck=true")
+            .await
+            .is_some()
+    );
+    age(&app, "b", None).await;
+    let mut held = hold_pairs(&app, &[("b", "p", "g"), ("b", "o", "h")]).await;
+    assert_eq!(app.broker().retention_round(100).await.unwrap(), 1);
+    assert_eq!(rows_of(&app, "b", "p").await, 1, "p's moved pair is busy");
+    assert_eq!(rows_of(&app, "b", "o").await, 0, "o moves no busy pair");
+    sqlx::query("SELECT pg_advisory_unlock_all()")
+        .execute(&mut *held)
+        .await
+        .unwrap();
+    drop(held);
+    assert_eq!(app.broker().retention_round(100).await.unwrap(), 1);
+    assert_eq!(rows_of(&app, "b", "p").await, 0, "the next round takes p");
 }
 
 /// RET-4, in the row the wire cannot show: a lease whose whole span retention removed
