@@ -49,7 +49,8 @@ async fn past_retention_while_busy(s: &mut Session) -> CaseResult {
 
 /// RET-1..3: an acked message stays for other groups; past its age plus the interval
 /// it is gone for every group, also where a longer `maxWaitTimeSeconds` is set (the
-/// shorter limit counts); without `retentionEnabled`, neither `retentionSeconds` (also
+/// shorter limit counts), and under `completedRetentionSeconds` once every group has
+/// committed it; without `retentionEnabled`, neither `retentionSeconds` (also
 /// beside a longer `maxWaitTimeSeconds`) nor `completedRetentionSeconds` removes anything.
 async fn aged_out(s: &mut Session) -> CaseResult {
     let q = s.name("q");
@@ -74,6 +75,8 @@ async fn aged_out(s: &mut Session) -> CaseResult {
     // Committed by its only group: removable under completedRetentionSeconds, were it on.
     s.pop_some(&done, &[("consumerGroup", "g"), ("autoAck", "true")])
         .await?;
+    let uneven = s.name("uneven");
+    committed_unevenly(s, &uneven).await?;
     let p = s.pop_some(&q, &[("consumerGroup", "g")]).await?;
     s.ack_batch(Some("g"), acks_for(&p, "completed")).await?;
     let other = s
@@ -96,6 +99,7 @@ async fn aged_out(s: &mut Session) -> CaseResult {
             "a message older than {limits} was still delivered after the retention interval"
         )?;
     }
+    removed_where_all_committed(s, &uneven).await?;
     let kept_by = [
         (&gated, "retentionSeconds"),
         (
@@ -115,9 +119,59 @@ async fn aged_out(s: &mut Session) -> CaseResult {
     Ok(())
 }
 
+/// RET-2 under `completedRetentionSeconds`: `a` is committed by both groups of the
+/// partition, `b` only by `g`.
+async fn committed_unevenly(s: &mut Session, q: &str) -> CaseResult {
+    s.configure(
+        q,
+        json!({"retentionEnabled": true, "completedRetentionSeconds": 1}),
+    )
+    .await?;
+    s.push_many(q, "p", &["a", "b"]).await?;
+    s.pop_some(
+        q,
+        &[("consumerGroup", "g"), ("batch", "2"), ("autoAck", "true")],
+    )
+    .await?;
+    s.pop_some(
+        q,
+        &[("consumerGroup", "h"), ("batch", "1"), ("autoAck", "true")],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Past the interval, `a` is gone, `b` stays for `h`, and `g`'s cursor, which was past
+/// what was removed, is where `g` left it (RET-4 moves only cursors below the removal).
+async fn removed_where_all_committed(s: &mut Session, q: &str) -> CaseResult {
+    let g = s.pop_q(q, &[("consumerGroup", "g")]).await?;
+    ensure!(
+        g.is_none(),
+        RET_4,
+        "a removal moved back a cursor that was past it: group g got {:?} again",
+        txns(&g)
+    )?;
+    let h = s.pop_q(q, &[("consumerGroup", "h")]).await?;
+    ensure!(
+        txns(&h) == ["b"],
+        RET_2,
+        "a message one group had not committed was removed; got {:?}",
+        txns(&h)
+    )?;
+    let late = s.pop_q(q, &[("consumerGroup", "late")]).await?;
+    ensure_timely!(
+        txns(&late) == ["b"],
+        RET_3,
+        "a message every group had committed, older than completedRetentionSeconds, was still delivered after the retention interval; got {:?}",
+        txns(&late)
+    )
+}
+
 /// RET-4: after removal an ack of the message is unresolvable, its lease is gone, its
 /// transactionId may be pushed again, the group resumes at the oldest retained message
-/// and its dead letter is still listed.
+/// and its dead letters are still listed, as themselves. They are neither the partition's
+/// first message (a copy taken from the wrong message shows) nor short of its last (the
+/// removal's own end takes its copy too).
 async fn pointers(s: &mut Session) -> CaseResult {
     let q = s.name("q");
     s.configure(
@@ -125,7 +179,11 @@ async fn pointers(s: &mut Session) -> CaseResult {
         json!({"retentionEnabled": true, "retentionSeconds": 1, "retryLimit": 0, "leaseTime": 600}),
     )
     .await?;
-    s.push_many(&q, "p", &["a", "b"]).await?;
+    s.push_many(&q, "p", &["z", "a", "b"]).await?;
+    let done = s
+        .pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")])
+        .await?;
+    s.ack_batch(Some("g"), acks_for(&done, "completed")).await?;
     let first = s
         .pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")])
         .await?;
@@ -133,6 +191,15 @@ async fn pointers(s: &mut Session) -> CaseResult {
     let held = s
         .pop_some(&q, &[("consumerGroup", "g"), ("batch", "1")])
         .await?;
+    // Group d dead-letters the last message, the one the removal ends at.
+    let all = s
+        .pop_some(&q, &[("consumerGroup", "d"), ("batch", "3")])
+        .await?;
+    let mut acks = acks_for(&all, "completed");
+    if let Some(last) = acks.last_mut() {
+        last["status"] = json!("failed");
+    }
+    s.ack_batch(Some("d"), acks).await?;
     past_retention(s).await;
     // Both are gone for a group new to the partition: the removal is seen first.
     let probe = s
@@ -158,12 +225,21 @@ async fn pointers(s: &mut Session) -> CaseResult {
     let next = s.pop_q(&q, &[("consumerGroup", "g")]).await?;
     ensure!(txns(&next) == ["a"], RET_4, "the group resumes at the oldest retained message, its lease over removed ones gone; got {:?}",
                 txns(&next))?;
-    let d = s.dlq(&[("queue", &q)]).await?;
-    ensure!(
-        d.total == 1 && d.messages[0].transaction_id == "a",
-        RET_4,
-        "a dead letter of a removed message is no longer listed"
-    )
+    for (group, txn) in [("g", "a"), ("d", "b")] {
+        let d = s.dlq(&[("queue", &q), ("consumerGroup", group)]).await?;
+        ensure!(
+            d.total == 1,
+            RET_4,
+            "{group}'s dead letter of a removed message is no longer listed"
+        )?;
+        ensure!(
+            d.messages[0].transaction_id == txn,
+            RET_4,
+            "{group}'s dead letter of removed message {txn} is listed as {:?}",
+            d.messages[0].transaction_id
+        )?;
+    }
+    Ok(())
 }
 
 /// RET-5: a push past `maxSize` is refused as a whole; duplicates do not count and
