@@ -1833,3 +1833,32 @@ fn a_delivery_of_a_held_back_partition_names_the_rule_that_holds_it() {
     };
     assert_eq!(held(json!({}), &leased, 6_000), [POP_2]);
 }
+
+/// A dead-letter listing that leaves out the dead letter of a message retention removed
+/// names RET-4, whose dead letters keep their own copy; left out while the message is
+/// retained, it names the filing (DLQ-1).
+#[test]
+fn a_listing_short_of_a_removed_messages_dead_letter_names_ret_4() {
+    let short_after = |wait: Millis| {
+        let mut l = Lockstep::new(Policy::default());
+        let opts = json!({"queue": "q", "options": {"maxWaitTimeSeconds": 1, "retryLimit": 0}});
+        l.send(HttpRequest::post("/api/v1/configure", &opts));
+        l.push("q", "p", Some("a"));
+        let p = l.pop("q", &[("consumerGroup", "g")]);
+        l.send(HttpRequest::post(
+            "/api/v1/ack/batch",
+            &json!({"consumerGroup": "g", "acknowledgments": acks_for(&p, "failed")}),
+        ));
+        l.now += wait;
+        let listing = HttpRequest::get("/api/v1/dlq", &[("queue", "q")]);
+        assert_eq!(l.e.handle(&listing, l.now).body.unwrap()["total"], 1);
+        let lost = HttpResponse {
+            status: 200,
+            body: Some(json!({"messages": [], "total": 0, "limit": 100, "offset": 0})),
+        };
+        l.diverged_rules(&listing, &lost)
+    };
+    assert_eq!(short_after(0), [DLQ_1]);
+    let removed = 1_000 + queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS + 100;
+    assert_eq!(short_after(removed), [RET_4]);
+}

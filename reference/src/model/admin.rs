@@ -136,8 +136,19 @@ pub(crate) fn list_dlq(st: &State, q: &DlqQuery) -> DlqOut {
         })
         .map(|(i, _)| i)
         .collect();
+    let mut gone = (0, 0);
+    for &i in &matching {
+        let d = &st.dead_letters[i];
+        let p = st.part(d.part).expect("filtered above");
+        if d.offset <= p.floor {
+            gone.0 += 1;
+        } else if p.deleted.contains(&d.offset) {
+            gone.1 += 1;
+        }
+    }
     DlqOut {
         total: matching.len() as u64,
+        gone,
         items: matching
             .into_iter()
             .skip(usize::try_from(q.offset).unwrap_or(usize::MAX))

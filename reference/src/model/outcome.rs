@@ -150,6 +150,9 @@ pub struct DlqOut {
     pub items: Vec<usize>,
     /// How many dead letters match, over all pages.
     pub total: u64,
+    /// How many of those are of messages retention removed, and of messages an operator
+    /// deleted: a listing that leaves them out lost the copies RET-4 and MGMT-11 keep.
+    pub gone: (u64, u64),
     /// The page size used.
     pub limit: u32,
     /// How many matching rows come before the page.

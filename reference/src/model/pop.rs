@@ -256,6 +256,11 @@ fn claimable(
             )
         } else if p.end() > committed {
             held(MGMT_11, "its messages past the group's cursor were deleted")
+        } else if p.floor > 0 {
+            held(
+                POP_2,
+                "the group committed all of it; retention removed messages below its cursor, and a removal moves only the cursors below it (RET-4)",
+            )
         } else {
             held(POP_2, "nothing is left past the group's cursor")
         });
