@@ -17,9 +17,9 @@ $fn$;
 
 -- The dead letters a DLQ-2 filter picks (queue, group, partition; NULL: any), each with
 -- what its listing shows: the message's own row while it is retained, else the copy the
--- dead letter kept when retention removed it (RET-4); a message an operator deleted
--- (MGMT-11) is not listed. A SQL function over a set, so the page and its count share
--- one definition and PostgreSQL inlines it into both.
+-- dead letter kept when retention removed it (RET-4) or an operator deleted it (MGMT-11).
+-- A SQL function over a set, so the page and its count share one definition and
+-- PostgreSQL inlines it into both.
 CREATE OR REPLACE FUNCTION queen_dead_letters_listed(
     p_queue text, p_group text, p_partition text
 ) RETURNS TABLE (
