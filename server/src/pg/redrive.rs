@@ -1,8 +1,8 @@
 //! A dead letter's retry (PROTOCOL.md MGMT-12) on the tables: the message, or the dead
 //! letter's copy once retention removed it, is pushed again through the ordinary push
-//! path (so dedup, `maxSize`, encryption and wake-ups apply as to any push), and only
-//! then are its dead letters deleted: a failure in between leaves the dead letter to be
-//! retried again, never a message lost.
+//! path (so dedup, `maxSize`, encryption and wake-ups apply as to any push), written at
+//! once or not at all (never spooled), and only then are its dead letters deleted: a
+//! failure in between leaves the dead letter to be retried again, never a message lost.
 
 use super::PgBroker;
 use crate::seal::{open_stored, Unreadable};
@@ -21,6 +21,11 @@ struct Retried {
     trace_id: Option<Uuid>,
     producer_sub: Option<String>,
 }
+
+/// Why a retry waits while this broker's spool holds pushes (PUSH-7): the retry may not
+/// pass them, and may not join them, or its dead letter would outlive its push.
+const SPOOL_FIRST: &str =
+    "earlier pushes wait in this broker's spool; retry the dead letter once they are written";
 
 pub(crate) async fn retry(
     b: &PgBroker,
@@ -65,18 +70,11 @@ pub(crate) async fn retry(
         trace_id: r.trace_id.map(|t| t.to_string()),
         producer_sub: r.producer_sub,
     };
-    let pushed = match super::push::push_route(b, PushRequest { items: vec![item] }).await {
-        Answer::Pushed(items)
-            if items
-                .first()
-                .is_some_and(|i| i.status == PushStatus::Queued) =>
-        {
-            items.into_iter().next().expect("one item")
-        }
-        // Buffered means the database went away meanwhile: the dead letter stays.
-        Answer::Pushed(_) => return Ok(Answer::error(503, "the database cannot be reached")),
-        refused => return Ok(refused),
-    };
+    let pushed =
+        match super::push::push_now(b, PushRequest { items: vec![item] }, SPOOL_FIRST).await {
+            Answer::Pushed(items) => items.into_iter().next().expect("one item"),
+            refused => return Ok(refused),
+        };
     let retried =
         sqlx::query("DELETE FROM queen_dead_letters WHERE partition_id = $1 AND \"offset\" = $2")
             .bind(pid)
