@@ -34,6 +34,9 @@ pub enum ChoicePoint {
     /// TXN-2 \[PROJECT\]: 0 = an ack answering `success:false` aborts the transaction,
     /// 1 = the transaction commits and reports that ack's failure in its results.
     TxnKeepsFailedAck,
+    /// TXN-6 \[PROJECT\]: 0 = a transaction whose required lease is not live is refused,
+    /// 1 = the broker does not check `requiredLeases` and runs it.
+    TxnIgnoresRequiredLeases,
     /// POP-13 \[PROJECT\]: 0 = the first pop records the group's subscription (later
     /// partitions start at their beginning), 1 = every pop seeds the partitions the
     /// group has no cursor on yet with that pop's subscription parameters.
@@ -139,6 +142,8 @@ pub struct Policy {
     pub ack_releases_on_partial_commit: u32,
     /// Alternative index taken at [`ChoicePoint::TxnKeepsFailedAck`] (PROJECT).
     pub txn_keeps_failed_ack: u32,
+    /// Alternative index taken at [`ChoicePoint::TxnIgnoresRequiredLeases`] (PROJECT).
+    pub txn_ignores_required_leases: u32,
     /// Alternative index taken at [`ChoicePoint::SubscriptionPerPartition`] (PROJECT).
     pub subscription_per_partition: u32,
     /// Alternative index taken at [`ChoicePoint::TxnWritesUnderMaintenance`] (PROJECT).
@@ -184,6 +189,7 @@ impl Policy {
             ack_charges_every_failure: 0,
             ack_releases_on_partial_commit: 0,
             txn_keeps_failed_ack: 0,
+            txn_ignores_required_leases: 0,
             subscription_per_partition: 0,
             txn_writes_under_maintenance: 0,
             encryption_refused: 0,
@@ -223,6 +229,7 @@ impl Policy {
             ack_charges_every_failure: 1,
             ack_releases_on_partial_commit: 1,
             txn_keeps_failed_ack: 1,
+            txn_ignores_required_leases: 1,
             subscription_per_partition: 1,
             txn_writes_under_maintenance: 1,
             retention_ignored: 1,
@@ -248,6 +255,7 @@ impl Policy {
             ChoicePoint::AckChargesEveryFailure => self.ack_charges_every_failure,
             ChoicePoint::AckReleasesOnPartialCommit => self.ack_releases_on_partial_commit,
             ChoicePoint::TxnKeepsFailedAck => self.txn_keeps_failed_ack,
+            ChoicePoint::TxnIgnoresRequiredLeases => self.txn_ignores_required_leases,
             ChoicePoint::SubscriptionPerPartition => self.subscription_per_partition,
             ChoicePoint::TxnWritesUnderMaintenance => self.txn_writes_under_maintenance,
             ChoicePoint::EncryptionRefused => self.encryption_refused,
@@ -287,6 +295,7 @@ mod tests {
             ChoicePoint::AckChargesEveryFailure,
             ChoicePoint::AckReleasesOnPartialCommit,
             ChoicePoint::TxnKeepsFailedAck,
+            ChoicePoint::TxnIgnoresRequiredLeases,
             ChoicePoint::SubscriptionPerPartition,
             ChoicePoint::TxnWritesUnderMaintenance,
             ChoicePoint::RetentionIgnored,

@@ -224,6 +224,8 @@ pub mod ids {
     pub const TXN_4: RuleId = RuleId("TXN-4");
     /// kv or timers operations in a transaction are 400, never ignored
     pub const TXN_5: RuleId = RuleId("TXN-5");
+    /// every required lease must be live, else the transaction is refused whole
+    pub const TXN_6: RuleId = RuleId("TXN-6");
     /// configure is a full replace
     pub const CFG_1: RuleId = RuleId("CFG-1");
     /// option defaults
@@ -631,6 +633,11 @@ pub const RULES: &[Rule] = &[
         id: TXN_5,
         level: Project,
         title: "kv or timers operations in a transaction are 400, never ignored",
+    },
+    Rule {
+        id: TXN_6,
+        level: Project,
+        title: "every required lease must be live, else the transaction is refused whole",
     },
     Rule {
         id: CFG_1,

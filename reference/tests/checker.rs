@@ -1862,3 +1862,93 @@ fn a_listing_short_of_a_removed_messages_dead_letter_names_ret_4() {
     let removed = 1_000 + queen_reference::model::retention::DEFAULT_RETENTION_LAG_MS + 100;
     assert_eq!(short_after(removed), [RET_4]);
 }
+
+/// A transaction whose required lease is live, or was released by an ack, and the
+/// engine's answer to it (the lease's message is acked first when `live` is false).
+fn required_lease_txn(l: &mut Lockstep, live: bool) -> (HttpRequest, HttpResponse) {
+    l.push("q", "a", Some("t1"));
+    let p = l.pop("q", &[]);
+    let acks = acks_for(&p, "completed");
+    let lease = acks[0]["leaseId"].clone();
+    if !live {
+        l.send(HttpRequest::post(
+            "/api/v1/ack/batch",
+            &json!({"acknowledgments": acks}),
+        ));
+    }
+    let req = HttpRequest::post(
+        "/api/v1/transaction",
+        &json!({"operations": [{"type": "push", "items": [{"queue": "out", "payload": 1}]}],
+                "requiredLeases": [lease]}),
+    );
+    let r = l.e.handle(&req, l.now);
+    assert_eq!(r.body.as_ref().unwrap()["success"], json!(live), "{r:?}");
+    (req, r)
+}
+
+/// TXN-6 [PROJECT], not TXN-1 [SEED]: a transaction refused although its required lease
+/// is live, or committed although an ack released it, departs from what `requiredLeases`
+/// means; whether it was all or nothing is for later reads to show.
+#[test]
+fn a_transaction_that_differs_over_its_required_lease_names_txn_6() {
+    for live in [true, false] {
+        let mut l = Lockstep::new(Policy::default());
+        let (req, mut r) = required_lease_txn(&mut l, live);
+        let b = r.body.as_mut().unwrap();
+        b["success"] = json!(!live);
+        b["error"] = if live {
+            json!("required lease is not held")
+        } else {
+            Value::Null
+        };
+        let rules = l.diverged_rules(&req, &r);
+        assert_eq!(rules, vec![TXN_6], "live {live}");
+        assert_eq!(TXN_6.level(), Level::Project);
+    }
+}
+
+/// A broker that does not check `requiredLeases` is one PROJECT finding under TXN-6 for a
+/// checker of another broker, and the model follows it: the transaction's push is there
+/// for the next pop, not a second finding under another rule.
+#[test]
+fn a_broker_that_ignores_required_leases_is_followed_after_one_txn_6_finding() {
+    let mut broker = Engine {
+        policy: Policy {
+            txn_ignores_required_leases: 1,
+            ..Policy::default()
+        },
+        ..Engine::default()
+    };
+    let mut c = Checker::new();
+    (c.skew_ms, c.keep_going, c.strict_project) = (0, true, false);
+    let mut send = |req: HttpRequest| {
+        let r = broker.handle(&req, T0);
+        c.step(&req, T0, T0, &r)
+            .unwrap_or_else(|e| panic!("{} {}: {e:?}", req.method, req.path));
+        r
+    };
+    send(HttpRequest::post(
+        "/api/v1/push",
+        &json!({"items": [{"queue": "q", "transactionId": "t1", "payload": 1}]}),
+    ));
+    let p = send(HttpRequest::get("/api/v1/pop/queue/q", &[]));
+    let acks = acks_for(&p, "completed");
+    let lease = acks[0]["leaseId"].clone();
+    send(HttpRequest::post(
+        "/api/v1/ack/batch",
+        &json!({"acknowledgments": acks}),
+    ));
+    let t = send(HttpRequest::post(
+        "/api/v1/transaction",
+        &json!({"operations": [{"type": "push", "items": [{"queue": "out", "payload": 1}]}],
+                "requiredLeases": [lease]}),
+    ));
+    assert_eq!(t.body.as_ref().unwrap()["success"], json!(true), "{t:?}");
+    let out = send(HttpRequest::get("/api/v1/pop/queue/out", &[]));
+    assert_eq!(out.status, 200, "the transaction's push was followed");
+    let f = c.findings();
+    assert_eq!(
+        f.iter().map(|f| (f.rule, f.level)).collect::<Vec<_>>(),
+        [(TXN_6, Level::Project)]
+    );
+}

@@ -404,10 +404,10 @@ fn dlq_2_partition_filter_applies_with_the_queue_filter() {
     assert_eq!(b.dlq(&[("queue", "q")]).total, 2);
 }
 
-/// [PROJECT] a transaction whose required lease is live commits; once that lease has
+/// TXN-6: a transaction whose required lease is live commits; once that lease has
 /// expired the same transaction aborts.
 #[test]
-fn txn_3_a_held_required_lease_lets_the_transaction_commit() {
+fn txn_6_a_held_required_lease_lets_the_transaction_commit() {
     let mut b = Broker::new();
     b.push1("q", "p", "work");
     let p = b

@@ -1,4 +1,4 @@
-//! Transaction cases (PROTOCOL.md section 7: TXN-1..5).
+//! Transaction cases (PROTOCOL.md section 7: TXN-1..6).
 
 use super::cases;
 use crate::calls::*;
@@ -15,6 +15,7 @@ pub fn cases() -> Vec<Case> {
         follow_rules: "txn-2/acks-follow-section-4-and-pushes-dedup", [TXN_2, ACK_6, PUSH_5], Project, Transactions, needs [Configure];
         shape: "txn-3/answer-shape-and-empty-operations-is-400", [TXN_3], Project, Transactions;
         kv_gate: "txn-5/a-required-kv-gate-is-refused-not-ignored", [TXN_5, TXN_1], Project, Transactions;
+        required_leases: "txn-6/every-required-lease-must-be-live", [TXN_6, TXN_1], Project, Transactions;
     ]
 }
 
@@ -148,5 +149,39 @@ async fn kv_gate(s: &mut Session) -> CaseResult {
         s.pop_q(&q, &[("batch", "10")]).await?.is_none(),
         TXN_5,
         "a refused transaction pushed nothing"
+    )
+}
+
+/// TXN-6: a transaction that requires a lease commits while the lease is live. Once an
+/// ack released the lease, the same transaction is refused whole: its push is not there.
+async fn required_leases(s: &mut Session) -> CaseResult {
+    let q = s.name("q");
+    let out = s.name("out");
+    s.push1(&q, "p", "m").await?;
+    let p = s.pop_some(&q, &[]).await?;
+    let lease = p.messages[0].lease_id.clone();
+    let gated = |txn: &str| {
+        json!({
+            "operations": [{"type": "push", "items": [{"queue": out, "transactionId": txn, "payload": 1}]}],
+            "requiredLeases": [lease],
+        })
+    };
+    let t = s.transaction(gated("held")).await?;
+    ensure!(
+        t.success,
+        TXN_6,
+        "a transaction whose required lease is live commits: {t:?}"
+    )?;
+    s.ack_batch(None, acks_for(&p, "completed")).await?;
+    let t = s.transaction(gated("released")).await?;
+    ensure!(
+        !t.success && t.error.is_some(),
+        TXN_6,
+        "a transaction whose required lease an ack released is refused: {t:?}"
+    )?;
+    ensure!(
+        txns(&s.pop_q(&out, &[("batch", "10")]).await?) == ["held"],
+        [TXN_6, TXN_1],
+        "only the transaction whose lease was live pushed"
     )
 }

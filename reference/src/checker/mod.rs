@@ -1013,7 +1013,7 @@ fn rules_for(op: &Op) -> Vec<RuleId> {
         ],
         Op::Ack(_) => vec![ACK_1, ACK_2, ACK_3, ACK_5, ACK_6, ACK_8, DLQ_1],
         Op::Extend { .. } => vec![LEASE_1, LEASE_2, LEASE_3],
-        Op::Txn { .. } => vec![TXN_1, TXN_2, TXN_3],
+        Op::Txn { .. } => vec![TXN_1, TXN_2, TXN_3, TXN_6],
         Op::Configure(_) => vec![CFG_1, CFG_2, CFG_3, CFG_4, RET_2],
         Op::Delete(_) => vec![DEL_1],
         Op::Dlq(_) => vec![DLQ_2],

@@ -141,6 +141,11 @@ pub struct TxnOut {
     pub results: Vec<TxnItemOut>,
     /// Why the transaction aborted, if it did.
     pub error: Option<String>,
+    /// The rule that decided `success`: the one that aborted it, or, when it committed,
+    /// the one a broker that refused it would depart from (TXN-2, TXN-6). A `success`
+    /// that differs is that rule's finding, not TXN-1's: all or nothing is judged by
+    /// what the broker kept.
+    pub rule: crate::rules::RuleId,
 }
 
 /// A dead-letter listing: the records by index into [`super::State::dead_letters`].

@@ -8,6 +8,7 @@ use super::push::{push, PushKind, TxnMinter};
 use super::state::State;
 use crate::choice::Ctx;
 use crate::policy::ChoicePoint;
+use crate::rules::{RuleId, TXN_2, TXN_6};
 use crate::wire::PushItem;
 
 /// One operation with its ids resolved.
@@ -46,7 +47,7 @@ pub(crate) fn refused_under_maintenance(
 }
 
 /// TXN-1..3. `required` are the `requiredLeases`: each must be a live lease
-/// \[PROJECT\], else the transaction aborts. A push past a queue's `maxSize` refuses it
+/// (TXN-6), else the transaction aborts. A push past a queue's `maxSize` refuses it
 /// (RET-5: the error, nothing applied). `minter` is asked for transactionIds by the
 /// running index of pushed items across the call.
 pub(crate) fn transaction(
@@ -56,28 +57,24 @@ pub(crate) fn transaction(
     minter: &mut dyn TxnMinter,
     ctx: &mut Ctx,
 ) -> Result<TxnOut, crate::wire::WireError> {
-    let abort = |error: String| {
+    let abort = |rule: RuleId, error: String| {
         Ok(TxnOut {
             success: false,
             results: vec![],
             error: Some(crate::wire::rolled_back(&error)),
+            rule,
         })
     };
-    for (lease, id) in required {
-        let live = match lease {
-            LeaseRef::Known(h) => st.holders_of(*h).iter().any(|(ph, g)| {
-                let deadline = st
-                    .part(*ph)
-                    .and_then(|p| p.cursors.get(g))
-                    .and_then(|c| c.lease.as_ref())
-                    .filter(|l| l.id == *h)
-                    .map(|l| l.deadline);
-                deadline.is_some_and(|d| ctx.now_before(d))
-            }),
-            _ => false,
-        };
-        if !live {
-            return abort(crate::wire::lease_not_held(id));
+    let not_held = required
+        .iter()
+        .find(|(lease, _)| !lease_live(st, lease, ctx));
+    if let Some((_, id)) = not_held {
+        if !ctx.project(
+            ChoicePoint::TxnIgnoresRequiredLeases,
+            TXN_6,
+            "committed a transaction whose required lease is not live (ours: it is refused)",
+        ) {
+            return abort(TXN_6, crate::wire::lease_not_held(id));
         }
     }
     let mut work = st.clone();
@@ -107,7 +104,7 @@ pub(crate) fn transaction(
                 if !out.result.success
                     && !ctx.project(
                         ChoicePoint::TxnKeepsFailedAck,
-                        crate::rules::TXN_2,
+                        TXN_2,
                         "committed a transaction containing an ack that answered success:false (ours: it aborts)",
                     )
                 {
@@ -115,10 +112,13 @@ pub(crate) fn transaction(
                     if ctx.deviates(crate::variant::Variant::TxnNotAtomic) {
                         *st = work;
                     }
-                    return abort(format!(
-                        "operations[{i}]: ack of {} failed: {why}",
-                        item.transaction_id
-                    ));
+                    return abort(
+                        TXN_2,
+                        format!(
+                            "operations[{i}]: ack of {} failed: {why}",
+                            item.transaction_id
+                        ),
+                    );
                 }
                 out.result.index = results.len();
                 results.push(TxnItemOut::Ack(out));
@@ -130,5 +130,34 @@ pub(crate) fn transaction(
         success: true,
         results,
         error: None,
+        rule: refusal_rule(ops, required),
     })
+}
+
+/// Whether `lease` is the live lease of some `(partition, group)` (TXN-6).
+fn lease_live(st: &State, lease: &LeaseRef, ctx: &mut Ctx) -> bool {
+    let LeaseRef::Known(h) = lease else {
+        return false;
+    };
+    st.holders_of(*h).iter().any(|(ph, g)| {
+        let deadline = st
+            .part(*ph)
+            .and_then(|p| p.cursors.get(g))
+            .and_then(|c| c.lease.as_ref())
+            .filter(|l| l.id == *h)
+            .map(|l| l.deadline);
+        deadline.is_some_and(|d| ctx.now_before(d))
+    })
+}
+
+/// The rule a broker departs from when it refuses a transaction the model commits: the
+/// acks' (TXN-2) when there are any, else the required leases' (TXN-6), else the
+/// pushes' (TXN-2 again: they follow section 2).
+fn refusal_rule(ops: &[TxnOpIn], required: &[(LeaseRef, String)]) -> RuleId {
+    let acks = ops.iter().any(|o| matches!(o, TxnOpIn::Ack(_)));
+    if !acks && !required.is_empty() {
+        TXN_6
+    } else {
+        TXN_2
+    }
 }

@@ -80,7 +80,7 @@ enum Refusal {
 }
 
 /// What must hold before any operation runs: no push under maintenance (TXN-4), and
-/// every required lease live ([PROJECT]).
+/// every required lease live (TXN-6).
 async fn refusal(
     tx: &mut PgConnection,
     req: &TxnRequest,

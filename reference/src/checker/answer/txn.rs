@@ -1,5 +1,6 @@
-//! A transaction answer: all or nothing is hard (TXN-1), the rest of its shape one
-//! PROJECT point, its items checked as the push and ack items they are.
+//! A transaction answer: whether it committed is the deciding rule's (TXN-2, TXN-6), the
+//! rest of its shape one PROJECT point, its items checked as the push and ack items
+//! they are.
 
 use super::ack::ack_item;
 use super::cx::Cx;
@@ -16,10 +17,19 @@ pub(super) fn txn(cx: &mut Cx, t: &TxnOut, actual: &HttpResponse) -> Check {
         rule: TXN_1,
         why: "a transaction answer has no body".into(),
     })?;
-    // TXN-1 (all or nothing) is SEED: `success` must say which happened.
+    // Whether it commits is decided by the rule the model names (TXN-2, TXN-6); all or
+    // nothing (TXN-1) is judged by what later reads find the broker kept.
     let success = b.get("success").and_then(Value::as_bool);
-    hard(success == Some(t.success), TXN_1, || {
-        format!("success must be {} (TXN-1, TXN-2)", t.success)
+    hard(success == Some(t.success), t.rule, || {
+        let said = b.get("error").and_then(Value::as_str);
+        match (t.success, said) {
+            (true, Some(e)) => format!("success must be true; the broker refused it: {e:?}"),
+            (true, None) => "success must be true".into(),
+            (false, _) => format!(
+                "success must be false: {}",
+                t.error.as_deref().unwrap_or("it must abort")
+            ),
+        }
     })?;
     // TXN-3 [PROJECT]: the rest of the answer's shape.
     cx.part(TXN_3, "the transaction answer's shape differs", |cx| {
