@@ -759,16 +759,23 @@ async fn waits_for(
     holder: sqlx::Transaction<'static, sqlx::Postgres>,
     why: &str,
 ) -> (u16, Option<serde_json::Value>) {
-    let pop = {
-        let c = c.clone();
-        tokio::spawn(async move { get(&c, &url).await })
-    };
+    let c = c.clone();
+    waits_for_call(async move { get(&c, &url).await }, holder, why).await
+}
+
+/// [`waits_for`] with any call.
+async fn waits_for_call(
+    call: impl std::future::Future<Output = (u16, Option<serde_json::Value>)> + Send + 'static,
+    holder: sqlx::Transaction<'static, sqlx::Postgres>,
+    why: &str,
+) -> (u16, Option<serde_json::Value>) {
+    let call = tokio::spawn(call);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    if pop.is_finished() {
-        panic!("{why}: {:?}", pop.await.unwrap());
+    if call.is_finished() {
+        panic!("{why}: {:?}", call.await.unwrap());
     }
     holder.commit().await.unwrap();
-    pop.await.unwrap()
+    call.await.unwrap()
 }
 
 /// POP-2, ACK-4: pops, acks and extends of one cursor take turns through the pair's
@@ -1045,6 +1052,363 @@ async fn pop_4_pops_go_round_robin_over_partitions_and_discovered_queues() {
         walk.push(taken(path).await);
     }
     assert_eq!(walk, ["rr.a/p0", "rr.b/p0", "rr.a/p0"]);
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// ACK evaluation step 6, our engine's documented choice at an OPEN point: in one call, a
+/// completion above a failure of the same batch is blocked (the cursor stops before the
+/// failure), and our server answers it `success:true, noop:false`. The suite accepts a
+/// refusal too, so only this test pins which answer ours gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_step_6_a_completion_blocked_by_a_lower_failure_answers_success() {
+    let TestServer {
+        server,
+        db: _db,
+        dir,
+        ..
+    } = pg_server().await;
+    let base = server.url();
+    let c = reqwest::Client::new();
+    for m in ["m0", "m1"] {
+        push_one(&c, &base, "blocked", json!(m)).await;
+    }
+    let (s, b) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/blocked?batch=2&wait=false"),
+    )
+    .await;
+    assert_eq!(s, 200, "{b:?}");
+    let msgs = b.unwrap()["messages"].as_array().unwrap().clone();
+    assert_eq!(msgs.len(), 2, "{msgs:?}");
+    let acks: Vec<serde_json::Value> = msgs
+        .iter()
+        .zip(["failed", "completed"])
+        .map(|(m, status)| {
+            json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                   "leaseId": m["leaseId"], "status": status})
+        })
+        .collect();
+    let (s, b) = post(
+        &c,
+        &format!("{base}/api/v1/ack/batch"),
+        &json!({"acknowledgments": acks}),
+    )
+    .await;
+    assert_eq!(s, 200, "{b:?}");
+    let answers = b.unwrap();
+    let blocked = &answers[1];
+    assert_eq!(
+        (&blocked["success"], &blocked["noop"], &blocked["error"]),
+        (&json!(true), &json!(false), &json!(null)),
+        "the completion above the failure: {answers}"
+    );
+    assert_eq!(answers[0]["success"], json!(true), "the failure: {answers}");
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// PUSH-1: a push that PostgreSQL aborts to break a deadlock is written again, not
+/// answered 500. Pushes lock partitions in one canonical order, so only another kind of
+/// transaction can close the cycle: here one that holds the push's second partition and
+/// then asks for its first, with a longer deadlock timeout than the push's, so that
+/// PostgreSQL aborts the push.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_1_a_push_aborted_by_a_deadlock_is_written_again() {
+    let TestServer {
+        server,
+        broker,
+        db: _db,
+        dir,
+    } = pg_server().await;
+    let broker = broker.expect("the PostgreSQL engine");
+    let base = server.url();
+    let c = reqwest::Client::new();
+    let push = |payloads: &[&str]| {
+        let items: Vec<_> = payloads
+            .iter()
+            .map(|p| json!({"queue": "deadlock", "partition": p, "payload": p}))
+            .collect();
+        json!({"items": items})
+    };
+    let (s, b) = post(&c, &format!("{base}/api/v1/push"), &push(&["a", "b"])).await;
+    assert_eq!(s, 201, "{b:?}");
+    let deadlocks = || async {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()",
+        )
+        .fetch_one(broker.pool())
+        .await
+        .unwrap();
+        n
+    };
+    let before = deadlocks().await;
+
+    let lock = |p: &str| {
+        format!(
+            "SELECT 1 FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+             WHERE q.name = 'deadlock' AND p.name = '{p}' FOR UPDATE OF p"
+        )
+    };
+    let mut other = broker.pool().begin().await.unwrap();
+    sqlx::query("SET LOCAL deadlock_timeout = '60s'")
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    sqlx::query(&lock("b")).execute(&mut *other).await.unwrap();
+    let pushed = {
+        let (c, url, body) = (c.clone(), format!("{base}/api/v1/push"), push(&["a", "b"]));
+        tokio::spawn(async move { post(&c, &url, &body).await })
+    };
+    // The push holds "a" and waits for "b"; asking for "a" closes the cycle, and the
+    // push's deadlock check (after its shorter timeout) aborts the push.
+    until_a_lock_is_awaited(broker.pool(), "the push never waited for \"b\"").await;
+    sqlx::query(&lock("a")).execute(&mut *other).await.unwrap();
+    other.commit().await.unwrap();
+    let (s, b) = pushed.await.unwrap();
+    assert_eq!(s, 201, "a deadlocked push must be written again: {b:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while deadlocks().await == before {
+        assert!(Instant::now() < deadline, "PostgreSQL counted no deadlock");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM queen_messages m JOIN queen_partitions p ON p.id = m.partition_id
+         JOIN queen_queues q ON q.id = p.queue_id WHERE q.name = 'deadlock'",
+    )
+    .fetch_one(broker.pool())
+    .await
+    .unwrap();
+    assert_eq!(stored, 4, "each push's two messages, once each");
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Waits (up to ten seconds, else panics with `why`) until some session of this test's
+/// database waits for a lock.
+async fn until_a_lock_is_awaited(pool: &sqlx::PgPool, why: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if n > 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{why}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// MGMT-12, PUSH-7: a dead letter's retry is written at once or not at all. While the
+/// spool still holds pushes (push maintenance is off, but the replay waits for a
+/// partition another transaction holds), a retry answers 503, spools nothing and leaves
+/// its dead letter; a spooled retry would be written later while its dead letter stayed,
+/// and the next retry would put the message back a second time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_12_a_retry_is_never_spooled() {
+    let TestServer {
+        server,
+        broker,
+        db: _db,
+        dir,
+    } = pg_server().await;
+    let broker = broker.expect("the PostgreSQL engine");
+    let base = server.url();
+    let c = reqwest::Client::new();
+    push_one(&c, &base, "dl", json!("m")).await;
+    let (s, b) = get(&c, &format!("{base}/api/v1/pop/queue/dl?wait=false")).await;
+    assert_eq!(s, 200, "{b:?}");
+    let m = b.unwrap()["messages"][0].clone();
+    let ack = json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                     "leaseId": m["leaseId"], "status": "dlq"});
+    let acks = json!({"acknowledgments": [ack]});
+    let (s, b) = post(&c, &format!("{base}/api/v1/ack/batch"), &acks).await;
+    assert_eq!(
+        (s, &b.as_ref().unwrap()[0]["dlq"]),
+        (200, &json!(true)),
+        "{b:?}"
+    );
+    let retry = format!(
+        "{base}/api/v1/messages/{}/{}/retry",
+        m["partitionId"].as_str().unwrap(),
+        m["transactionId"].as_str().unwrap()
+    );
+    let maintenance = format!("{base}/api/v1/system/maintenance");
+
+    // A push spooled under maintenance, whose replay will wait for its partition.
+    push_one(&c, &base, "held", json!("h0")).await;
+    let (s, _) = post(&c, &maintenance, &json!({"enabled": true})).await;
+    assert_eq!(s, 200);
+    push_one(&c, &base, "held", json!("h1")).await;
+    let mut other = broker.pool().begin().await.unwrap();
+    sqlx::query(
+        "SELECT 1 FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+         WHERE q.name = 'held' FOR UPDATE OF p",
+    )
+    .execute(&mut *other)
+    .await
+    .unwrap();
+    let switched_off = {
+        let (c, url) = (c.clone(), maintenance.clone());
+        tokio::spawn(async move { post(&c, &url, &json!({"enabled": false})).await })
+    };
+    until_a_lock_is_awaited(broker.pool(), "the replay never waited for \"held\"").await;
+
+    let (s, b) = post(&c, &retry, &json!({})).await;
+    assert_eq!(s, 503, "a retry while the spool holds pushes: {b:?}");
+    let (_, b) = get(&c, &maintenance).await;
+    assert_eq!(
+        b.unwrap(),
+        json!({"maintenanceMode": false, "bufferedMessages": 1}),
+        "the retry spooled nothing"
+    );
+    other.commit().await.unwrap();
+    let (s, b) = switched_off.await.unwrap();
+    assert_eq!(s, 200, "{b:?}");
+    assert_eq!(b.unwrap()["bufferedMessages"], 0);
+
+    let (s, b) = post(&c, &retry, &json!({})).await;
+    assert_eq!(s, 200, "{b:?}");
+    assert_eq!(b.unwrap()["retried"], 1);
+    let (s, b) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/dl?batch=10&wait=false"),
+    )
+    .await;
+    assert_eq!(s, 200, "{b:?}");
+    let back: Vec<_> = b.unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["data"].clone())
+        .collect();
+    assert_eq!(back, [json!("m")], "the dead letter's message, back once");
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// MGMT-11, POP-11: a delete that releases a lease (the span ended at the deleted
+/// message, and nothing of it is left) frees the partition, so it wakes the pops parked
+/// on its queue: one delivers the next message long before its timeout, although parked
+/// pops look again on their own only after a minute (and claim once more at their
+/// timeout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_11_a_delete_that_releases_a_lease_wakes_parked_pops() {
+    let TestServer {
+        server,
+        db: _db,
+        dir,
+        ..
+    } = pg_server_with(|c| {
+        c.pop_wait_initial_interval_ms = 60_000;
+        c.pop_wait_max_interval_ms = 60_000;
+    })
+    .await;
+    let base = server.url();
+    let c = reqwest::Client::new();
+    for m in ["m1", "m2"] {
+        push_one(&c, &base, "delwake", json!(m)).await;
+    }
+    let (s, b) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/delwake?batch=1&wait=false"),
+    )
+    .await;
+    assert_eq!(s, 200, "{b:?}");
+    let m1 = b.unwrap()["messages"][0].clone();
+    assert_eq!(m1["data"], json!("m1"));
+    let parked = {
+        let (c, url) = (
+            c.clone(),
+            format!("{base}/api/v1/pop/queue/delwake?wait=true&timeout=30000"),
+        );
+        tokio::spawn(async move { get(&c, &url).await })
+    };
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert!(
+        !parked.is_finished(),
+        "the partition is leased: the pop parks"
+    );
+    let deleted = Instant::now();
+    let (s, b) = delete(
+        &c,
+        &format!(
+            "{base}/api/v1/messages/{}/{}",
+            m1["partitionId"].as_str().unwrap(),
+            m1["transactionId"].as_str().unwrap()
+        ),
+    )
+    .await;
+    assert_eq!(s, 200, "{b:?}");
+    let (s, b) = parked.await.unwrap();
+    assert_eq!(
+        (s, b.as_ref().map(|b| b["messages"][0]["data"].clone())),
+        (200, Some(json!("m2"))),
+        "the next message is delivered"
+    );
+    // A pop that was not woken answers only at its timeout, 29 s after the delete.
+    let took = deleted.elapsed();
+    assert!(
+        took < Duration::from_secs(20),
+        "woken by the delete, not by its timeout: {took:?}"
+    );
+    server.stop().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// MGMT-11, POP-2: a delete changes the cursors that point at the message (its retries,
+/// a lease span ending at it), so it takes every pair's lock of the partition first, as
+/// a pop or an ack of the pair holds it: while another holds it, the delete waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_11_a_delete_takes_its_turn_at_the_pairs_of_its_partition() {
+    let TestServer {
+        server,
+        broker,
+        db: _db,
+        dir,
+    } = pg_server().await;
+    let broker = broker.expect("the PostgreSQL engine");
+    let base = server.url();
+    let c = reqwest::Client::new();
+    for m in ["m1", "m2"] {
+        push_one(&c, &base, "delturn", json!(m)).await;
+    }
+    // A cursor row for group g: the pair the delete must lock.
+    let (s, b) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/delturn?consumerGroup=g&autoAck=true&wait=false"),
+    )
+    .await;
+    assert_eq!(s, 200, "{b:?}");
+    let m1 = b.unwrap()["messages"][0].clone();
+    let mut holder = broker.pool().begin().await.unwrap();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(queen_pair_key(c.partition_id, c.consumer_group))
+         FROM queen_cursors c WHERE c.consumer_group = 'g'",
+    )
+    .fetch_all(&mut *holder)
+    .await
+    .unwrap();
+    let url = format!(
+        "{base}/api/v1/messages/{}/{}",
+        m1["partitionId"].as_str().unwrap(),
+        m1["transactionId"].as_str().unwrap()
+    );
+    let (s, b) = waits_for_call(
+        {
+            let c = c.clone();
+            async move { delete(&c, &url).await }
+        },
+        holder,
+        "the delete should wait for the pair's lock",
+    )
+    .await;
+    assert_eq!(s, 200, "{b:?}");
     server.stop().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
