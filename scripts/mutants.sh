@@ -38,7 +38,7 @@ server)
         case "$arg" in -f | --file | -f* | --file=*) files=() ;; esac
     done
     tests=(--test=conformance_pg --test=engine --test=encryption --test=retention --test=management
-        --test=payloads)
+        --test=payloads --test=schema --test=notify --test=spool --test=hostile)
     # cargo-mutants runs its unmutated baseline against the mutated package, not the
     # --test-package, so the baseline is run here and skipped there.
     cargo test -p queen-tests -p queen-server "${tests[@]}"
