@@ -15,7 +15,9 @@ use serde_json::{json, Value};
 
 pub fn cases() -> Vec<Case> {
     cases![
-        aged_out: "ret-3/an-aged-message-is-gone-within-the-interval", [RET_1, RET_2, RET_3], Project, Retention, needs [Configure];
+        aged_out: "ret-3/an-aged-message-is-gone-within-the-interval", [RET_1, RET_3], Project, Retention, needs [Configure];
+        gated: "ret-2/nothing-is-removed-without-retention-enabled", [RET_2], Project, Retention, needs [Configure];
+        completed: "ret-2/completed-retention-removes-what-every-group-committed", [RET_2, RET_3, RET_4], Project, Retention, needs [Configure];
         pointers: "ret-4/what-pointed-at-a-removed-message-follows-it", [RET_4], Project, Retention, needs [Configure, DeadLetter, Dedup];
         max_size: "ret-5/a-push-past-max-size-is-429-and-writes-nothing", [RET_5], Project, Retention, needs [Configure, Dedup];
         echoed: "cfg-4/unknown-options-are-kept-and-echoed", [CFG_4], Project, Configure;
@@ -47,36 +49,27 @@ async fn past_retention_while_busy(s: &mut Session) -> CaseResult {
     Ok(())
 }
 
-/// RET-1..3: an acked message stays for other groups; past its age plus the interval
+// Each case keeps its queues few: before a removal is due the model keeps both outcomes
+// for every queue that retention may touch (and, in a lax run, the PROJECT alternatives
+// too), so the states a case's model carries grow with the product of its queues.
+
+/// RET-1, RET-3: an acked message stays for other groups; past its age plus the interval
 /// it is gone for every group, also where a longer `maxWaitTimeSeconds` is set (the
-/// shorter limit counts), and under `completedRetentionSeconds` once every group has
-/// committed it; without `retentionEnabled`, neither `retentionSeconds` (also
-/// beside a longer `maxWaitTimeSeconds`) nor `completedRetentionSeconds` removes anything.
+/// shorter limit counts), while other partitions keep being written.
 async fn aged_out(s: &mut Session) -> CaseResult {
     let q = s.name("q");
-    let [both, gated, capped, done] = ["both", "gated", "capped", "done"].map(|n| s.name(n));
+    let both = s.name("both");
     let queues = [
         (&q, json!({"retentionEnabled": true, "retentionSeconds": 1})),
         (
             &both,
             json!({"retentionEnabled": true, "retentionSeconds": 1, "maxWaitTimeSeconds": 3600}),
         ),
-        (&gated, json!({"retentionSeconds": 1})),
-        (
-            &capped,
-            json!({"retentionSeconds": 1, "maxWaitTimeSeconds": 3600}),
-        ),
-        (&done, json!({"completedRetentionSeconds": 1})),
     ];
     for (name, options) in queues {
         s.configure(name, options).await?;
         s.push1(name, "p", "a").await?;
     }
-    // Committed by its only group: removable under completedRetentionSeconds, were it on.
-    s.pop_some(&done, &[("consumerGroup", "g"), ("autoAck", "true")])
-        .await?;
-    let uneven = s.name("uneven");
-    committed_unevenly(s, &uneven).await?;
     let p = s.pop_some(&q, &[("consumerGroup", "g")]).await?;
     s.ack_batch(Some("g"), acks_for(&p, "completed")).await?;
     let other = s
@@ -99,7 +92,29 @@ async fn aged_out(s: &mut Session) -> CaseResult {
             "a message older than {limits} was still delivered after the retention interval"
         )?;
     }
-    removed_where_all_committed(s, &uneven).await?;
+    Ok(())
+}
+
+/// RET-2: without `retentionEnabled`, neither `retentionSeconds` (also beside a longer
+/// `maxWaitTimeSeconds`) nor `completedRetentionSeconds` removes anything.
+async fn gated(s: &mut Session) -> CaseResult {
+    let [gated, capped, done] = ["gated", "capped", "done"].map(|n| s.name(n));
+    let queues = [
+        (&gated, json!({"retentionSeconds": 1})),
+        (
+            &capped,
+            json!({"retentionSeconds": 1, "maxWaitTimeSeconds": 3600}),
+        ),
+        (&done, json!({"completedRetentionSeconds": 1})),
+    ];
+    for (name, options) in queues {
+        s.configure(name, options).await?;
+        s.push1(name, "p", "a").await?;
+    }
+    // Committed by its only group: removable under completedRetentionSeconds, were it on.
+    s.pop_some(&done, &[("consumerGroup", "g"), ("autoAck", "true")])
+        .await?;
+    past_retention(s).await;
     let kept_by = [
         (&gated, "retentionSeconds"),
         (
@@ -117,6 +132,15 @@ async fn aged_out(s: &mut Session) -> CaseResult {
         )?;
     }
     Ok(())
+}
+
+/// RET-2..4 under `completedRetentionSeconds`: past the interval, what every group
+/// committed is gone and the rest stays.
+async fn completed(s: &mut Session) -> CaseResult {
+    let uneven = s.name("uneven");
+    committed_unevenly(s, &uneven).await?;
+    past_retention(s).await;
+    removed_where_all_committed(s, &uneven).await
 }
 
 /// RET-2 under `completedRetentionSeconds`: `a` is committed by both groups of the
