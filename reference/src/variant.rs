@@ -97,7 +97,8 @@ pub enum Variant {
     PushMaintenanceIgnored,
     /// Pops under pop maintenance deliver as usual. Breaks MAINT-2.
     PopMaintenanceIgnored,
-    /// A transaction whose ack fails still writes its pushes. Breaks TXN-1.
+    /// A transaction that aborts (an ack fails, or a required lease is not live) still
+    /// writes its pushes. Breaks TXN-1.
     TxnNotAtomic,
     // ---- how the request is read
     /// The broker does not percent-decode names in paths: `a%20b` names the queue `a%20b`. Breaks
@@ -198,7 +199,7 @@ pub const VARIANTS: &[Def] = &[
     def(PopMaintenanceIgnored, MAINT_2, "pop-maintenance-ignored",
         "pops under pop maintenance deliver as usual"),
     def(TxnNotAtomic, TXN_1, "transaction-not-atomic",
-        "a transaction whose ack fails still writes its pushes"),
+        "a transaction that aborts still writes its pushes"),
     def(PathNotDecoded, WIRE_2, "path-not-decoded",
         "the broker does not percent-decode names in paths: `a%20b` names the queue `a%20b`"),
     def(PartitionsZeroAsOne, POP_3, "partitions-zero-as-one",

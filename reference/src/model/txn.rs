@@ -74,6 +74,9 @@ pub(crate) fn transaction(
             TXN_6,
             "committed a transaction whose required lease is not live (ours: it is refused)",
         ) {
+            if ctx.deviates(crate::variant::Variant::TxnNotAtomic) {
+                push_all(st, ops, minter, ctx);
+            }
             return abort(TXN_6, crate::wire::lease_not_held(id));
         }
     }
@@ -132,6 +135,20 @@ pub(crate) fn transaction(
         error: None,
         rule: refusal_rule(ops, required),
     })
+}
+
+/// What a broker that is not atomic keeps of a transaction refused before it ran: every
+/// push operation, written as if the transaction had run.
+fn push_all(st: &mut State, ops: &[TxnOpIn], minter: &mut dyn TxnMinter, ctx: &mut Ctx) {
+    let mut pushed = 0usize;
+    for op in ops {
+        if let TxnOpIn::Push(items) = op {
+            let base = pushed;
+            let mut shifted = |j: usize| minter.mint_txn(base + j);
+            push(st, items, PushKind::Transaction, &mut shifted, ctx);
+            pushed += items.len();
+        }
+    }
 }
 
 /// Whether `lease` is the live lease of some `(partition, group)` (TXN-6).
