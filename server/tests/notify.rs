@@ -101,3 +101,38 @@ async fn cluster_2_a_second_broker_is_told_of_pushes_once_it_listens() {
     let _ = first.stop().await;
     let _ = second.stop().await;
 }
+
+/// A broker reads anew which listeners are connected once what it read is a second old,
+/// so it finds a listener it was never greeted by (one that connected after the broker
+/// last looked and said no hello): its next push after that second is told to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_2_a_broker_finds_a_listener_it_was_not_greeted_by() {
+    let (db, mut l) = database_overheard().await;
+    let dir = TempDir::new("ungreeted");
+    let server = broker_on(db.url(), &dir).await;
+    assert_eq!(
+        next(&mut l, Duration::from_secs(10)).await.map(|n| n.0),
+        Some("queen_hello".to_string())
+    );
+    let c = reqwest::Client::new();
+    // Alone: the push reads that no other listener is connected, and tells nobody.
+    push_one(&c, &server.url(), "q", json!({"n": 1})).await;
+    assert_eq!(next(&mut l, Duration::from_millis(300)).await, None);
+    // A listener named as a broker's, silent.
+    let opts: sqlx::postgres::PgConnectOptions = db.url().parse().unwrap();
+    let named = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(opts.application_name("queen-listener"))
+        .await
+        .unwrap();
+    let mut silent = PgListener::connect_with(&named).await.unwrap();
+    silent.listen("queen_push").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    push_one(&c, &server.url(), "q", json!({"n": 2})).await;
+    assert_eq!(
+        next(&mut l, Duration::from_secs(10)).await,
+        Some(("queen_push".to_string(), "q".to_string())),
+        "the broker did not look again for listeners"
+    );
+    let _ = server.stop().await;
+}
