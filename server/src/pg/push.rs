@@ -23,7 +23,7 @@ pub(crate) async fn push_route(broker: &PgBroker, req: PushRequest) -> Answer {
     match write(broker, &items).await {
         Written::Done(out) => Answer::Pushed(out),
         Written::NotNow(_) => spool(broker, &items).await,
-        Written::Refused(answer) => answer,
+        Written::Refused(answer) => *answer,
     }
 }
 
@@ -39,7 +39,7 @@ pub(crate) async fn push_now(broker: &PgBroker, req: PushRequest, why: &str) -> 
     match write(broker, &items).await {
         Written::Done(out) => Answer::Pushed(out),
         Written::NotNow(reason) => Answer::error(503, reason),
-        Written::Refused(answer) => answer,
+        Written::Refused(answer) => *answer,
     }
 }
 
@@ -59,7 +59,7 @@ enum Written {
     /// spooled (PUSH-7). Says which.
     NotNow(&'static str),
     /// The push is refused (RET-5) or failed: the answer to give.
-    Refused(Answer),
+    Refused(Box<Answer>),
 }
 
 /// Written by the group-commit writers; a deadlock is retried.
@@ -74,7 +74,7 @@ async fn write(broker: &PgBroker, items: &Arc<Vec<Prepared>>) -> Written {
     match result {
         Ok(Some(out)) => Written::Done(out),
         Ok(None) => Written::NotNow(RETRY_UNDER_MAINTENANCE),
-        Err(WriteError::Full(e)) => Written::Refused(Answer::error(e.status, e.message)),
+        Err(WriteError::Full(e)) => Written::Refused(Box::new(Answer::error(e.status, e.message))),
         Err(WriteError::Unreachable(e)) => {
             broker.mark_down();
             tracing::warn!("database unreachable during a push: {e}");
@@ -82,7 +82,7 @@ async fn write(broker: &PgBroker, items: &Arc<Vec<Prepared>>) -> Written {
         }
         Err(e) => {
             tracing::error!("push failed: {e}");
-            Written::Refused(Answer::error(500, format!("push failed: {e}")))
+            Written::Refused(Box::new(Answer::error(500, format!("push failed: {e}"))))
         }
     }
 }
