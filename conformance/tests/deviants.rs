@@ -11,7 +11,7 @@ use common::deviant::{self, Deviation};
 use common::*;
 use queen_conformance::report::{Report, Verdict};
 use queen_conformance::rules::{Level, RuleId};
-use queen_conformance::watch::WatchReport;
+use queen_conformance::watch::{QueueVerdict, WatchReport};
 use queen_reference::finding::Accept;
 use std::collections::BTreeSet;
 
@@ -229,9 +229,19 @@ fn watcher_verdicts(d: Deviation, w: &WatchReport) -> Vec<String> {
     let named = watcher_rules(w);
     let mut wrong = Vec::new();
     if !declared.is_empty() && declared.is_disjoint(&named) {
+        // The queues it stopped judging say why a departure went unseen.
+        let open: Vec<String> = w
+            .queues
+            .iter()
+            .filter(|q| !matches!(q.verdict, QueueVerdict::Checked))
+            .map(|q| format!("  {} ({} judged): {:?}", q.name, q.checked, q.verdict))
+            .collect();
         wrong.push(format!(
-            "{}: the watcher named {named:?}, none of {declared:?}",
-            d.name()
+            "{}: the watcher named {named:?}, none of {declared:?}; {} exchanges, {} judged; queues not judged to the end:\n{}",
+            d.name(),
+            w.counts.exchanges,
+            w.counts.checked,
+            open.join("\n")
         ));
     }
     for f in &w.findings {

@@ -12,7 +12,7 @@
 //! call. Acks and extends name no queue:
 //! their partitions and leases are learnt from the pops the watcher saw.
 
-use queen_reference::wire::{HttpRequest, HttpResponse, Scope};
+use queen_reference::wire::{HttpRequest, HttpResponse, PopRoute, Scope};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -277,10 +277,19 @@ impl Learnt {
         }
     }
 
-    /// A discovery pop touches the watched queues of its namespace or task (POP-10).
+    /// A discovery pop touches the watched queues of its namespace or task (POP-10), as
+    /// the model reads them. One the model refuses for want of a scope is read as a
+    /// broker that takes an empty value for a filter would, the widest it may reach.
     fn discovery(&self, req: &HttpRequest) -> Touch {
-        let (ns, task) = (param(req, "namespace"), param(req, "task"));
-        let scope = self.in_scope(ns.as_deref(), task.as_deref());
+        let scope = match queen_reference::wire::discovery_scope(&req.query) {
+            Ok(PopRoute::Discovery { namespace, task }) => {
+                self.in_scope(namespace.as_deref(), task.as_deref())
+            }
+            _ => {
+                let (ns, task) = (param(req, "namespace"), param(req, "task"));
+                self.in_scope(ns.as_deref(), task.as_deref())
+            }
+        };
         if scope.is_empty() {
             return Touch::Nothing("a pop by namespace or task that reaches no watched queue");
         }

@@ -491,13 +491,21 @@ impl Online {
     /// the pop that claimed there ([`narrowed`]). A queue of its scope it delivered
     /// nothing from is as it was, in queue mode; a named group's pop may have recorded
     /// its subscription there or seeded cursors (POP-13, POP-18), so that queue is no
-    /// longer judged. A pop whose deliveries cannot all be placed, or that got no
-    /// answer, leaves every queue of its scope unknown.
+    /// longer judged. A pop the model refuses, refused with a 4xx, changed nothing. A pop
+    /// whose deliveries cannot all be placed, or that got no answer, leaves every queue
+    /// of its scope unknown.
     fn discovery_done(&mut self, record: &Record, scope: &BTreeSet<String>) {
         const WHY: &str = "a pop by namespace or task may have claimed from it";
         let query = parse_pop_query(&record.query, self.settings.default_timeout_ms).ok();
         let answer = record.answer();
         let parses = query.is_some() && self.parses(record);
+        if !parses && answer.as_ref().is_some_and(|a| a.status / 100 == 4) {
+            // Refused as the model refuses it: nothing changed on any queue.
+            for q in scope {
+                self.release(record.id, &Touch::Queue(q.clone()));
+            }
+            return self.alone(record, WHY);
+        }
         let placed = match &answer {
             Some(a) if parses && a.status == 200 => self.learnt.delivered(a),
             Some(a) if parses && a.status == 204 => Some(BTreeMap::new()),
@@ -1086,5 +1094,49 @@ mod tests {
         );
         let v = o.verdicts();
         assert!(matches!(&v[0].1, QueueVerdict::Unknown(w) if w.contains("namespace")));
+    }
+
+    /// POP-10: `?task=` names no scope, so the model wants a 400 and nothing changed. A
+    /// 400 leaves every queue judged; a broker that read the empty task as a filter and
+    /// delivered is found, and the queues it may have claimed from are no longer judged.
+    #[test]
+    fn a_discovery_pop_refused_for_want_of_a_scope_leaves_its_queues_judged() {
+        let run = |status: u16, answer: serde_json::Value| {
+            let mut o = Online::new(CheckSettings::default(), "http://b");
+            let push = rec(
+                1,
+                "POST",
+                "/api/v1/push",
+                json!({"items": [{"queue": "q", "transactionId": "t", "payload": 1}]}),
+                1000,
+            );
+            o.invoke(&push, &[]);
+            let id = "019a0000-0000-7000-8000-000000000001";
+            let result = json!([{"index": 0, "status": "queued", "message_id": id,
+                "transaction_id": "t", "queueName": "q"}]);
+            o.complete(&answered(push, 201, result));
+            let mut pop = rec(2, "GET", "/api/v1/pop", serde_json::Value::Null, 1010);
+            pop.query = vec![("task".into(), "".into()), ("batch".into(), "5".into())];
+            o.invoke(&pop, &[]);
+            o.complete(&answered(pop, status, answer));
+            o
+        };
+        let refused = run(
+            400,
+            json!({"success": false, "error": "namespace or task is required", "messages": []}),
+        );
+        assert!(refused.findings.is_empty(), "{:?}", refused.findings);
+        assert_eq!(refused.verdicts()[0].1, QueueVerdict::Checked);
+        assert_eq!(refused.counts.checked, 2);
+        let delivered = run(204, serde_json::Value::Null);
+        assert_eq!(delivered.findings.len(), 1, "{:?}", delivered.findings);
+        assert_eq!(
+            delivered.findings[0].rules,
+            vec![queen_reference::rules::POP_10]
+        );
+        assert!(matches!(
+            &delivered.verdicts()[0].1,
+            QueueVerdict::Unknown(_)
+        ));
     }
 }

@@ -173,7 +173,7 @@ pub fn parse_pop_query(
 }
 
 /// Reads the discovery scope; neither given is the exact 400 of POP-10.
-pub(crate) fn discovery_scope(pairs: &[(String, String)]) -> Result<PopRoute, WireError> {
+pub fn discovery_scope(pairs: &[(String, String)]) -> Result<PopRoute, WireError> {
     let get = |key: &str| {
         pairs
             .iter()
