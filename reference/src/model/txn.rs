@@ -3,7 +3,7 @@
 
 use super::ack::{ack, AckIn, LeaseRef};
 use super::capacity;
-use super::outcome::{TxnItemOut, TxnOut};
+use super::outcome::{PushOut, TxnItemOut, TxnOut};
 use super::push::{push, PushKind, TxnMinter};
 use super::state::State;
 use crate::choice::Ctx;
@@ -86,15 +86,12 @@ pub(crate) fn transaction(
     for (i, op) in ops.iter().enumerate() {
         match op {
             TxnOpIn::Push(items) => {
-                let base = pushed;
-                let mut shifted = |j: usize| minter.mint_txn(base + j);
                 let before = capacity::capped(&work, items).then(|| work.clone());
-                let outs = push(&mut work, items, PushKind::Transaction, &mut shifted, ctx);
+                let outs = push_op(&mut work, items, &mut pushed, minter, ctx);
                 // RET-5: a push past a queue's maxSize refuses the whole transaction.
                 if let Some(e) = before.and_then(|b| capacity::refusal(&b, &work, &outs, ctx)) {
                     return Err(e);
                 }
-                pushed += items.len();
                 for mut o in outs {
                     o.index = results.len();
                     results.push(TxnItemOut::Push(o));
@@ -143,12 +140,25 @@ fn push_all(st: &mut State, ops: &[TxnOpIn], minter: &mut dyn TxnMinter, ctx: &m
     let mut pushed = 0usize;
     for op in ops {
         if let TxnOpIn::Push(items) = op {
-            let base = pushed;
-            let mut shifted = |j: usize| minter.mint_txn(base + j);
-            push(st, items, PushKind::Transaction, &mut shifted, ctx);
-            pushed += items.len();
+            push_op(st, items, &mut pushed, minter, ctx);
         }
     }
+}
+
+/// One push operation of a transaction. Its transactionIds are minted by the running
+/// index across the call: `pushed` counts the items of the operations before it.
+fn push_op(
+    st: &mut State,
+    items: &[PushItem],
+    pushed: &mut usize,
+    minter: &mut dyn TxnMinter,
+    ctx: &mut Ctx,
+) -> Vec<PushOut> {
+    let base = *pushed;
+    let mut shifted = |j: usize| minter.mint_txn(base + j);
+    let outs = push(st, items, PushKind::Transaction, &mut shifted, ctx);
+    *pushed += items.len();
+    outs
 }
 
 /// Whether `lease` is the live lease of some `(partition, group)` (TXN-6).
