@@ -104,3 +104,21 @@ pub async fn wait_healthy(c: &reqwest::Client, base: &str, within: Duration) {
 
 #[allow(unused_imports)]
 pub use queen_server::testing::{config, pg_server, pg_server_with, TempDir, TestServer};
+
+/// A transaction holding the lock of every pair of `group`, as a pop, an ack or an
+/// extend of the pair holds it: whatever needs one of those pairs waits until it ends.
+pub async fn hold_pairs(
+    broker: &queen_server::pg::PgBroker,
+    group: &str,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut holder = broker.pool().begin().await.unwrap();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(queen_pair_key(c.partition_id, c.consumer_group))
+         FROM queen_cursors c WHERE c.consumer_group = $1",
+    )
+    .bind(group)
+    .fetch_all(&mut *holder)
+    .await
+    .unwrap();
+    holder
+}

@@ -15,7 +15,7 @@ async fn pop_11_push_wakes_parked_pops_at_once_and_parked_pops_hold_no_connectio
         server,
         broker: _,
         db: _db,
-        dir,
+        dir: _dir,
     } = pg_server_with(|c| {
         c.pool_size = 4;
         // A parked pop looks again only after a minute: one that delivers before its
@@ -88,7 +88,6 @@ async fn pop_11_push_wakes_parked_pops_at_once_and_parked_pops_hold_no_connectio
     assert_eq!((s, body), (204, None));
     assert!(t.elapsed() >= Duration::from_millis(590));
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,7 +158,6 @@ async fn push_7_postgres_down_spools_and_replays_exactly_once_in_order() {
     assert_eq!(txns, expected, "every message exactly once, in push order");
     server.stop().await.unwrap();
     drop(cluster);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -167,7 +165,7 @@ async fn maint_1_push_maintenance_spools_then_replays_on_switch_off() {
     let TestServer {
         server,
         db: _db,
-        dir,
+        dir: _dir,
         ..
     } = pg_server().await;
     let base = server.url();
@@ -245,7 +243,6 @@ async fn maint_1_push_maintenance_spools_then_replays_on_switch_off() {
     .await;
     assert_eq!(get(&c, &format!("{base}/api/v1/pop/queue/m2")).await.0, 200);
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// POP-15 on both engines: an under-full batch waits up to minPopWaitTime to fill, ends
@@ -339,7 +336,6 @@ async fn pop_15_min_pop_wait_time_fills_under_full_batches() {
         }
         server.stop().await.unwrap();
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// PUSH-8 [PROJECT]: text PostgreSQL cannot store (U+0000) is a 400 on every route, and
@@ -349,7 +345,7 @@ async fn nul_characters_are_400_and_change_nothing() {
     let TestServer {
         server,
         db: _db,
-        dir,
+        dir: _dir,
         ..
     } = pg_server().await;
     let base = server.url();
@@ -372,7 +368,6 @@ async fn nul_characters_are_400_and_change_nothing() {
     let (s, _) = get(&c, &format!("{base}/api/v1/pop/queue/nul")).await;
     assert_eq!(s, 204, "nothing was written");
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// POP-5: `data` comes back verbatim, object key order included.
@@ -381,7 +376,7 @@ async fn pop_5_data_keeps_its_key_order() {
     let TestServer {
         server,
         db: _db,
-        dir,
+        dir: _dir,
         ..
     } = pg_server().await;
     let base = server.url();
@@ -393,7 +388,6 @@ async fn pop_5_data_keeps_its_key_order() {
         "{text}"
     );
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// TXN-2 and POP-2: an aborted transaction releases the (partition, group) lock its ack
@@ -407,7 +401,7 @@ async fn txn_2_abort_releases_locks_before_answering() {
     let TestServer {
         server,
         db: _db,
-        dir,
+        dir: _dir,
         ..
     } = pg_server().await;
     let base = server.url();
@@ -446,7 +440,6 @@ async fn txn_2_abort_releases_locks_before_answering() {
         assert_eq!((s, b.unwrap()[0]["success"].as_bool()), (200, Some(true)));
     }
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// POP-12 under cancellation: clients that give up after a few milliseconds (hyper then
@@ -462,7 +455,7 @@ async fn pop_12_abandoned_requests_leave_no_transaction_behind() {
     let TestServer {
         server,
         db: _db,
-        dir,
+        dir: _dir,
         ..
     } = pg_server().await;
     let base = server.url();
@@ -521,7 +514,6 @@ async fn pop_12_abandoned_requests_leave_no_transaction_behind() {
         "createdAt before the push was handled: {early:?}"
     );
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// DLQ-2 [PROJECT]: dead letters are listed in filing order, and one batch ack files
@@ -533,7 +525,7 @@ async fn dlq_2_one_batch_ack_files_dead_letters_in_the_order_it_names_them() {
     let TestServer {
         server,
         db: _db,
-        dir,
+        dir: _dir,
         ..
     } = pg_server().await;
     let base = server.url();
@@ -581,7 +573,6 @@ async fn dlq_2_one_batch_ack_files_dead_letters_in_the_order_it_names_them() {
         "filing order is the ack's order (DLQ-2)"
     );
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// PUSH-6: one push of broker-minted ids over interleaved partitions (the one-statement
@@ -592,7 +583,7 @@ async fn push_6_a_minted_push_over_interleaved_partitions_keeps_request_order() 
     let TestServer {
         server,
         db: _db,
-        dir,
+        dir: _dir,
         ..
     } = pg_server().await;
     let base = server.url();
@@ -646,7 +637,6 @@ async fn push_6_a_minted_push_over_interleaved_partitions_keeps_request_order() 
         assert_eq!(json!(got), want, "partition {p}");
     }
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// ACK-4 for the one-statement claim (`pop.rs`, `locked`): its snapshot is taken before
@@ -808,14 +798,7 @@ async fn pop_2_a_pop_takes_its_turn_at_a_pair_held_by_another() {
     push_one(&c, &base, "turns", json!("m2")).await;
 
     // Another transaction holds the pair, as an ack or an extend of it would.
-    let mut holder = broker.pool().begin().await.unwrap();
-    sqlx::query(
-        "SELECT pg_advisory_xact_lock(queen_pair_key(c.partition_id, c.consumer_group))
-         FROM queen_cursors c WHERE c.consumer_group = '__QUEUE_MODE__'",
-    )
-    .fetch_all(&mut *holder)
-    .await
-    .unwrap();
+    let holder = hold_pairs(&broker, "__QUEUE_MODE__").await;
     let (s, b) = waits_for(
         &c,
         format!("{base}/api/v1/pop/queue/turns?wait=false"),
@@ -841,7 +824,7 @@ async fn push_6_large_and_small_pushes_to_one_partition_keep_each_producers_orde
     let TestServer {
         server,
         db: _db,
-        dir,
+        dir: _dir,
         ..
     } = pg_server().await;
     let base = server.url();
@@ -919,7 +902,6 @@ async fn push_6_large_and_small_pushes_to_one_partition_keep_each_producers_orde
         );
     }
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// DEL-1: deleting a queue while pushes race with it removes every message of the
@@ -1008,7 +990,7 @@ async fn pop_4_pops_go_round_robin_over_partitions_and_discovered_queues() {
     let TestServer {
         server,
         db: _db,
-        dir,
+        dir: _dir,
         ..
     } = pg_server().await;
     let base = server.url();
@@ -1053,7 +1035,6 @@ async fn pop_4_pops_go_round_robin_over_partitions_and_discovered_queues() {
     }
     assert_eq!(walk, ["rr.a/p0", "rr.b/p0", "rr.a/p0"]);
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// ACK evaluation step 6, our engine's documented choice at an OPEN point: in one call, a
@@ -1065,7 +1046,7 @@ async fn ack_step_6_a_completion_blocked_by_a_lower_failure_answers_success() {
     let TestServer {
         server,
         db: _db,
-        dir,
+        dir: _dir,
         ..
     } = pg_server().await;
     let base = server.url();
@@ -1105,7 +1086,6 @@ async fn ack_step_6_a_completion_blocked_by_a_lower_failure_answers_success() {
     );
     assert_eq!(answers[0]["success"], json!(true), "the failure: {answers}");
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// PUSH-1: a push that PostgreSQL aborts to break a deadlock is written again, not
@@ -1119,7 +1099,7 @@ async fn push_1_a_push_aborted_by_a_deadlock_is_written_again() {
         server,
         broker,
         db: _db,
-        dir,
+        dir: _dir,
     } = pg_server().await;
     let broker = broker.expect("the PostgreSQL engine");
     let base = server.url();
@@ -1181,7 +1161,6 @@ async fn push_1_a_push_aborted_by_a_deadlock_is_written_again() {
     .unwrap();
     assert_eq!(stored, 4, "each push's two messages, once each");
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Waits (up to ten seconds, else panics with `why`) until some session of this test's
@@ -1215,7 +1194,7 @@ async fn mgmt_12_a_retry_is_never_spooled() {
         server,
         broker,
         db: _db,
-        dir,
+        dir: _dir,
     } = pg_server().await;
     let broker = broker.expect("the PostgreSQL engine");
     let base = server.url();
@@ -1289,7 +1268,6 @@ async fn mgmt_12_a_retry_is_never_spooled() {
         .collect();
     assert_eq!(back, [json!("m")], "the dead letter's message, back once");
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// MGMT-11, POP-11: a delete that releases a lease (the span ended at the deleted
@@ -1302,7 +1280,7 @@ async fn mgmt_11_a_delete_that_releases_a_lease_wakes_parked_pops() {
     let TestServer {
         server,
         db: _db,
-        dir,
+        dir: _dir,
         ..
     } = pg_server_with(|c| {
         c.pop_wait_initial_interval_ms = 60_000;
@@ -1358,7 +1336,6 @@ async fn mgmt_11_a_delete_that_releases_a_lease_wakes_parked_pops() {
         "woken by the delete, not by its timeout: {took:?}"
     );
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// MGMT-11, POP-2: a delete changes the cursors that point at the message (its retries,
@@ -1370,7 +1347,7 @@ async fn mgmt_11_a_delete_takes_its_turn_at_the_pairs_of_its_partition() {
         server,
         broker,
         db: _db,
-        dir,
+        dir: _dir,
     } = pg_server().await;
     let broker = broker.expect("the PostgreSQL engine");
     let base = server.url();
@@ -1386,14 +1363,7 @@ async fn mgmt_11_a_delete_takes_its_turn_at_the_pairs_of_its_partition() {
     .await;
     assert_eq!(s, 200, "{b:?}");
     let m1 = b.unwrap()["messages"][0].clone();
-    let mut holder = broker.pool().begin().await.unwrap();
-    sqlx::query(
-        "SELECT pg_advisory_xact_lock(queen_pair_key(c.partition_id, c.consumer_group))
-         FROM queen_cursors c WHERE c.consumer_group = 'g'",
-    )
-    .fetch_all(&mut *holder)
-    .await
-    .unwrap();
+    let holder = hold_pairs(&broker, "g").await;
     let url = format!(
         "{base}/api/v1/messages/{}/{}",
         m1["partitionId"].as_str().unwrap(),
@@ -1410,5 +1380,4 @@ async fn mgmt_11_a_delete_takes_its_turn_at_the_pairs_of_its_partition() {
     .await;
     assert_eq!(s, 200, "{b:?}");
     server.stop().await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
