@@ -278,17 +278,14 @@ impl Learnt {
     }
 
     /// A discovery pop touches the watched queues of its namespace or task (POP-10), as
-    /// the model reads them. One the model refuses for want of a scope is read as a
-    /// broker that takes an empty value for a filter would, the widest it may reach.
+    /// the model reads them. One the model refuses for want of a scope may reach any
+    /// queue at a broker that reads it otherwise.
     fn discovery(&self, req: &HttpRequest) -> Touch {
         let scope = match queen_reference::wire::discovery_scope(&req.query) {
             Ok(PopRoute::Discovery { namespace, task }) => {
                 self.in_scope(namespace.as_deref(), task.as_deref())
             }
-            _ => {
-                let (ns, task) = (param(req, "namespace"), param(req, "task"));
-                self.in_scope(ns.as_deref(), task.as_deref())
-            }
+            _ => self.in_scope(None, None),
         };
         if scope.is_empty() {
             return Touch::Nothing("a pop by namespace or task that reaches no watched queue");
@@ -474,11 +471,12 @@ fn decoded(segment: &str) -> String {
     queen_reference::wire::decode_segment(segment).unwrap_or_default()
 }
 
-/// The first value of a query parameter.
+/// A query parameter as the model reads it: the last non-empty value given.
 fn param(req: &HttpRequest, name: &str) -> Option<String> {
     req.query
         .iter()
-        .find(|(k, _)| k == name)
+        .rev()
+        .find(|(k, v)| k == name && !v.is_empty())
         .map(|(_, v)| v.clone())
 }
 
@@ -559,5 +557,32 @@ mod tests {
         assert_eq!(queues.len(), 2);
         let garbage = post("/api/v1/push", json!("not an object"));
         assert!(matches!(l.touch(&garbage), Touch::Nothing(_)));
+    }
+
+    /// A query is read as the model reads it (the last non-empty value), so a call is
+    /// judged on the queue the model takes it to name.
+    #[test]
+    fn query_parameters_are_read_as_the_model_reads_them() {
+        let mut l = Learnt::default();
+        let twice = [("queue", "a"), ("queue", "b"), ("queue", "")];
+        let partitions = HttpRequest::get("/api/v1/resources/partitions", &twice);
+        assert_eq!(l.touch(&partitions), Touch::Queue("b".into()));
+        let across = HttpRequest::get("/api/v1/dlq", &[("queue", "")]);
+        assert!(matches!(l.touch(&across), Touch::Nothing(_)));
+        l.saw("x.t");
+        l.saw("y.t");
+        l.saw("y.u");
+        // `namespace=` names no namespace: the task alone scopes it (POP-10).
+        let by_task = HttpRequest::get("/api/v1/pop", &[("namespace", ""), ("task", "t")]);
+        let Touch::Discovery { queues } = l.touch(&by_task) else {
+            panic!("x.t and y.t are in task t");
+        };
+        assert_eq!(queues.len(), 2, "{queues:?}");
+        // No scope: the model refuses it; a broker that reads it otherwise may reach any.
+        let unscoped = HttpRequest::get("/api/v1/pop", &[("task", "")]);
+        let Touch::Discovery { queues } = l.touch(&unscoped) else {
+            panic!("every watched queue");
+        };
+        assert_eq!(queues.len(), 3, "{queues:?}");
     }
 }
