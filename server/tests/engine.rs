@@ -128,8 +128,22 @@ async fn push_7_postgres_down_spools_and_replays_exactly_once_in_order() {
     // A push of an id already stored, while down: buffered now, a duplicate at replay.
     let (_, b) = post(&c, &format!("{base}/api/v1/push"), &push(2)).await;
     assert_eq!(b.unwrap()[0]["status"], "buffered");
-    let (s, _) = get(&c, &format!("{base}/health")).await;
-    assert_eq!(s, 503, "HEALTH-1: unhealthy while the database is away");
+    let (s, b) = get(&c, &format!("{base}/health")).await;
+    let b = b.unwrap();
+    assert_eq!(
+        (s, &b["status"], &b["database"]),
+        (503, &json!("unhealthy"), &json!("disconnected")),
+        "HEALTH-1: unhealthy while the database is away: {b}"
+    );
+    assert!(
+        b["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "HEALTH-1: why the database is not connected: {b}"
+    );
+    assert_eq!(
+        (&b["spool"]["items"], &b["spool"]["replay"]),
+        (&json!(21), &json!("pending")),
+        "HEALTH-2: the 21 pushes spooled, waiting for the database: {b}"
+    );
 
     let cluster = queen_pg::PersistentCluster::start(dir.join("pg"), port)
         .await
@@ -1380,4 +1394,76 @@ async fn mgmt_11_a_delete_takes_its_turn_at_the_pairs_of_its_partition() {
     .await;
     assert_eq!(s, 200, "{b:?}");
     server.stop().await.unwrap();
+}
+
+/// ERR-1: a push the database refuses (here a trigger raises for one payload) answers 500
+/// and is tried once: only a deadlock is tried again. Written in a transaction shared
+/// with other pushes, it fails alone: each of them is written again on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn err_1_a_push_the_database_refuses_fails_alone_and_is_tried_once() {
+    let ts = pg_server().await;
+    let pool = ts.broker().pool().clone();
+    let (base, c) = (ts.url(), reqwest::Client::new());
+    let url = format!("{base}/api/v1/push");
+    let push = |payload: &str| json!({"items": [{"queue": "refused", "partition": "p", "transactionId": payload, "payload": payload}]});
+    assert_eq!(post(&c, &url, &push("warm")).await.0, 201);
+    for ddl in [
+        "CREATE SEQUENCE poison_tries",
+        "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             IF NEW.data::text = '\"poison\"' THEN
+                 PERFORM nextval('poison_tries');
+                 RAISE EXCEPTION 'poisoned';
+             END IF;
+             RETURN NEW;
+         END $$",
+        "CREATE TRIGGER poison BEFORE INSERT ON queen_messages FOR EACH ROW EXECUTE FUNCTION poison()",
+    ] {
+        sqlx::query(ddl).execute(&pool).await.unwrap();
+    }
+    let tries = || async {
+        let n: i64 = sqlx::query_scalar("SELECT last_value FROM poison_tries")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        n
+    };
+    let (s, b) = post(&c, &url, &push("poison")).await;
+    assert_eq!((s, &b.unwrap()["error"]), (500, &json!("internal error")));
+    assert_eq!(tries().await, 1, "a refusal is not a deadlock: tried once");
+
+    // The writer of the queue waits for the partition's lock with one push while the
+    // others queue up behind it, so that they share its next transaction.
+    let mut other = pool.begin().await.unwrap();
+    sqlx::query(
+        "SELECT 1 FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+         WHERE q.name = 'refused' AND p.name = 'p' FOR UPDATE OF p",
+    )
+    .execute(&mut *other)
+    .await
+    .unwrap();
+    let send = |payload: String| {
+        let (c, url, body) = (c.clone(), url.clone(), push(&payload));
+        tokio::spawn(async move { (payload, post(&c, &url, &body).await.0) })
+    };
+    let first = send("first".into());
+    until_a_lock_is_awaited(&pool, "the first push never waited for the partition").await;
+    let mut rest: Vec<_> = (0..10).map(|i| send(format!("m{i}"))).collect();
+    rest.push(send("poison".into()));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    other.commit().await.unwrap();
+    assert_eq!(first.await.unwrap().1, 201);
+    for r in rest {
+        let (payload, status) = r.await.unwrap();
+        let expected = if payload == "poison" { 500 } else { 201 };
+        assert_eq!(status, expected, "{payload}");
+    }
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM queen_messages m JOIN queen_partitions p ON p.id = m.partition_id
+         JOIN queen_queues q ON q.id = p.queue_id WHERE q.name = 'refused'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, 12, "warm, first and the ten others");
 }
