@@ -525,6 +525,13 @@ async fn a_push_writer_that_dies_is_started_again() {
     let (c, base) = (reqwest::Client::new(), app.server.url());
     let push = json!({"items": [{"queue": "q", "transactionId": "a"}]});
     assert_eq!(post(&c, &format!("{base}/api/v1/push"), &push).await.0, 201);
+    let (_, health) = get(&c, &format!("{base}/health")).await;
+    let health = health.unwrap();
+    assert_eq!(
+        (&health["pushWriterRestarts"], &health["degraded"]),
+        (&json!(0), &json!([])),
+        "no writer died yet: {health}"
+    );
     app.broker().abort_push_writer(0);
     for (n, t) in ["b", "c"].iter().enumerate() {
         let push = json!({"items": [{"queue": "q", "transactionId": t}]});
