@@ -122,3 +122,32 @@ pub async fn hold_pairs(
     .unwrap();
     holder
 }
+
+/// The stored messages of `queue`, or of its `partition` when given: a count the wire
+/// cannot take without consuming them.
+pub async fn stored_messages(pool: &sqlx::PgPool, queue: &str, partition: Option<&str>) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM queen_messages m JOIN queen_partitions p ON p.id = m.partition_id
+         JOIN queen_queues q ON q.id = p.queue_id
+         WHERE q.name = $1 AND ($2::text IS NULL OR p.name = $2)",
+    )
+    .bind(queue)
+    .bind(partition)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}
+
+/// Takes, in `tx`, the row lock of `queue`'s partitions (or of its `partition` only) that
+/// a push there takes: such a push waits until `tx` ends.
+pub async fn lock_partitions(tx: &mut sqlx::PgConnection, queue: &str, partition: Option<&str>) {
+    sqlx::query(
+        "SELECT 1 FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+         WHERE q.name = $1 AND ($2::text IS NULL OR p.name = $2) FOR UPDATE OF p",
+    )
+    .bind(queue)
+    .bind(partition)
+    .execute(tx)
+    .await
+    .unwrap();
+}

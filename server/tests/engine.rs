@@ -1138,18 +1138,12 @@ async fn push_1_a_push_aborted_by_a_deadlock_is_written_again() {
     };
     let before = deadlocks().await;
 
-    let lock = |p: &str| {
-        format!(
-            "SELECT 1 FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
-             WHERE q.name = 'deadlock' AND p.name = '{p}' FOR UPDATE OF p"
-        )
-    };
     let mut other = broker.pool().begin().await.unwrap();
     sqlx::query("SET LOCAL deadlock_timeout = '60s'")
         .execute(&mut *other)
         .await
         .unwrap();
-    sqlx::query(&lock("b")).execute(&mut *other).await.unwrap();
+    lock_partitions(&mut *other, "deadlock", Some("b")).await;
     let pushed = {
         let (c, url, body) = (c.clone(), format!("{base}/api/v1/push"), push(&["a", "b"]));
         tokio::spawn(async move { post(&c, &url, &body).await })
@@ -1157,7 +1151,7 @@ async fn push_1_a_push_aborted_by_a_deadlock_is_written_again() {
     // The push holds "a" and waits for "b"; asking for "a" closes the cycle, and the
     // push's deadlock check (after its shorter timeout) aborts the push.
     until_a_lock_is_awaited(broker.pool(), "the push never waited for \"b\"").await;
-    sqlx::query(&lock("a")).execute(&mut *other).await.unwrap();
+    lock_partitions(&mut *other, "deadlock", Some("a")).await;
     other.commit().await.unwrap();
     let (s, b) = pushed.await.unwrap();
     assert_eq!(s, 201, "a deadlocked push must be written again: {b:?}");
@@ -1166,13 +1160,7 @@ async fn push_1_a_push_aborted_by_a_deadlock_is_written_again() {
         assert!(Instant::now() < deadline, "PostgreSQL counted no deadlock");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let stored: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM queen_messages m JOIN queen_partitions p ON p.id = m.partition_id
-         JOIN queen_queues q ON q.id = p.queue_id WHERE q.name = 'deadlock'",
-    )
-    .fetch_one(broker.pool())
-    .await
-    .unwrap();
+    let stored = stored_messages(broker.pool(), "deadlock", None).await;
     assert_eq!(stored, 4, "each push's two messages, once each");
     server.stop().await.unwrap();
 }
@@ -1239,13 +1227,7 @@ async fn mgmt_12_a_retry_is_never_spooled() {
     assert_eq!(s, 200);
     push_one(&c, &base, "held", json!("h1")).await;
     let mut other = broker.pool().begin().await.unwrap();
-    sqlx::query(
-        "SELECT 1 FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
-         WHERE q.name = 'held' FOR UPDATE OF p",
-    )
-    .execute(&mut *other)
-    .await
-    .unwrap();
+    lock_partitions(&mut *other, "held", None).await;
     let switched_off = {
         let (c, url) = (c.clone(), maintenance.clone());
         tokio::spawn(async move { post(&c, &url, &json!({"enabled": false})).await })
@@ -1437,13 +1419,7 @@ async fn err_1_a_push_the_database_refuses_fails_alone_and_is_tried_once() {
     // arrives after the lock is released is written all the same: the test then shows
     // less, never a false failure.)
     let mut other = pool.begin().await.unwrap();
-    sqlx::query(
-        "SELECT 1 FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
-         WHERE q.name = 'refused' AND p.name = 'p' FOR UPDATE OF p",
-    )
-    .execute(&mut *other)
-    .await
-    .unwrap();
+    lock_partitions(&mut *other, "refused", Some("p")).await;
     let send = |payload: String| {
         let (c, url, body) = (c.clone(), url.clone(), push(&payload));
         tokio::spawn(async move { (payload, post(&c, &url, &body).await.0) })
@@ -1460,12 +1436,6 @@ async fn err_1_a_push_the_database_refuses_fails_alone_and_is_tried_once() {
         let expected = if payload == "poison" { 500 } else { 201 };
         assert_eq!(status, expected, "{payload}");
     }
-    let stored: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM queen_messages m JOIN queen_partitions p ON p.id = m.partition_id
-         JOIN queen_queues q ON q.id = p.queue_id WHERE q.name = 'refused'",
-    )
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let stored = stored_messages(&pool, "refused", None).await;
     assert_eq!(stored, 12, "warm, first and the ten others");
 }

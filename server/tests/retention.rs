@@ -14,21 +14,12 @@ async fn manual() -> TestServer {
 }
 
 async fn rows(app: &TestServer, queue: &str) -> i64 {
-    rows_in(app, queue, None).await
+    stored_messages(app.broker().pool(), queue, None).await
 }
 
-/// The stored messages of `queue`, or of its `partition` when given.
-async fn rows_in(app: &TestServer, queue: &str, partition: Option<&str>) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM queen_messages m JOIN queen_partitions p ON p.id = m.partition_id
-         JOIN queen_queues q ON q.id = p.queue_id
-         WHERE q.name = $1 AND ($2::text IS NULL OR p.name = $2)",
-    )
-    .bind(queue)
-    .bind(partition)
-    .fetch_one(app.broker().pool())
-    .await
-    .unwrap()
+/// The stored messages of `queue`'s `partition`.
+async fn rows_in(app: &TestServer, queue: &str, partition: &str) -> i64 {
+    stored_messages(app.broker().pool(), queue, Some(partition)).await
 }
 
 async fn pop(c: &reqwest::Client, base: &str, queue: &str, query: &str) -> Option<Value> {
@@ -454,27 +445,15 @@ async fn ret_4_a_round_leaves_a_partition_whose_moved_pair_is_busy() {
     age(&app, "b", None).await;
     let mut held = hold_pairs(&app, &[("b", "p", "g"), ("b", "o", "h")]).await;
     assert_eq!(app.broker().retention_round(100).await.unwrap(), 1);
-    assert_eq!(
-        rows_in(&app, "b", Some("p")).await,
-        1,
-        "p's moved pair is busy"
-    );
-    assert_eq!(
-        rows_in(&app, "b", Some("o")).await,
-        0,
-        "o moves no busy pair"
-    );
+    assert_eq!(rows_in(&app, "b", "p").await, 1, "p's moved pair is busy");
+    assert_eq!(rows_in(&app, "b", "o").await, 0, "o moves no busy pair");
     sqlx::query("SELECT pg_advisory_unlock_all()")
         .execute(&mut *held)
         .await
         .unwrap();
     drop(held);
     assert_eq!(app.broker().retention_round(100).await.unwrap(), 1);
-    assert_eq!(
-        rows_in(&app, "b", Some("p")).await,
-        0,
-        "the next round takes p"
-    );
+    assert_eq!(rows_in(&app, "b", "p").await, 0, "the next round takes p");
 }
 
 /// RET-4, in the row the wire cannot show: a lease whose whole span retention removed
