@@ -1143,7 +1143,7 @@ async fn push_1_a_push_aborted_by_a_deadlock_is_written_again() {
         .execute(&mut *other)
         .await
         .unwrap();
-    lock_partitions(&mut *other, "deadlock", Some("b")).await;
+    lock_partitions(&mut other, "deadlock", Some("b")).await;
     let pushed = {
         let (c, url, body) = (c.clone(), format!("{base}/api/v1/push"), push(&["a", "b"]));
         tokio::spawn(async move { post(&c, &url, &body).await })
@@ -1151,7 +1151,7 @@ async fn push_1_a_push_aborted_by_a_deadlock_is_written_again() {
     // The push holds "a" and waits for "b"; asking for "a" closes the cycle, and the
     // push's deadlock check (after its shorter timeout) aborts the push.
     until_a_lock_is_awaited(broker.pool(), "the push never waited for \"b\"").await;
-    lock_partitions(&mut *other, "deadlock", Some("a")).await;
+    lock_partitions(&mut other, "deadlock", Some("a")).await;
     other.commit().await.unwrap();
     let (s, b) = pushed.await.unwrap();
     assert_eq!(s, 201, "a deadlocked push must be written again: {b:?}");
@@ -1227,7 +1227,7 @@ async fn mgmt_12_a_retry_is_never_spooled() {
     assert_eq!(s, 200);
     push_one(&c, &base, "held", json!("h1")).await;
     let mut other = broker.pool().begin().await.unwrap();
-    lock_partitions(&mut *other, "held", None).await;
+    lock_partitions(&mut other, "held", None).await;
     let switched_off = {
         let (c, url) = (c.clone(), maintenance.clone());
         tokio::spawn(async move { post(&c, &url, &json!({"enabled": false})).await })
@@ -1419,7 +1419,7 @@ async fn err_1_a_push_the_database_refuses_fails_alone_and_is_tried_once() {
     // arrives after the lock is released is written all the same: the test then shows
     // less, never a false failure.)
     let mut other = pool.begin().await.unwrap();
-    lock_partitions(&mut *other, "refused", Some("p")).await;
+    lock_partitions(&mut other, "refused", Some("p")).await;
     let send = |payload: String| {
         let (c, url, body) = (c.clone(), url.clone(), push(&payload));
         tokio::spawn(async move { (payload, post(&c, &url, &body).await.0) })
