@@ -140,7 +140,7 @@ fn step1(st: &mut State, i: usize, it: &AckIn, ctx: &mut Ctx) -> Step1 {
         return unresolvable();
     };
     // ACK-8 [OPEN]: a message older than the dedup window may be unresolvable.
-    let window_ms = st.queues[&p.queue].options.dedup_window_seconds as i64 * 1000;
+    let window_ms = st.queues[&p.queue].options.dedup_window_ms();
     let created = st.created(p.at(offset));
     if ctx.reached(created.plus(window_ms)) && ctx.choose(ChoicePoint::AckBeyondDedupWindow, 2) == 1
     {

@@ -122,12 +122,12 @@ fn target(st: &mut State, item: &PushItem, ctx: &mut Ctx) -> (PartH, i64) {
     // Both exist (nearly always): one lookup of each.
     if let Some(q) = st.queues.get(&item.queue) {
         if let Some(&h) = q.partitions.get(&item.partition) {
-            return (h, q.options.dedup_window_seconds as i64 * 1000);
+            return (h, q.options.dedup_window_ms());
         }
     }
     // PUSH-2: an unknown queue is created with leaseTime 60 and defaults otherwise.
     super::pop::ensure_implicit(st, &item.queue, ctx);
-    let window_ms = st.queues[&item.queue].options.dedup_window_seconds as i64 * 1000;
+    let window_ms = st.queues[&item.queue].options.dedup_window_ms();
     // PUSH-3: so is an unknown partition.
     (st.ensure_partition(&item.queue, &item.partition), window_ms)
 }

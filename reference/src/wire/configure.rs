@@ -91,6 +91,11 @@ impl QueueOptions {
         (any, gated(self.completed_retention_seconds))
     }
 
+    /// How long a transactionId deduplicates, in milliseconds (PUSH-5); 0: not at all.
+    pub fn dedup_window_ms(&self) -> i64 {
+        i64::from(self.dedup_window_seconds) * 1000
+    }
+
     /// Whether any retention applies to the queue (RET-2).
     pub(crate) fn retains(&self) -> bool {
         self.retention_ages_ms() != (None, None)

@@ -129,7 +129,7 @@ pub(crate) async fn write_at(
     for (index, it) in items.iter().enumerate() {
         let key = (it.queue.clone(), it.partition.clone());
         let options = &queue_ids[&it.queue].1;
-        let window_ms = i64::from(options.dedup_window_seconds) * 1000;
+        let window_ms = options.dedup_window_ms();
         let (pid, last) = parts[&key];
         let found = newest.get(&(pid, it.transaction_id.clone())).copied();
         let dup = duplicate_of(it.minted, window_ms, found, |created, ms| {
