@@ -399,6 +399,52 @@ async fn mgmt_4_every_way_to_make_a_cursor_counts_its_group_for_the_queue() {
     assert_eq!(counts, [("a.q".into(), 1), ("b.q".into(), 2)]);
 }
 
+/// MGMT-4: the namespaces and the tasks, each with how many queues it has, by name
+/// bytewise, one page at a time. A dotless queue is its own namespace with the task `""`
+/// (CFG-3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_4_namespaces_and_tasks_count_their_queues() {
+    let app = pg_server().await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    for q in ["shop.orders", "shop.refunds", "Zed.orders.v2", "plain"] {
+        push_one(&c, &base, q, json!(1)).await;
+    }
+    let list = |path: &str, key: &'static str, name: &'static str| {
+        let url = format!("{base}/api/v1/resources/{path}");
+        let c = c.clone();
+        async move {
+            let (status, body) = get(&c, &url).await;
+            assert_eq!(status, 200, "{url}: {body:?}");
+            let body = body.unwrap();
+            let rows: Vec<(String, u64)> = body[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        r[name].as_str().unwrap().into(),
+                        r["queues"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            (rows, body["total"].as_u64().unwrap())
+        }
+    };
+    let row = |n: &str, count: u64| (n.to_string(), count);
+    assert_eq!(
+        list("namespaces", "namespaces", "namespace").await,
+        (vec![row("Zed", 1), row("plain", 1), row("shop", 2)], 3)
+    );
+    assert_eq!(
+        list("tasks", "tasks", "task").await,
+        (vec![row("", 1), row("orders", 2), row("refunds", 1)], 3)
+    );
+    assert_eq!(
+        list("namespaces?limit=1&offset=2", "namespaces", "namespace").await,
+        (vec![row("shop", 2)], 3)
+    );
+}
+
 /// MGMT-3: the listing finds each cursor's first unread message by an index probe when
 /// the groups' cursors are few against the messages (once the planner has counted the
 /// tables) and by a hash join otherwise; both answer the same.
