@@ -8,7 +8,7 @@
 use super::cases;
 use crate::calls::*;
 use crate::case::CaseResult;
-use crate::failure::ensure;
+use crate::failure::{ensure, Failure};
 use crate::rules::*;
 use crate::session::*;
 use crate::transport::now_ms;
@@ -227,10 +227,13 @@ async fn groups(s: &mut Session) -> CaseResult {
 }
 
 /// MGMT-4, MGMT-5: the queues of this session's namespace in creation order, a queue's
-/// figures, depth and partitions, and its status page.
+/// figures, depth and partitions, its status page, and how many queues the listings of
+/// namespaces and tasks give this session's own.
 async fn resources(s: &mut Session) -> CaseResult {
     let ns = s.namespace();
-    let (one, two) = (format!("{ns}.one"), format!("{ns}.two"));
+    // Tasks of this session's own (CFG-3: the second dotted segment).
+    let (task_one, task_two) = (s.name("one"), s.name("two"));
+    let (one, two) = (format!("{ns}.{task_one}"), format!("{ns}.{task_two}"));
     s.push_many(&one, "p1", &["a", "b"]).await?;
     s.push1(&two, "p1", "c").await?;
     s.push1(&one, "p2", "d").await?;
@@ -283,7 +286,54 @@ async fn resources(s: &mut Session) -> CaseResult {
         o.queues >= 2 && o.messages >= 4,
         MGMT_4,
         "the overview misses this session's queues: {o:?}"
-    )
+    )?;
+    let listed = [
+        ("namespaces", ns.as_str(), 2),
+        ("tasks", task_one.as_str(), 1),
+        ("tasks", task_two.as_str(), 1),
+    ];
+    for (listing, name, queues) in listed {
+        let found = queues_under(s, listing, name).await?;
+        ensure!(
+            found == Some(queues),
+            MGMT_4,
+            "/api/v1/resources/{listing} gives {name:?} {found:?} queues, not {queues}"
+        )?;
+    }
+    Ok(())
+}
+
+/// How many queues the broker-wide listing of namespaces or tasks (MGMT-4) gives `name`,
+/// read page by page until `name` or the end. Other sessions' names are listed too, so
+/// the pages are read unchecked.
+async fn queues_under(s: &mut Session, listing: &str, name: &str) -> Result<Option<u64>, Failure> {
+    let mut offset = 0u64;
+    loop {
+        let at = offset.to_string();
+        let req = HttpRequest::get(
+            format!("/api/v1/resources/{listing}"),
+            &[("limit", "1000"), ("offset", &at)],
+        );
+        let answer = s.send_unchecked(req).await?;
+        let (rows, page): (Vec<(String, u64)>, PageInfo) = if listing == "namespaces" {
+            let p: Namespaces = decode(&answer, 200, listing)?;
+            let rows = p.namespaces.into_iter();
+            (rows.map(|r| (r.namespace, r.queues)).collect(), p.page)
+        } else {
+            let p: Tasks = decode(&answer, 200, listing)?;
+            (
+                p.tasks.into_iter().map(|r| (r.task, r.queues)).collect(),
+                p.page,
+            )
+        };
+        if let Some((_, n)) = rows.iter().find(|(r, _)| r == name) {
+            return Ok(Some(*n));
+        }
+        offset += rows.len() as u64;
+        if rows.is_empty() || offset >= page.total {
+            return Ok(None);
+        }
+    }
 }
 
 /// MGMT-8: a seek to the end leaves nothing to deliver and releases the lease; a seek
