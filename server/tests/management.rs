@@ -445,6 +445,35 @@ async fn mgmt_4_namespaces_and_tasks_count_their_queues() {
     );
 }
 
+/// MGMT-3: a group lags on a queue while a message there waits for it at least the
+/// seconds asked (as the model reads it): never on a queue it has caught up with, even
+/// when asked for 0 seconds, and not an hour behind on a message just pushed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mgmt_3_lagging_lists_the_queues_a_message_waits_on() {
+    let app = pg_server().await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    for q in ["behind", "caught"] {
+        push_one(&c, &base, q, json!(1)).await;
+    }
+    let pop = |q: &str| format!("{base}/api/v1/pop/queue/{q}?consumerGroup=g&wait=false");
+    get(&c, &pop("behind")).await;
+    get(&c, &(pop("caught") + "&autoAck=true")).await;
+    for (min, expected) in [(0, vec!["behind"]), (3600, vec![])] {
+        let url = format!("{base}/api/v1/consumer-groups/lagging?minLagSeconds={min}");
+        let (status, body) = get(&c, &url).await;
+        assert_eq!(status, 200, "{body:?}");
+        let body = body.unwrap();
+        let queues: Vec<&str> = body["consumerGroups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["queues"].as_array().unwrap())
+            .map(|q| q["queue"].as_str().unwrap())
+            .collect();
+        assert_eq!(queues, expected, "minLagSeconds={min}: {body}");
+    }
+}
+
 /// MGMT-3: the listing finds each cursor's first unread message by an index probe when
 /// the groups' cursors are few against the messages (once the planner has counted the
 /// tables) and by a hash join otherwise; both answer the same.
