@@ -182,18 +182,18 @@ async fn dedup_one_request(s: &mut Session) -> CaseResult {
 /// PUSH-5 with CFG-1: the configured window counts in seconds, and ends.
 async fn dedup_expires(s: &mut Session) -> CaseResult {
     let q = s.name("q");
-    s.configure(&q, json!({"dedupWindowSeconds": 2})).await?;
+    s.configure(&q, json!({"dedupWindowSeconds": 3})).await?;
     s.push1(&q, "p", "t").await?;
-    // Past a second, well inside two: a window read in any unit shorter than the
-    // second has already ended here.
+    // Past a second, well inside three (room for slow answers): a window read in any
+    // unit shorter than the second has already ended here.
     sleep_ms(1200).await;
     let within = s.push1(&q, "p", "t").await?;
     ensure!(
         within.status == PushStatus::Duplicate,
         PUSH_5,
-        "1.2 s into a 2 s window the same id is a duplicate"
+        "1.2 s into a 3 s window the same id is a duplicate"
     )?;
-    sleep_ms(1200).await;
+    sleep_ms(2100).await;
     let again = s.push1(&q, "p", "t").await?;
     ensure!(
         again.status == PushStatus::Queued,
