@@ -279,16 +279,17 @@ async fn resources(s: &mut Session) -> CaseResult {
         "the overview misses this session's queues: {o:?}"
     )?;
     let listed = [
-        ("namespaces", ns.as_str(), 2),
-        ("tasks", task_one.as_str(), 1),
-        ("tasks", task_two.as_str(), 1),
+        (Grouping::Namespaces, ns.as_str(), 2),
+        (Grouping::Tasks, task_one.as_str(), 1),
+        (Grouping::Tasks, task_two.as_str(), 1),
     ];
     for (listing, name, queues) in listed {
         let found = queues_under(s, listing, name).await?;
         ensure!(
             found == Some(queues),
             MGMT_4,
-            "/api/v1/resources/{listing} gives {name:?} {found:?} queues, not {queues}"
+            "{} gives {name:?} {found:?} queues, not {queues}",
+            listing.path()
         )?;
     }
     Ok(())
@@ -307,29 +308,52 @@ async fn lagging_queues(s: &mut Session, min: &str, group: &str) -> Result<Vec<S
         .collect())
 }
 
-/// How many queues the broker-wide listing of namespaces or tasks (MGMT-4) gives `name`,
-/// read page by page until `name` or the end. Other sessions' names are listed too, so
-/// the pages are read unchecked.
-async fn queues_under(s: &mut Session, listing: &str, name: &str) -> Result<Option<u64>, Failure> {
+/// The two broker-wide listings that group queues by a name (MGMT-4).
+#[derive(Clone, Copy)]
+enum Grouping {
+    Namespaces,
+    Tasks,
+}
+
+impl Grouping {
+    fn path(self) -> &'static str {
+        match self {
+            Grouping::Namespaces => "/api/v1/resources/namespaces",
+            Grouping::Tasks => "/api/v1/resources/tasks",
+        }
+    }
+
+    /// One page of the listing as (name, queue count) rows, with its paging.
+    fn rows(self, answer: &HttpResponse) -> Result<(Vec<(String, u64)>, PageInfo), Failure> {
+        Ok(match self {
+            Grouping::Namespaces => {
+                let p: Namespaces = decode(answer, 200, "namespaces")?;
+                let rows = p.namespaces.into_iter().map(|r| (r.namespace, r.queues));
+                (rows.collect(), p.page)
+            }
+            Grouping::Tasks => {
+                let p: Tasks = decode(answer, 200, "tasks")?;
+                (
+                    p.tasks.into_iter().map(|r| (r.task, r.queues)).collect(),
+                    p.page,
+                )
+            }
+        })
+    }
+}
+
+/// How many queues `listing` gives `name`, read page by page until `name` or the end.
+/// Other sessions' names are listed too, so the pages are read unchecked.
+async fn queues_under(
+    s: &mut Session,
+    listing: Grouping,
+    name: &str,
+) -> Result<Option<u64>, Failure> {
     let mut offset = 0u64;
     loop {
         let at = offset.to_string();
-        let req = HttpRequest::get(
-            format!("/api/v1/resources/{listing}"),
-            &[("limit", "1000"), ("offset", &at)],
-        );
-        let answer = s.send_unchecked(req).await?;
-        let (rows, page): (Vec<(String, u64)>, PageInfo) = if listing == "namespaces" {
-            let p: Namespaces = decode(&answer, 200, listing)?;
-            let rows = p.namespaces.into_iter();
-            (rows.map(|r| (r.namespace, r.queues)).collect(), p.page)
-        } else {
-            let p: Tasks = decode(&answer, 200, listing)?;
-            (
-                p.tasks.into_iter().map(|r| (r.task, r.queues)).collect(),
-                p.page,
-            )
-        };
+        let req = HttpRequest::get(listing.path(), &[("limit", "1000"), ("offset", &at)]);
+        let (rows, page) = listing.rows(&s.send_unchecked(req).await?)?;
         if let Some((_, n)) = rows.iter().find(|(r, _)| r == name) {
             return Ok(Some(*n));
         }
