@@ -446,7 +446,7 @@ async fn mgmt_4_namespaces_and_tasks_count_their_queues() {
 }
 
 /// MGMT-3: a group lags on a queue while a message there waits for it at least the
-/// seconds asked (as the model reads it): never on a queue it has caught up with, even
+/// seconds asked: never on a queue it has caught up with, even
 /// when asked for 0 seconds, and not an hour behind on a message just pushed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mgmt_3_lagging_lists_the_queues_a_message_waits_on() {
