@@ -373,6 +373,55 @@ async fn a_batch_ack_across_queues_is_judged_on_each() {
     assert_eq!(f.queue, "right", "{}", describe(&checked));
 }
 
+/// PUSH-3: an accepted push to two queues is judged on each queue as its own items and
+/// results, and the pops after it too; one refused as malformed (PUSH-8) is judged on its
+/// own and leaves both queues judged; a changed result is found on its queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_to_two_queues_is_judged_on_each() {
+    let server = common::serve(std::sync::Arc::new(common::memory())).await;
+    let record = tempdir().join("history.jsonl");
+    let (url, stop, task) = common::watcher(&server.url(), Some(record.clone())).await;
+    let c = reqwest::Client::new();
+    let push = |items: serde_json::Value| {
+        c.post(format!("{url}/api/v1/push"))
+            .json(&serde_json::json!({ "items": items }))
+            .send()
+    };
+    let both = serde_json::json!([{"queue": "east", "payload": 1}, {"queue": "west", "payload": 2},
+                                  {"queue": "east", "payload": 3}]);
+    assert_eq!(push(both).await.unwrap().status(), 201);
+    let bad = serde_json::json!([{"queue": "east"}, {"queue": "west", "partition": 5}]);
+    assert_eq!(push(bad).await.unwrap().status(), 400);
+    for q in ["east", "west"] {
+        let popped = c
+            .get(format!("{url}/api/v1/pop/queue/{q}"))
+            .query(&[("batch", "5")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(popped.status(), 200);
+    }
+    let _ = stop.send(());
+    let report = task.await.unwrap();
+    assert!(report.findings.is_empty(), "{}", describe(&report));
+    for q in &report.queues {
+        assert_eq!(
+            (&q.verdict, q.checked),
+            (&QueueVerdict::Checked, 2),
+            "its part of the push and its pop: {}",
+            describe(&report)
+        );
+    }
+    let checked = planted(&record, &server.url(), "/api/v1/push", |a| {
+        a[1]["status"] = serde_json::json!("duplicate");
+    });
+    let f = checked
+        .findings
+        .first()
+        .expect("the changed result is found");
+    assert_eq!(f.queue, "west", "{}", describe(&checked));
+}
+
 /// `check` of the recording at `record` with the answer of the first call to `path`
 /// changed by `edit`.
 fn planted(

@@ -47,6 +47,12 @@ pub enum Touch {
         /// The queues its operations name.
         queues: BTreeSet<String>,
     },
+    /// A push to several queues: once accepted, each queue judges its own items (see
+    /// [`Learnt::split_push`]).
+    Push {
+        /// The queues its items name.
+        queues: BTreeSet<String>,
+    },
     /// A batch ack over several watched queues: each item is evaluated per partition
     /// and group (section 4), so each queue judges its own items and their results
     /// (see [`Learnt::split_acks`]).
@@ -245,7 +251,10 @@ impl Learnt {
         let body = body.as_ref();
         match route.scope {
             Scope::PathQueue(n) => Touch::Queue(var(n)),
-            Scope::PushItems => self.named(push_queues(body), "a push to several queues"),
+            Scope::PushItems => match self.named(push_queues(body), "a push to several queues") {
+                Touch::Many { queues, .. } => Touch::Push { queues },
+                other => other,
+            },
             Scope::Namespace => self.discovery(req),
             Scope::Ack => self.acks(body.map(std::slice::from_ref)),
             Scope::AckBatch => {
@@ -364,27 +373,21 @@ impl Learnt {
         body: &Value,
         answer: &Value,
     ) -> Option<BTreeMap<String, (Value, Value)>> {
-        let items = body.get("acknowledgments")?.as_array()?;
-        let results = answer.as_array()?;
-        if items.len() != results.len() {
-            return None;
-        }
-        let mut parts: BTreeMap<String, (Vec<Value>, Vec<Value>)> = BTreeMap::new();
-        for (i, (item, result)) in items.iter().zip(results).enumerate() {
-            let q = self.partitions.get(item.get("partitionId")?.as_str()?)?;
-            let part = parts.entry(q.clone()).or_default();
-            part.1.push(renumbered(result, i, part.0.len()));
-            part.0.push(item.clone());
-        }
-        let out = parts
-            .into_iter()
-            .map(|(q, (items, results))| {
-                let mut part_body = body.clone();
-                part_body["acknowledgments"] = Value::Array(items);
-                (q, (part_body, Value::Array(results)))
-            })
-            .collect();
-        Some(out)
+        split_items(body, "acknowledgments", answer, |item| {
+            self.partitions
+                .get(item.get("partitionId")?.as_str()?)
+                .cloned()
+        })
+    }
+
+    /// An accepted push's part on each queue it names: that queue's items, in order, with
+    /// the answer's results for them (PUSH-1: one per item, in request order). Queues are
+    /// independent, so each part is what a push of those items alone would have done.
+    /// `None` when an item names no queue or the results do not line up.
+    pub fn split_push(body: &Value, answer: &Value) -> Option<BTreeMap<String, (Value, Value)>> {
+        split_items(body, "items", answer, |item| {
+            Some(item.get("queue")?.as_str()?.to_string())
+        })
     }
 
     /// A committed transaction's part on each queue it touched: the operations naming
@@ -465,6 +468,38 @@ fn renumbered(result: &Value, was: usize, now: usize) -> Value {
     r
 }
 
+/// The items of `body[field]` and the answer's results for them (one per item, in
+/// order) grouped by the queue `queue_of` places each item on: per queue, the body with
+/// only its items and the array of their results, renumbered from 0. `None` when an item
+/// cannot be placed or the results do not line up.
+fn split_items(
+    body: &Value,
+    field: &str,
+    answer: &Value,
+    queue_of: impl Fn(&Value) -> Option<String>,
+) -> Option<BTreeMap<String, (Value, Value)>> {
+    let items = body.get(field)?.as_array()?;
+    let results = answer.as_array()?;
+    if items.len() != results.len() {
+        return None;
+    }
+    let mut parts: BTreeMap<String, (Vec<Value>, Vec<Value>)> = BTreeMap::new();
+    for (i, (item, result)) in items.iter().zip(results).enumerate() {
+        let part = parts.entry(queue_of(item)?).or_default();
+        part.1.push(renumbered(result, i, part.0.len()));
+        part.0.push(item.clone());
+    }
+    let out = parts
+        .into_iter()
+        .map(|(q, (items, results))| {
+            let mut part_body = body.clone();
+            part_body[field] = Value::Array(items);
+            (q, (part_body, Value::Array(results)))
+        })
+        .collect();
+    Some(out)
+}
+
 /// A path segment percent-decoded as the protocol decodes it (WIRE-2); one that does
 /// not decode names no queue the watcher could hold ("").
 fn decoded(segment: &str) -> String {
@@ -511,7 +546,7 @@ mod tests {
             "/api/v1/push",
             json!({"items": [{"queue": "a"}, {"queue": "b"}]}),
         );
-        assert!(matches!(l.touch(&two), Touch::Many { .. }));
+        assert!(matches!(l.touch(&two), Touch::Push { .. }));
         let pop = HttpRequest::get("/api/v1/pop/queue/a%20b", &[]);
         assert_eq!(l.touch(&pop), Touch::Queue("a b".into()));
         let ack = post(

@@ -149,6 +149,7 @@ impl Online {
             Touch::Queue(q) => vec![q],
             Touch::Many { queues, .. }
             | Touch::Discovery { queues }
+            | Touch::Push { queues }
             | Touch::Transaction { queues }
             | Touch::AckBatch { queues } => queues.into_iter().collect(),
             _ => vec![],
@@ -187,6 +188,7 @@ impl Online {
                 }
             }
             Touch::Discovery { queues }
+            | Touch::Push { queues }
             | Touch::Transaction { queues }
             | Touch::AckBatch { queues } => {
                 for q in queues {
@@ -217,13 +219,15 @@ impl Online {
             self.skip("refused by authentication (401/403), which the watcher does not model");
             return 0;
         }
+        let writes = matches!(
+            call.touch,
+            Touch::Queue(_) | Touch::Push { .. } | Touch::Transaction { .. }
+        );
+        if writes && writes_with_token(record) && self.settings.auth.is_none() {
+            self.token_write(record, &call.touch);
+            return 0;
+        }
         match call.touch {
-            Touch::Queue(q) if writes_with_token(record) && self.settings.auth.is_none() => {
-                self.release(record.id, &Touch::Queue(q.clone()));
-                let why = "a push with a token: its messages carry the token's sub (AUTH-2), which the watcher does not know";
-                self.forget(&q, format!("{why} (call #{})", record.id));
-                self.skip(why);
-            }
             Touch::Queue(q) => {
                 self.learn(&q, record);
                 self.add(&q, record, true);
@@ -238,19 +242,33 @@ impl Online {
                 }
             }
             Touch::Discovery { queues } => self.discovery_done(record, &queues),
+            Touch::Push { queues } => self.push_done(record, &queues),
             Touch::Transaction { queues } => self.transaction_done(record, &queues),
             Touch::AckBatch { queues } => self.acks_done(record, &queues),
             Touch::Nothing(why) => self.alone(record, why),
             _ if self.answered_outside_any_state(record) => self.status_outside_any_state(record),
-            Touch::Many { why, .. } => {
-                if let Some(body) = record.json_body() {
-                    let results = record.response.as_ref().and_then(|a| a.as_array());
-                    self.learn_pushes(record, &body, results);
-                }
-                self.alone(record, why)
-            }
+            Touch::Many { why, .. } => self.alone(record, why),
         }
         self.findings.len() - before
+    }
+
+    /// A write under a token: a broker with authentication on stamps its messages with
+    /// the token's `sub` (AUTH-2), which the watcher cannot read, so every queue it writes
+    /// becomes unknown.
+    fn token_write(&mut self, record: &Record, touch: &Touch) {
+        let why = "a push with a token: its messages carry the token's sub (AUTH-2), which the watcher does not know";
+        self.release(record.id, touch);
+        let written: Vec<String> = match touch {
+            Touch::Queue(q) => vec![q.clone()],
+            Touch::Push { queues } | Touch::Transaction { queues } => {
+                queues.iter().cloned().collect()
+            }
+            _ => return,
+        };
+        for q in written {
+            self.forget(&q, format!("{why} (call #{})", record.id));
+        }
+        self.skip(why);
     }
 
     /// Removes a call from every queue it was in flight on.
@@ -258,6 +276,7 @@ impl Online {
         let names: Vec<String> = match touch {
             Touch::Queue(q) => vec![q.clone()],
             Touch::Discovery { queues }
+            | Touch::Push { queues }
             | Touch::Transaction { queues }
             | Touch::AckBatch { queues } => queues.iter().cloned().collect(),
             Touch::Broker => self.queues.keys().cloned().collect(),
@@ -566,6 +585,33 @@ impl Online {
                 .and_then(|a| a["results"].as_array());
             self.learn_pushes(record, body, results);
         }
+        self.judge_parts(record, queues, parts, WHY);
+    }
+
+    /// A push to several queues was answered. Accepted (PUSH-3: every item written), each
+    /// queue judges its own items and their results. Refused as input that does not parse
+    /// (PUSH-8: nothing written), the refusal is judged alone and every queue stays as it
+    /// was. Anything else (a refusal the queues' state decides, a 5xx, no answer) leaves
+    /// its queues unknown.
+    fn push_done(&mut self, record: &Record, queues: &BTreeSet<String>) {
+        const WHY: &str = "a push to several queues";
+        let parses = self.parses(record);
+        if !parses && matches!(record.status, Some(400..=499)) {
+            for q in queues {
+                self.release(record.id, &Touch::Queue(q.clone()));
+            }
+            return self.alone(record, WHY);
+        }
+        let parts = match (record.status, &record.json_body(), &record.response) {
+            (Some(201), Some(body), Some(answer)) if parses => {
+                let parts = Learnt::split_push(body, answer);
+                if parts.is_some() {
+                    self.learn_pushes(record, body, answer.as_array());
+                }
+                parts
+            }
+            _ => None,
+        };
         self.judge_parts(record, queues, parts, WHY);
     }
 
@@ -1138,5 +1184,106 @@ mod tests {
             &delivered.verdicts()[0].1,
             QueueVerdict::Unknown(_)
         ));
+    }
+
+    fn pushed(id: u64, items: serde_json::Value, at: Millis) -> Record {
+        rec(id, "POST", "/api/v1/push", json!({ "items": items }), at)
+    }
+
+    fn queued(index: u64, n: u64, tx: &str, queue: &str) -> serde_json::Value {
+        json!({"index": index, "status": "queued", "transaction_id": tx, "queueName": queue,
+               "message_id": format!("019a0000-0000-7000-8000-00000000000{n}")})
+    }
+
+    /// PUSH-1, PUSH-3: an accepted push to several queues is judged on each queue, by
+    /// the items and results that are its own; a wrong result is found on its queue.
+    #[test]
+    fn a_push_to_several_queues_is_judged_on_each() {
+        let run = |b_status: &str| {
+            let mut o = Online::new(CheckSettings::default(), "http://b");
+            let items = json!([{"queue": "a", "transactionId": "ta", "payload": 1},
+                               {"queue": "b", "transactionId": "tb", "payload": 2},
+                               {"queue": "a", "transactionId": "tc", "payload": 3}]);
+            let push = pushed(1, items, 1000);
+            o.invoke(&push, &[]);
+            let mut b = queued(1, 2, "tb", "b");
+            b["status"] = json!(b_status);
+            let answer = json!([queued(0, 1, "ta", "a"), b, queued(2, 3, "tc", "a")]);
+            o.complete(&answered(push, 201, answer));
+            o
+        };
+        let right = run("queued");
+        assert!(right.findings.is_empty(), "{:?}", right.findings);
+        let v: Vec<(String, QueueVerdict)> = right
+            .verdicts()
+            .into_iter()
+            .map(|(n, v, _)| (n, v))
+            .collect();
+        assert_eq!(
+            v,
+            vec![
+                ("a".to_string(), QueueVerdict::Checked),
+                ("b".to_string(), QueueVerdict::Checked)
+            ]
+        );
+        let wrong = run("duplicate");
+        assert_eq!(wrong.findings.len(), 1, "{:?}", wrong.findings);
+        assert_eq!(wrong.findings[0].queue, "b", "{:?}", wrong.findings[0]);
+        let v = wrong.verdicts();
+        assert_eq!(v[0].1, QueueVerdict::Checked, "a's part was right");
+        assert!(matches!(v[1].1, QueueVerdict::Violated(_)), "{v:?}");
+    }
+
+    /// PUSH-8: a push to several queues refused as bad input changed nothing, so its
+    /// queues stay judged; accepting it is found.
+    #[test]
+    fn a_malformed_push_to_several_queues_is_judged_alone() {
+        let run = |status: u16, answer: serde_json::Value| {
+            let mut o = Online::new(CheckSettings::default(), "http://b");
+            let first = pushed(1, json!([{"queue": "a", "transactionId": "ta"}]), 1000);
+            o.invoke(&first, &[]);
+            o.complete(&answered(first, 201, json!([queued(0, 1, "ta", "a")])));
+            let bad = pushed(
+                2,
+                json!([{"queue": "a"}, {"queue": "b", "partition": 5}]),
+                1010,
+            );
+            o.invoke(&bad, &[]);
+            o.complete(&answered(bad, status, answer));
+            o
+        };
+        let refused = run(400, json!({"error": "partition must be a string"}));
+        assert!(refused.findings.is_empty(), "{:?}", refused.findings);
+        assert!(refused
+            .verdicts()
+            .iter()
+            .all(|(_, v, _)| *v == QueueVerdict::Checked));
+        let accepted = run(201, json!([]));
+        assert_eq!(accepted.findings.len(), 1, "{:?}", accepted.findings);
+        assert!(accepted
+            .verdicts()
+            .iter()
+            .all(|(_, v, _)| matches!(v, QueueVerdict::Unknown(_))));
+    }
+
+    /// AUTH-2: a transaction under a token writes messages stamped with its `sub`, on
+    /// every queue it pushes to.
+    #[test]
+    fn a_transaction_with_a_token_makes_its_queues_unknown() {
+        let mut o = Online::new(CheckSettings::default(), "http://b");
+        let body = json!({"operations": [{"type": "push", "items": [
+            {"queue": "a", "transactionId": "ta"}, {"queue": "b", "transactionId": "tb"}]}]});
+        let mut txn = rec(1, "POST", "/api/v1/transaction", body, 1000);
+        txn.token = true;
+        o.invoke(&txn, &[]);
+        let results = json!([queued(0, 1, "ta", "a"), queued(1, 2, "tb", "b")]);
+        let answer = json!({"success": true, "results": results});
+        o.complete(&answered(txn, 200, answer));
+        assert!(o.findings.is_empty(), "{:?}", o.findings);
+        let v = o.verdicts();
+        assert_eq!(v.len(), 2);
+        assert!(v
+            .iter()
+            .all(|(_, v, _)| matches!(v, QueueVerdict::Unknown(w) if w.contains("AUTH-2"))));
     }
 }
