@@ -606,6 +606,24 @@ async fn deleted_is_gone(s: &mut Session, q: &str, g: &str, pid: &str) -> CaseRe
         MGMT_11,
         "the peek lists {listed:?}"
     )?;
+    // The rows after a deleted message move up: one row a page, d is the second row of
+    // all and the first of the pending ones.
+    for (status, offset) in [(None, "1"), (Some("pending"), "0")] {
+        let mut query = vec![("queue", q), ("consumerGroup", g), ("limit", "1")];
+        query.push(("offset", offset));
+        query.extend(status.map(|st| ("status", st)));
+        let page: MessagesPage = decode(&s.get("/api/v1/messages", &query).await?, 200, "peek")?;
+        let listed = page
+            .messages
+            .iter()
+            .map(|m| m.message.transaction_id.as_str());
+        let listed: Vec<&str> = listed.collect();
+        ensure!(
+            listed == ["d"],
+            MGMT_11,
+            "the peek's page of one row at offset {offset} (status {status:?}) lists {listed:?}, not d"
+        )?;
+    }
     let consumed = s
         .send(HttpRequest::delete(format!("/api/v1/messages/{pid}/a")))
         .await?;
