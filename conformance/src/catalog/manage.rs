@@ -26,6 +26,7 @@ pub fn cases() -> Vec<crate::case::Case> {
         one_partition: "mgmt-8/one-partition-and-the-subscription-time", [MGMT_8], Project, Management;
         delete_group: "mgmt-9/a-deleted-group-starts-again", [MGMT_9], Project, Management;
         delete_message: "mgmt-11/a-deleted-message-is-never-delivered-counted-or-resolved", [MGMT_11], Project, Management;
+        delete_dead_lettered: "mgmt-11/a-deleted-message-leaves-the-peek-its-dead-letter-stays", [MGMT_11, MGMT_6, DLQ_2], Project, Management, needs [DeadLetter];
         retry: "mgmt-12/a-retried-dead-letter-comes-back-for-every-group", [MGMT_12], Project, Management, needs [DeadLetter];
         pages: "mgmt-2/bad-pages-and-bodies-are-400", [MGMT_2], Project, Management, needs [BadInput];
         metrics: "mgmt-10/metrics-and-health-say-what-runs", [MGMT_10, HEALTH_4], Project, Management;
@@ -658,6 +659,55 @@ async fn deleted_is_gone(s: &mut Session, q: &str, g: &str, pid: &str) -> CaseRe
         MGMT_11,
         "a push reusing the deleted c's transactionId was {:?}",
         again.status
+    )
+}
+
+/// MGMT-11, MGMT-6, DLQ-2: a group dead-letters a and b, then a is deleted. The peek no
+/// longer lists or counts a, in any state, while b stays dead-lettered for the group; a's
+/// dead letter keeps its own copy in the dead-letter queue.
+async fn delete_dead_lettered(s: &mut Session) -> CaseResult {
+    use MessageStatus::*;
+    let (q, g) = (s.name("q"), s.name("g"));
+    s.configure(&q, json!({"retryLimit": 0})).await?;
+    s.push_many(&q, "p", &["a", "b", "c"]).await?;
+    let mut pid = String::new();
+    for status in ["dlq", "dlq", "completed"] {
+        let one = s
+            .pop_some(&q, &[("consumerGroup", &g), ("batch", "1")])
+            .await?;
+        pid.clone_from(&one.messages[0].partition_id);
+        s.ack_batch(Some(&g), acks_for(&one, status)).await?;
+    }
+    let r = s
+        .send(HttpRequest::delete(format!("/api/v1/messages/{pid}/a")))
+        .await?;
+    decode::<MessageDeleted>(&r, 200, "the delete of a, dead-lettered")?;
+    let base = [("queue", q.as_str()), ("consumerGroup", g.as_str())];
+    let mut dead = base.to_vec();
+    dead.push(("status", "deadLettered"));
+    for (query, want) in [
+        (&base[..], vec![("b", DeadLettered), ("c", Completed)]),
+        (&dead[..], vec![("b", DeadLettered)]),
+    ] {
+        let page: MessagesPage = decode(&s.get("/api/v1/messages", query).await?, 200, "peek")?;
+        let listed: Vec<(&str, MessageStatus)> = page
+            .messages
+            .iter()
+            .map(|m| (m.message.transaction_id.as_str(), m.status))
+            .collect();
+        ensure!(
+            listed == want && page.page.total == want.len() as u64,
+            MGMT_11,
+            "after a's delete, the peek {query:?} lists {listed:?} of {}",
+            page.page.total
+        )?;
+    }
+    let letters = s.dlq(&[("queue", &q), ("consumerGroup", &g)]).await?;
+    ensure!(
+        letters.total == 2,
+        DLQ_2,
+        "the group's dead letters after a's delete number {}, not a's and b's",
+        letters.total
     )
 }
 
