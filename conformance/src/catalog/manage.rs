@@ -662,16 +662,17 @@ async fn deleted_is_gone(s: &mut Session, q: &str, g: &str, pid: &str) -> CaseRe
     )
 }
 
-/// MGMT-11, MGMT-6, DLQ-2: a group dead-letters a and b, then a is deleted. The peek no
-/// longer lists or counts a, in any state, while b stays dead-lettered for the group; a's
-/// dead letter keeps its own copy in the dead-letter queue.
+/// MGMT-11, MGMT-6, DLQ-2: a group dead-letters a and c and completes b, then a is
+/// deleted and d pushed. The peek no longer lists or counts a, in any state or filter;
+/// c stays dead-lettered at the group's cursor, with d pending after it; a's dead letter
+/// keeps its own copy in the dead-letter queue.
 async fn delete_dead_lettered(s: &mut Session) -> CaseResult {
     use MessageStatus::*;
     let (q, g) = (s.name("q"), s.name("g"));
     s.configure(&q, json!({"retryLimit": 0})).await?;
     s.push_many(&q, "p", &["a", "b", "c"]).await?;
     let mut pid = String::new();
-    for status in ["dlq", "dlq", "completed"] {
+    for status in ["dlq", "completed", "dlq"] {
         let one = s
             .pop_some(&q, &[("consumerGroup", &g), ("batch", "1")])
             .await?;
@@ -682,14 +683,16 @@ async fn delete_dead_lettered(s: &mut Session) -> CaseResult {
         .send(HttpRequest::delete(format!("/api/v1/messages/{pid}/a")))
         .await?;
     decode::<MessageDeleted>(&r, 200, "the delete of a, dead-lettered")?;
-    let base = [("queue", q.as_str()), ("consumerGroup", g.as_str())];
-    let mut dead = base.to_vec();
-    dead.push(("status", "deadLettered"));
-    for (query, want) in [
-        (&base[..], vec![("b", DeadLettered), ("c", Completed)]),
-        (&dead[..], vec![("b", DeadLettered)]),
+    s.push1(&q, "p", "d").await?;
+    let every = vec![("b", Completed), ("c", DeadLettered), ("d", Pending)];
+    for (filter, want) in [
+        (None, every),
+        (Some("deadLettered"), vec![("c", DeadLettered)]),
+        (Some("pending"), vec![("d", Pending)]),
     ] {
-        let page: MessagesPage = decode(&s.get("/api/v1/messages", query).await?, 200, "peek")?;
+        let mut query = vec![("queue", q.as_str()), ("consumerGroup", g.as_str())];
+        query.extend(filter.map(|f| ("status", f)));
+        let page: MessagesPage = decode(&s.get("/api/v1/messages", &query).await?, 200, "peek")?;
         let listed: Vec<(&str, MessageStatus)> = page
             .messages
             .iter()
@@ -698,7 +701,7 @@ async fn delete_dead_lettered(s: &mut Session) -> CaseResult {
         ensure!(
             listed == want && page.page.total == want.len() as u64,
             MGMT_11,
-            "after a's delete, the peek {query:?} lists {listed:?} of {}",
+            "after a's delete, the peek (status {filter:?}) lists {listed:?} of {}",
             page.page.total
         )?;
     }
@@ -706,7 +709,7 @@ async fn delete_dead_lettered(s: &mut Session) -> CaseResult {
     ensure!(
         letters.total == 2,
         DLQ_2,
-        "the group's dead letters after a's delete number {}, not a's and b's",
+        "the group's dead letters after a's delete number {}, not a's and c's",
         letters.total
     )
 }
