@@ -56,6 +56,7 @@ async fn peek(s: &mut Session) -> CaseResult {
         "a peek after one pop shows {:?}",
         statuses(&seen)
     )?;
+    each_filter_agrees(s, &query, &seen).await?;
     s.ack_batch(Some(&g), acks_for(&first, "dlq")).await?;
     let second = s
         .pop_some(&q, &[("consumerGroup", &g), ("batch", "1")])
@@ -69,12 +70,43 @@ async fn peek(s: &mut Session) -> CaseResult {
         "a peek shows {:?}",
         statuses(&seen)
     )?;
+    each_filter_agrees(s, &query, &seen).await?;
     let next = s.pop_q(&q, &[("consumerGroup", &g)]).await?;
     ensure!(
         txns(&next) == ["c"],
         MGMT_1,
         "the peeks took something from the group"
     )
+}
+
+/// MGMT-6: the peek filtered by each status lists, and counts, the rows of that status
+/// in the unfiltered peek `all`, in the same order.
+async fn each_filter_agrees(
+    s: &mut Session,
+    query: &[(&str, &str)],
+    all: &MessagesPage,
+) -> CaseResult {
+    let rows = |p: &MessagesPage| -> Vec<(String, MessageStatus)> {
+        let row = |m: &MessageRow| (m.message.transaction_id.clone(), m.status);
+        p.messages.iter().map(row).collect()
+    };
+    for status in ["pending", "leased", "completed", "deadLettered"] {
+        let mut filtered = query.to_vec();
+        filtered.push(("status", status));
+        let page: MessagesPage = decode(&s.get("/api/v1/messages", &filtered).await?, 200, "peek")?;
+        let want: Vec<_> = rows(all)
+            .into_iter()
+            .filter(|(_, st)| Some(*st) == MessageStatus::parse(status))
+            .collect();
+        ensure!(
+            rows(&page) == want && page.page.total == want.len() as u64,
+            MGMT_6,
+            "the peek by status {status} lists {:?} of {}, where the whole peek has {want:?}",
+            rows(&page),
+            page.page.total
+        )?;
+    }
+    Ok(())
 }
 
 /// MGMT-7: the message by its partitionId and transactionId, with each reading group's
