@@ -322,14 +322,10 @@ async fn a_committed_transaction_across_queues_is_judged_on_each() {
         describe(&report)
     );
     // The committed push said `duplicate` instead of `queued`: found on `out`.
-    let checked = planted(&record, &server.url(), "/api/v1/transaction", |a| {
+    let planted = planted(&record, &server.url(), "/api/v1/transaction", |a| {
         a["results"][1]["status"] = serde_json::json!("duplicate");
     });
-    let f = checked
-        .findings
-        .first()
-        .expect("the changed result is found");
-    assert_eq!(f.queue, "out", "{}", describe(&checked));
+    found_on(&planted, "out");
 }
 
 /// A batch ack over two queues is judged on each queue as its own items and results
@@ -353,24 +349,11 @@ async fn a_batch_ack_across_queues_is_judged_on_each() {
         .unwrap();
     assert_eq!(answer.status(), 200);
     let _ = stop.send(());
-    let report = task.await.unwrap();
-    assert!(report.findings.is_empty(), "{}", describe(&report));
-    for q in &report.queues {
-        assert_eq!(
-            (&q.verdict, q.checked),
-            (&QueueVerdict::Checked, 3),
-            "{}",
-            describe(&report)
-        );
-    }
-    let checked = planted(&record, &server.url(), "/api/v1/ack/batch", |a| {
+    each_judged(&task.await.unwrap(), 3);
+    let planted = planted(&record, &server.url(), "/api/v1/ack/batch", |a| {
         a[1]["leaseReleased"] = serde_json::json!(false);
     });
-    let f = checked
-        .findings
-        .first()
-        .expect("the changed result is found");
-    assert_eq!(f.queue, "right", "{}", describe(&checked));
+    found_on(&planted, "right");
 }
 
 /// PUSH-3: an accepted push to two queues is judged on each queue as its own items and
@@ -402,24 +385,34 @@ async fn a_push_to_two_queues_is_judged_on_each() {
         assert_eq!(popped.status(), 200);
     }
     let _ = stop.send(());
-    let report = task.await.unwrap();
-    assert!(report.findings.is_empty(), "{}", describe(&report));
+    // Each queue judged its part of the push and its pop.
+    each_judged(&task.await.unwrap(), 2);
+    let planted = planted(&record, &server.url(), "/api/v1/push", |a| {
+        a[1]["status"] = serde_json::json!("duplicate");
+    });
+    found_on(&planted, "west");
+}
+
+/// No finding, and every queue judged, `calls` calls each.
+fn each_judged(report: &WatchReport, calls: u64) {
+    assert!(report.findings.is_empty(), "{}", describe(report));
     for q in &report.queues {
         assert_eq!(
             (&q.verdict, q.checked),
-            (&QueueVerdict::Checked, 2),
-            "its part of the push and its pop: {}",
-            describe(&report)
+            (&QueueVerdict::Checked, calls),
+            "{}",
+            describe(report)
         );
     }
-    let checked = planted(&record, &server.url(), "/api/v1/push", |a| {
-        a[1]["status"] = serde_json::json!("duplicate");
-    });
-    let f = checked
+}
+
+/// The first finding of `report` is on `queue`.
+fn found_on(report: &WatchReport, queue: &str) {
+    let f = report
         .findings
         .first()
         .expect("the changed result is found");
-    assert_eq!(f.queue, "west", "{}", describe(&checked));
+    assert_eq!(f.queue, queue, "{}", describe(report));
 }
 
 /// `check` of the recording at `record` with the answer of the first call to `path`
