@@ -109,6 +109,22 @@ async fn ret_4_a_round_removes_by_age_and_moves_what_pointed_at_the_messages() {
         txns(&pop(&c, &base, "r", "consumerGroup=g&batch=5").await),
         ["a"]
     );
+    // The peek lists and counts only the retained `a`, above the removed offsets (MGMT-6).
+    for query in ["queue=r", "queue=r&consumerGroup=g&status=leased"] {
+        let (_, peek) = get(&c, &format!("{base}/api/v1/messages?{query}")).await;
+        let peek = peek.unwrap();
+        let listed: Vec<&str> = peek["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["transactionId"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            (listed, &peek["total"]),
+            (vec!["a"], &json!(1)),
+            "{query}: {peek}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
