@@ -79,8 +79,9 @@ async fn peek(s: &mut Session) -> CaseResult {
     )
 }
 
-/// MGMT-6: the peek filtered by each status lists, and counts, the rows of that status
-/// in the unfiltered peek `all`, in the same order.
+/// MGMT-6, MGMT-2: the peek filtered by each status lists, and counts, the rows of that
+/// status in the unfiltered peek `all`, in the same order; and its pages of one row are
+/// `all`'s rows one by one.
 async fn each_filter_agrees(
     s: &mut Session,
     query: &[(&str, &str)],
@@ -90,6 +91,19 @@ async fn each_filter_agrees(
         let row = |m: &MessageRow| (m.message.transaction_id.clone(), m.status);
         p.messages.iter().map(row).collect()
     };
+    for (k, row) in rows(all).into_iter().enumerate() {
+        let at = k.to_string();
+        let mut paged = query.to_vec();
+        paged.extend([("limit", "1"), ("offset", at.as_str())]);
+        let page: MessagesPage = decode(&s.get("/api/v1/messages", &paged).await?, 200, "peek")?;
+        ensure!(
+            rows(&page) == [row.clone()] && page.page.total == all.page.total,
+            MGMT_6,
+            "the peek's page of one row at offset {k} lists {:?} of {}, not {row:?}",
+            rows(&page),
+            page.page.total
+        )?;
+    }
     for status in ["pending", "leased", "completed", "deadLettered"] {
         let mut filtered = query.to_vec();
         filtered.push(("status", status));
