@@ -21,7 +21,7 @@ pub fn cases() -> Vec<crate::case::Case> {
         one_message: "mgmt-7/one-message-with-every-reading-groups-state", [MGMT_7], Project, Management, needs [DeadLetter];
         auto_ack_retries: "mgmt-7/an-auto-ack-commit-forgets-the-retries-of-what-it-commits", [MGMT_7, POP_7], Project, Management, needs [Configure];
         groups: "mgmt-3/a-group-shows-its-lag-and-state", [MGMT_3], Project, Management;
-        resources: "mgmt-4/queues-depth-and-partitions-of-a-namespace", [MGMT_4, MGMT_5], Project, Management;
+        resources: "mgmt-4/queues-depth-and-partitions-of-a-namespace", [MGMT_4, MGMT_5, MGMT_6], Project, Management;
         seek: "mgmt-8/seek-to-the-end-and-back-to-a-time", [MGMT_8], Project, Management;
         one_partition: "mgmt-8/one-partition-and-the-subscription-time", [MGMT_8], Project, Management;
         delete_group: "mgmt-9/a-deleted-group-starts-again", [MGMT_9], Project, Management;
@@ -267,8 +267,8 @@ async fn groups(s: &mut Session) -> CaseResult {
 }
 
 /// MGMT-4, MGMT-5: the queues of this session's namespace in creation order, a queue's
-/// figures, depth and partitions, its status page, and how many queues the listings of
-/// namespaces and tasks give this session's own.
+/// figures, depth, partitions and peek (MGMT-6), its status page, and how many queues
+/// the listings of namespaces and tasks give this session's own.
 async fn resources(s: &mut Session) -> CaseResult {
     let ns = s.namespace();
     // Tasks of this session's own (CFG-3: the second dotted segment).
@@ -314,6 +314,10 @@ async fn resources(s: &mut Session) -> CaseResult {
         .await?;
     s.get("/api/v1/resources/partitions", &[("queue", &one)])
         .await?;
+    // The peek over two partitions, filtered and a row a page (MGMT-6).
+    let query = [("queue", one.as_str()), ("consumerGroup", g.as_str())];
+    let all: MessagesPage = decode(&s.get("/api/v1/messages", &query).await?, 200, "peek")?;
+    each_filter_agrees(s, &query, &all).await?;
     s.get(&format!("/api/v1/status/queues/{one}"), &[]).await?;
     s.get("/api/v1/status/queues", &[("namespace", &ns)])
         .await?;
