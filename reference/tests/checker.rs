@@ -621,9 +621,11 @@ fn a_wrong_ack_success_names_the_rule_of_that_item() {
 }
 
 /// An ack that completes the leased span but answers `leaseReleased:false`: strictly a
-/// divergence under ACK-1; kept going, only a flag finding: what the broker said. Whether
-/// the lease was in fact kept is read from the next pop: released, the flag stays the only
-/// finding; kept, the diagnosis names the variant that keeps it as the cause.
+/// divergence under the flag's own rule (ACK step 5, PROJECT), since strictness does not
+/// make a flag proof of the state it names (ACK-1); kept going, only a flag finding: what
+/// the broker said. Whether the lease was in fact kept is read from the next pop:
+/// released, the flag stays the only finding; kept, the diagnosis names the variant that
+/// keeps it as the cause.
 #[test]
 fn a_flag_that_disagrees_with_the_state_is_a_flag_until_a_later_answer_shows_the_state() {
     for (going, kept) in [(false, false), (true, false), (true, true)] {
@@ -641,7 +643,7 @@ fn a_flag_that_disagrees_with_the_state_is_a_flag_until_a_later_answer_shows_the
         let verdict = l.feed(&req, &r);
         if !going {
             match verdict {
-                Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![ACK_1], "{d}"),
+                Err(StepError::Diverged(d)) => assert_eq!(d.rules, vec![ACK_STEP_5], "{d}"),
                 other => panic!("must diverge: {other:?}"),
             }
             continue;
@@ -1951,4 +1953,27 @@ fn a_broker_that_ignores_required_leases_is_followed_after_one_txn_6_finding() {
         f.iter().map(|f| (f.rule, f.level)).collect::<Vec<_>>(),
         [(TXN_6, Level::Project)]
     );
+}
+
+/// MGMT-6 [PROJECT], not DLQ-1 [SEED]: a strict checker holds a peek that shows a charged
+/// failure as uncharged to the peek's own rule. A broker that never charges failures
+/// would answer the same, but a management read is not proof of the state it shows;
+/// strictness decides that the difference fails, not what caused it.
+#[test]
+fn a_peek_that_misreports_a_retry_is_mgmt_6_even_when_strict() {
+    let mut l = Lockstep::new(Policy::default());
+    l.c.diagnose = true;
+    l.send(HttpRequest::post(
+        "/api/v1/configure",
+        &json!({"queue": "q", "options": {"retryLimit": 1, "retryDelay": 0}}),
+    ));
+    l.push("q", "a", Some("t1"));
+    let acks = acks_for(&l.pop("q", &[]), "failed");
+    l.send(HttpRequest::post("/api/v1/ack", &acks[0]));
+    let req = HttpRequest::get("/api/v1/messages", &[("queue", "q")]);
+    let mut r = l.e.handle(&req, l.now);
+    let row = &mut r.body.as_mut().unwrap()["messages"][0];
+    assert_eq!(row["retryCount"], json!(1));
+    row["retryCount"] = json!(0);
+    assert_eq!(l.diverged_rules(&req, &r), vec![MGMT_6]);
 }

@@ -39,11 +39,13 @@ fn statuses(p: &MessagesPage) -> Vec<MessageStatus> {
 }
 
 /// MGMT-6, MGMT-1: a peek shows leased, dead-lettered, completed and pending messages for
-/// a group, and takes nothing: the group's next pop delivers what was pending.
+/// a group, and takes nothing: the group's next pop delivers what was pending. A failure
+/// it retries shows as the message's retry count.
 async fn peek(s: &mut Session) -> CaseResult {
     use MessageStatus::*;
     let (q, g) = (s.name("q"), s.name("g"));
-    s.configure(&q, json!({"retryLimit": 0})).await?;
+    s.configure(&q, json!({"retryLimit": 1, "retryDelay": 0}))
+        .await?;
     s.push_many(&q, "p", &["a", "b", "c"]).await?;
     let first = s
         .pop_some(&q, &[("consumerGroup", &g), ("batch", "1")])
@@ -76,6 +78,29 @@ async fn peek(s: &mut Session) -> CaseResult {
         txns(&next) == ["c"],
         MGMT_1,
         "the peeks took something from the group"
+    )?;
+    if let Some(next) = &next {
+        s.ack_batch(Some(&g), acks_for(next, "failed")).await?;
+    }
+    let seen: MessagesPage = decode(&s.get("/api/v1/messages", &query).await?, 200, "peek")?;
+    let counts: Vec<(MessageStatus, u32)> = seen
+        .messages
+        .iter()
+        .map(|m| (m.status, m.retry_count))
+        .collect();
+    ensure!(
+        counts == [(DeadLettered, 0), (Completed, 0), (Pending, 1)],
+        MGMT_6,
+        "after c failed once, the peek shows statuses and retry counts {counts:?}"
+    )?;
+    // Its second failure spends the last retry (DLQ-1): what the broker did, beside what
+    // the peek said of it.
+    let again = s.pop_some(&q, &[("consumerGroup", &g)]).await?;
+    let last = s.ack_batch(Some(&g), acks_for(&again, "failed")).await?;
+    ensure!(
+        last.iter().all(|r| r.dlq),
+        MGMT_6,
+        "c's second failure of retryLimit 1 answered {last:?}"
     )
 }
 

@@ -503,7 +503,16 @@ impl Checker {
             && delivered_parts(actual).is_some_and(|p| p.is_empty());
         let mut causes = Vec::new();
         let mut followed = None;
-        if next.kept.is_empty() && self.diagnose {
+        // Strictness decides whether a PROJECT departure fails, never what caused it: an
+        // answer the lax checker allows with PROJECT findings is named by those, and no
+        // variant is sought to explain it away (a peek that misreports a retry count is
+        // MGMT-6's departure, not proof that failures go uncharged).
+        let explained = if next.kept.is_empty() {
+            self.project_explanation(req, now, actual, &op_in)
+        } else {
+            Vec::new()
+        };
+        if next.kept.is_empty() && self.diagnose && explained.is_empty() {
             if let Some(d) = self.diagnosis(req, actual) {
                 if self.keep_going || d.findings.iter().all(|f| self.judge().allows(f)) {
                     followed = Some(d);
@@ -542,10 +551,9 @@ impl Checker {
             if rules.is_empty() {
                 rules = rules_for(&op);
             }
-            // A strict checker's divergence that a PROJECT alternative explains is named
-            // by that alternative's rules alone: the broker decided a PROJECT point
-            // otherwise, whatever SEED check the answer failed under our decision.
-            let explained = self.explaining_alternatives(req, now, actual, &op_in);
+            // A strict checker's divergence that PROJECT findings explain is named by their
+            // rules alone: the broker decided or answered a PROJECT point otherwise,
+            // whatever SEED check the answer failed under our decision.
             if !explained.is_empty() {
                 rules = explained;
             }
@@ -580,9 +588,10 @@ impl Checker {
 
     /// Every world's outcomes that match `actual`, and (up to 8) the ones that did not
     /// with why.
-    /// The rules of the PROJECT alternatives under which `actual` would have been
-    /// allowed, when this checker is strict (empty otherwise, or when none would).
-    fn explaining_alternatives(
+    /// The rules of the PROJECT findings (alternatives taken, answer-only differences)
+    /// with which `actual` would have been allowed, when this checker is strict (empty
+    /// otherwise, or when none would).
+    fn project_explanation(
         &self,
         req: &HttpRequest,
         now: Stamp,
@@ -598,15 +607,29 @@ impl Checker {
             return Vec::new();
         };
         let before: Vec<&Finding> = self.worlds.iter().flat_map(|w| &w.findings).collect();
-        let mut rules = Vec::new();
+        // A PROJECT point decided otherwise explains the answer; differences in the answer
+        // alone name it only when no such point does.
+        let (mut decided, mut answered) = (Vec::new(), Vec::new());
         for k in &next.kept {
             for f in &k.world.findings {
-                if f.kind == Kind::Alternative && !before.contains(&f) && !rules.contains(&f.rule) {
+                if f.level != Level::Project || before.contains(&f) {
+                    continue;
+                }
+                let rules = if f.kind == Kind::Alternative {
+                    &mut decided
+                } else {
+                    &mut answered
+                };
+                if !rules.contains(&f.rule) {
                     rules.push(f.rule);
                 }
             }
         }
-        rules
+        if decided.is_empty() {
+            answered
+        } else {
+            decided
+        }
     }
 
     fn explore(
