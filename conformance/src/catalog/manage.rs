@@ -105,8 +105,8 @@ async fn peek(s: &mut Session) -> CaseResult {
 }
 
 /// MGMT-6, MGMT-2: the peek filtered by each status lists, and counts, the rows of that
-/// status in the unfiltered peek `all`, in the same order; and its pages of one row are
-/// `all`'s rows one by one.
+/// status in the unfiltered peek `all`, in the same order; and its pages of one and of
+/// two rows, at every offset, are `all`'s rows there.
 async fn each_filter_agrees(
     s: &mut Session,
     query: &[(&str, &str)],
@@ -116,15 +116,20 @@ async fn each_filter_agrees(
         let row = |m: &MessageRow| (m.message.transaction_id.clone(), m.status);
         p.messages.iter().map(row).collect()
     };
-    for (k, row) in rows(all).into_iter().enumerate() {
-        let at = k.to_string();
+    let every = rows(all);
+    for (size, k) in [1usize, 2]
+        .into_iter()
+        .flat_map(|n| (0..every.len()).map(move |k| (n, k)))
+    {
+        let (limit, at) = (size.to_string(), k.to_string());
         let mut paged = query.to_vec();
-        paged.extend([("limit", "1"), ("offset", at.as_str())]);
+        paged.extend([("limit", limit.as_str()), ("offset", at.as_str())]);
         let page: MessagesPage = decode(&s.get("/api/v1/messages", &paged).await?, 200, "peek")?;
+        let want = &every[k..every.len().min(k + size)];
         ensure!(
-            rows(&page) == [row.clone()] && page.page.total == all.page.total,
+            rows(&page) == want && page.page.total == all.page.total,
             MGMT_6,
-            "the peek's page of one row at offset {k} lists {:?} of {}, not {row:?}",
+            "the peek's page of {size} at offset {k} lists {:?} of {}, not {want:?}",
             rows(&page),
             page.page.total
         )?;
@@ -301,7 +306,7 @@ async fn resources(s: &mut Session) -> CaseResult {
     let (one, two) = (format!("{ns}.{task_one}"), format!("{ns}.{task_two}"));
     s.push_many(&one, "p1", &["a", "b"]).await?;
     s.push1(&two, "p1", "c").await?;
-    s.push1(&one, "p2", "d").await?;
+    s.push_many(&one, "p2", &["d", "e"]).await?;
     let g = s.name("g");
     s.pop(
         PopRoute::Partition(one.clone(), "p1".into()),
@@ -330,7 +335,7 @@ async fn resources(s: &mut Session) -> CaseResult {
         "depth",
     )?;
     ensure!(
-        depth.pending == 2,
+        depth.pending == 3,
         MGMT_4,
         "depth for the group is {}",
         depth.pending
