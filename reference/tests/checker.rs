@@ -1975,5 +1975,10 @@ fn a_peek_that_misreports_a_retry_is_mgmt_6_even_when_strict() {
     let row = &mut r.body.as_mut().unwrap()["messages"][0];
     assert_eq!(row["retryCount"], json!(1));
     row["retryCount"] = json!(0);
+    let mut accepting = l.c.clone();
     assert_eq!(l.diverged_rules(&req, &r), vec![MGMT_6]);
+    // A run that accepts the variant follows it, as before.
+    accepting.accept =
+        vec![queen_reference::finding::Accept::parse("failure-never-charged").unwrap()];
+    assert!(accepting.step(&req, l.now, l.now, &r).is_ok());
 }

@@ -504,19 +504,20 @@ impl Checker {
         let mut causes = Vec::new();
         let mut followed = None;
         // Strictness decides whether a PROJECT departure fails, never what caused it: an
-        // answer the lax checker allows with PROJECT findings is named by those, and no
-        // variant is sought to explain it away (a peek that misreports a retry count is
-        // MGMT-6's departure, not proof that failures go uncharged).
+        // answer the lax checker allows with PROJECT findings is named by those, not by a
+        // variant that would explain it away (a peek that misreports a retry count is
+        // MGMT-6's departure, not proof that failures go uncharged). A cause the run
+        // accepts is still followed.
         let explained = if next.kept.is_empty() {
             self.project_explanation(req, now, actual, &op_in)
         } else {
             Vec::new()
         };
-        if next.kept.is_empty() && self.diagnose && explained.is_empty() {
+        if next.kept.is_empty() && self.diagnose {
             if let Some(d) = self.diagnosis(req, actual) {
                 if self.keep_going || d.findings.iter().all(|f| self.judge().allows(f)) {
                     followed = Some(d);
-                } else {
+                } else if explained.is_empty() {
                     causes = d.causes;
                 }
             }
@@ -586,8 +587,6 @@ impl Checker {
         Ok(self.worlds.len())
     }
 
-    /// Every world's outcomes that match `actual`, and (up to 8) the ones that did not
-    /// with why.
     /// The rules of the PROJECT findings (alternatives taken, answer-only differences)
     /// with which `actual` would have been allowed, when this checker is strict (empty
     /// otherwise, or when none would).
@@ -632,6 +631,8 @@ impl Checker {
         }
     }
 
+    /// Every world's outcomes that match `actual`, and (up to 8) the ones that did not
+    /// with why.
     fn explore(
         &self,
         req: &HttpRequest,
