@@ -113,15 +113,9 @@ async fn ret_4_a_round_removes_by_age_and_moves_what_pointed_at_the_messages() {
     for query in ["queue=r", "queue=r&consumerGroup=g&status=leased"] {
         let (_, peek) = get(&c, &format!("{base}/api/v1/messages?{query}")).await;
         let peek = peek.unwrap();
-        let listed: Vec<&str> = peek["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["transactionId"].as_str().unwrap())
-            .collect();
         assert_eq!(
-            (listed, &peek["total"]),
-            (vec!["a"], &json!(1)),
+            (txns(&Some(peek.clone())), &peek["total"]),
+            (vec!["a".to_string()], &json!(1)),
             "{query}: {peek}"
         );
     }
