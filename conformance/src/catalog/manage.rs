@@ -20,7 +20,7 @@ pub fn cases() -> Vec<crate::case::Case> {
         peek: "mgmt-6/peek-shows-each-state-and-takes-nothing", [MGMT_1, MGMT_6], Project, Management, needs [DeadLetter];
         one_message: "mgmt-7/one-message-with-every-reading-groups-state", [MGMT_7], Project, Management, needs [DeadLetter];
         auto_ack_retries: "mgmt-7/an-auto-ack-commit-forgets-the-retries-of-what-it-commits", [MGMT_7, POP_7], Project, Management, needs [Configure];
-        groups: "mgmt-3/a-group-shows-its-lag-and-state", [MGMT_3], Project, Management;
+        groups: "mgmt-3/a-group-shows-its-lag-and-state", [MGMT_3, POP_18], Project, Management;
         resources: "mgmt-4/queues-depth-and-partitions-of-a-namespace", [MGMT_4, MGMT_5, MGMT_6], Project, Management;
         seek: "mgmt-8/seek-to-the-end-and-back-to-a-time", [MGMT_8], Project, Management;
         one_partition: "mgmt-8/one-partition-and-the-subscription-time", [MGMT_8], Project, Management;
@@ -293,7 +293,31 @@ async fn groups(s: &mut Session) -> CaseResult {
             &[],
         )
         .await?;
-    ensure!(nobody.status == 404, MGMT_3, "an unknown group is not 404")
+    ensure!(nobody.status == 404, MGMT_3, "an unknown group is not 404")?;
+    queue_mode_records_nothing(s).await
+}
+
+/// POP-18: only a named group's first pop records a subscription, so a queue-mode pop on
+/// a new queue, which seeds no cursor (POP-13), leaves the queue out of queue mode's
+/// view. Queue mode is shared by every session, so its view is read unchecked and only
+/// this queue is looked for.
+async fn queue_mode_records_nothing(s: &mut Session) -> CaseResult {
+    let fresh = s.name("fresh");
+    s.pop_q(&fresh, &[("subscriptionMode", "new")]).await?;
+    let path = format!("/api/v1/consumer-groups/{QUEUE_MODE}");
+    let view = s.send_unchecked(HttpRequest::get(path, &[])).await?;
+    let listed = match view.status {
+        404 => false,
+        _ => decode::<GroupView>(&view, 200, "group")?
+            .queues
+            .iter()
+            .any(|x| x.queue == fresh),
+    };
+    ensure!(
+        !listed,
+        POP_18,
+        "a queue-mode pop recorded a subscription: queue mode's view lists a queue it never read"
+    )
 }
 
 /// MGMT-4, MGMT-5: the queues of this session's namespace in creation order, a queue's
