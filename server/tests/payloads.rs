@@ -488,11 +488,20 @@ async fn pop_16_an_undeliverable_stored_message_is_set_aside_and_the_partition_g
     }
     assert_eq!(metric(&base, "queen_messages_set_aside_total").await, 2.0);
 
-    // A claim that holds nothing deliverable claims again: the next message comes.
-    push_items(&c, &base, "head", &[("p", "1"), ("q", "2")]).await;
-    damage(&app, "p", &nested(300)).await;
-    let (s, popped) = pop(&c, &base, "head", "g", "&wait=true&timeout=2000").await;
-    assert_eq!((s, datas(&popped)), (200, vec![Value::from(2)]));
+    // A claim that holds nothing deliverable claims again at once, for a pop that waits
+    // and for one that does not: the next message comes (`batch=1`, the last given, wins
+    // over the helper's 10, so the first claim holds only the damaged message).
+    for (queue, wait) in [
+        ("head", "&batch=1&wait=true&timeout=2000"),
+        ("nowait", "&batch=1"),
+    ] {
+        let bad = format!("{queue}-p");
+        push_items(&c, &base, queue, &[(&bad, "1"), ("q", "2")]).await;
+        damage(&app, &bad, &nested(300)).await;
+        let (s, popped) = pop(&c, &base, queue, "g", wait).await;
+        assert_eq!(s, 200, "{queue}: the pop did not claim again: {popped}");
+        assert_eq!(datas(&popped), [2], "{queue}");
+    }
 
     // Reads that show payloads show the damage instead of failing.
     push_items(&c, &base, "peek", &[("x", "1")]).await;
