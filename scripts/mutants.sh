@@ -8,8 +8,9 @@
 #   scripts/mutants.sh server [ARGS...]      the PostgreSQL engine (server/src/pg/) against the
 #                                            conformance suite (tests/conformance_pg.rs) and the
 #                                            server's own PostgreSQL tests, which see the rows
-#                                            the wire cannot (PostgreSQL as for the tests:
-#                                            DATABASE_URL, Docker or local binaries)
+#                                            the wire cannot, and its unit tests (PostgreSQL
+#                                            as for the tests: DATABASE_URL, Docker or local
+#                                            binaries)
 # ARGS go to cargo-mutants, e.g. `-f server/src/pg/ack.rs` (for the server: only that file,
 # instead of all of server/src/pg/), `--iterate` (only what was missed last time), `-j 2`.
 # Results: target/mutants-{reference,server}/mutants.out/ (caught.txt, missed.txt,
@@ -37,8 +38,8 @@ server)
     for arg in "$@"; do
         case "$arg" in -f | --file | -f* | --file=*) files=() ;; esac
     done
-    tests=(--test=conformance_pg --test=engine --test=encryption --test=retention --test=management
-        --test=payloads --test=schema --test=notify --test=spool --test=hostile)
+    tests=(--lib --test=conformance_pg --test=engine --test=encryption --test=retention --test=management
+        --test=payloads --test=schema --test=notify --test=spool --test=hostile --test=hosts)
     # cargo-mutants runs its unmutated baseline against the mutated package, not the
     # --test-package, so the baseline is run here and skipped there.
     cargo test -p queen-tests -p queen-server "${tests[@]}"

@@ -297,9 +297,11 @@ mod tests {
     }
 
     #[test]
-    fn one_host_takes_any_session_unless_told() {
+    fn one_host_takes_any_session_and_several_a_writable_one_unless_told() {
         let h = Hosts::parse("postgres://u@a:5433/queen").unwrap();
         assert!(!h.several() && !h.writable());
+        let several = Hosts::parse("postgres://u@a,b/queen").unwrap();
+        assert!(several.several() && several.writable());
         let any = Hosts::parse("postgres://u@a,b/queen?target_session_attrs=any").unwrap();
         assert!(any.several() && !any.writable());
     }
@@ -321,10 +323,53 @@ mod tests {
     }
 
     #[test]
+    fn one_port_serves_every_host_and_none_means_5432() {
+        let h = Hosts::parse("host=a,b port=7 dbname=q").unwrap();
+        assert_eq!(
+            endpoints(&h),
+            vec![
+                ("a".into(), 7, Some("q".into())),
+                ("b".into(), 7, Some("q".into()))
+            ]
+        );
+        let h = Hosts::parse("dbname=q").unwrap();
+        assert_eq!(
+            endpoints(&h),
+            vec![("localhost".into(), 5432, Some("q".into()))]
+        );
+    }
+
+    #[test]
+    fn the_key_value_form_takes_quotes_escapes_and_libpq_keys() {
+        let h = Hosts::parse(
+            r"hostaddr=10.0.0.1 dbname='it\'s q' application_name=queen sslmode=disable",
+        )
+        .unwrap();
+        assert_eq!(
+            endpoints(&h),
+            vec![("10.0.0.1".into(), 5432, Some("it's q".into()))]
+        );
+        let c = &h.candidates[0];
+        assert_eq!(c.get_application_name(), Some("queen"));
+        assert!(matches!(
+            c.get_ssl_mode(),
+            sqlx::postgres::PgSslMode::Disable
+        ));
+        assert!(Hosts::parse("=x").unwrap_err().to_string().contains("near"));
+        assert!(Hosts::parse("sslmode=sometimes").is_err());
+    }
+
+    #[test]
     fn unsupported_settings_are_refused_with_their_name() {
         let e = Hosts::parse("postgres://a,b/q?target_session_attrs=standby").unwrap_err();
         assert!(e.to_string().contains("standby"), "{e}");
         let e = Hosts::parse("host=a,b,c port=1,2").unwrap_err();
         assert!(e.to_string().contains("3 hosts but 2 ports"), "{e}");
+        let e = Hosts::parse("host=a keepalives=any").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("unsupported connection key keepalives"),
+            "{e}"
+        );
     }
 }
