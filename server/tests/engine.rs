@@ -1001,13 +1001,8 @@ async fn del_1_a_queue_deleted_while_pushes_race_leaves_no_message_behind() {
 /// always has a message, so a walk that starts anywhere else picks another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_4_pops_go_round_robin_over_partitions_and_discovered_queues() {
-    let TestServer {
-        server,
-        db: _db,
-        dir: _dir,
-        ..
-    } = pg_server().await;
-    let base = server.url();
+    let app = pg_server().await;
+    let base = app.server.url();
     let c = reqwest::Client::new();
     let mut items = vec![];
     for (queue, partition) in [
@@ -1042,13 +1037,30 @@ async fn pop_4_pops_go_round_robin_over_partitions_and_discovered_queues() {
         walk.push(taken(path).await);
     }
     assert_eq!(walk, ["rr.a/p0", "rr.a/p1", "rr.a/p2", "rr.a/p0"]);
+    // Each group walks on its own: another group's pop does not move g's start, and
+    // forgetting every start (a test hook) sends g back to the first partition.
+    let pop = |group: &str| {
+        format!("{base}/api/v1/pop/queue/rr.a?consumerGroup={group}&batch=1&autoAck=true")
+    };
+    assert_eq!(taken(pop("h")).await, "rr.a/p0");
+    assert_eq!(
+        taken(pop("g")).await,
+        "rr.a/p1",
+        "g's walk goes on after h's pop"
+    );
+    app.broker().reset_rotation();
+    assert_eq!(
+        taken(pop("g")).await,
+        "rr.a/p0",
+        "a forgotten walk starts at the first"
+    );
     let mut walk = vec![];
     for _ in 0..3 {
         let path = format!("{base}/api/v1/pop?namespace=rr&consumerGroup=d&batch=1&autoAck=true");
         walk.push(taken(path).await);
     }
     assert_eq!(walk, ["rr.a/p0", "rr.b/p0", "rr.a/p0"]);
-    server.stop().await.unwrap();
+    app.server.stop().await.unwrap();
 }
 
 /// ACK evaluation step 6, our engine's documented choice at an OPEN point: in one call, a
@@ -1438,4 +1450,80 @@ async fn err_1_a_push_the_database_refuses_fails_alone_and_is_tried_once() {
     }
     let stored = stored_messages(&pool, "refused", None).await;
     assert_eq!(stored, 12, "warm, first and the ten others");
+}
+
+/// How many sessions other than `conn`'s are on its database and match `filter`.
+async fn other_sessions(conn: &mut sqlx::PgConnection, filter: &str) -> i64 {
+    let sql = format!(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND backend_type = 'client backend'
+           AND pid <> pg_backend_pid() AND {filter}"
+    );
+    sqlx::query_scalar(&sql).fetch_one(conn).await.unwrap()
+}
+
+/// STOP-1, CLUSTER-2: a broker that is dropped stops its background tasks (the listener,
+/// the notifier, the spool's replay, retention, the writers), so none of its sessions
+/// stays on the database. A listener left behind would also keep the other brokers
+/// notifying a broker that is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_1_a_dropped_broker_leaves_no_session_on_its_database() {
+    use sqlx::Connection;
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let dir = TempDir::new("dropped");
+    let broker = PgBroker::connect(db.url(), &config(&dir)).await.unwrap();
+    let mut watcher = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while other_sessions(&mut watcher, "application_name = 'queen-listener'").await == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the broker's listener never connected"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(broker);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = other_sessions(&mut watcher, "true").await;
+        if left == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} sessions of a dropped broker stay"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// HEALTH-1, ERR-1: pooled connections that died while idle (the database restarted, or
+/// an operator ended them) are replaced before they are used, so the broker keeps
+/// answering as connected: a healthy `/health`, and a pop that delivers, not a 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_1_connections_that_died_while_idle_are_replaced_before_use() {
+    use sqlx::Connection;
+    let app = pg_server().await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    push_one(&c, &base, "idle", json!(1)).await;
+    let mut admin = sqlx::PgConnection::connect(app.database_url().unwrap())
+        .await
+        .unwrap();
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid()
+           AND application_name <> 'queen-listener'",
+    )
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    // Idle for longer than the pool's check-before-use threshold (a second).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, health) = get(&c, &format!("{base}/health")).await;
+    assert_eq!(status, 200, "{health:?}");
+    assert_eq!(health.unwrap()["database"], "connected");
+    let (status, popped) = get(&c, &format!("{base}/api/v1/pop/queue/idle?wait=false")).await;
+    assert_eq!(status, 200, "{popped:?}");
+    assert_eq!(popped.unwrap()["messages"][0]["data"], json!(1));
 }

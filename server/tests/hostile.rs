@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::io::{Read, Write};
 
 /// CFG-3: a namespace or task over 255 bytes is refused up front, not a 500 from the
@@ -463,58 +463,128 @@ async fn pop_5_numbers_come_back_as_written() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_2_a_partition_locked_by_a_transaction_that_leases_nothing_is_not_skipped() {
     let app = pg_server().await;
-    let (c, base) = (reqwest::Client::new(), app.server.url());
-    for queue in ["lone", "two"] {
-        // "lone": one candidate (the pop's one-statement head); "two": the general path.
-        // A first pop subscribes g, so the later one has nothing to set up.
-        let first = format!("{base}/api/v1/pop/queue/{queue}?consumerGroup=g");
-        assert_eq!(get(&c, &first).await.0, 204);
-        let items: Vec<_> = ["p0", "p1"]
-            .iter()
-            .take(if queue == "lone" { 1 } else { 2 })
-            .map(|p| json!({"queue": queue, "partition": p}))
-            .collect();
+    // "lone": one candidate (the pop's one-statement head); "two": the general path.
+    for (queue, partitions) in [("lone", &["p0"][..]), ("two", &["p0", "p1"][..])] {
+        let pushed: Vec<(&str, usize)> = partitions.iter().map(|&p| (p, 1)).collect();
+        let [first, _] = pop_around_held_locks(&app, queue, &pushed, partitions, "").await;
         assert_eq!(
-            post(
-                &c,
-                &format!("{base}/api/v1/push"),
-                &json!({ "items": items })
-            )
-            .await
-            .0,
-            201
+            partitions_of(&[first]).len(),
+            1,
+            "{queue}: the pop waited for the lock and claimed"
         );
-        let pids: Vec<uuid::Uuid> = sqlx::query_scalar(
-            "SELECT p.id FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id WHERE q.name = $1",
-        )
-        .bind(queue)
-        .fetch_all(app.broker().pool())
-        .await
-        .unwrap();
-        // Look at every partition of the queue for group g, as a pop would, and hold on.
-        let mut looking = app.broker().pool().begin().await.unwrap();
-        for pid in &pids {
-            sqlx::query("SELECT pg_advisory_xact_lock(queen_pair_key($1::uuid, $2))")
-                .bind(pid)
-                .bind("g")
-                .execute(&mut *looking)
-                .await
-                .unwrap();
-        }
-        let url = format!("{base}/api/v1/pop/queue/{queue}?consumerGroup=g");
-        let pop = tokio::spawn({
-            let c = c.clone();
-            async move { get(&c, &url).await }
-        });
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        looking.rollback().await.unwrap(); // it leased nothing
-        let (status, body) = pop.await.unwrap();
-        assert_eq!(
-            status, 200,
-            "{queue}: the pop waited for the lock and claimed: {body:?}"
-        );
-        assert_eq!(body.unwrap()["messages"].as_array().unwrap().len(), 1);
     }
+}
+
+/// Pushes `partitions` (name, messages) to `queue`, whose group g is subscribed, then pops
+/// `query` for g while a transaction that leases nothing holds g's lock of each partition
+/// in `locked`, releasing them once the pop answers or waits for one; then pops again.
+/// Both answers.
+async fn pop_around_held_locks(
+    app: &TestServer,
+    queue: &str,
+    partitions: &[(&str, usize)],
+    locked: &[&str],
+    query: &str,
+) -> [Option<Value>; 2] {
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    let url = format!("{base}/api/v1/pop/queue/{queue}?consumerGroup=g&{query}");
+    assert_eq!(get(&c, &url).await.0, 204, "subscribes g");
+    let items: Vec<Value> = partitions
+        .iter()
+        .flat_map(|&(p, n)| (0..n).map(move |_| json!({"queue": queue, "partition": p})))
+        .collect();
+    let pushed = post(
+        &c,
+        &format!("{base}/api/v1/push"),
+        &json!({ "items": items }),
+    )
+    .await;
+    assert_eq!(pushed.0, 201);
+    let mut looking = app.broker().pool().begin().await.unwrap();
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(queen_pair_key(p.id, 'g'))
+         FROM queen_partitions p JOIN queen_queues q ON q.id = p.queue_id
+         WHERE q.name = $1 AND p.name = ANY($2)",
+    )
+    .bind(queue)
+    .bind(locked)
+    .fetch_all(&mut *looking)
+    .await
+    .unwrap();
+    let pop = tokio::spawn({
+        let (c, url) = (c.clone(), url.clone());
+        async move { get(&c, &url).await }
+    });
+    // Hold on until the pop answers or waits for one of the locks.
+    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
+    for _ in 0..400 {
+        let waiters: i64 = sqlx::query_scalar(waiting)
+            .fetch_one(app.broker().pool())
+            .await
+            .unwrap();
+        if pop.is_finished() || waiters > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    looking.rollback().await.unwrap();
+    let first = pop.await.unwrap().1;
+    [first, get(&c, &url).await.1]
+}
+
+/// The partition of every message the answers delivered, sorted.
+fn partitions_of(answers: &[Option<Value>]) -> Vec<String> {
+    let mut partitions: Vec<String> = answers
+        .iter()
+        .flatten()
+        .flat_map(|p| p["messages"].as_array().unwrap().clone())
+        .map(|m| m["partition"].as_str().unwrap().to_string())
+        .collect();
+    partitions.sort();
+    partitions
+}
+
+/// POP-2: a pop over several partitions that claims some and finds another's lock held
+/// answers what it claimed; it does not trade those claims for a second pass over the
+/// locked one, which would leave them leased to nobody until the lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pop_2_a_pop_that_claimed_around_a_held_lock_delivers_its_claims() {
+    let app = pg_server().await;
+    let answers = pop_around_held_locks(
+        &app,
+        "some",
+        &[("p0", 1), ("p1", 1)],
+        &["p1"],
+        "batch=2&partitions=2",
+    )
+    .await;
+    assert_eq!(
+        partitions_of(&answers),
+        ["p0", "p1"],
+        "each message delivered once, none held back"
+    );
+}
+
+/// POP-2, POP-1: a pop that found every lock held asks each partition again, waiting,
+/// and fills its batch across them: what one partition gave is what the next may not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pop_2_a_second_pass_fills_the_batch_across_partitions() {
+    let app = pg_server().await;
+    let [first, _] = pop_around_held_locks(
+        &app,
+        "full",
+        &[("p0", 2), ("p1", 3)],
+        &["p0", "p1"],
+        "batch=5&partitions=2",
+    )
+    .await;
+    let taken = partitions_of(&[first]);
+    assert_eq!(
+        taken,
+        ["p0", "p0", "p1", "p1", "p1"],
+        "a batch of 5 from 5 messages"
+    );
 }
 
 /// A push writer whose task dies (as on a panic) is started again: the next push is
