@@ -151,3 +151,24 @@ pub async fn lock_partitions(tx: &mut sqlx::PgConnection, queue: &str, partition
     .await
     .unwrap();
 }
+
+/// Waits until some session of this test's database waits for a lock (a row lock or an
+/// advisory one), or until `finished` says the task expected to wait is done without it;
+/// panics with `why` after ten seconds of neither.
+pub async fn until_a_lock_is_awaited(pool: &sqlx::PgPool, finished: impl Fn() -> bool, why: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting > 0 || finished() {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{why}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

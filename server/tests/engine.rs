@@ -1162,7 +1162,7 @@ async fn push_1_a_push_aborted_by_a_deadlock_is_written_again() {
     };
     // The push holds "a" and waits for "b"; asking for "a" closes the cycle, and the
     // push's deadlock check (after its shorter timeout) aborts the push.
-    until_a_lock_is_awaited(broker.pool(), "the push never waited for \"b\"").await;
+    until_a_lock_is_awaited(broker.pool(), || false, "the push never waited for \"b\"").await;
     lock_partitions(&mut other, "deadlock", Some("a")).await;
     other.commit().await.unwrap();
     let (s, b) = pushed.await.unwrap();
@@ -1175,26 +1175,6 @@ async fn push_1_a_push_aborted_by_a_deadlock_is_written_again() {
     let stored = stored_messages(broker.pool(), "deadlock", None).await;
     assert_eq!(stored, 4, "each push's two messages, once each");
     server.stop().await.unwrap();
-}
-
-/// Waits (up to ten seconds, else panics with `why`) until some session of this test's
-/// database waits for a lock.
-async fn until_a_lock_is_awaited(pool: &sqlx::PgPool, why: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-             WHERE datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .fetch_one(pool)
-        .await
-        .unwrap();
-        if n > 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{why}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// MGMT-12, PUSH-7: a dead letter's retry is written at once or not at all. While the
@@ -1244,7 +1224,12 @@ async fn mgmt_12_a_retry_is_never_spooled() {
         let (c, url) = (c.clone(), maintenance.clone());
         tokio::spawn(async move { post(&c, &url, &json!({"enabled": false})).await })
     };
-    until_a_lock_is_awaited(broker.pool(), "the replay never waited for \"held\"").await;
+    until_a_lock_is_awaited(
+        broker.pool(),
+        || false,
+        "the replay never waited for \"held\"",
+    )
+    .await;
 
     let (s, b) = post(&c, &retry, &json!({})).await;
     assert_eq!(s, 503, "a retry while the spool holds pushes: {b:?}");
@@ -1437,7 +1422,12 @@ async fn err_1_a_push_the_database_refuses_fails_alone_and_is_tried_once() {
         tokio::spawn(async move { (payload, post(&c, &url, &body).await.0) })
     };
     let first = send("first".into());
-    until_a_lock_is_awaited(&pool, "the first push never waited for the partition").await;
+    until_a_lock_is_awaited(
+        &pool,
+        || false,
+        "the first push never waited for the partition",
+    )
+    .await;
     let mut rest: Vec<_> = (0..10).map(|i| send(format!("m{i}"))).collect();
     rest.push(send("poison".into()));
     tokio::time::sleep(Duration::from_millis(500)).await;

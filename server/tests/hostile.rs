@@ -515,19 +515,8 @@ async fn pop_around_held_locks(
         let (c, url) = (c.clone(), url.clone());
         async move { get(&c, &url).await }
     });
-    // Hold on until the pop answers or waits for one of the locks.
-    let waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
-                   AND database = (SELECT oid FROM pg_database WHERE datname = current_database())";
-    for _ in 0..400 {
-        let waiters: i64 = sqlx::query_scalar(waiting)
-            .fetch_one(app.broker().pool())
-            .await
-            .unwrap();
-        if pop.is_finished() || waiters > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
-    }
+    let why = "the pop neither answered nor waited for a lock";
+    until_a_lock_is_awaited(app.broker().pool(), || pop.is_finished(), why).await;
     looking.rollback().await.unwrap();
     let first = pop.await.unwrap().1;
     [first, get(&c, &url).await.1]
