@@ -172,3 +172,10 @@ pub async fn until_a_lock_is_awaited(pool: &sqlx::PgPool, finished: impl Fn() ->
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A database of this test's own (dropped with it), as the tests get PostgreSQL.
+pub async fn own_database() -> queen_pg::TestDb {
+    queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests")
+}

@@ -192,9 +192,7 @@ async fn enc_3_the_wrong_key_answers_500_and_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn enc_3_a_key_that_is_not_64_hex_digits_stops_the_start() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
+    let db = own_database().await;
     let dir = TempDir::new("enc-bad");
     let mut cfg = config(&dir);
     cfg.encryption_key = Some("not-hex".into());

@@ -263,9 +263,7 @@ async fn maint_1_push_maintenance_spools_then_replays_on_switch_off() {
 /// as soon as it fills, and never applies to batch=1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_15_min_pop_wait_time_fills_under_full_batches() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
+    let db = own_database().await;
     let dir = TempDir::new("minwait");
     let cfg = config(&dir);
     let pg: Arc<dyn queen_server::broker::Broker> =
@@ -1459,9 +1457,7 @@ async fn other_sessions(conn: &mut sqlx::PgConnection, filter: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stop_1_a_dropped_broker_leaves_no_session_on_its_database() {
     use sqlx::Connection;
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
+    let db = own_database().await;
     let dir = TempDir::new("dropped");
     let broker = PgBroker::connect(db.url(), &config(&dir)).await.unwrap();
     let mut watcher = sqlx::PgConnection::connect(db.url()).await.unwrap();

@@ -32,9 +32,7 @@ fn refusing_host() -> String {
 /// works on the one it found.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_4_the_broker_starts_on_the_first_host_that_answers() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
+    let db = own_database().await;
     let url = with_hosts(db.url(), |real| format!("{},{real}", refusing_host()));
     let dir = TempDir::new("hosts-first");
     let broker = PgBroker::connect(&url, &config(&dir))
@@ -57,9 +55,7 @@ async fn cluster_4_the_broker_starts_on_the_first_host_that_answers() {
 /// the reason; a host that refuses the connection is named no better.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_4_several_hosts_that_take_no_writes_stop_the_start() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
+    let db = own_database().await;
     let admin = sqlx::PgPool::connect(db.url()).await.unwrap();
     let read_only = format!(
         "ALTER DATABASE \"{}\" SET default_transaction_read_only = on",

@@ -25,9 +25,7 @@ async fn broker_on(url: &str, dir: &TempDir) -> Running {
 
 /// A database of its own, and a plain session on it listening to the brokers' channels.
 async fn database_overheard() -> (queen_pg::TestDb, PgListener) {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
+    let db = own_database().await;
     let mut l = PgListener::connect(db.url()).await.unwrap();
     l.listen_all(["queen_push", "queen_hello"]).await.unwrap();
     (db, l)

@@ -156,9 +156,7 @@ async fn enc_4_an_encrypted_queue_works_and_is_sealed(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_on_one_database_share_leases_and_wake_each_other() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
+    let db = own_database().await;
     let dir = TempDir::new("two");
     let c = reqwest::Client::new();
     let (pa, pb) = (free_port(), free_port());

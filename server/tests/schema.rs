@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{config, TempDir};
+use common::{config, own_database, TempDir};
 use queen_server::pg::PgBroker;
 
 async fn stored(pool: &sqlx::PgPool) -> Vec<(String, String)> {
@@ -15,9 +15,7 @@ async fn stored(pool: &sqlx::PgPool) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn functions_are_replaced_only_when_a_file_changed() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
+    let db = own_database().await;
     let dir = TempDir::new("schema");
     let cfg = config(&dir);
     let first = PgBroker::connect(db.url(), &cfg).await.unwrap();
@@ -73,9 +71,7 @@ async fn functions_are_replaced_only_when_a_file_changed() {
 
 #[tokio::test]
 async fn a_queue_row_without_the_options_the_sql_rules_read_is_refused() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
+    let db = own_database().await;
     let dir = TempDir::new("schemaopts");
     let broker = PgBroker::connect(db.url(), &config(&dir)).await.unwrap();
     let err = sqlx::query(
@@ -95,9 +91,7 @@ async fn a_queue_row_without_the_options_the_sql_rules_read_is_refused() {
 /// groups that were already reading (MGMT-4's `consumerGroups`).
 #[tokio::test]
 async fn an_upgrade_names_the_queue_of_every_existing_cursor() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
+    let db = own_database().await;
     let before = TempDir::new("migrations-before-cursor-queue");
     for entry in std::fs::read_dir("migrations").unwrap() {
         let path = entry.unwrap().path();
