@@ -6,7 +6,8 @@
 # Usage:
 #   scripts/mutants.sh reference [ARGS...]   the model (reference/) against its own tests
 #   scripts/mutants.sh server [ARGS...]      the PostgreSQL engine (server/src/pg/) against the
-#                                            conformance suite (tests/conformance_pg.rs) and the
+#                                            conformance suite (tests/conformance_pg.rs), a
+#                                            database outage (tests/database_outage.rs) and the
 #                                            server's own PostgreSQL tests, which see the rows
 #                                            the wire cannot, and its unit tests (PostgreSQL
 #                                            as for the tests: DATABASE_URL, Docker or local
@@ -39,7 +40,8 @@ server)
         case "$arg" in -f | --file | -f* | --file=*) files=() ;; esac
     done
     tests=(--lib --test=conformance_pg --test=engine --test=encryption --test=retention --test=management
-        --test=payloads --test=schema --test=notify --test=spool --test=hostile --test=hosts)
+        --test=payloads --test=schema --test=notify --test=spool --test=hostile --test=hosts
+        --test=database_outage)
     # cargo-mutants runs its unmutated baseline against the mutated package, not the
     # --test-package, so the baseline is run here and skipped there.
     cargo test -p queen-tests -p queen-server "${tests[@]}"

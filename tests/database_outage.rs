@@ -1,0 +1,132 @@
+//! PUSH-7 across a real outage: our server whose database goes away and comes back, with
+//! a TCP forwarder between them that the test cuts and heals (the fault scenarios'
+//! `Proxy`). Stopping PostgreSQL would take it from every test at once; cutting one
+//! broker's link takes it from that broker only, as a lost route does.
+//!
+//! While the database cannot be reached, pushes answer `buffered`; once it answers again
+//! and the spool is replayed, pushes are written and answer `queued`, and everything
+//! buffered is delivered once, in order. A broker that kept buffering after the database
+//! came back would answer every later push `buffered` and show each message only after a
+//! replay.
+
+use queen_conformance::faults::proxy::Proxy;
+use queen_server::app::spawn;
+use queen_server::pg::PgBroker;
+use queen_server::testing::{config, TempDir};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// `url` with its port replaced by `port`; the database must be on this machine, since
+/// the forwarder listens and connects on loopback.
+fn through(url: &str, port: u16) -> String {
+    let mut parsed = reqwest::Url::parse(url).expect("the test database's URL parses");
+    let host = parsed.host_str().unwrap_or_default();
+    assert!(
+        ["127.0.0.1", "localhost", "[::1]"].contains(&host),
+        "the outage test forwards to a database on loopback, not {host}"
+    );
+    parsed.set_port(Some(port)).expect("a URL with a port");
+    parsed.into()
+}
+
+/// Pushes `txn` to queue `outage`: each item's status.
+async fn push(c: &reqwest::Client, base: &str, txn: &str) -> Vec<String> {
+    let body = json!({"items": [{"queue": "outage", "transactionId": txn, "payload": txn}]});
+    let r = c
+        .post(format!("{base}/api/v1/push"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "push {txn}");
+    let answer: Value = r.json().await.unwrap();
+    answer
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|it| it["status"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Waits (up to 20 s) until push maintenance's view counts no spooled message.
+async fn until_the_spool_is_empty(c: &reqwest::Client, base: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = c
+            .get(format!("{base}/api/v1/system/maintenance"))
+            .send()
+            .await
+            .unwrap();
+        let view: Value = r.json().await.unwrap();
+        if view["bufferedMessages"] == json!(0) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the spool was never replayed: {view}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every message of queue `outage`, in order, by transactionId.
+async fn drain(c: &reqwest::Client, base: &str) -> Vec<String> {
+    let url = format!("{base}/api/v1/pop/queue/outage?batch=100&autoAck=true&wait=false");
+    let popped: Value = c.get(url).send().await.unwrap().json().await.unwrap();
+    popped["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["transactionId"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// PUSH-7: pushes buffer only while the database cannot be reached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_7_pushes_buffer_while_the_database_is_away_and_are_written_once_it_is_back() {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let upstream = reqwest::Url::parse(db.url())
+        .unwrap()
+        .port()
+        .unwrap_or(5432);
+    let link = Proxy::start(upstream).await.unwrap();
+    let dir = TempDir::new("outage");
+    let cfg = config(dir.path());
+    let broker = PgBroker::connect(&through(db.url(), link.port()), &cfg)
+        .await
+        .unwrap();
+    let server = spawn(Arc::new(broker), &cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let (c, base) = (reqwest::Client::new(), server.url());
+
+    assert_eq!(push(&c, &base, "before").await, ["queued"]);
+    link.cut();
+    assert_eq!(
+        push(&c, &base, "away-1").await,
+        ["buffered"],
+        "database away"
+    );
+    assert_eq!(
+        push(&c, &base, "away-2").await,
+        ["buffered"],
+        "database away"
+    );
+    link.heal();
+    until_the_spool_is_empty(&c, &base).await;
+    // Past the second after the last failure in which pushes spool without trying.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        push(&c, &base, "after").await,
+        ["queued"],
+        "the database answers again, so a push is written, not buffered"
+    );
+    assert_eq!(
+        drain(&c, &base).await,
+        ["before", "away-1", "away-2", "after"]
+    );
+    server.stop().await.unwrap();
+}
