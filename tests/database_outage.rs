@@ -3,7 +3,8 @@
 //! `Proxy`). Stopping PostgreSQL would take it from every test at once; cutting one
 //! broker's link takes it from that broker only, as a lost route does.
 //!
-//! While the database cannot be reached, pushes answer `buffered`; once it answers again
+//! While the database cannot be reached, pushes answer `buffered` and a transaction with a
+//! push is refused with 503 (TXN-4), since it cannot be spooled; once it answers again
 //! and the spool is replayed, pushes are written and answer `queued`, and everything
 //! buffered is delivered once, in order. A broker that kept buffering after the database
 //! came back would answer every later push `buffered` and show each message only after a
@@ -82,7 +83,8 @@ async fn drain(c: &reqwest::Client, base: &str) -> Vec<String> {
         .collect()
 }
 
-/// PUSH-7: pushes buffer only while the database cannot be reached.
+/// PUSH-7: pushes buffer only while the database cannot be reached; TXN-4: a transaction
+/// that meets the outage is refused, and none of it is applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_7_pushes_buffer_while_the_database_is_away_and_are_written_once_it_is_back() {
     let db = queen_pg::TestDb::new()
@@ -105,6 +107,23 @@ async fn push_7_pushes_buffer_while_the_database_is_away_and_are_written_once_it
 
     assert_eq!(push(&c, &base, "before").await, ["queued"]);
     link.cut();
+    // The first call to meet the cut is a transaction: it cannot wait in the spool.
+    let txn = json!({"operations": [{"type": "push", "items": [{"queue": "outage", "transactionId": "txn"}]}]});
+    let r = c
+        .post(format!("{base}/api/v1/transaction"))
+        .json(&txn)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status().as_u16(),
+        503,
+        "TXN-4: a transaction while the database is away"
+    );
+    assert!(
+        r.headers().contains_key("retry-after"),
+        "TXN-4: with Retry-After"
+    );
     assert_eq!(
         push(&c, &base, "away-1").await,
         ["buffered"],

@@ -3,7 +3,9 @@
 
 mod common;
 use common::*;
+use queen_reference::wire::{Answer, PopQuery, PopRoute, Request};
 use queen_server::app::spawn;
+use queen_server::broker::{Broker, Popped};
 use queen_server::pg::PgBroker;
 use serde_json::json;
 use std::sync::Arc;
@@ -1373,17 +1375,9 @@ async fn mgmt_11_a_delete_takes_its_turn_at_the_pairs_of_its_partition() {
     server.stop().await.unwrap();
 }
 
-/// ERR-1: a push the database refuses (here a trigger raises for one payload) answers 500
-/// and is tried once: only a deadlock is tried again. Written in a transaction shared
-/// with other pushes, it fails alone: each of them is written again on its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn err_1_a_push_the_database_refuses_fails_alone_and_is_tried_once() {
-    let ts = pg_server().await;
-    let pool = ts.broker().pool().clone();
-    let (base, c) = (ts.url(), reqwest::Client::new());
-    let url = format!("{base}/api/v1/push");
-    let push = |payload: &str| json!({"items": [{"queue": "refused", "partition": "p", "transactionId": payload, "payload": payload}]});
-    assert_eq!(post(&c, &url, &push("warm")).await.0, 201);
+/// Makes the database refuse (an exception in a trigger, SQLSTATE P0001) every message
+/// whose payload is the string "poison", counting the tries in sequence `poison_tries`.
+async fn refuse_poison(pool: &sqlx::PgPool) {
     for ddl in [
         "CREATE SEQUENCE poison_tries",
         "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -1396,8 +1390,74 @@ async fn err_1_a_push_the_database_refuses_fails_alone_and_is_tried_once() {
          END $$",
         "CREATE TRIGGER poison BEFORE INSERT ON queen_messages FOR EACH ROW EXECUTE FUNCTION poison()",
     ] {
-        sqlx::query(ddl).execute(&pool).await.unwrap();
+        sqlx::query(ddl).execute(pool).await.unwrap();
     }
+}
+
+/// TXN-4, ERR-1: only a database that cannot be reached makes a transaction 503. One the
+/// database refuses for another reason is a 500 that says nothing of the database, and
+/// it does not take the database for away: the next push is written, not buffered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn txn_4_a_transaction_the_database_refuses_is_500_not_503() {
+    let ts = pg_server().await;
+    let (base, c) = (ts.url(), reqwest::Client::new());
+    refuse_poison(ts.broker().pool()).await;
+    let txn =
+        json!({"operations": [{"type": "push", "items": [{"queue": "t", "payload": "poison"}]}]});
+    let (s, b) = post(&c, &format!("{base}/api/v1/transaction"), &txn).await;
+    assert_eq!((s, &b.unwrap()["error"]), (500, &json!("internal error")));
+    let push = json!({"items": [{"queue": "t", "payload": "fine"}]});
+    let (s, b) = post(&c, &format!("{base}/api/v1/push"), &push).await;
+    assert_eq!((s, &b.unwrap()[0]["status"]), (201, &json!("queued")));
+}
+
+/// A wrapper that answers pops through [`Broker::call`], as a double that rewrites pop
+/// answers does, so it takes the trait's default pop and asks the engine's
+/// `pop_paused` after an empty answer.
+struct PopsThroughCall(PgBroker);
+
+#[async_trait::async_trait]
+impl Broker for PopsThroughCall {
+    async fn call(&self, req: Request) -> Answer {
+        self.0.call(req).await
+    }
+
+    fn wakes(&self) -> &queen_server::wakes::Wakes {
+        self.0.wakes()
+    }
+
+    async fn pop_paused(&self) -> bool {
+        self.0.pop_paused().await
+    }
+}
+
+/// MAINT-2: a wrapper over the engine that pops through `call` tells an empty queue from
+/// pop maintenance, by the engine's switch, so its long polls stop waiting only for the
+/// latter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maint_2_a_wrapper_popping_through_call_tells_maintenance_from_empty() {
+    let ts = pg_server().await;
+    let wrapped = PopsThroughCall(ts.broker().clone());
+    let (route, query) = (PopRoute::Queue("quiet".into()), PopQuery::defaults(0));
+    let popped = wrapped.pop(&route, &query).await;
+    assert!(matches!(popped, Popped::Empty), "{popped:?}");
+    wrapped.call(Request::SetPopMaintenance(true)).await;
+    let popped = wrapped.pop(&route, &query).await;
+    assert!(matches!(popped, Popped::Paused), "{popped:?}");
+}
+
+/// ERR-1: a push the database refuses (here a trigger raises for one payload) answers 500
+/// and is tried once: only a deadlock is tried again. Written in a transaction shared
+/// with other pushes, it fails alone: each of them is written again on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn err_1_a_push_the_database_refuses_fails_alone_and_is_tried_once() {
+    let ts = pg_server().await;
+    let pool = ts.broker().pool().clone();
+    let (base, c) = (ts.url(), reqwest::Client::new());
+    let url = format!("{base}/api/v1/push");
+    let push = |payload: &str| json!({"items": [{"queue": "refused", "partition": "p", "transactionId": payload, "payload": payload}]});
+    assert_eq!(post(&c, &url, &push("warm")).await.0, 201);
+    refuse_poison(&pool).await;
     let tries = || async {
         let n: i64 = sqlx::query_scalar("SELECT last_value FROM poison_tries")
             .fetch_one(&pool)
