@@ -1,4 +1,4 @@
-//! PUSH-7 across a real outage: our server whose database goes away and comes back, with
+//! PUSH-7, TXN-4 and STOP-1 across a real outage: our server whose database goes away and comes back, with
 //! a TCP forwarder between them that the test cuts and heals (the fault scenarios'
 //! `Proxy`). Stopping PostgreSQL would take it from every test at once; cutting one
 //! broker's link takes it from that broker only, as a lost route does.
@@ -8,7 +8,7 @@
 //! and the spool is replayed, pushes are written and answer `queued`, and everything
 //! buffered is delivered once, in order. A broker that kept buffering after the database
 //! came back would answer every later push `buffered` and show each message only after a
-//! replay.
+//! replay. A stop once it is back writes what the spool still holds (STOP-1).
 
 use queen_conformance::faults::proxy::Proxy;
 use queen_server::app::spawn;
@@ -29,6 +29,39 @@ fn through(url: &str, port: u16) -> String {
     );
     parsed.set_port(Some(port)).expect("a URL with a port");
     parsed.into()
+}
+
+/// Our server on a database of its own, through a forwarder the test can cut.
+struct Linked {
+    link: Proxy,
+    server: queen_server::app::Running,
+    db: queen_pg::TestDb,
+    dir: TempDir,
+}
+
+async fn linked() -> Linked {
+    let db = queen_pg::TestDb::new()
+        .await
+        .expect("a PostgreSQL for tests");
+    let upstream = reqwest::Url::parse(db.url())
+        .unwrap()
+        .port()
+        .unwrap_or(5432);
+    let link = Proxy::start(upstream).await.unwrap();
+    let dir = TempDir::new("outage");
+    let cfg = config(dir.path());
+    let broker = PgBroker::connect(&through(db.url(), link.port()), &cfg)
+        .await
+        .unwrap();
+    let server = spawn(Arc::new(broker), &cfg, "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    Linked {
+        link,
+        server,
+        db,
+        dir,
+    }
 }
 
 /// Pushes `txn` to queue `outage`: each item's status.
@@ -87,22 +120,12 @@ async fn drain(c: &reqwest::Client, base: &str) -> Vec<String> {
 /// that meets the outage is refused, and none of it is applied.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_7_pushes_buffer_while_the_database_is_away_and_are_written_once_it_is_back() {
-    let db = queen_pg::TestDb::new()
-        .await
-        .expect("a PostgreSQL for tests");
-    let upstream = reqwest::Url::parse(db.url())
-        .unwrap()
-        .port()
-        .unwrap_or(5432);
-    let link = Proxy::start(upstream).await.unwrap();
-    let dir = TempDir::new("outage");
-    let cfg = config(dir.path());
-    let broker = PgBroker::connect(&through(db.url(), link.port()), &cfg)
-        .await
-        .unwrap();
-    let server = spawn(Arc::new(broker), &cfg, "127.0.0.1:0".parse().unwrap())
-        .await
-        .unwrap();
+    let Linked {
+        link,
+        server,
+        db: _db,
+        dir: _dir,
+    } = linked().await;
     let (c, base) = (reqwest::Client::new(), server.url());
 
     assert_eq!(push(&c, &base, "before").await, ["queued"]);
@@ -148,4 +171,38 @@ async fn push_7_pushes_buffer_while_the_database_is_away_and_are_written_once_it
         ["before", "away-1", "away-2", "after"]
     );
     server.stop().await.unwrap();
+}
+
+/// STOP-1: a stop replays what the spool holds once the database answers again, so a
+/// push buffered during an outage is in the database when the broker has stopped, not
+/// only when a broker next starts on that spool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_1_a_stop_writes_what_an_outage_buffered() {
+    let Linked {
+        link,
+        server,
+        db,
+        dir: _dir,
+    } = linked().await;
+    let (c, base) = (reqwest::Client::new(), server.url());
+    assert_eq!(push(&c, &base, "before").await, ["queued"]);
+    link.cut();
+    assert_eq!(push(&c, &base, "away").await, ["buffered"], "database away");
+    // Longer than the pool's check-before-use threshold, so the connections the cut
+    // broke are found broken, not used, once the link heals.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    link.heal();
+    server.stop().await.unwrap();
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    let stored: Vec<String> =
+        sqlx::query_scalar("SELECT transaction_id FROM queen_messages ORDER BY \"offset\"")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        stored,
+        ["before", "away"],
+        "what the spool held is written at the stop"
+    );
+    pool.close().await;
 }
