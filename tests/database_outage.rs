@@ -1,7 +1,7 @@
-//! PUSH-7, TXN-4 and STOP-1 across a real outage: our server whose database goes away and comes back, with
-//! a TCP forwarder between them that the test cuts and heals (the fault scenarios'
-//! `Proxy`). Stopping PostgreSQL would take it from every test at once; cutting one
-//! broker's link takes it from that broker only, as a lost route does.
+//! PUSH-7, TXN-4 and STOP-1 across a real outage: our server whose database goes away
+//! and comes back, with a TCP forwarder between them that the test cuts and heals (the
+//! fault scenarios' `Proxy`). Stopping PostgreSQL would take it from every test at
+//! once; cutting one broker's link takes it from that broker only, as a lost route does.
 //!
 //! While the database cannot be reached, pushes answer `buffered` and a transaction with a
 //! push is refused with 503 (TXN-4), since it cannot be spooled; once it answers again
