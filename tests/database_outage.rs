@@ -64,15 +64,15 @@ async fn linked() -> Linked {
     }
 }
 
+/// Posts `body` as JSON to `url`: the response, whatever its status.
+async fn post(c: &reqwest::Client, url: &str, body: &Value) -> reqwest::Response {
+    c.post(url).json(body).send().await.unwrap()
+}
+
 /// Pushes `txn` to queue `outage`: each item's status.
 async fn push(c: &reqwest::Client, base: &str, txn: &str) -> Vec<String> {
     let body = json!({"items": [{"queue": "outage", "transactionId": txn, "payload": txn}]});
-    let r = c
-        .post(format!("{base}/api/v1/push"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
+    let r = post(c, &format!("{base}/api/v1/push"), &body).await;
     assert_eq!(r.status().as_u16(), 201, "push {txn}");
     let answer: Value = r.json().await.unwrap();
     answer
@@ -132,12 +132,7 @@ async fn push_7_pushes_buffer_while_the_database_is_away_and_are_written_once_it
     link.cut();
     // The first call to meet the cut is a transaction: it cannot wait in the spool.
     let txn = json!({"operations": [{"type": "push", "items": [{"queue": "outage", "transactionId": "txn"}]}]});
-    let r = c
-        .post(format!("{base}/api/v1/transaction"))
-        .json(&txn)
-        .send()
-        .await
-        .unwrap();
+    let r = post(&c, &format!("{base}/api/v1/transaction"), &txn).await;
     assert_eq!(
         r.status().as_u16(),
         503,
