@@ -615,6 +615,35 @@ async fn a_push_writer_that_dies_is_started_again() {
         .is_some_and(|t| t.ends_with('Z')));
 }
 
+/// A push writer keeps its connection from one write to the next only while requests
+/// are waiting: once the pushes stop, every connection is back in the pool for the pops
+/// and acks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_push_writer_gives_its_connection_back() {
+    let app = pg_server_with(|c| c.push_writers = Some(1)).await;
+    let (c, base) = (reqwest::Client::new(), app.server.url());
+    let pushes: Vec<_> = (0..64)
+        .map(|n| {
+            let (c, url) = (c.clone(), format!("{base}/api/v1/push"));
+            let push = json!({"items": [{"queue": "q", "partition": format!("p{}", n % 8), "payload": {"n": n}}]});
+            tokio::spawn(async move { post(&c, &url, &push).await.0 })
+        })
+        .collect();
+    for p in pushes {
+        assert_eq!(p.await.unwrap(), 201);
+    }
+    let pool = app.broker().pool();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pool.num_idle() as u32 != pool.size() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        (pool.num_idle() as u32, pool.size()),
+        (pool.size(), pool.size()),
+        "every connection idle once the pushes are answered"
+    );
+}
+
 /// CFG-4: a kept option's number that PostgreSQL's `numeric` cannot hold is a 400 that
 /// writes nothing (it was a 500); the edges that fit are kept, and so is an empty key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

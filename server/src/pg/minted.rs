@@ -13,9 +13,8 @@
 //! maintenance is on, the function writes nothing and says so; the caller takes the
 //! general path.
 
-use super::db::Db;
 use crate::prepared::Prepared;
-use sqlx::Row;
+use sqlx::{PgConnection, Row};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
@@ -35,7 +34,10 @@ pub(crate) fn applies<'a>(mut items: impl Iterator<Item = &'a Prepared>) -> bool
 }
 
 /// Locks and writes in one round trip. `items` must satisfy [`applies`].
-pub(crate) async fn write(pool: &Db, items: &[&Prepared]) -> Result<Minted, sqlx::Error> {
+pub(crate) async fn write(
+    conn: &mut PgConnection,
+    items: &[&Prepared],
+) -> Result<Minted, sqlx::Error> {
     // The distinct (queue, partition) keys with how many items each gets; each item
     // points at its key by position and knows its rank among the key's items (1, 2, ...),
     // so the function numbers the messages `last_offset + rank` without sorting them.
@@ -84,7 +86,7 @@ pub(crate) async fn write(pool: &Db, items: &[&Prepared]) -> Result<Minted, sqlx
     .bind(&traces)
     .bind(&data)
     .bind(&subs)
-    .fetch_one(&mut *pool.acquire().await?)
+    .fetch_one(conn)
     .await?;
     let (go, maintenance): (bool, bool) = (row.get("go"), row.get("maintenance"));
     Ok(if go {

@@ -23,6 +23,8 @@ use crate::seal::Sealer;
 use crate::wakes::Wakes;
 use chrono::{DateTime, Utc};
 use queen_reference::wire::{PushResult, PushStatus};
+use sqlx::pool::PoolConnection;
+use sqlx::{Acquire, PgConnection, Postgres};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
@@ -158,7 +160,7 @@ impl Group {
         if items.len() >= ALONE_ITEMS {
             let (reply, answer_rx) = oneshot::channel();
             let all = items.iter().collect::<Vec<_>>();
-            let result = write_all(&self.pool, &all, self.seal.as_deref()).await;
+            let result = write_all(&self.pool, &mut None, &all, self.seal.as_deref()).await;
             drop(all);
             answer(&self.wakes, vec![Job { items, reply }], result);
             return answer_rx
@@ -239,7 +241,14 @@ async fn worker(
     let seal = seal.as_deref();
     // Held for the task's life; a dead task's guard goes with it.
     let mut rx = rx.lock().await;
+    // Kept from one write to the next while requests keep coming: the pool tests a
+    // connection with a round trip each time one is given back, which a writer busy
+    // under load need not pay; an idle writer gives it back for the pops and acks.
+    let mut conn = None;
     loop {
+        if rx.is_empty() {
+            conn = None;
+        }
         let jobs = {
             let Some(first) = rx.recv().await else { return };
             let mut n = first.items.len();
@@ -256,13 +265,14 @@ async fn worker(
             jobs
         };
         let all: Vec<&Prepared> = jobs.iter().flat_map(|j| j.items.iter()).collect();
-        let result = write_all(&pool, &all, seal).await;
+        let result = write_all(&pool, &mut conn, &all, seal).await;
         drop(all);
         match result {
             // One request's failure or refusal must not fail its neighbours.
             Err(WriteError::Other(_) | WriteError::Full(_)) if jobs.len() > 1 => {
                 for job in jobs {
-                    let r = write_all(&pool, &job.items.iter().collect::<Vec<_>>(), seal).await;
+                    let items = job.items.iter().collect::<Vec<_>>();
+                    let r = write_all(&pool, &mut conn, &items, seal).await;
                     answer(&wakes, vec![job], r);
                 }
             }
@@ -273,13 +283,32 @@ async fn worker(
 
 /// One transaction: the maintenance switch and "now" in one round trip, then the write;
 /// or, when the broker minted every transactionId, one function call (see `minted.rs`).
+/// Written on `conn`, taken from `pool` when empty and let go after any failure (it
+/// may be the connection that failed).
 async fn write_all(
     pool: &Db,
+    conn: &mut Option<PoolConnection<Postgres>>,
+    items: &[&Prepared],
+    seal: Option<&Sealer>,
+) -> Result<Option<Vec<PushResult>>, WriteError> {
+    let c = match conn {
+        Some(c) => c,
+        None => conn.insert(pool.acquire().await?),
+    };
+    let result = write_on(c, items, seal).await;
+    if result.is_err() {
+        *conn = None;
+    }
+    result
+}
+
+async fn write_on(
+    conn: &mut PgConnection,
     items: &[&Prepared],
     seal: Option<&Sealer>,
 ) -> Result<Option<Vec<PushResult>>, WriteError> {
     if minted::applies(items.iter().copied()) {
-        match minted::write(pool, items).await? {
+        match minted::write(conn, items).await? {
             // Minted ids cannot be duplicates (PUSH-5): every item is new.
             Minted::Written => return Ok(Some(answers(items.iter().copied(), PushStatus::Queued))),
             Minted::Maintenance => return Ok(None),
@@ -287,7 +316,7 @@ async fn write_all(
             Minted::Missing => {}
         }
     }
-    let mut tx = pool.begin().await?;
+    let mut tx = conn.begin().await?;
     let (now, maintenance): (DateTime<Utc>, bool) =
         sqlx::query_as("SELECT now(), s.push_maintenance FROM queen_switch_state s")
             .fetch_one(&mut *tx)
