@@ -1375,6 +1375,65 @@ async fn mgmt_11_a_delete_takes_its_turn_at_the_pairs_of_its_partition() {
     server.stop().await.unwrap();
 }
 
+/// ACK-4 without a lock held across the call: an ack reads its cursor without the
+/// pair's lock and writes only if the cursor is still the version it read
+/// (`queen_ack_write`). Here another holder of the lock changes the cursor after the
+/// ack has read it; the ack must decide again from what that holder left, not write
+/// over it with what it read first (the retry count it set would be lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ack_4_an_ack_that_read_a_cursor_since_changed_decides_again() {
+    let TestServer {
+        server,
+        broker,
+        db: _db,
+        dir: _dir,
+    } = pg_server().await;
+    let broker = broker.expect("the PostgreSQL engine");
+    let base = server.url();
+    let c = reqwest::Client::new();
+    push_one(&c, &base, "acked-race", json!("m1")).await;
+    let (s, b) = get(
+        &c,
+        &format!("{base}/api/v1/pop/queue/acked-race?consumerGroup=g&wait=false"),
+    )
+    .await;
+    assert_eq!(s, 200, "{b:?}");
+    let b = b.unwrap();
+    let ack = json!({"transactionId": b["messages"][0]["transactionId"],
+                     "partitionId": b["messages"][0]["partitionId"],
+                     "consumerGroup": "g", "leaseId": b["leaseId"], "status": "completed"});
+    let mut holder = hold_pairs(&broker, "g").await;
+    sqlx::query("UPDATE queen_cursors SET retries = '{\"99\": 7}' WHERE consumer_group = 'g'")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let (s, b) = waits_for_call(
+        {
+            let c = c.clone();
+            async move { post(&c, &format!("{base}/api/v1/ack"), &ack).await }
+        },
+        holder,
+        "the ack's write should wait for the pair's lock",
+    )
+    .await;
+    assert_eq!(
+        (s, b.as_ref().unwrap()[0]["success"].as_bool()),
+        (200, Some(true)),
+        "{b:?}"
+    );
+    let (committed, retries): (i64, serde_json::Value) =
+        sqlx::query_as("SELECT committed, retries FROM queen_cursors WHERE consumer_group = 'g'")
+            .fetch_one(broker.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        (committed, retries),
+        (1, json!({"99": 7})),
+        "the ack moved the cursor and kept the retry count written after its first read"
+    );
+    server.stop().await.unwrap();
+}
+
 /// Makes the database refuse (an exception in a trigger, SQLSTATE P0001) every message
 /// whose payload is the string "poison", counting the tries in sequence `poison_tries`.
 async fn refuse_poison(pool: &sqlx::PgPool) {

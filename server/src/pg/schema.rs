@@ -12,7 +12,7 @@ use sqlx::PgPool;
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// The function files, in the order they are applied (later ones call earlier ones).
-pub(crate) const FUNCTIONS: [(&str, &str); 7] = [
+pub(crate) const FUNCTIONS: [(&str, &str); 8] = [
     ("01_rules.sql", include_str!("../../sql/01_rules.sql")),
     (
         "02_candidates.sql",
@@ -29,6 +29,7 @@ pub(crate) const FUNCTIONS: [(&str, &str); 7] = [
         include_str!("../../sql/06_retention.sql"),
     ),
     ("07_manage.sql", include_str!("../../sql/07_manage.sql")),
+    ("08_ack.sql", include_str!("../../sql/08_ack.sql")),
 ];
 
 /// The advisory lock servers starting at once take, so their replacements of the same
