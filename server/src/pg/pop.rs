@@ -28,7 +28,8 @@ use queen_reference::wire::{
 };
 use serde_json::Value;
 use sqlx::pool::PoolConnection;
-use sqlx::{FromRow, PgConnection, Postgres, Transaction};
+use sqlx::postgres::PgRow;
+use sqlx::{Column, FromRow, PgConnection, Postgres, Row, Transaction};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use uuid::Uuid;
@@ -78,7 +79,6 @@ impl Rotation {
 
 /// One row of [`HEAD`]: the head's own columns, a candidate's, whether the candidate was
 /// passed over for a held lock, and a claimed message's (`m_*`).
-#[derive(FromRow)]
 struct HeadRow {
     paused: Option<bool>,
     now: DateTime<Utc>,
@@ -98,6 +98,66 @@ struct HeadRow {
     m_created_at: Option<DateTime<Utc>>,
     m_producer_sub: Option<String>,
     m_sealed: Option<bool>,
+}
+
+/// [`HeadRow`]'s columns in the order `queen_pop_head` returns them. Rows are read by
+/// position, since looking up each of a hundred rows' columns by name cost more than
+/// decoding them; the names are checked once per answer ([`HeadRow::check`]).
+const HEAD_COLUMNS: [&str; 17] = [
+    "paused",
+    "now",
+    "queue_id",
+    "subscribed",
+    "ready",
+    "id",
+    "name",
+    "options",
+    "skipped",
+    "m_offset",
+    "m_id",
+    "m_transaction_id",
+    "m_trace_id",
+    "m_data",
+    "m_created_at",
+    "m_producer_sub",
+    "m_sealed",
+];
+
+impl HeadRow {
+    /// Whether a row's columns are [`HEAD_COLUMNS`], in that order.
+    fn check(r: &PgRow) -> Result<(), sqlx::Error> {
+        let names: Vec<&str> = r.columns().iter().map(|c| c.name()).collect();
+        if names != HEAD_COLUMNS {
+            return Err(sqlx::Error::Decode(
+                format!("queen_pop_head returned the columns {names:?}, not {HEAD_COLUMNS:?}")
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The row's columns, by position.
+    fn read(r: &PgRow) -> Result<HeadRow, sqlx::Error> {
+        Ok(HeadRow {
+            paused: r.try_get(0)?,
+            now: r.try_get(1)?,
+            queue_id: r.try_get(2)?,
+            subscribed: r.try_get(3)?,
+            ready: r.try_get(4)?,
+            id: r.try_get(5)?,
+            name: r.try_get(6)?,
+            options: r.try_get(7)?,
+            skipped: r.try_get(8)?,
+            m_offset: r.try_get(9)?,
+            m_id: r.try_get(10)?,
+            m_transaction_id: r.try_get(11)?,
+            m_trace_id: r.try_get(12)?,
+            m_data: r.try_get(13)?,
+            m_created_at: r.try_get(14)?,
+            m_producer_sub: r.try_get(15)?,
+            m_sealed: r.try_get(16)?,
+        })
+    }
 }
 
 /// A partition that may be claimable (checked again under its lock).
@@ -375,7 +435,7 @@ async fn head(
         Some(_) => Default::default(),
         None => rotation.after(&pop.scope, pop.group),
     };
-    let rows: Vec<HeadRow> = sqlx::query_as(HEAD)
+    let rows: Vec<PgRow> = sqlx::query(HEAD)
         .bind(pop.scoped)
         .bind(namespace)
         .bind(task)
@@ -390,7 +450,12 @@ async fn head(
         .bind(after_queue)
         .fetch_all(conn)
         .await?;
-    let first = rows.first().ok_or(sqlx::Error::RowNotFound)?;
+    HeadRow::check(rows.first().ok_or(sqlx::Error::RowNotFound)?)?;
+    let rows = rows
+        .iter()
+        .map(HeadRow::read)
+        .collect::<Result<Vec<_>, _>>()?;
+    let first = &rows[0];
     let mut head = Head {
         paused: first.paused == Some(true),
         now: first.now,
