@@ -763,4 +763,20 @@ mod tests {
         assert_eq!(params(HEAD), (1..=12).collect::<Vec<_>>());
         assert_eq!(params(CLAIM), vec![1, 2, 3, 4, 5, 6, 7]);
     }
+
+    /// The head's rows are read by position: the positions must be the function's.
+    #[test]
+    fn the_head_columns_are_those_queen_pop_head_returns_in_order() {
+        let sql = include_str!("../../sql/04_pop_head.sql");
+        let table = sql
+            .split("RETURNS TABLE (")
+            .nth(1)
+            .and_then(|rest| rest.split(") LANGUAGE").next())
+            .expect("queen_pop_head returns a table");
+        let names: Vec<&str> = table
+            .split(',')
+            .filter_map(|col| col.split_whitespace().next())
+            .collect();
+        assert_eq!(names, HEAD_COLUMNS);
+    }
 }
