@@ -80,6 +80,17 @@ fn pop_4_our_choice_is_oldest_unconsumed_message_first() {
     assert_eq!(b.pop("q", &[]).unwrap().partition, "early");
 }
 
+/// Ties on age go by partition name, whichever partition was created first: a checker
+/// treats states that differ only in that order as one.
+#[test]
+fn pop_4_our_choice_breaks_ties_by_name_not_creation_order() {
+    let mut b = Broker::new();
+    b.push1("q", "zeta", "z");
+    b.push1("q", "alpha", "a");
+    assert_eq!(b.pop("q", &[]).unwrap().partition, "alpha");
+    assert_eq!(b.pop("q", &[]).unwrap().partition, "zeta");
+}
+
 #[test]
 fn pop_5_answer_shape_names_the_first_partition() {
     let mut b = Broker::new();
@@ -291,8 +302,8 @@ fn pop_13_first_pop_records_subscription_even_on_204_and_later_partitions_start_
     let got = Broker::txns(&b.pop("q", &[("consumerGroup", "g"), ("partitions", "0")]));
     assert_eq!(
         got,
-        vec!["e2", "c1"],
-        "e1 skipped; the later partition starts at its beginning"
+        vec!["c1", "e2"],
+        "e1 skipped; the later partition starts at its beginning (ties by name, POP-4)"
     );
 }
 

@@ -57,7 +57,7 @@ impl Scope {
 
 /// Runs a pop. `order` is the sequence of partitions a broker was observed to claim
 /// (a checker passes it; POP-4 lets the broker choose). Without it the policy order
-/// applies: oldest unconsumed message first, then partition creation order.
+/// applies: oldest unconsumed message first, ties by queue and partition name.
 pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut Ctx) -> Outcome {
     // MAINT-2 / POP-6: pop maintenance answers a bare 204 and touches nothing.
     if st.pop_maintenance && !ctx.deviates(Variant::PopMaintenanceIgnored) {
@@ -128,7 +128,7 @@ pub fn pop(st: &mut State, req: &PopRequest, order: Option<&[PartH]>, ctx: &mut 
             let newest_first = ctx
                 .policy_ref()
                 .is_some_and(|p| p.pop_order == PopOrder::NewestPartitionFirst);
-            policy_order(scope.claimable, batch, cap, newest_first)
+            policy_order(st, scope.claimable, batch, cap, newest_first)
         }
     };
     if chosen.is_empty() {
@@ -321,16 +321,20 @@ fn claimable(
 /// POP-3, POP-4 (our choice): oldest unconsumed message first, budget spent
 /// partition by partition, at most `cap` partitions.
 fn policy_order(
+    st: &State,
     mut claimable: Vec<Claimable>,
     batch: u32,
     cap: u32,
     newest_first: bool,
 ) -> Vec<Claimable> {
-    // Keys are unique (they end with the handle): an unstable sort orders alike.
+    // Keys are unique (they end with the handle or the partition's queue and name): an
+    // unstable sort orders alike. Ties on age go by name, not by which partition was
+    // created first, so states that differ only in that order choose alike.
     if newest_first {
         claimable.sort_unstable_by_key(|c| std::cmp::Reverse(c.part));
     } else {
-        claimable.sort_unstable_by_key(|c| (c.oldest.lo, c.part));
+        let named = |c: &Claimable| st.part(c.part).map(|p| (&p.queue, &p.name));
+        claimable.sort_unstable_by(|a, b| (a.oldest.lo, named(a)).cmp(&(b.oldest.lo, named(b))));
     }
     let mut budget = batch;
     let mut taken = 0;
