@@ -9,8 +9,10 @@
 //! never placed, and its interval is open-ended.
 //!
 //! Visited (set of placed calls, model states) pairs are remembered, so a search never
-//! explores the same situation twice; states are filed by fingerprint
-//! (`World::fingerprint`), so only those that may be equal are compared. The search has a budget of model steps: when it
+//! explores the same situation twice. The states are remembered by digest
+//! (`World::digest`), as a set and up to the model's numbering of messages, writes and
+//! leases, so two orders of calls that reach one broker state meet there, and the memo
+//! costs a few bytes per situation. The search has a budget of model steps: when it
 //! runs out the verdict is "unknown", never a pass. Histories are checked per key (per
 //! queue), each independently.
 //!
@@ -28,19 +30,16 @@
 
 use super::history::{Answer, History, Op};
 use crate::target::CheckSettings;
-use queen_reference::checker::{Checker, StepError, World};
+use queen_reference::checker::{Checker, StepError};
 use queen_reference::time::Millis;
 use queen_reference::variant::{Variant, VariantSet, VARIANTS};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
 use std::time::Instant;
+use xxhash_rust::xxh3::Xxh3Default;
 
 /// The most model steps one key's search may take.
 pub const DEFAULT_BUDGET: u64 = 200_000;
-
-/// The most model states the memo keeps. It only prunes revisits, so past this the
-/// search goes on without remembering more: slower on a pathological history, but
-/// bounded in memory by this rather than by the step budget times the worlds per step.
-const MEMO_WORLDS: usize = 50_000;
 
 /// How a key's history was judged.
 #[derive(Clone, Debug, PartialEq)]
@@ -402,8 +401,7 @@ fn search_key(ops: &[Op], start: Checker, budget: u64, deadline: Option<Instant>
         ops,
         after: client_order(ops),
         horizon,
-        memo: HashMap::new(),
-        memo_worlds: 0,
+        memo: HashSet::new(),
         steps: 0,
         budget,
         deadline,
@@ -462,12 +460,9 @@ struct Search<'a> {
     /// placed first ([`client_order`]).
     after: Vec<Option<usize>>,
     horizon: Millis,
-    /// Placed-set and fingerprint of the model states to the model states it was
-    /// reached with (only states with one fingerprint can be equal, so only those are
-    /// compared).
-    memo: HashMap<(Vec<u64>, u64), Vec<Vec<World>>>,
-    /// How many worlds the memo holds (at most about [`MEMO_WORLDS`]).
-    memo_worlds: usize,
+    /// The situations met: a digest of the placed set and of the set of the model
+    /// states' digests. At most one per model step, so the budget bounds it.
+    memo: HashSet<u128>,
     steps: u64,
     budget: u64,
     /// When to give up, whatever the steps left.
@@ -508,21 +503,14 @@ fn flip(bits: &mut [u64], i: usize) {
 
 impl Search<'_> {
     /// Whether this placed-set already reached these model states (a dead end then);
-    /// remembers them otherwise, while the memo has room.
+    /// remembers them otherwise.
     fn seen_before(&mut self, placed: &[u64], model: &Checker) -> bool {
-        let print = model
-            .worlds()
-            .iter()
-            .fold(0u64, |h, w| h.rotate_left(5) ^ w.fingerprint());
-        let seen = self.memo.entry((placed.to_vec(), print)).or_default();
-        if seen.iter().any(|w| w.as_slice() == model.worlds()) {
-            return true;
-        }
-        if self.memo_worlds < MEMO_WORLDS {
-            self.memo_worlds += model.worlds().len();
-            seen.push(model.worlds().to_vec());
-        }
-        false
+        let mut worlds: Vec<u128> = model.worlds().iter().map(|w| w.digest()).collect();
+        worlds.sort_unstable();
+        worlds.dedup();
+        let mut h = Xxh3Default::new();
+        (placed, worlds).hash(&mut h);
+        !self.memo.insert(h.digest128())
     }
 
     /// The calls that may come next, most likely first: by the midpoint of their

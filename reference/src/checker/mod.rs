@@ -23,6 +23,7 @@
 
 mod answer;
 mod diagnosis;
+mod digest;
 
 pub use answer::Judge;
 
@@ -71,6 +72,14 @@ impl World {
 
     fn same_state(&self, other: &World) -> bool {
         self.state == other.state && self.ids == other.ids && self.variants == other.variants
+    }
+
+    /// A wide digest of everything that decides which answers the world accepts from
+    /// here on, read in one canonical order (the `digest` module): two orders of the same
+    /// calls that reach one state under different numberings of its partitions,
+    /// messages, writes and leases have one digest.
+    pub fn digest(&self) -> u128 {
+        digest::digest(self)
     }
 
     /// A digest of the state and ids (`State::fingerprint` and how many ids are
@@ -1105,13 +1114,17 @@ fn pop_orders(
     for (id, name) in seen {
         let cands: Vec<PartH> = match world.ids.parts.handle(id) {
             Some(h) => vec![h],
-            None => st
-                .partitions
-                .iter()
-                .flatten()
-                .filter(|p| p.name == name && in_scope(p) && world.ids.parts.id(p.handle).is_none())
-                .map(|p| p.handle)
-                .collect(),
+            None => {
+                // By queue, not by handle: which orders are kept below must not depend
+                // on the order the partitions were created in.
+                let mut by_queue: Vec<&Partition> = st
+                    .live_partitions()
+                    .filter(|p| p.name == name && in_scope(p))
+                    .filter(|p| world.ids.parts.id(p.handle).is_none())
+                    .collect();
+                by_queue.sort_by(|a, b| a.queue.cmp(&b.queue));
+                by_queue.iter().map(|p| p.handle).collect()
+            }
         };
         if cands.is_empty() {
             return vec![None];

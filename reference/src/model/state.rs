@@ -466,6 +466,16 @@ impl State {
         h
     }
 
+    /// How many message handles were minted (handles `0..` this).
+    pub(crate) fn msgs_minted(&self) -> u32 {
+        self.next_msg
+    }
+
+    /// How many lease handles were minted (handles `0..` this).
+    pub(crate) fn leases_minted(&self) -> u32 {
+        self.next_lease
+    }
+
     /// A fresh message handle.
     pub(crate) fn mint_msg(&mut self) -> MsgH {
         self.next_msg += 1;
