@@ -8,11 +8,12 @@
 //! "now". A call with an unknown answer may be placed (every allowed outcome kept) or
 //! never placed, and its interval is open-ended.
 //!
-//! Visited (set of placed calls, model states) pairs are remembered, so a search never
-//! explores the same situation twice. The states are remembered by digest
-//! (`World::digest`), as a set and up to the model's numbering of messages, writes and
-//! leases, so two orders of calls that reach one broker state meet there, and the memo
-//! costs a few bytes per situation. The search has a budget of model steps: when it
+//! Dead ends, (set of placed calls, model states) pairs from which no order was found,
+//! are remembered, so a search never explores the same situation twice. The states are
+//! remembered by digest (`World::digest`), as a set and up to the model's numbering of
+//! partitions, messages, writes and leases, so two orders of calls that reach one broker
+//! state meet there, and the memo costs a few bytes per situation. A digest reads the
+//! whole state, so it is taken only for a placed set where a dead end was met before. The search has a budget of model steps: when it
 //! runs out the verdict is "unknown", never a pass. Histories are checked per key (per
 //! queue), each independently.
 //!
@@ -402,6 +403,7 @@ fn search_key(ops: &[Op], start: Checker, budget: u64, deadline: Option<Instant>
         after: client_order(ops),
         horizon,
         memo: HashSet::new(),
+        failed_placements: HashSet::new(),
         steps: 0,
         budget,
         deadline,
@@ -460,9 +462,12 @@ struct Search<'a> {
     /// placed first ([`client_order`]).
     after: Vec<Option<usize>>,
     horizon: Millis,
-    /// The situations met: a digest of the placed set and of the set of the model
+    /// The dead ends met: a digest of the placed set and of the set of the model
     /// states' digests. At most one per model step, so the budget bounds it.
     memo: HashSet<u128>,
+    /// The digests of the placed sets among [`Search::memo`]'s dead ends: a world's
+    /// digest reads its whole state, so it is taken only where a dead end may match.
+    failed_placements: HashSet<u128>,
     steps: u64,
     budget: u64,
     /// When to give up, whatever the steps left.
@@ -502,15 +507,34 @@ fn flip(bits: &mut [u64], i: usize) {
 }
 
 impl Search<'_> {
-    /// Whether this placed-set already reached these model states (a dead end then);
-    /// remembers them otherwise.
-    fn seen_before(&mut self, placed: &[u64], model: &Checker) -> bool {
+    /// The digest of a placed set.
+    fn placement(placed: &[u64]) -> u128 {
+        let mut h = Xxh3Default::new();
+        placed.hash(&mut h);
+        h.digest128()
+    }
+
+    /// The digest of a placed set with the set of the model's states.
+    fn situation(placed: &[u64], model: &Checker) -> u128 {
         let mut worlds: Vec<u128> = model.worlds().iter().map(|w| w.digest()).collect();
         worlds.sort_unstable();
         worlds.dedup();
         let mut h = Xxh3Default::new();
         (placed, worlds).hash(&mut h);
-        !self.memo.insert(h.digest128())
+        h.digest128()
+    }
+
+    /// Whether this placed set already reached these model states and found no order
+    /// from there.
+    fn dead_end(&self, placed: &[u64], model: &Checker) -> bool {
+        self.failed_placements.contains(&Self::placement(placed))
+            && self.memo.contains(&Self::situation(placed, model))
+    }
+
+    /// Remembers that no order is found from this placed set with these model states.
+    fn remember_dead_end(&mut self, placed: &[u64], model: &Checker) {
+        self.failed_placements.insert(Self::placement(placed));
+        self.memo.insert(Self::situation(placed, model));
     }
 
     /// The calls that may come next, most likely first: by the midpoint of their
@@ -552,7 +576,7 @@ impl Search<'_> {
         if all_known_placed {
             return true;
         }
-        if self.seen_before(placed, model) {
+        if self.dead_end(placed, model) {
             return false;
         }
         let mut refused = Vec::new();
@@ -597,6 +621,7 @@ impl Search<'_> {
                 cause: None,
             };
         }
+        self.remember_dead_end(placed, model);
         false
     }
 }
