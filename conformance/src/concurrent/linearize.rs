@@ -13,9 +13,9 @@
 //! remembered by digest (`World::digest`), as a set and up to the model's numbering of
 //! partitions, messages, writes and leases, so two orders of calls that reach one broker
 //! state meet there, and the memo costs a few bytes per situation. A digest reads the
-//! whole state, so it is taken only for a placed set where a dead end was met before. The search has a budget of model steps: when it
-//! runs out the verdict is "unknown", never a pass. Histories are checked per key (per
-//! queue), each independently.
+//! whole state, so it is taken only for a placed set where a dead end was met before.
+//! The search has a budget of model steps: when it runs out the verdict is "unknown",
+//! never a pass. Histories are checked per key (per queue), each independently.
 //!
 //! Relaxation: the checker does not force the "now" of successive calls to be
 //! monotonic (each call's time is only bounded by its own interval), so the check
@@ -524,17 +524,22 @@ impl Search<'_> {
         h.digest128()
     }
 
-    /// Whether this placed set already reached these model states and found no order
-    /// from there.
-    fn dead_end(&self, placed: &[u64], model: &Checker) -> bool {
-        self.failed_placements.contains(&Self::placement(placed))
-            && self.memo.contains(&Self::situation(placed, model))
+    /// The situation's digest when this placed set has met a dead end before (`None`
+    /// otherwise: none can match), and whether it is one of them.
+    fn dead_end(&self, placed: &[u64], model: &Checker) -> (Option<u128>, bool) {
+        if !self.failed_placements.contains(&Self::placement(placed)) {
+            return (None, false);
+        }
+        let situation = Self::situation(placed, model);
+        (Some(situation), self.memo.contains(&situation))
     }
 
-    /// Remembers that no order is found from this placed set with these model states.
-    fn remember_dead_end(&mut self, placed: &[u64], model: &Checker) {
+    /// Remembers that no order is found from this placed set with these model states
+    /// (`situation`: their digest, when already taken).
+    fn remember_dead_end(&mut self, placed: &[u64], model: &Checker, situation: Option<u128>) {
         self.failed_placements.insert(Self::placement(placed));
-        self.memo.insert(Self::situation(placed, model));
+        let situation = situation.unwrap_or_else(|| Self::situation(placed, model));
+        self.memo.insert(situation);
     }
 
     /// The calls that may come next, most likely first: by the midpoint of their
@@ -576,7 +581,8 @@ impl Search<'_> {
         if all_known_placed {
             return true;
         }
-        if self.dead_end(placed, model) {
+        let (situation, seen) = self.dead_end(placed, model);
+        if seen {
             return false;
         }
         let mut refused = Vec::new();
@@ -621,7 +627,7 @@ impl Search<'_> {
                 cause: None,
             };
         }
-        self.remember_dead_end(placed, model);
+        self.remember_dead_end(placed, model, situation);
         false
     }
 }
