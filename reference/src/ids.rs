@@ -57,7 +57,7 @@ impl<H: Handle> Default for Bimap<H> {
 /// inverse of `by_handle` (they are only ever extended together), so it is not compared.
 impl<H: Handle> PartialEq for Bimap<H> {
     fn eq(&self, other: &Self) -> bool {
-        self.by_handle.ptr_eq(&other.by_handle) || self.by_handle == other.by_handle
+        crate::shared::same_log(&self.by_handle, &other.by_handle, PartialEq::eq)
     }
 }
 

@@ -417,6 +417,48 @@ fn project_alternatives_diverge_strictly_and_are_recorded_laxly() {
     assert_eq!(diffs[0].kind, Kind::Alternative);
 }
 
+/// A checker that does not explain refusals (a search's) refuses and accepts exactly what
+/// one that explains does; only the explanation is missing. With a state divergence
+/// accepted, the rules an explanation names decide, so it explains then.
+#[test]
+fn a_checker_that_does_not_explain_decides_the_same() {
+    let scenario = |explain: bool, accept: Option<&str>| {
+        let mut l = Lockstep::new(Policy {
+            ack_outside_span: 1,
+            ..Policy::default()
+        });
+        l.c.explain = explain;
+        l.c.accept = accept
+            .map(|a| vec![Accept::parse(a).unwrap()])
+            .unwrap_or_default();
+        l.push("q", "a", Some("t1"));
+        l.push("q", "a", Some("t2"));
+        let p = l.pop("q", &[("batch", "1")]);
+        let mut outside = acks_for(&p, "completed")[0].clone();
+        outside["transactionId"] = json!("t2");
+        let req = HttpRequest::post("/api/v1/ack", &outside);
+        let r = l.e.handle(&req, l.now);
+        (l.feed(&req, &r), l.c.findings())
+    };
+    let Err(StepError::Diverged(full)) = scenario(true, None).0 else {
+        panic!("a strict checker refuses an ack outside the lease's span")
+    };
+    let Err(StepError::Diverged(bare)) = scenario(false, None).0 else {
+        panic!("a checker that does not explain refuses it too")
+    };
+    assert_eq!(full.rules, vec![ACK_10], "{full}");
+    assert!(
+        !full.expected.is_empty() && bare.expected.is_empty(),
+        "{bare}"
+    );
+    // ACK-10 accepted as a state divergence: both follow the broker with one finding.
+    let (explained, found) = scenario(true, Some("ACK-10:state"));
+    let (unexplained, found_bare) = scenario(false, Some("ACK-10:state"));
+    assert!(explained.is_ok() && unexplained.is_ok(), "{unexplained:?}");
+    assert_eq!(found, found_bare);
+    assert_eq!(found[0].rule, ACK_10);
+}
+
 /// MGMT-11 [PROJECT]: a broker that refuses the delete of one message with 405 and
 /// keeps delivering it is followed by a lax checker, which records the difference; a
 /// strict one diverges.

@@ -66,7 +66,7 @@ impl Verdict {
 
 /// Why no linearization exists: the longest prefix the search could place, and why
 /// each call that could come next was refused there.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Default)]
 pub struct Violation {
     /// The ids of the calls of the longest linearizable prefix, in order.
     pub(crate) prefix: Vec<usize>,
@@ -204,6 +204,7 @@ fn fresh_checker(settings: &CheckSettings) -> Checker {
     c.strict_project = true;
     // A search tries many orders that fail; naming a cause is `cause_of`'s job.
     c.diagnose = false;
+    c.explain = false;
     c
 }
 
@@ -360,6 +361,7 @@ fn cause_of(
 fn decided(ops: &[Op], start: &Checker, v: Variant, order: Vec<usize>) -> Verdict {
     let horizon = ops.iter().map(|o| o.complete_ms).max().unwrap_or(0);
     let mut model = start.clone();
+    model.explain = true;
     for (n, id) in order.iter().enumerate() {
         let Some(o) = ops.iter().find(|o| o.id == *id) else {
             return Verdict::Unknown(format!(
@@ -410,11 +412,7 @@ fn search_key(ops: &[Op], start: Checker, budget: u64, deadline: Option<Instant>
         exhausted: false,
         inconclusive: None,
         order: Vec::new(),
-        best: Violation {
-            prefix: vec![],
-            refused: vec![],
-            cause: None,
-        },
+        best: None,
     };
     let mut placed = vec![0u64; ops.len().div_ceil(64)];
     let found = s.dfs(&mut placed, &start);
@@ -435,14 +433,8 @@ fn search_key(ops: &[Op], start: Checker, budget: u64, deadline: Option<Instant>
     } else if let Some(why) = s.inconclusive {
         Verdict::Unknown(format!("the model could not decide: {why}"))
     } else {
-        let mut v = s.best;
-        v.prefix = v.prefix.iter().map(|&i| ops[i].id).collect();
-        v.refused = v
-            .refused
-            .into_iter()
-            .map(|(i, why)| (ops[i].id, why))
-            .collect();
-        Verdict::Violation(v)
+        let best = s.best.take();
+        Verdict::Violation(best.map_or_else(Violation::default, |b| b.explained(&s)))
     };
     KeyResult {
         key: String::new(),
@@ -476,8 +468,45 @@ struct Search<'a> {
     inconclusive: Option<String>,
     /// Indices placed so far, in order.
     order: Vec<usize>,
-    /// The deepest dead end (indices into `ops`).
-    best: Violation,
+    /// The deepest dead end met.
+    best: Option<DeadEnd>,
+}
+
+/// A dead end: the calls placed (indices into `ops`), the model after them, and the
+/// calls it refused next. Why each was refused is asked again only for the deepest
+/// one reported, since the search refuses far more calls than it reports.
+struct DeadEnd {
+    prefix: Vec<usize>,
+    model: Checker,
+    /// Each refused call, with why when the model could not decide.
+    refused: Vec<(usize, Option<String>)>,
+}
+
+impl DeadEnd {
+    /// The violation this dead end shows, with the model's reasons for each refusal.
+    fn explained(self, s: &Search) -> Violation {
+        let refused = self
+            .refused
+            .into_iter()
+            .map(|(i, why)| {
+                let why = why.unwrap_or_else(|| {
+                    let mut model = self.model.clone();
+                    model.explain = true;
+                    match s.apply(&mut model, i) {
+                        Err(StepError::Diverged(d)) => d.to_string(),
+                        Err(StepError::Inconclusive(w)) => format!("inconclusive: {w}"),
+                        Ok(_) => "refused without an explanation".to_string(),
+                    }
+                });
+                (s.ops[i].id, why)
+            })
+            .collect();
+        Violation {
+            prefix: self.prefix.iter().map(|&i| s.ops[i].id).collect(),
+            refused,
+            cause: None,
+        }
+    }
 }
 
 /// For each call, the answered call of the same client invoked last before it. A client
@@ -566,6 +595,15 @@ impl Search<'_> {
         cands
     }
 
+    /// Steps `model` through call `i` with its answer, or as unanswered.
+    fn apply(&self, model: &mut Checker, i: usize) -> Result<usize, StepError> {
+        let o = &self.ops[i];
+        match &o.answer {
+            Answer::Known(a) => model.step(&o.request, o.invoke_ms, o.complete_ms, a),
+            Answer::Unknown(_) => model.step_unknown(&o.request, o.invoke_ms, self.horizon),
+        }
+    }
+
     /// Places calls one by one while the model accepts them: true once every answered
     /// call is placed.
     fn dfs(&mut self, placed: &mut Vec<u64>, model: &Checker) -> bool {
@@ -587,7 +625,6 @@ impl Search<'_> {
         }
         let mut refused = Vec::new();
         for i in self.candidates(placed, min_complete) {
-            let o = &ops[i];
             let late =
                 self.steps.is_multiple_of(64) && self.deadline.is_some_and(|d| Instant::now() >= d);
             if self.steps >= self.budget || late {
@@ -596,11 +633,7 @@ impl Search<'_> {
             }
             self.steps += 1;
             let mut next = model.clone();
-            let r = match &o.answer {
-                Answer::Known(a) => next.step(&o.request, o.invoke_ms, o.complete_ms, a),
-                Answer::Unknown(_) => next.step_unknown(&o.request, o.invoke_ms, self.horizon),
-            };
-            match r {
+            match self.apply(&mut next, i) {
                 Ok(_) => {
                     flip(placed, i);
                     self.order.push(i);
@@ -613,19 +646,23 @@ impl Search<'_> {
                         return false;
                     }
                 }
-                Err(StepError::Diverged(d)) => refused.push((i, d.to_string())),
+                Err(StepError::Diverged(_)) => refused.push((i, None)),
                 Err(StepError::Inconclusive(why)) => {
-                    refused.push((i, format!("inconclusive: {why}")));
+                    refused.push((i, Some(format!("inconclusive: {why}"))));
                     self.inconclusive.get_or_insert(why);
                 }
             }
         }
-        if self.order.len() >= self.best.prefix.len() && !refused.is_empty() {
-            self.best = Violation {
+        let deeper = self
+            .best
+            .as_ref()
+            .is_none_or(|b| self.order.len() >= b.prefix.len());
+        if deeper && !refused.is_empty() {
+            self.best = Some(DeadEnd {
                 prefix: self.order.clone(),
+                model: model.clone(),
                 refused,
-                cause: None,
-            };
+            });
         }
         self.remember_dead_end(placed, model, situation);
         false
@@ -727,6 +764,10 @@ mod tests {
         };
         assert_eq!(v.prefix.len(), 2);
         assert_eq!(v.refused.len(), 1);
+        // The search refuses without explaining; the refusal it reports is explained.
+        let why = &v.refused[0].1;
+        assert!(why.starts_with("GET /api/v1/pop/queue/q"), "{why}");
+        assert!(why.contains("allowed:"), "{why}");
     }
 
     #[test]

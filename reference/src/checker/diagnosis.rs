@@ -168,6 +168,7 @@ impl Checker {
     ) -> Option<(Vec<World>, Option<HttpResponse>)> {
         let mut c = self.clone();
         c.diagnose = false;
+        c.explain = false;
         c.history = Vec::new();
         c.initial = None;
         c.worlds = initial

@@ -71,7 +71,7 @@ impl World {
     }
 
     fn same_state(&self, other: &World) -> bool {
-        self.state == other.state && self.ids == other.ids && self.variants == other.variants
+        self.variants == other.variants && self.state == other.state && self.ids == other.ids
     }
 
     /// A wide digest of everything that decides which answers the world accepts from
@@ -181,7 +181,7 @@ fn join_twins(worlds: Vec<World>) -> Vec<World> {
     let mut out: Vec<World> = Vec::with_capacity(worlds.len());
     'next: for w in worlds {
         for o in out.iter_mut() {
-            if o.ids != w.ids || o.variants != w.variants || o.findings != w.findings {
+            if o.variants != w.variants || o.findings != w.findings || o.ids != w.ids {
                 continue;
             }
             if let Some(state) = o.state.joined(&w.state) {
@@ -289,6 +289,11 @@ pub struct Checker {
     /// Name the cause of an answer no allowed behaviour explains, from the library of
     /// variants (a session's checker; not a linearizability search, where most orders fail).
     pub diagnose: bool,
+    /// Say why an answer no allowed behaviour explains was refused: the answers the
+    /// model allows and the PROJECT points that would have allowed it. A search that
+    /// tries many orders, most of them refused, turns this off and asks again for the
+    /// refusals it reports; whether a step is refused never depends on it.
+    pub explain: bool,
     /// What diagnosis replays: every exchange checked so far, and the worlds before the first.
     history: Vec<Rec>,
     initial: Option<Vec<World>>,
@@ -351,6 +356,7 @@ impl Checker {
             last_claim_short: false,
             last_empty_undecided: false,
             diagnose: false,
+            explain: true,
             history: Vec::new(),
             initial: None,
             asked: VariantSet::EMPTY,
@@ -517,7 +523,7 @@ impl Checker {
         // variant that would explain it away (a peek that misreports a retry count is
         // MGMT-6's departure, not proof that failures go uncharged). A cause the run
         // accepts is still followed.
-        let explained = if next.kept.is_empty() {
+        let explained = if next.kept.is_empty() && self.explains() {
             self.project_explanation(req, now, actual, &op_in)
         } else {
             Vec::new()
@@ -596,6 +602,16 @@ impl Checker {
         Ok(self.worlds.len())
     }
 
+    /// Whether a refusal is explained: when asked to, and whenever a state divergence
+    /// is accepted, since the rules the explanation names decide whether it is.
+    fn explains(&self) -> bool {
+        self.explain
+            || self
+                .accept
+                .iter()
+                .any(|a| a.variant.is_none() && a.kind.is_none_or(|k| k == Kind::State))
+    }
+
     /// The rules of the PROJECT findings (alternatives taken, answer-only differences)
     /// with which `actual` would have been allowed, when this checker is strict (empty
     /// otherwise, or when none would).
@@ -653,6 +669,7 @@ impl Checker {
         let mut asked = VariantSet::EMPTY;
         let mut misses: Vec<(HttpResponse, Miss)> = Vec::new();
         let judge = self.judge();
+        let explain = self.explains();
         // A pop answer is read once, not once per world.
         let parts = delivered_parts(actual);
         for world in &self.worlds {
@@ -681,7 +698,7 @@ impl Checker {
                             // With the order observed (none), a delivery shows as an illegal claim.
                             next.could_deliver |=
                                 matches!(out, Outcome::Pop(_) | Outcome::PopIllegal(..));
-                            if misses.len() < 8 {
+                            if misses.len() < 8 && explain {
                                 let shown = match out {
                                     // Show what the model would have delivered instead.
                                     Outcome::PopIllegal(..) => {
