@@ -307,6 +307,27 @@ fn pop_13_first_pop_records_subscription_even_on_204_and_later_partitions_start_
     );
 }
 
+/// A subscription's parameters act once, at the group's first pop: the state keeps only
+/// that the group is subscribed, so two brokers whose first pops ran at different times
+/// (or with different parameters that seeded alike) are in one state.
+#[test]
+fn pop_13_a_subscription_is_one_state_whenever_its_first_pop_ran() {
+    let first_pop = |wait: i64, mode: &str| {
+        let mut b = Broker::new();
+        b.configure("q", json!({}));
+        b.advance(wait);
+        let query = [("consumerGroup", "g"), ("subscriptionMode", mode)];
+        assert!(b.pop("q", &query).is_none());
+        b.e.state
+    };
+    let early = first_pop(0, "all");
+    let mut unsubscribed = Broker::new();
+    unsubscribed.configure("q", json!({}));
+    assert_ne!(early, unsubscribed.e.state, "the 204 records it (POP-18)");
+    assert_eq!(early, first_pop(50, "all"));
+    assert_eq!(early, first_pop(0, "new"));
+}
+
 #[test]
 fn pop_14_delayed_processing_and_window_buffer() {
     let mut b = Broker::new();

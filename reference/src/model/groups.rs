@@ -5,7 +5,6 @@ use super::pop::last_before;
 use super::state::{PartH, State};
 use super::views::partitions_of;
 use crate::choice::Ctx;
-use crate::time::format_iso;
 use crate::wire::{
     no_such_partition, no_such_queue, GroupDeleted, SeekResponse, SeekTo, SubscriptionResponse,
     WireError,
@@ -51,8 +50,9 @@ pub(crate) fn seek(
     })
 }
 
-/// MGMT-8: the seek to `at` on every queue the group reads or subscribed to; its
-/// subscriptions now start at `at`.
+/// MGMT-8: the seek to `at` on every queue the group reads or subscribed to. The time
+/// it records as where the group's subscriptions start changes no later answer (a
+/// partition created later starts at its beginning, POP-18), so the model keeps none.
 pub(crate) fn subscription(
     st: &mut State,
     group: &str,
@@ -63,7 +63,7 @@ pub(crate) fn subscription(
         .queues
         .values()
         .filter(|q| {
-            q.subscriptions.contains_key(group)
+            q.subscriptions.contains(group)
                 || partitions_of(st, &q.name).any(|p| p.cursors.contains_key(group))
         })
         .map(|q| q.name.clone())
@@ -72,9 +72,6 @@ pub(crate) fn subscription(
     for q in &queues {
         let sought = seek(st, group, q, None, SeekTo::Time(at), ctx).expect("the queue exists");
         partitions += sought.partitions;
-        if let Some(s) = st.queue_mut(q).and_then(|q| q.subscriptions.get_mut(group)) {
-            s.from = format_iso(at);
-        }
     }
     SubscriptionResponse {
         success: true,
@@ -107,7 +104,7 @@ pub(crate) fn delete_group(
                 deleted += 1;
             }
         }
-        if delete_metadata && st.queues[q].subscriptions.contains_key(group) {
+        if delete_metadata && st.queues[q].subscriptions.contains(group) {
             st.queue_mut(q).expect("listed").subscriptions.remove(group);
         }
     }

@@ -2,7 +2,7 @@
 //! the lease or the autoAck commit, and subscription seeding.
 
 use super::outcome::{Outcome, PopOut};
-use super::state::{Cursor, Lease, PartH, Partition, State, Subscription};
+use super::state::{Cursor, Lease, PartH, Partition, State};
 use crate::choice::Ctx;
 use crate::policy::{ChoicePoint, PopOrder};
 use crate::rules::{RuleId, ACK_6, MGMT_11, POP_1, POP_14, POP_18, POP_2, POP_3, RET_3};
@@ -421,10 +421,7 @@ fn subscribe(st: &mut State, queue: &str, q: &PopQuery, ctx: &mut Ctx) {
         return;
     }
     let parts: Vec<PartH> = st.queues[queue].partitions.values().copied().collect();
-    if st.queues[queue]
-        .subscriptions
-        .contains_key(&q.consumer_group)
-    {
+    if st.queues[queue].subscriptions.contains(&q.consumer_group) {
         let skips_backlog = subscription_start(&q.subscription_mode, &q.subscription_from)
             != SubscriptionStart::All;
         let unseeded = parts.iter().any(|ph| {
@@ -455,21 +452,10 @@ fn subscribe(st: &mut State, queue: &str, q: &PopQuery, ctx: &mut Ctx) {
         };
         p.cursors.insert(q.consumer_group.clone(), cursor);
     }
-    if st.queues[queue]
-        .subscriptions
-        .contains_key(&q.consumer_group)
-    {
-        return;
+    if !st.queues[queue].subscriptions.contains(&q.consumer_group) {
+        let queue = st.queue_mut(queue).expect("exists");
+        queue.subscriptions.insert(q.consumer_group.clone());
     }
-    let at = ctx.now;
-    st.queue_mut(queue).expect("exists").subscriptions.insert(
-        q.consumer_group.clone(),
-        Subscription {
-            mode: q.subscription_mode.clone(),
-            from: q.subscription_from.clone(),
-            at,
-        },
-    );
 }
 
 /// Where a subscription's new cursors start (POP-13), read from a pop's parameters.

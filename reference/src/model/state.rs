@@ -137,21 +137,13 @@ pub struct Queue {
     pub options: QueueOptions,
     /// Partition names to handles, in creation order of handles.
     pub partitions: BTreeMap<String, PartH>,
-    /// Named groups' durable subscriptions (POP-13 \[PROJECT\]).
-    pub(crate) subscriptions: BTreeMap<String, Subscription>,
+    /// The named groups subscribed to the queue (POP-13, POP-18 \[PROJECT\]). Only
+    /// whether a group is subscribed is ever read: a subscription's parameters act once,
+    /// at its first pop, so keeping them (or when that pop ran) would only tell apart
+    /// states that accept the same answers.
+    pub(crate) subscriptions: BTreeSet<String>,
     /// Option keys stored without acting on them, as the last configure sent them (CFG-4).
     pub extra: crate::wire::ExtraOptions,
-}
-
-/// A named group's subscription, recorded by its first pop on the queue.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Subscription {
-    /// The `subscriptionMode` the first pop gave (`all`, `new`, ...; POP-13).
-    pub(crate) mode: String,
-    /// The `subscriptionFrom` the first pop gave (`now`, an ISO-8601 time, or empty; POP-13).
-    pub(crate) from: String,
-    /// When the first pop ran: the moment `new` and `now` start from.
-    pub(crate) at: Stamp,
 }
 
 /// An ordered, append-only log with a cursor per group.
@@ -434,7 +426,7 @@ impl State {
                 task,
                 options,
                 partitions: BTreeMap::new(),
-                subscriptions: BTreeMap::new(),
+                subscriptions: BTreeSet::new(),
                 extra: Default::default(),
             };
             Arc::make_mut(&mut self.queues).insert(name.to_string(), q);

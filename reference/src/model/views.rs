@@ -299,7 +299,7 @@ fn group_names(st: &State) -> Vec<String> {
         names.extend(p.cursors.keys().cloned());
     }
     for q in st.queues.values() {
-        names.extend(q.subscriptions.keys().cloned());
+        names.extend(q.subscriptions.iter().cloned());
     }
     names.into_iter().collect()
 }
@@ -327,7 +327,7 @@ fn age_seconds(now: Stamp, created: Stamp) -> u64 {
 fn group(st: &State, name: &str, ctx: &mut Ctx) -> GroupView {
     let queues = queues_in_order(st)
         .filter(|q| {
-            q.subscriptions.contains_key(name)
+            q.subscriptions.contains(name)
                 || partitions_of(st, &q.name).any(|p| p.cursors.contains_key(name))
         })
         .map(|q| q.name.clone())
