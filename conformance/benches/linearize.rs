@@ -6,7 +6,9 @@
 //! decided size and that first undecided one are what the checker handles.
 //!
 //! `cargo bench -p queen-conformance --bench linearize` (release). `QUEEN_BENCH_MAX_CALLS`
-//! caps the history size (default 12,800).
+//! caps the history size (default 12,800); `QUEEN_BENCH_SAVE=DIR` writes each series'
+//! first undecided history to `DIR/linearize-CLIENTSxCALLS.json`, for `queen-conformance
+//! recheck`.
 
 use queen_conformance::concurrent::linearize::DEFAULT_BUDGET;
 use queen_conformance::concurrent::{check_deep, run_workload, Workload};
@@ -15,6 +17,19 @@ use queen_server::app::spawn;
 use queen_server::config::Config;
 use queen_server::memory::MemoryBroker;
 use std::sync::Arc;
+
+/// With `QUEEN_BENCH_SAVE=DIR`, writes `history` there, named by its shape.
+fn save_undecided(history: &queen_conformance::concurrent::History, clients: usize) {
+    let Ok(dir) = std::env::var("QUEEN_BENCH_SAVE") else {
+        return;
+    };
+    let name = format!("linearize-{clients}x{}.json", history.ops.len());
+    let path = std::path::Path::new(&dir).join(name);
+    std::fs::create_dir_all(&dir).expect("the save directory can be made");
+    let text = serde_json::to_string_pretty(&history.to_json()).expect("JSON serializes");
+    std::fs::write(&path, text).expect("the history can be written");
+    println!("saved {}", path.display());
+}
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
@@ -82,6 +97,7 @@ async fn main() {
                     best = Some((history.ops.len(), clients, out.ops_per_sec()));
                 }
             } else {
+                save_undecided(&history, clients);
                 firsts.push((clients, history.ops.len(), verdict));
                 break;
             }
