@@ -64,6 +64,17 @@ impl Lockstep {
         self.c.step(req, self.now, self.now, answer)
     }
 
+    /// Two messages pushed to one partition, the first popped alone: the ack of the
+    /// second under the first's lease (outside its span, ACK-10).
+    fn ack_outside_the_span(&mut self) -> HttpRequest {
+        self.push("q", "a", Some("t1"));
+        self.push("q", "a", Some("t2"));
+        let p = self.pop("q", &[("batch", "1")]);
+        let mut outside = acks_for(&p, "completed")[0].clone();
+        outside["transactionId"] = json!("t2");
+        HttpRequest::post("/api/v1/ack", &outside)
+    }
+
     /// Feeds a hand-made answer that must diverge; returns the rules it names.
     fn diverged_rules(&mut self, req: &HttpRequest, answer: &HttpResponse) -> Vec<RuleId> {
         match self.feed(req, answer) {
@@ -392,13 +403,7 @@ fn project_alternatives_diverge_strictly_and_are_recorded_laxly() {
             ..Policy::default()
         });
         l.c.strict_project = strict;
-        l.push("q", "a", Some("t1"));
-        l.push("q", "a", Some("t2"));
-        let p = l.pop("q", &[("batch", "1")]);
-        let acks = acks_for(&p, "completed");
-        let mut outside = acks[0].clone();
-        outside["transactionId"] = json!("t2");
-        let req = HttpRequest::post("/api/v1/ack", &outside);
+        let req = l.ack_outside_the_span();
         let r = l.e.handle(&req, l.now);
         assert_eq!(r.body.as_ref().unwrap()[0]["success"], json!(true));
         (l.feed(&req, &r), l.c)
@@ -431,12 +436,7 @@ fn a_checker_that_does_not_explain_decides_the_same() {
         l.c.accept = accept
             .map(|a| vec![Accept::parse(a).unwrap()])
             .unwrap_or_default();
-        l.push("q", "a", Some("t1"));
-        l.push("q", "a", Some("t2"));
-        let p = l.pop("q", &[("batch", "1")]);
-        let mut outside = acks_for(&p, "completed")[0].clone();
-        outside["transactionId"] = json!("t2");
-        let req = HttpRequest::post("/api/v1/ack", &outside);
+        let req = l.ack_outside_the_span();
         let r = l.e.handle(&req, l.now);
         (l.feed(&req, &r), l.c.findings())
     };
@@ -1347,12 +1347,7 @@ fn an_unanswered_request_branches_on_project_alternatives_only_when_lax() {
     for strict in [true, false] {
         let mut l = Lockstep::new(Policy::default());
         l.c.strict_project = strict;
-        l.push("q", "a", Some("t1"));
-        l.push("q", "a", Some("t2"));
-        let p = l.pop("q", &[("batch", "1")]);
-        let mut outside = acks_for(&p, "completed")[0].clone();
-        outside["transactionId"] = json!("t2");
-        let req = HttpRequest::post("/api/v1/ack", &outside);
+        let req = l.ack_outside_the_span();
         let worlds = l.c.step_unknown(&req, l.now, l.now).unwrap();
         assert_eq!(worlds, if strict { 1 } else { 2 }, "strict {strict}");
     }
